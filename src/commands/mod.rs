@@ -1,0 +1,7 @@
+//! Front ends of the CLI subcommands. Each module has an `Args` (clap) and an async
+//! `run(args, config_file) -> Result<ExitCode>`; errors become exit code 2 in `main`.
+
+pub mod ask;
+pub mod doctor;
+pub mod eval;
+pub mod providers;

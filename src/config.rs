@@ -1,0 +1,225 @@
+//! Configuration: built-in defaults, then `~/.config/kforge/config.toml`, then the
+//! project's `kforge.toml` (current directory), then an explicit `--config FILE`; the CLI
+//! flags and environment variables are applied on top by each command. Tables merge
+//! deeply, so a project file can change one key of a section without restating the rest.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The project file name looked up in the current directory.
+pub const PROJECT_FILE: &str = "kforge.toml";
+
+/// Everything kforge reads from its config files.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct Config {
+    pub python: PythonConfig,
+    pub eval: EvalConfig,
+    /// The files that were read, lowest precedence first (for `doctor` and error messages).
+    #[serde(skip)]
+    pub sources: Vec<PathBuf>,
+    /// The merged table, for sections owned by other modules.
+    #[serde(skip)]
+    pub table: toml::Table,
+}
+
+/// `[python]`: which interpreter runs the harness.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PythonConfig {
+    /// An interpreter that imports torch and triton. `KFORGE_PYTHON` overrides it.
+    pub interpreter: Option<PathBuf>,
+}
+
+/// How child processes are made for each evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Executor {
+    /// Fork from a server that imported torch and triton once (fast; the default where
+    /// the platform has `fork`).
+    #[default]
+    Fork,
+    /// A fresh interpreter per evaluation (slow, maximally isolated).
+    Spawn,
+}
+
+/// `[eval]`: correctness and timing rules. Defaults are DESIGN.md section 3.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Absolute and relative tolerance for floating-point outputs.
+    pub atol: f64,
+    pub rtol: f64,
+    /// Correctness trials with fresh seeded inputs.
+    pub trials: u32,
+    /// Extra trial on standard-normal inputs when the reference stays finite on them.
+    pub signed_trial: bool,
+    /// Re-check with fresh values written into the timing buffers after timing.
+    pub post_timing_check: bool,
+    /// Timed runs per model (upper bound; the time budget may cut it).
+    pub timing_trials: u32,
+    /// Fewest timed runs, whatever the budget says.
+    pub min_timing_trials: u32,
+    /// Seconds of timed runs allowed per model.
+    pub timing_budget_s: f64,
+    /// Untimed warm-up runs per model.
+    pub warmup: u32,
+    /// Flush L2 before each timed run.
+    pub flush_l2: bool,
+    /// Seconds before an evaluation's process is killed.
+    pub timeout_s: f64,
+    /// Base seed for parameters and inputs.
+    pub seed: u64,
+    /// Turn the "PyTorch compute op in forward" warning into a static-check failure.
+    pub reject_torch_ops: bool,
+    /// Speedups above this are flagged as suspicious.
+    pub suspicious_speedup: f64,
+    /// Flag a kernel whose host-synchronized time exceeds its event time by this ratio.
+    pub host_time_ratio: f64,
+    /// Reuse reference timings measured earlier under the same conditions.
+    pub baseline_cache: bool,
+    pub executor: Executor,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            atol: 1e-2,
+            rtol: 1e-2,
+            trials: 5,
+            signed_trial: true,
+            post_timing_check: true,
+            timing_trials: 100,
+            min_timing_trials: 10,
+            timing_budget_s: 10.0,
+            warmup: 3,
+            flush_l2: true,
+            timeout_s: 300.0,
+            seed: 42,
+            reject_torch_ops: false,
+            suspicious_speedup: 10.0,
+            host_time_ratio: 1.5,
+            baseline_cache: true,
+            executor: Executor::Fork,
+        }
+    }
+}
+
+impl Config {
+    /// Loads user, project and explicit files (each optional except `explicit`).
+    pub fn load(explicit: Option<&Path>) -> Result<Config> {
+        let mut files = Vec::new();
+        if let Some(user) = crate::paths::user_config_file() {
+            files.push(user);
+        }
+        files.push(PathBuf::from(PROJECT_FILE));
+        Self::load_files(&files, explicit)
+    }
+
+    /// Loads the given optional layers (missing files are skipped) and an explicit file
+    /// that must exist.
+    pub fn load_files(optional: &[PathBuf], explicit: Option<&Path>) -> Result<Config> {
+        let mut merged = toml::Table::new();
+        let mut sources = Vec::new();
+        for path in optional {
+            if path.is_file() {
+                merge(&mut merged, read_table(path)?);
+                sources.push(path.clone());
+            }
+        }
+        if let Some(path) = explicit {
+            if !path.is_file() {
+                anyhow::bail!("config file {} does not exist", path.display());
+            }
+            merge(&mut merged, read_table(path)?);
+            sources.push(path.to_path_buf());
+        }
+        let mut config: Config = toml::Value::Table(merged.clone())
+            .try_into()
+            .with_context(|| format!("invalid configuration (read from {})", describe(&sources)))?;
+        config.sources = sources;
+        config.table = merged;
+        Ok(config)
+    }
+}
+
+fn describe(sources: &[PathBuf]) -> String {
+    if sources.is_empty() {
+        return "built-in defaults".into();
+    }
+    sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn read_table(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.parse::<toml::Table>().with_context(|| format!("{} is not valid TOML", path.display()))
+}
+
+/// Deep merge: tables merge key by key, anything else in `over` replaces `base`.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn defaults_match_design() {
+        let c = Config::load_files(&[], None).unwrap();
+        assert_eq!(c.eval.trials, 5);
+        assert_eq!(c.eval.atol, 1e-2);
+        assert_eq!(c.eval.timing_trials, 100);
+        assert!(c.sources.is_empty());
+    }
+
+    #[test]
+    fn later_layers_override_single_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(dir.path(), "user.toml", "[eval]\ntrials = 7\natol = 0.5\n");
+        let project = write(dir.path(), "kforge.toml", "[eval]\natol = 0.001\n");
+        let c = Config::load_files(&[user, project.clone(), dir.path().join("missing.toml")], None).unwrap();
+        assert_eq!(c.eval.trials, 7);
+        assert_eq!(c.eval.atol, 0.001);
+        assert_eq!(c.sources.len(), 2);
+        assert_eq!(c.sources[1], project);
+    }
+
+    #[test]
+    fn typo_in_section_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write(dir.path(), "bad.toml", "[eval]\ntrails = 3\n");
+        let err = format!("{:#}", Config::load_files(&[], Some(&bad)).unwrap_err());
+        assert!(err.contains("trails"), "{err}");
+        assert!(err.contains("bad.toml"), "{err}");
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error() {
+        let err = Config::load_files(&[], Some(Path::new("/nonexistent/kforge.toml"))).unwrap_err();
+        assert!(err.to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn invalid_toml_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = write(dir.path(), "broken.toml", "[eval\n");
+        let err = format!("{:#}", Config::load_files(&[bad], None).unwrap_err());
+        assert!(err.contains("broken.toml") && err.contains("not valid TOML"), "{err}");
+    }
+}

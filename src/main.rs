@@ -1,0 +1,59 @@
+//! The command line. Each subcommand's arguments and behaviour live in
+//! `kforge::commands`; this file only parses and dispatches.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kforge::commands;
+
+#[derive(Parser)]
+#[command(name = "kforge", version, about = "Interactive, LLM-driven GPU kernel optimization")]
+struct Cli {
+    /// Extra config file, read after ~/.config/kforge/config.toml and ./kforge.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a Triton kernel against a KernelBench task: correctness, then timing.
+    Eval(commands::eval::EvalArgs),
+    /// Report Python, torch, triton, GPUs, Nsight Compute and the cache, with fixes.
+    Doctor(commands::doctor::DoctorArgs),
+    /// Send one prompt to a provider and stream the answer (checks a provider works).
+    Ask(commands::ask::AskArgs),
+    /// List the configured providers, the default, and whether each key is present.
+    Providers(commands::providers::ProvidersArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _log = kforge::logging::init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = cli.config.as_deref();
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Eval(args) => commands::eval::run(args, config).await,
+            Command::Doctor(args) => commands::doctor::run(args, config).await,
+            Command::Ask(args) => commands::ask::run(args, config).await,
+            Command::Providers(args) => commands::providers::run(args, config).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

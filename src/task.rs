@@ -1,0 +1,1 @@
+//! KernelBench task files.
