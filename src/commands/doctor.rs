@@ -1,9 +1,232 @@
+//! `kforge doctor`: what kforge will use, and each problem with its fix.
+
 use std::path::Path;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct DoctorArgs {}
+use anyhow::Result;
+use serde_json::{Value, json};
 
-pub async fn run(_args: DoctorArgs, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+use crate::config::Config;
+use crate::eval;
+
+#[derive(clap::Args, Debug)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the Nsight Compute permission probe (it profiles a tiny kernel).
+    #[arg(long)]
+    pub no_ncu: bool,
+}
+
+struct Report {
+    lines: Vec<(String, String)>,
+    problems: Vec<(String, String)>,
+    data: serde_json::Map<String, Value>,
+}
+
+impl Report {
+    fn line(&mut self, key: &str, value: impl Into<String>) {
+        self.lines.push((key.to_string(), value.into()));
+    }
+    fn problem(&mut self, what: impl Into<String>, fix: impl Into<String>) {
+        self.problems.push((what.into(), fix.into()));
+    }
+}
+
+pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let mut r = Report {
+        lines: Vec::new(),
+        problems: Vec::new(),
+        data: serde_json::Map::new(),
+    };
+    r.line("kforge", env!("CARGO_PKG_VERSION"));
+    let config = match Config::load(config_file) {
+        Ok(c) => {
+            let files: Vec<String> = c.sources.iter().map(|p| p.display().to_string()).collect();
+            r.line(
+                "config",
+                if files.is_empty() {
+                    "built-in defaults (no config file)".into()
+                } else {
+                    files.join(", ")
+                },
+            );
+            r.data.insert("config_files".into(), json!(files));
+            c
+        }
+        Err(e) => {
+            r.problem(
+                format!("configuration: {e:#}"),
+                "fix the file named above, or move it aside",
+            );
+            Config::default()
+        }
+    };
+
+    let cache = crate::paths::cache_dir();
+    r.data.insert("cache_dir".into(), json!(cache));
+    match std::fs::create_dir_all(&cache).and_then(|_| tempfile::tempfile_in(&cache)) {
+        Ok(_) => r.line("cache", cache.display().to_string()),
+        Err(e) => {
+            r.line("cache", format!("{} (not writable)", cache.display()));
+            r.problem(
+                format!("the cache dir {} is not writable: {e}", cache.display()),
+                "set KFORGE_CACHE_DIR to a writable directory",
+            );
+        }
+    }
+
+    let evaluator =
+        eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"));
+    match evaluator {
+        Err(e) => r.problem(
+            format!("Python: {e:#}"),
+            "set KFORGE_PYTHON to an interpreter that imports torch and triton, or let kforge create its environment (needs python3 with venv and pip)",
+        ),
+        Ok(evaluator) => {
+            let python = evaluator.python().clone();
+            r.line("python", format!("{} ({})", python.executable.display(), python.source.describe()));
+            r.data.insert("python".into(), json!({"executable": python.executable, "source": python.source.describe()}));
+            match evaluator.hello().await {
+                Err(e) => r.problem(format!("the harness cannot start: {e:#}"), "install torch and triton for that interpreter, or unset KFORGE_PYTHON to use the managed environment"),
+                Ok(hello) => {
+                    r.line("versions", format!(
+                        "python {} · torch {} · triton {}",
+                        hello.python.as_deref().unwrap_or("?"),
+                        hello.torch.as_deref().unwrap_or("?"),
+                        hello.triton.as_deref().unwrap_or("?")
+                    ));
+                    r.line("executor", if hello.fork { "fork server (fast)" } else { "fresh process per evaluation (no fork on this platform)" });
+                    r.data.insert("versions".into(), json!({"python": hello.python, "torch": hello.torch, "triton": hello.triton, "import_s": hello.import_s}));
+                    gpu_checks(&evaluator, &mut r, !args.no_ncu).await;
+                }
+            }
+            evaluator.shutdown().await;
+        }
+    }
+
+    if args.json {
+        r.data.insert(
+            "problems".into(),
+            json!(
+                r.problems
+                    .iter()
+                    .map(|(w, f)| json!({"problem": w, "fix": f}))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        println!("{}", serde_json::to_string_pretty(&Value::Object(r.data))?);
+    } else {
+        for (k, v) in &r.lines {
+            println!("{k:<10} {v}");
+        }
+        if r.problems.is_empty() {
+            println!("\nno problems found");
+        } else {
+            println!("\n{} problem(s):", r.problems.len());
+            for (what, fix) in &r.problems {
+                println!("  - {what}\n    fix: {fix}");
+            }
+        }
+    }
+    Ok(if r.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn gpu_checks(evaluator: &eval::Evaluator, r: &mut Report, probe_ncu: bool) {
+    let info = match evaluator.device_info().await {
+        Ok(info) => info,
+        Err(e) => {
+            r.problem(
+                format!("cannot query CUDA devices: {e:#}"),
+                "check the NVIDIA driver with nvidia-smi",
+            );
+            return;
+        }
+    };
+    r.data.insert("cuda".into(), info.clone());
+    if let Some(error) = info.get("error").and_then(Value::as_str) {
+        r.problem(
+            format!("CUDA query failed: {error}"),
+            "check the NVIDIA driver with nvidia-smi and that torch was built with CUDA",
+        );
+        return;
+    }
+    let devices = info
+        .get("devices")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if devices.is_empty() {
+        r.line("cuda", "no CUDA device: kernels run on the CPU through Triton's interpreter (correctness only, no timing)");
+        r.line("ncu", "not checked (no GPU)");
+        return;
+    }
+    for (i, d) in devices.iter().enumerate() {
+        let gib =
+            d.get("memory_bytes").and_then(Value::as_f64).unwrap_or(0.0) / (1u64 << 30) as f64;
+        r.line(
+            &format!("cuda:{i}"),
+            format!(
+                "{} · compute capability {} · {:.0} GiB · {} SMs",
+                d.get("name").and_then(Value::as_str).unwrap_or("?"),
+                d.get("capability").and_then(Value::as_str).unwrap_or("?"),
+                gib,
+                d.get("multiprocessors")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+            ),
+        );
+    }
+    if !probe_ncu {
+        r.line("ncu", "not checked (--no-ncu)");
+        return;
+    }
+    match evaluator.ncu_check().await {
+        Err(e) => r.problem(
+            format!("Nsight Compute check failed: {e:#}"),
+            "run `ncu --version` by hand",
+        ),
+        Ok(ncu) => {
+            r.data.insert("ncu".into(), ncu.clone());
+            let message = ncu
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if ncu.get("found").and_then(Value::as_bool) != Some(true) {
+                r.line(
+                    "ncu",
+                    "not found: --profile will report that metrics are unavailable",
+                );
+                r.problem(message, "install Nsight Compute (it ships with the CUDA toolkit) or set KFORGE_NCU to its ncu binary");
+                return;
+            }
+            let version = ncu.get("version").and_then(Value::as_str).unwrap_or("?");
+            match ncu.get("permitted").and_then(Value::as_bool) {
+                Some(true) => r.line("ncu", format!("{version} · hardware counters permitted")),
+                Some(false) => {
+                    r.line(
+                        "ncu",
+                        format!("{version} · hardware counters NOT permitted"),
+                    );
+                    r.problem(
+                        "Nsight Compute cannot read GPU performance counters",
+                        message,
+                    );
+                }
+                None => {
+                    r.line("ncu", format!("{version} · permission unknown"));
+                    r.problem(
+                        format!("Nsight Compute probe inconclusive: {message}"),
+                        "run `kforge eval --profile` on a small kernel to check",
+                    );
+                }
+            }
+        }
+    }
 }

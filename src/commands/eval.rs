@@ -1,9 +1,210 @@
-use std::path::Path;
+//! `kforge eval TASK KERNEL`: a thin user of the `Evaluator`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct EvalArgs {}
+use anyhow::{Context, Result, bail};
+use tokio_util::sync::CancellationToken;
 
-pub async fn run(_args: EvalArgs, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+use crate::config::{Config, EvalConfig, Executor};
+use crate::eval::verdict::{self, Style};
+use crate::eval::{self, Category, Device, EvalError, EvalProgress, EvalRequest};
+use crate::task::TaskFile;
+
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// KernelBench task file (`class Model`, `get_inputs()`, `get_init_inputs()`).
+    pub task: PathBuf,
+    /// Candidate kernel file (`class ModelNew` launching @triton.jit kernels).
+    pub kernel: PathBuf,
+    /// CUDA device index (default: the first GPU, or the CPU when there is none).
+    #[arg(long, value_name = "N", conflicts_with = "cpu")]
+    pub device: Option<u32>,
+    /// Run on the CPU through Triton's interpreter: correctness only.
+    #[arg(long)]
+    pub cpu: bool,
+    #[arg(long)]
+    pub atol: Option<f64>,
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// Correctness trials with fresh seeded inputs.
+    #[arg(long)]
+    pub trials: Option<u32>,
+    /// Most timed runs per model (a time budget may use fewer).
+    #[arg(long)]
+    pub timing_trials: Option<u32>,
+    /// Seconds before the evaluation process is killed.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Check correctness only.
+    #[arg(long)]
+    pub no_timing: bool,
+    /// Collect Nsight Compute metrics for a correct kernel (GPU only).
+    #[arg(long)]
+    pub profile: bool,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Fail kernels that call PyTorch compute ops in forward (default: warn).
+    #[arg(long)]
+    pub reject_torch_ops: bool,
+    /// Measure the reference again instead of using a cached baseline.
+    #[arg(long)]
+    pub fresh_baseline: bool,
+    /// `fork` from a warm server (default) or `spawn` a fresh interpreter per evaluation.
+    #[arg(long, value_parser = ["fork", "spawn"])]
+    pub executor: Option<String>,
+    /// Print the full result as JSON (schema: docs/eval-result.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl EvalArgs {
+    fn settings(&self, base: &EvalConfig) -> EvalConfig {
+        let mut s = base.clone();
+        if let Some(v) = self.atol {
+            s.atol = v;
+        }
+        if let Some(v) = self.rtol {
+            s.rtol = v;
+        }
+        if let Some(v) = self.trials {
+            s.trials = v;
+        }
+        if let Some(v) = self.timing_trials {
+            s.timing_trials = v;
+        }
+        if let Some(v) = self.timeout {
+            s.timeout_s = v;
+        }
+        if let Some(v) = self.seed {
+            s.seed = v;
+        }
+        if self.reject_torch_ops {
+            s.reject_torch_ops = true;
+        }
+        if self.fresh_baseline {
+            s.baseline_cache = false;
+        }
+        if let Some(e) = &self.executor {
+            s.executor = if e == "spawn" {
+                Executor::Spawn
+            } else {
+                Executor::Fork
+            };
+        }
+        s
+    }
+}
+
+pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    let settings = args.settings(&config.eval);
+    if settings.trials == 0 {
+        bail!("--trials must be at least 1");
+    }
+    TaskFile::load(&args.task)?;
+    if !args.kernel.is_file() {
+        bail!("cannot read the kernel file {}", args.kernel.display());
+    }
+    let cache = crate::paths::cache_dir();
+    let evaluator =
+        eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+
+    let device = match (args.cpu, args.device) {
+        (true, _) => Device::Cpu,
+        (false, Some(n)) => {
+            let info = evaluator.device_info().await?;
+            let count = info
+                .get("devices")
+                .and_then(|d| d.as_array())
+                .map_or(0, |d| d.len());
+            if n as usize >= count {
+                bail!(
+                    "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
+                );
+            }
+            Device::Cuda(n)
+        }
+        (false, None) => {
+            let device = evaluator.default_device().await?;
+            if device == Device::Cpu {
+                eprintln!(
+                    "kforge: no CUDA device found: evaluating on the CPU through Triton's interpreter (correctness only)"
+                );
+            }
+            device
+        }
+    };
+
+    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
+    request.timing = !args.no_timing;
+    request.profile = args.profile;
+
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel();
+    let show_progress = std::io::stderr().is_terminal();
+    let printer = tokio::spawn(async move {
+        while let Some(p) = progress_rx.recv().await {
+            if let (true, EvalProgress::Phase(phase)) = (show_progress, p) {
+                eprint!("\r\x1b[K{phase}");
+                let _ = std::io::stderr().flush();
+            }
+        }
+        if show_progress {
+            eprint!("\r\x1b[K");
+        }
+    });
+    let outcome = evaluator.evaluate(request, cancel, Some(progress_tx)).await;
+    let _ = printer.await;
+    evaluator.shutdown().await;
+    let result = match outcome {
+        Ok(r) => r,
+        Err(EvalError::Cancelled) => {
+            eprintln!("kforge: evaluation cancelled");
+            return Ok(ExitCode::from(130));
+        }
+        Err(e) => return Err(e.into()),
+    };
+
+    let saved = save_result(&result)
+        .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
+        .ok();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        let style = Style::detect(std::io::stdout().is_terminal());
+        print!(
+            "{}",
+            verdict::render(
+                &result,
+                settings.atol,
+                settings.rtol,
+                saved.as_deref(),
+                style
+            )
+        );
+    }
+    Ok(match (result.correct, result.category) {
+        (true, _) => ExitCode::SUCCESS,
+        (false, Some(Category::Task)) => ExitCode::from(2),
+        (false, _) => ExitCode::from(1),
+    })
+}
+
+/// Keeps the full result (with its log) where the verdict can point to it.
+fn save_result(result: &eval::EvalResult) -> Result<PathBuf> {
+    let dir = crate::paths::logs_dir();
+    std::fs::create_dir_all(&dir)?;
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let path = dir.join(format!("eval-{stamp}-{}.json", std::process::id()));
+    std::fs::write(&path, serde_json::to_vec_pretty(result)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }

@@ -1,0 +1,354 @@
+//! The async evaluator the engine and the CLI use: one worker per device, each owning a
+//! harness server and running its queue one job at a time (never two timed runs on one
+//! GPU), with cancellation of queued and running jobs. A server that dies or stops
+//! answering is killed and restarted for the next job; the job gets a `harness` result.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::protocol::{Device, EvalRequest, EvalResult, Hello, Job, Status};
+use super::python_env::PythonEnv;
+use super::server::HarnessServer;
+
+/// Extra seconds the Rust side waits beyond a job's own timeout before it declares the
+/// server unresponsive (the server enforces the timeout itself; this catches the server).
+const WATCHDOG_GRACE: Duration = Duration::from_secs(60);
+/// How long a cancelled job may take to report back before its server is killed.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// Progress of one evaluation, for live displays.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalProgress {
+    /// Waiting behind `ahead` other jobs for the device.
+    Queued { ahead: usize },
+    /// The evaluation process started.
+    Started { pid: u32 },
+    /// A phase such as "correctness trial 2/5" or "timing kernel: 100 runs".
+    Phase(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("evaluation cancelled")]
+    Cancelled,
+    #[error("the evaluator is not available: {0}")]
+    Unavailable(String),
+}
+
+struct QueuedJob {
+    id: String,
+    job: Job,
+    cancel: CancellationToken,
+    progress: Option<mpsc::UnboundedSender<EvalProgress>>,
+    reply: oneshot::Sender<Result<EvalResult, EvalError>>,
+}
+
+struct Shared {
+    python: PythonEnv,
+    harness: PathBuf,
+    cache_dir: PathBuf,
+    queued: Mutex<HashMap<Device, usize>>,
+}
+
+/// Cheap to clone; all clones share the workers.
+#[derive(Clone)]
+pub struct Evaluator {
+    shared: Arc<Shared>,
+    workers: Arc<Mutex<HashMap<Device, mpsc::UnboundedSender<QueuedJob>>>>,
+    spare: Arc<Mutex<Option<HarnessServer>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Evaluator {
+    /// An evaluator using `python` to run the harness at `harness`. Servers start lazily.
+    pub fn new(python: PythonEnv, harness: PathBuf, cache_dir: PathBuf) -> Evaluator {
+        Evaluator {
+            shared: Arc::new(Shared {
+                python,
+                harness,
+                cache_dir,
+                queued: Mutex::new(HashMap::new()),
+            }),
+            workers: Arc::new(Mutex::new(HashMap::new())),
+            spare: Arc::new(Mutex::new(None)),
+            next_id: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    pub fn python(&self) -> &PythonEnv {
+        &self.shared.python
+    }
+
+    async fn start_server(&self) -> Result<HarnessServer> {
+        HarnessServer::start(
+            &self.shared.python.executable,
+            &self.shared.harness,
+            &self.shared.cache_dir,
+        )
+        .await
+    }
+
+    /// A server not bound to a device yet (for queries); it becomes the first worker's.
+    async fn with_spare<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut HarnessServer) -> Result<T>,
+    ) -> Result<T> {
+        let mut spare = self.spare.lock().await;
+        if spare.as_mut().is_none_or(|s| !s.is_running()) {
+            *spare = Some(self.start_server().await?);
+        }
+        f(spare.as_mut().expect("spare server")).await
+    }
+
+    /// Versions the harness reports (starts a server if none runs).
+    pub async fn hello(&self) -> Result<Hello> {
+        self.with_spare(async |s| Ok(s.hello.clone())).await
+    }
+
+    /// CUDA availability and devices, queried in a child so no server initializes CUDA.
+    pub async fn device_info(&self) -> Result<Value> {
+        let id = self.new_id("devices");
+        self.with_spare(async |s| {
+            let event = s
+                .call(
+                    json!({"op": "device_info", "id": id}),
+                    Duration::from_secs(180),
+                )
+                .await?;
+            Ok(event.get("info").cloned().unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    /// Nsight Compute presence, version and permission to read counters.
+    pub async fn ncu_check(&self) -> Result<Value> {
+        let id = self.new_id("ncu");
+        self.with_spare(async |s| {
+            let event = s
+                .call(
+                    json!({"op": "ncu_check", "id": id}),
+                    Duration::from_secs(400),
+                )
+                .await?;
+            Ok(event.get("info").cloned().unwrap_or(Value::Null))
+        })
+        .await
+    }
+
+    /// The first CUDA device if there is one, else the CPU interpreter.
+    pub async fn default_device(&self) -> Result<Device> {
+        let info = self.device_info().await?;
+        if let Some(error) = info.get("error").and_then(Value::as_str) {
+            bail!("cannot query CUDA devices: {error}");
+        }
+        let count = info
+            .get("devices")
+            .and_then(Value::as_array)
+            .map_or(0, |d| d.len());
+        Ok(if count > 0 {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        })
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Queues an evaluation on its device and waits for the result. Failures of the
+    /// candidate are results (`correct == false`); `Err` means no result could be made.
+    pub async fn evaluate(
+        &self,
+        request: EvalRequest,
+        cancel: CancellationToken,
+        progress: Option<mpsc::UnboundedSender<EvalProgress>>,
+    ) -> Result<EvalResult, EvalError> {
+        let baseline_dir = Some(self.shared.cache_dir.join("baselines"));
+        let job = Job::new(&request, baseline_dir);
+        let id = self.new_id("eval");
+        let (reply, answer) = oneshot::channel();
+        let sender = self.worker(request.device).await;
+        let ahead = {
+            let mut queued = self.shared.queued.lock().await;
+            let n = queued.entry(request.device).or_default();
+            *n += 1;
+            *n - 1
+        };
+        if let Some(p) = &progress {
+            let _ = p.send(EvalProgress::Queued { ahead });
+        }
+        let queued = QueuedJob {
+            id,
+            job,
+            cancel: cancel.clone(),
+            progress,
+            reply,
+        };
+        if sender.send(queued).is_err() {
+            return Err(EvalError::Unavailable(
+                "the device worker has stopped".into(),
+            ));
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(EvalError::Unavailable(
+                "the device worker has stopped".into(),
+            ))
+        })
+    }
+
+    async fn worker(&self, device: Device) -> mpsc::UnboundedSender<QueuedJob> {
+        let mut workers = self.workers.lock().await;
+        if let Some(tx) = workers.get(&device).filter(|tx| !tx.is_closed()) {
+            return tx.clone();
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let server = self.spare.lock().await.take();
+        tokio::spawn(run_worker(self.clone(), device, server, rx));
+        workers.insert(device, tx.clone());
+        tx
+    }
+
+    /// Stops all servers (workers end when their queues are dropped).
+    pub async fn shutdown(&self) {
+        self.workers.lock().await.clear();
+        if let Some(server) = self.spare.lock().await.take() {
+            server.shutdown().await;
+        }
+    }
+}
+
+async fn run_worker(
+    evaluator: Evaluator,
+    device: Device,
+    mut server: Option<HarnessServer>,
+    mut jobs: mpsc::UnboundedReceiver<QueuedJob>,
+) {
+    while let Some(job) = jobs.recv().await {
+        {
+            let mut queued = evaluator.shared.queued.lock().await;
+            if let Some(n) = queued.get_mut(&device) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        if job.cancel.is_cancelled() {
+            let _ = job.reply.send(Err(EvalError::Cancelled));
+            continue;
+        }
+        if server.as_mut().is_none_or(|s| !s.is_running()) {
+            server = match evaluator.start_server().await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = job
+                        .reply
+                        .send(Err(EvalError::Unavailable(format!("{e:#}"))));
+                    continue;
+                }
+            };
+        }
+        let running = server.as_mut().expect("server started above");
+        let outcome = run_job(running, &job).await;
+        if outcome.restart_server
+            && let Some(mut dead) = server.take()
+        {
+            dead.kill().await;
+        }
+        let _ = job.reply.send(outcome.result);
+    }
+    if let Some(s) = server {
+        s.shutdown().await;
+    }
+}
+
+struct JobOutcome {
+    result: Result<EvalResult, EvalError>,
+    restart_server: bool,
+}
+
+async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
+    let id = &queued.id;
+    let request = json!({"op": "eval", "id": id, "job": queued.job});
+    if let Err(e) = server.send(&request).await {
+        let result = EvalResult::harness_failure(id, format!("{e:#}"), server.stderr_text());
+        return JobOutcome {
+            result: Ok(result),
+            restart_server: true,
+        };
+    }
+    let limit = Duration::from_secs_f64(queued.job.timeout_s.max(0.0)) + WATCHDOG_GRACE;
+    let watchdog = tokio::time::sleep(limit);
+    tokio::pin!(watchdog);
+    let mut cancel_sent: Option<tokio::time::Instant> = None;
+    loop {
+        let cancel_deadline = async {
+            match cancel_sent {
+                Some(at) => tokio::time::sleep_until(at + CANCEL_GRACE).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            event = server.next_event() => {
+                let Some(event) = event else {
+                    let text = server.stderr_text();
+                    let result = EvalResult::harness_failure(id, "the harness server exited during the evaluation", text);
+                    return JobOutcome { result: Ok(result), restart_server: true };
+                };
+                if event.get("id").and_then(Value::as_str) != Some(id.as_str()) {
+                    continue;
+                }
+                match event.get("event").and_then(Value::as_str) {
+                    Some("progress") => send_progress(queued, EvalProgress::Phase(
+                        event.get("phase").and_then(Value::as_str).unwrap_or_default().to_string())),
+                    Some("started") => send_progress(queued, EvalProgress::Started {
+                        pid: event.get("pid").and_then(Value::as_u64).unwrap_or(0) as u32 }),
+                    Some("result") => {
+                        let parsed = serde_json::from_value::<EvalResult>(event.get("result").cloned().unwrap_or(Value::Null));
+                        let result = match parsed {
+                            Ok(r) if r.status == Status::Cancelled => Err(EvalError::Cancelled),
+                            Ok(r) => Ok(r),
+                            Err(e) => Ok(EvalResult::harness_failure(id, format!("malformed result from the harness: {e}"), String::new())),
+                        };
+                        return JobOutcome { result, restart_server: false };
+                    }
+                    Some("error") => {
+                        let message = event.get("error").and_then(Value::as_str).unwrap_or("unknown harness error");
+                        let log = event.get("traceback").and_then(Value::as_str).unwrap_or_default();
+                        return JobOutcome { result: Ok(EvalResult::harness_failure(id, message, log)), restart_server: false };
+                    }
+                    _ => {}
+                }
+            }
+            _ = queued.cancel.cancelled(), if cancel_sent.is_none() => {
+                cancel_sent = Some(tokio::time::Instant::now());
+                if server.send(&json!({"op": "cancel", "id": id})).await.is_err() {
+                    return JobOutcome { result: Err(EvalError::Cancelled), restart_server: true };
+                }
+            }
+            _ = cancel_deadline => {
+                return JobOutcome { result: Err(EvalError::Cancelled), restart_server: true };
+            }
+            _ = &mut watchdog => {
+                let result = EvalResult::harness_failure(
+                    id,
+                    format!("the harness server did not answer within {}s; it was restarted", limit.as_secs()),
+                    server.stderr_text(),
+                );
+                return JobOutcome { result: Ok(result), restart_server: true };
+            }
+        }
+    }
+}
+
+fn send_progress(job: &QueuedJob, progress: EvalProgress) {
+    if let Some(p) = &job.progress {
+        let _ = p.send(progress);
+    }
+}

@@ -1,0 +1,423 @@
+//! Types spoken with the harness over JSON lines, and the evaluation result schema
+//! (documented in docs/eval-result.md; `kforge eval --json` prints `EvalResult`).
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{EvalConfig, Executor};
+
+/// Where an evaluation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Device {
+    /// Triton's interpreter on the CPU: correctness only.
+    Cpu,
+    /// CUDA device by index.
+    Cuda(u32),
+}
+
+impl Device {
+    /// The device string the harness and torch understand.
+    pub fn torch_name(&self) -> String {
+        match self {
+            Device::Cpu => "cpu".into(),
+            Device::Cuda(i) => format!("cuda:{i}"),
+        }
+    }
+
+    pub fn is_gpu(&self) -> bool {
+        matches!(self, Device::Cuda(_))
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "cpu (Triton interpreter)"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}
+
+/// One evaluation job as the harness reads it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    pub task_path: PathBuf,
+    pub kernel_path: PathBuf,
+    pub device: String,
+    pub atol: f64,
+    pub rtol: f64,
+    pub trials: u32,
+    pub signed_trial: bool,
+    pub post_timing_check: bool,
+    pub timing: bool,
+    pub timing_trials: u32,
+    pub min_timing_trials: u32,
+    pub timing_budget_s: f64,
+    pub warmup: u32,
+    pub flush_l2: bool,
+    pub timeout_s: f64,
+    pub seed: u64,
+    pub reject_torch_ops: bool,
+    pub suspicious_speedup: f64,
+    pub host_time_ratio: f64,
+    pub baseline_cache: bool,
+    pub baseline_cache_dir: Option<PathBuf>,
+    pub profile: bool,
+    pub executor: Executor,
+}
+
+impl Job {
+    pub fn new(request: &EvalRequest, baseline_cache_dir: Option<PathBuf>) -> Job {
+        let s = &request.settings;
+        Job {
+            task_path: absolute(&request.task),
+            kernel_path: absolute(&request.kernel),
+            device: request.device.torch_name(),
+            atol: s.atol,
+            rtol: s.rtol,
+            trials: s.trials,
+            signed_trial: s.signed_trial,
+            post_timing_check: s.post_timing_check,
+            timing: request.timing && request.device.is_gpu(),
+            timing_trials: s.timing_trials,
+            min_timing_trials: s.min_timing_trials.min(s.timing_trials),
+            timing_budget_s: s.timing_budget_s,
+            warmup: s.warmup,
+            flush_l2: s.flush_l2,
+            timeout_s: s.timeout_s,
+            seed: s.seed,
+            reject_torch_ops: s.reject_torch_ops,
+            suspicious_speedup: s.suspicious_speedup,
+            host_time_ratio: s.host_time_ratio,
+            baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
+            baseline_cache_dir,
+            profile: request.profile,
+            executor: s.executor,
+        }
+    }
+}
+
+fn absolute(path: &std::path::Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// What the engine or the CLI asks the evaluator for.
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    pub task: PathBuf,
+    pub kernel: PathBuf,
+    pub device: Device,
+    pub settings: EvalConfig,
+    /// Measure timing (GPU only; ignored on the CPU).
+    pub timing: bool,
+    /// Run Nsight Compute on a correct kernel (GPU only).
+    pub profile: bool,
+}
+
+impl EvalRequest {
+    pub fn new(
+        task: impl Into<PathBuf>,
+        kernel: impl Into<PathBuf>,
+        device: Device,
+        settings: EvalConfig,
+    ) -> Self {
+        EvalRequest {
+            task: task.into(),
+            kernel: kernel.into(),
+            device,
+            settings,
+            timing: true,
+            profile: false,
+        }
+    }
+}
+
+/// Why a candidate failed. `Task` is the task file's fault, not the kernel's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    StaticCheck,
+    Syntax,
+    Import,
+    Compile,
+    OutOfResources,
+    Runtime,
+    CudaError,
+    Oom,
+    Mismatch,
+    Timeout,
+    Crash,
+    Harness,
+    Task,
+    Cancelled,
+}
+
+impl Category {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Category::StaticCheck => "static_check",
+            Category::Syntax => "syntax",
+            Category::Import => "import",
+            Category::Compile => "compile",
+            Category::OutOfResources => "out_of_resources",
+            Category::Runtime => "runtime",
+            Category::CudaError => "cuda_error",
+            Category::Oom => "oom",
+            Category::Mismatch => "mismatch",
+            Category::Timeout => "timeout",
+            Category::Crash => "crash",
+            Category::Harness => "harness",
+            Category::Task => "task",
+            Category::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Category> {
+        serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Correct,
+    #[default]
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeviceInfo {
+    pub kind: String,
+    pub name: Option<String>,
+    pub capability: Option<String>,
+    pub memory_bytes: Option<u64>,
+    pub multiprocessors: Option<u32>,
+    pub l2_bytes: Option<u64>,
+    pub interpreter: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Versions {
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    pub triton: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Finding {
+    pub rule: String,
+    pub message: String,
+    pub line: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StaticReport {
+    pub errors: Vec<Finding>,
+    pub warnings: Vec<Finding>,
+    pub jit_kernels: Vec<String>,
+    pub launches: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Alignment {
+    pub by_name: Vec<String>,
+    pub by_shape: Vec<(String, String)>,
+    pub unmatched_reference: Vec<String>,
+    pub unmatched_kernel: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OutputCheck {
+    pub output: String,
+    pub passed: bool,
+    pub reason: Option<String>,
+    pub shape: Option<Vec<i64>>,
+    pub dtype: Option<String>,
+    pub max_abs_err: Option<f64>,
+    pub max_rel_err: Option<f64>,
+    pub max_abs_ref: Option<f64>,
+    pub bad_elements: Option<u64>,
+    pub numel: Option<u64>,
+}
+
+/// `random` (seeded inputs), `signed` (standard-normal inputs), `post_timing` (fresh values
+/// written into the buffers used for timing).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Trial {
+    pub kind: String,
+    pub index: u32,
+    pub passed: bool,
+    pub outputs: Vec<OutputCheck>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TimingStats {
+    pub median_ms: f64,
+    pub mean_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub std_ms: f64,
+    pub runs: u32,
+    pub requested_runs: u32,
+    pub budget_limited: bool,
+    pub host_median_ms: f64,
+    /// Reference only: read from the baseline cache instead of measured now.
+    pub cached: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Timing {
+    pub meaningful: bool,
+    pub reference: TimingStats,
+    pub kernel: TimingStats,
+    /// Reference median / kernel median.
+    pub score: Option<f64>,
+    pub baseline_key: Option<String>,
+    pub flush_l2_bytes: u64,
+}
+
+/// The full outcome of one evaluation. Unknown fields from newer harnesses are ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvalResult {
+    pub schema: u32,
+    pub id: Option<String>,
+    pub status: Status,
+    pub correct: bool,
+    pub category: Option<Category>,
+    /// One line, for lists and the console.
+    pub summary: String,
+    /// Cleaned error text (last ~150 lines, argument dumps removed): what a repair prompt gets.
+    pub message: String,
+    /// Category-specific facts: source location, resource limits, mismatching output...
+    pub details: serde_json::Value,
+    /// Everything the evaluation printed, plus the error (capped at 1 MiB).
+    pub log: String,
+    pub device: DeviceInfo,
+    pub versions: Versions,
+    #[serde(rename = "static")]
+    pub static_report: StaticReport,
+    pub alignment: Option<Alignment>,
+    pub trials: Vec<Trial>,
+    pub timing: Option<Timing>,
+    /// `suspicious_speedup`, `host_time_disagrees`, `weak_reference`.
+    pub flags: Vec<String>,
+    pub notes: Vec<String>,
+    pub profile: Option<serde_json::Value>,
+    /// Last phase the evaluation reached.
+    pub phase: Option<String>,
+    pub duration_s: f64,
+}
+
+impl EvalResult {
+    /// The speedup over the reference, when timing was measured.
+    pub fn score(&self) -> Option<f64> {
+        self.timing
+            .as_ref()
+            .filter(|t| t.meaningful)
+            .and_then(|t| t.score)
+    }
+
+    /// A failed result made on the Rust side (the harness could not produce one).
+    pub fn harness_failure(
+        id: &str,
+        summary: impl Into<String>,
+        log: impl Into<String>,
+    ) -> EvalResult {
+        let summary = summary.into();
+        EvalResult {
+            schema: 1,
+            id: Some(id.to_string()),
+            status: Status::Failed,
+            category: Some(Category::Harness),
+            message: summary.clone(),
+            summary,
+            log: log.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Versions and capabilities the server reports when it starts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Hello {
+    pub ok: bool,
+    pub protocol: u32,
+    pub pid: Option<u32>,
+    pub executable: Option<String>,
+    pub import_s: Option<f64>,
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    pub triton: Option<String>,
+    pub fork: bool,
+    pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_round_trip_their_wire_names() {
+        for c in [
+            Category::StaticCheck,
+            Category::OutOfResources,
+            Category::CudaError,
+            Category::Task,
+        ] {
+            assert_eq!(Category::parse(c.as_str()), Some(c));
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::json!(c.as_str())
+            );
+        }
+        assert_eq!(Category::parse("nope"), None);
+    }
+
+    #[test]
+    fn result_parses_with_missing_and_unknown_fields() {
+        let r: EvalResult = serde_json::from_str(
+            r#"{"status":"correct","correct":true,"static":{"warnings":[{"rule":"torch_op","message":"m","line":3}]},
+                "timing":{"meaningful":true,"reference":{"median_ms":2.0},"kernel":{"median_ms":1.0},"score":2.0},
+                "future_field":1}"#,
+        )
+        .unwrap();
+        assert!(r.correct);
+        assert_eq!(r.score(), Some(2.0));
+        assert_eq!(r.static_report.warnings[0].line, Some(3));
+    }
+
+    #[test]
+    fn cpu_requests_never_ask_for_timing() {
+        let req = EvalRequest::new("t.py", "k.py", Device::Cpu, EvalConfig::default());
+        let job = Job::new(&req, None);
+        assert!(!job.timing);
+        assert!(!job.baseline_cache);
+        assert!(job.task_path.is_absolute());
+        let gpu = Job::new(
+            &EvalRequest::new("t.py", "k.py", Device::Cuda(1), EvalConfig::default()),
+            None,
+        );
+        assert!(gpu.timing);
+        assert_eq!(gpu.device, "cuda:1");
+    }
+}

@@ -1,0 +1,231 @@
+//! One harness server process: started with an environment scrubbed of secrets, spoken
+//! to over JSON lines. Its stderr is kept (last lines) to explain a server that dies.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use super::protocol::Hello;
+
+/// How long the server may take to import torch and triton.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(300);
+const STDERR_LINES: usize = 200;
+
+/// Environment variable names that look like credentials. They are removed from every
+/// process that may run generated code.
+pub fn is_secret_env(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
+}
+
+pub struct HarnessServer {
+    child: Child,
+    stdin: ChildStdin,
+    events: mpsc::UnboundedReceiver<Value>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    pub hello: Hello,
+}
+
+impl HarnessServer {
+    /// Starts `python harness.py serve` and waits for its hello.
+    pub async fn start(python: &Path, harness: &Path, cache_dir: &Path) -> Result<HarnessServer> {
+        let mut command = Command::new(python);
+        command
+            .arg(harness)
+            .arg("serve")
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| !k.to_str().is_some_and(is_secret_env)))
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("TRITON_CACHE_DIR", cache_dir.join("triton"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start {}", python.display()))?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr_tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!(target: "kforge::harness", "{line}");
+                let mut tail = tail.lock().expect("stderr tail lock");
+                tail.push_back(line);
+                if tail.len() > STDERR_LINES {
+                    tail.pop_front();
+                }
+            }
+        });
+        let (tx, events) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) => {
+                        if tx.send(v).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => tracing::warn!("harness wrote a non-JSON line: {line}"),
+                }
+            }
+        });
+
+        let mut server = HarnessServer {
+            child,
+            stdin,
+            events,
+            stderr_tail,
+            hello: Hello::default(),
+        };
+        let first = tokio::time::timeout(HELLO_TIMEOUT, server.events.recv()).await;
+        let hello_value = match first {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                let status = server.child.wait().await.ok();
+                bail!(
+                    "the Python harness exited before starting ({}):\n{}",
+                    status.map(|s| s.to_string()).unwrap_or_default(),
+                    server.stderr_text()
+                );
+            }
+            Err(_) => {
+                server.kill().await;
+                bail!(
+                    "the Python harness did not start within {}s:\n{}",
+                    HELLO_TIMEOUT.as_secs(),
+                    server.stderr_text()
+                );
+            }
+        };
+        let hello: Hello =
+            serde_json::from_value(hello_value).context("malformed hello from the harness")?;
+        if !hello.ok {
+            server.kill().await;
+            bail!(
+                "{} cannot import torch and triton: {}",
+                python.display(),
+                hello.error.as_deref().unwrap_or("unknown error")
+            );
+        }
+        server.hello = hello;
+        Ok(server)
+    }
+
+    pub async fn send(&mut self, request: &Value) -> Result<()> {
+        let mut line = serde_json::to_string(request)?;
+        line.push('\n');
+        self.stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| anyhow!("the harness stopped reading: {e}"))?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// Next event from the server; `None` once it has exited.
+    pub async fn next_event(&mut self) -> Option<Value> {
+        self.events.recv().await
+    }
+
+    /// Sends a request and waits for the event answering it (by id), ignoring others.
+    pub async fn call(&mut self, request: Value, timeout: Duration) -> Result<Value> {
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        self.send(&request).await?;
+        let wait = async {
+            while let Some(event) = self.next_event().await {
+                if event.get("id") == Some(&id) {
+                    return Some(event);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Some(event)) => {
+                if event.get("event").and_then(Value::as_str) == Some("error") {
+                    bail!(
+                        "harness error: {}",
+                        event.get("error").and_then(Value::as_str).unwrap_or("?")
+                    );
+                }
+                Ok(event)
+            }
+            Ok(None) => bail!("the harness exited:\n{}", self.stderr_text()),
+            Err(_) => bail!("the harness did not answer within {}s", timeout.as_secs()),
+        }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr_tail
+            .lock()
+            .expect("stderr tail lock")
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Asks the server to exit, killing it if it does not within a few seconds.
+    pub async fn shutdown(mut self) {
+        let _ = self.send(&serde_json::json!({"op": "shutdown"})).await;
+        if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
+            .await
+            .is_err()
+        {
+            self.kill().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names_are_recognised() {
+        for name in [
+            "OPENAI_API_KEY",
+            "anthropic_api_key",
+            "HF_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+        ] {
+            assert!(is_secret_env(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET"] {
+            assert!(!is_secret_env(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! The human-readable verdict `kforge eval` prints.
+
+use std::fmt::Write as _;
+
+use super::protocol::{Category, EvalResult, TimingStats};
+
+/// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    color: bool,
+}
+
+impl Style {
+    pub fn plain() -> Style {
+        Style { color: false }
+    }
+
+    /// Colours when `is_terminal` and `NO_COLOR` is unset or empty.
+    pub fn detect(is_terminal: bool) -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: is_terminal && !no_color,
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn good(&self, t: &str) -> String {
+        self.paint("1;32", t)
+    }
+    fn bad(&self, t: &str) -> String {
+        self.paint("1;31", t)
+    }
+    fn warn(&self, t: &str) -> String {
+        self.paint("33", t)
+    }
+    fn dim(&self, t: &str) -> String {
+        self.paint("2", t)
+    }
+    fn bold(&self, t: &str) -> String {
+        self.paint("1", t)
+    }
+}
+
+/// Renders the verdict. `log_path` is where the full result was saved, if it was.
+pub fn render(
+    result: &EvalResult,
+    atol: f64,
+    rtol: f64,
+    log_path: Option<&std::path::Path>,
+    style: Style,
+) -> String {
+    let mut out = String::new();
+    let d = &result.device;
+    let device = if d.kind == "cuda" {
+        format!(
+            "{} ({}, compute capability {})",
+            d.name.as_deref().unwrap_or("CUDA device"),
+            d.kind,
+            d.capability.as_deref().unwrap_or("?")
+        )
+    } else {
+        "CPU through Triton's interpreter".to_string()
+    };
+    let v = &result.versions;
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        style.dim("device"),
+        device,
+        style.dim(&format!(
+            "python {} · torch {} · triton {}",
+            v.python.as_deref().unwrap_or("?"),
+            v.torch.as_deref().unwrap_or("?"),
+            v.triton.as_deref().unwrap_or("?")
+        ))
+    );
+
+    if result.correct {
+        let random = result.trials.iter().filter(|t| t.kind == "random").count();
+        let mut checks = vec![format!("{random}/{random} trials")];
+        if result.trials.iter().any(|t| t.kind == "signed") {
+            checks.push("signed-input trial".into());
+        }
+        if result.trials.iter().any(|t| t.kind == "post_timing") {
+            checks.push("re-check with fresh values in reused buffers".into());
+        }
+        let _ = writeln!(out, "{}  {}", style.good("CORRECT"), checks.join(", "));
+        let (abs, rel) = max_errors(result);
+        let _ = writeln!(
+            out,
+            "  max abs err {abs:.3e}   max rel err {rel:.3e}   (atol {atol:e}, rtol {rtol:e})"
+        );
+    } else {
+        let category = result.category.unwrap_or(Category::Harness);
+        let label = if category == Category::Task {
+            "TASK ERROR"
+        } else {
+            "FAILED"
+        };
+        let _ = writeln!(
+            out,
+            "{}  {}: {}",
+            style.bad(label),
+            style.bold(category.as_str()),
+            result.summary
+        );
+        let message = result.message.trim();
+        if !message.is_empty() && message != result.summary.trim() {
+            let lines: Vec<&str> = message.lines().collect();
+            let shown = &lines[lines.len().saturating_sub(40)..];
+            if shown.len() < lines.len() {
+                let _ = writeln!(
+                    out,
+                    "  {}",
+                    style.dim(&format!("... {} earlier lines", lines.len() - shown.len()))
+                );
+            }
+            for line in shown {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+
+    if let Some(a) = &result.alignment {
+        let mut parts = Vec::new();
+        if !a.by_name.is_empty() {
+            parts.push(format!("{} by name", a.by_name.len()));
+        }
+        if !a.by_shape.is_empty() {
+            let pairs: Vec<String> = a
+                .by_shape
+                .iter()
+                .map(|(r, k)| format!("{r} -> {k}"))
+                .collect();
+            parts.push(format!("by shape: {}", pairs.join(", ")));
+        }
+        if !a.unmatched_reference.is_empty() {
+            parts.push(format!(
+                "unmatched in the reference: {}",
+                a.unmatched_reference.join(", ")
+            ));
+        }
+        if !a.unmatched_kernel.is_empty() {
+            parts.push(format!(
+                "unmatched in the kernel: {}",
+                a.unmatched_kernel.join(", ")
+            ));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "  parameters aligned: {}", parts.join("; "));
+        }
+    }
+
+    match &result.timing {
+        Some(t) if t.meaningful => {
+            let _ = writeln!(
+                out,
+                "{}  median of {} runs, CUDA events{}",
+                style.bold("timing"),
+                t.kernel.runs,
+                if t.flush_l2_bytes > 0 {
+                    ", L2 flushed before each run"
+                } else {
+                    ""
+                }
+            );
+            let cached = if t.reference.cached {
+                "  [cached baseline]"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  reference  {}{}", stats_line(&t.reference), cached);
+            let _ = writeln!(out, "  kernel     {}", stats_line(&t.kernel));
+            if let Some(score) = t.score {
+                let text = format!("{score:.2}x");
+                let painted = if score >= 1.0 {
+                    style.good(&text)
+                } else {
+                    style.warn(&text)
+                };
+                let _ = writeln!(
+                    out,
+                    "  score      {painted}  (reference median / kernel median)"
+                );
+            }
+        }
+        _ if result.correct && result.device.kind != "cuda" => {
+            let _ = writeln!(
+                out,
+                "{}  not meaningful on the CPU (Triton interpreter): correctness only",
+                style.bold("timing")
+            );
+        }
+        _ => {}
+    }
+
+    for w in &result.static_report.warnings {
+        let _ = writeln!(out, "{} {}", style.warn("warning:"), w.message);
+    }
+    for flag in &result.flags {
+        let _ = writeln!(out, "{} {}", style.warn("flag:"), flag);
+    }
+    for note in &result.notes {
+        let _ = writeln!(out, "{} {}", style.dim("note:"), note);
+    }
+    if let Some(profile) = &result.profile {
+        render_profile(&mut out, profile, style);
+    }
+    if let Some(path) = log_path {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!("full result and log: {}", path.display()))
+        );
+    }
+    out
+}
+
+fn stats_line(s: &TimingStats) -> String {
+    format!(
+        "{:>9.4} ms  (mean {:.4}, min {:.4}, max {:.4}, std {:.4}, {} runs)",
+        s.median_ms, s.mean_ms, s.min_ms, s.max_ms, s.std_ms, s.runs
+    )
+}
+
+fn max_errors(result: &EvalResult) -> (f64, f64) {
+    let outputs = result.trials.iter().flat_map(|t| t.outputs.iter());
+    outputs.fold((0.0f64, 0.0f64), |(a, r), o| {
+        (
+            a.max(o.max_abs_err.unwrap_or(0.0)),
+            r.max(o.max_rel_err.unwrap_or(0.0)),
+        )
+    })
+}
+
+fn render_profile(out: &mut String, profile: &serde_json::Value, style: Style) {
+    if profile.get("available").and_then(|v| v.as_bool()) != Some(true) {
+        let reason = profile
+            .get("reason")
+            .and_then(|v| v.as_str())
+            .unwrap_or("unavailable");
+        let _ = writeln!(out, "{} {}", style.warn("profile:"), reason);
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}  Nsight Compute, one forward",
+        style.bold("profile")
+    );
+    for kernel in profile
+        .get("kernels")
+        .and_then(|k| k.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let name = kernel.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        let _ = writeln!(out, "  {name}");
+        if let Some(metrics) = kernel.get("metrics").and_then(|m| m.as_object()) {
+            for (k, v) in metrics {
+                let _ = writeln!(out, "    {k:<62} {v}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::protocol::{OutputCheck, Timing, Trial};
+
+    fn correct_gpu() -> EvalResult {
+        EvalResult {
+            correct: true,
+            device: crate::eval::protocol::DeviceInfo {
+                kind: "cuda".into(),
+                name: Some("NVIDIA H200".into()),
+                capability: Some("9.0".into()),
+                ..Default::default()
+            },
+            trials: vec![
+                Trial {
+                    kind: "random".into(),
+                    passed: true,
+                    outputs: vec![OutputCheck {
+                        max_abs_err: Some(1e-6),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+                Trial {
+                    kind: "signed".into(),
+                    passed: true,
+                    ..Default::default()
+                },
+            ],
+            timing: Some(Timing {
+                meaningful: true,
+                score: Some(1.95),
+                reference: TimingStats {
+                    median_ms: 3.0,
+                    runs: 100,
+                    cached: true,
+                    ..Default::default()
+                },
+                kernel: TimingStats {
+                    median_ms: 1.538,
+                    runs: 100,
+                    ..Default::default()
+                },
+                flush_l2_bytes: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn correct_gpu_verdict_shows_score_and_cached_baseline() {
+        let text = render(&correct_gpu(), 0.01, 0.01, None, Style::plain());
+        assert!(
+            text.contains("CORRECT  1/1 trials, signed-input trial"),
+            "{text}"
+        );
+        assert!(text.contains("score      1.95x"), "{text}");
+        assert!(text.contains("[cached baseline]"), "{text}");
+        assert!(text.contains("NVIDIA H200"), "{text}");
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn cpu_verdict_says_timing_is_not_meaningful() {
+        let mut r = correct_gpu();
+        r.timing = None;
+        r.device.kind = "cpu".into();
+        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        assert!(text.contains("not meaningful on the CPU"), "{text}");
+        assert!(!text.contains("score"), "{text}");
+    }
+
+    #[test]
+    fn failure_shows_category_summary_and_message() {
+        let r = EvalResult {
+            category: Some(Category::Compile),
+            summary: "Triton compile error (relu_kernel line 9): no attribute tanhh".into(),
+            message: "Traceback...\nAttributeError: module has no attribute 'tanhh'".into(),
+            ..Default::default()
+        };
+        let text = render(
+            &r,
+            0.01,
+            0.01,
+            Some(std::path::Path::new("/tmp/x.json")),
+            Style::plain(),
+        );
+        assert!(text.starts_with("device"), "{text}");
+        assert!(
+            text.contains("FAILED  compile: Triton compile error"),
+            "{text}"
+        );
+        assert!(text.contains("  AttributeError"), "{text}");
+        assert!(text.contains("full result and log: /tmp/x.json"), "{text}");
+    }
+
+    #[test]
+    fn colours_only_when_asked() {
+        let text = render(&correct_gpu(), 0.01, 0.01, None, Style { color: true });
+        assert!(text.contains("\x1b[1;32mCORRECT"));
+    }
+}
