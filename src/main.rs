@@ -30,6 +30,8 @@ enum Command {
     Doctor(commands::doctor::DoctorArgs),
     /// Send one prompt to a provider and stream the answer (checks a provider works).
     Ask(commands::ask::AskArgs),
+    /// Measure the evaluator (figures for docs/benchmarks.md).
+    Bench(commands::bench::BenchArgs),
     /// List the configured providers, the default, and whether each key is present.
     Providers(commands::providers::ProvidersArgs),
 }
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
             Command::Eval(args) => commands::eval::run(args, config).await,
             Command::Doctor(args) => commands::doctor::run(args, config).await,
             Command::Ask(args) => commands::ask::run(args, config).await,
+            Command::Bench(args) => commands::bench::run(args, config).await,
             Command::Providers(args) => commands::providers::run(args, config).await,
         }
     });

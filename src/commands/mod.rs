@@ -2,6 +2,7 @@
 //! `run(args, config_file) -> Result<ExitCode>`; errors become exit code 2 in `main`.
 
 pub mod ask;
+pub mod bench;
 pub mod doctor;
 pub mod eval;
 pub mod providers;

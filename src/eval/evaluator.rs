@@ -87,23 +87,27 @@ impl Evaluator {
         &self.shared.python
     }
 
-    async fn start_server(&self) -> Result<HarnessServer> {
+    /// `interpret`: a CPU server (Triton's interpreter); otherwise a GPU server.
+    async fn start_server(&self, interpret: bool) -> Result<HarnessServer> {
+        let shared = &self.shared;
         HarnessServer::start(
-            &self.shared.python.executable,
-            &self.shared.harness,
-            &self.shared.cache_dir,
+            &shared.python.executable,
+            &shared.harness,
+            &shared.cache_dir,
+            interpret,
         )
         .await
     }
 
-    /// A server not bound to a device yet (for queries); it becomes the first worker's.
+    /// A GPU-mode server not bound to a device yet (for queries); it becomes the first
+    /// GPU worker's server.
     async fn with_spare<T>(
         &self,
         f: impl AsyncFnOnce(&mut HarnessServer) -> Result<T>,
     ) -> Result<T> {
         let mut spare = self.spare.lock().await;
         if spare.as_mut().is_none_or(|s| !s.is_running()) {
-            *spare = Some(self.start_server().await?);
+            *spare = Some(self.start_server(false).await?);
         }
         f(spare.as_mut().expect("spare server")).await
     }
@@ -211,7 +215,11 @@ impl Evaluator {
             return tx.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let server = self.spare.lock().await.take();
+        let server = if device.is_gpu() {
+            self.spare.lock().await.take()
+        } else {
+            None
+        };
         tokio::spawn(run_worker(self.clone(), device, server, rx));
         workers.insert(device, tx.clone());
         tx
@@ -244,7 +252,7 @@ async fn run_worker(
             continue;
         }
         if server.as_mut().is_none_or(|s| !s.is_running()) {
-            server = match evaluator.start_server().await {
+            server = match evaluator.start_server(!device.is_gpu()).await {
                 Ok(s) => Some(s),
                 Err(e) => {
                     let _ = job

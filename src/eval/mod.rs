@@ -6,6 +6,7 @@ pub mod harness;
 pub mod protocol;
 pub mod python_env;
 pub mod server;
+pub mod suite;
 pub mod verdict;
 
 use std::path::Path;

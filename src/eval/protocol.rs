@@ -324,7 +324,11 @@ pub struct EvalResult {
     pub profile: Option<serde_json::Value>,
     /// Last phase the evaluation reached.
     pub phase: Option<String>,
+    /// Seconds from the server receiving the job to its result.
     pub duration_s: f64,
+    /// Seconds the evaluation process spent inside the evaluation itself (imports of the
+    /// task and kernel, compilation, trials, timing): `duration_s` minus this is overhead.
+    pub child_s: f64,
 }
 
 impl EvalResult {

@@ -45,8 +45,14 @@ pub struct HarnessServer {
 }
 
 impl HarnessServer {
-    /// Starts `python harness.py serve` and waits for its hello.
-    pub async fn start(python: &Path, harness: &Path, cache_dir: &Path) -> Result<HarnessServer> {
+    /// Starts `python harness.py serve` and waits for its hello. `interpret` starts it
+    /// with `TRITON_INTERPRET=1` (CPU evaluation): Triton reads it when it is imported.
+    pub async fn start(
+        python: &Path,
+        harness: &Path,
+        cache_dir: &Path,
+        interpret: bool,
+    ) -> Result<HarnessServer> {
         let mut command = Command::new(python);
         command
             .arg(harness)
@@ -56,6 +62,7 @@ impl HarnessServer {
             .env("PYTHONUNBUFFERED", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("TRITON_CACHE_DIR", cache_dir.join("triton"))
+            .env("TRITON_INTERPRET", if interpret { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -448,14 +448,15 @@ def classify(exc, stage, ctx):
         return KernelFailure("oom", summary, message, details)
     if any(n in ("AcceleratorError", "CudaError") for n in names) or any(p in joined for p in CUDA_ERROR_PATTERNS):
         return KernelFailure("cuda_error", summary, message)
-    if ctx.get("interpret") and isinstance(exc, INTERPRETED_COMPILE_TYPES):
+    if ctx.get("interpret"):
         # Under the interpreter a jit body runs as Python: what fails to compile on a GPU
-        # raises here from inside the kernel's own frame.
-        location = kernel_frame(exc, ctx)
-        if location:
-            summary = "Triton compile error (%s line %s, interpreter): %s" % (
-                location["function"], location["line"], first_line(str(exc)))
-            return KernelFailure("compile", summary, message, location)
+        # raises from inside the kernel's own frame (wrapped in an InterpreterError).
+        for x in chain:
+            location = kernel_frame(x, ctx) if isinstance(x, INTERPRETED_COMPILE_TYPES) else None
+            if location:
+                summary = "Triton compile error (%s line %s, interpreter): %s: %s" % (
+                    location["function"], location["line"], type(x).__name__, first_line(str(x)))
+                return KernelFailure("compile", summary, message, location)
     if stage == "import":
         return KernelFailure("import", summary, message)
     return KernelFailure("runtime", summary, message)
@@ -866,10 +867,13 @@ def evaluate(job, progress):
     interpret = device == "cpu"
     ctx = {"interpret": interpret, "kernel_file": os.path.abspath(job["kernel_file"]),
            "jit_kernels": result["static"].get("jit_kernels", [])}
-    if interpret:
-        # Read when @triton.jit decorates the kernel's functions, i.e. at import below.
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
+    # Triton's own `tl` helpers are jit functions decorated when triton is imported, so the
+    # interpreter must be on for the whole server: CPU and GPU jobs use different servers.
+    server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
+    if interpret != server_interprets:
+        raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
+            device, "started with" if server_interprets else "started without"))
+    if not interpret:
         if not torch.cuda.is_available():
             raise HarnessError("CUDA is not available in the evaluation process (device %s)" % device)
         torch.cuda.set_device(device)
@@ -1077,6 +1081,7 @@ def new_result(job):
         "profile": None,
         "phase": None,
         "duration_s": 0.0,
+        "child_s": 0.0,
     }
 
 
@@ -1114,7 +1119,7 @@ def child_main(job, result_fd):
     except BaseException as e:  # noqa: BLE001 -- a harness bug must still produce a result
         fail(result, "harness", "harness error: %s: %s" % (type(e).__name__, first_line(str(e))),
              clean_text(exception_text(e)))
-    result["duration_s"] = time.time() - started
+    result["child_s"] = time.time() - started
     try:
         writer.write(json.dumps({"result": result}, default=str) + "\n")
         writer.flush()
