@@ -173,3 +173,52 @@ fn doctor_reports_python_versions_and_no_gpu() {
         "{stdout}"
     );
 }
+
+#[test]
+fn no_python_at_all_is_a_clear_error() {
+    let f = fixtures();
+    let empty_path = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kforge"))
+        .args([
+            "eval",
+            f.join("tasks/relu.py").to_str().unwrap(),
+            f.join("kernels/relu_ok.py").to_str().unwrap(),
+        ])
+        .env("PATH", empty_path.path())
+        .env("KFORGE_CACHE_DIR", cache.path())
+        .env_remove("KFORGE_PYTHON")
+        .env("KFORGE_CONFIG_DIR", cache.path())
+        .current_dir(cache.path())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no Python 3 interpreter found on PATH"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("KFORGE_PYTHON"),
+        "the error names the way out: {stderr}"
+    );
+}
+
+#[test]
+fn kforge_python_pointing_nowhere_is_a_clear_error() {
+    let f = fixtures();
+    let out = kforge(&[
+        "eval",
+        f.join("tasks/relu.py").to_str().unwrap(),
+        f.join("kernels/relu_ok.py").to_str().unwrap(),
+    ])
+    .env("KFORGE_PYTHON", "/nonexistent/python3")
+    .output()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("KFORGE_PYTHON=/nonexistent/python3 is not an executable file"),
+        "{stderr}"
+    );
+}

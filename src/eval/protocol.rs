@@ -329,6 +329,10 @@ pub struct EvalResult {
     /// Seconds the evaluation process spent inside the evaluation itself (imports of the
     /// task and kernel, compilation, trials, timing): `duration_s` minus this is overhead.
     pub child_s: f64,
+    /// Seconds per phase inside the evaluation process: `startup` (device and CUDA
+    /// initialization), `load` (importing task and kernel), `build`, `correctness` (trials,
+    /// including the first compile), `timing`, `recheck`.
+    pub phases_s: std::collections::BTreeMap<String, f64>,
 }
 
 impl EvalResult {

@@ -263,7 +263,9 @@ fn create_venv(base: &Path, dir: &Path, report: &mut dyn FnMut(&str)) -> Result<
         .iter()
         .any(|p| trimmed.starts_with(p))
         {
-            report(&format!("pip: {trimmed}"));
+            // "(from -r .../requirements.txt (line 3))" only repeats where it came from.
+            let short = trimmed.split(" (from ").next().unwrap_or(trimmed);
+            report(&format!("pip: {short}"));
         }
         tail.push_back(line);
         if tail.len() > 30 {

@@ -80,6 +80,7 @@ pub struct CaseOutcome {
     pub summary: String,
     /// Why the outcome does not meet the case; `None` when it does.
     pub problem: Option<String>,
+    /// Seconds the harness spent on the case (queueing excluded).
     pub seconds: f64,
 }
 
@@ -162,7 +163,7 @@ pub async fn run(
                     verdict: verdict_of(&result),
                     summary: result.summary.clone(),
                     problem: judge(case, device, &result),
-                    seconds,
+                    seconds: result.duration_s,
                 },
                 Err(e) => CaseOutcome {
                     name: case.name.clone(),

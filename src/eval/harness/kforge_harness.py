@@ -625,8 +625,10 @@ def compare_outputs(ref_out, new_out, atol, rtol):
 def compare_tensor(path, r, n, atol, rtol, report):
     import torch
 
-    r = r.detach().to("cpu")
-    n = n.detach().to("cpu")
+    # Compared where the reference lives (float64 on a GPU is fast; copying large
+    # outputs to the host was most of a trial's time).
+    r = r.detach()
+    n = n.detach().to(r.device)
     if r.is_complex():
         r, n = torch.view_as_real(r), torch.view_as_real(n)
     if not r.is_floating_point():
@@ -858,6 +860,19 @@ def versions():
     return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
 
 
+class PhaseClock:
+    """Seconds spent in each phase of an evaluation, into result["phases_s"]."""
+
+    def __init__(self, result):
+        self.phases = result.setdefault("phases_s", {})
+        self.last = time.time()
+
+    def mark(self, name):
+        now = time.time()
+        self.phases[name] = now - self.last
+        self.last = now
+
+
 def evaluate(job, progress):
     """Runs one evaluation. Returns the result dict; raises KernelFailure/TaskFailure."""
     import torch
@@ -878,6 +893,8 @@ def evaluate(job, progress):
             raise HarnessError("CUDA is not available in the evaluation process (device %s)" % device)
         torch.cuda.set_device(device)
     result["device"] = device_description(device)
+    clock = PhaseClock(result)
+    clock.mark("startup")
 
     progress("loading task")
     task = load_task(job["task_file"])
@@ -901,6 +918,7 @@ def evaluate(job, progress):
     if not hasattr(task, "get_init_inputs"):
         result["notes"].append("the task has no get_init_inputs(); constructors get no arguments")
 
+    clock.mark("load")
     progress("building models")
     seed = job["seed"]
     try:
@@ -957,6 +975,7 @@ def evaluate(job, progress):
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
         return ref_out
 
+    clock.mark("build")
     for t in range(job["trials"]):
         progress("correctness trial %d/%d" % (t + 1, job["trials"]))
         check("random", t, inputs_for(seed + 1 + t))
@@ -976,6 +995,7 @@ def evaluate(job, progress):
         else:
             result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
 
+    clock.mark("correctness")
     timing_inputs = inputs_for(seed + 2000)
     kernel_buffers = clone_tree(timing_inputs)
     if job["timing"] and not interpret:
@@ -988,6 +1008,7 @@ def evaluate(job, progress):
         for _ in range(max(2, job["warmup"])):
             run_kernel(kernel_buffers)
 
+    clock.mark("timing")
     if job["post_timing_check"]:
         progress("re-check after timing")
         fresh = inputs_for(seed + 3000)
@@ -997,6 +1018,7 @@ def evaluate(job, progress):
                     buf.copy_(value)
         check("post_timing", job["trials"] + 1, fresh, kernel_inputs=kernel_buffers)
 
+    clock.mark("recheck")
     weak = sorted({o["output"] for t in result["trials"] for o in t["outputs"]
                    if o.get("max_abs_ref") is not None and o["max_abs_ref"] < job["atol"]})
     if weak:
