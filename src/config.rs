@@ -17,6 +17,8 @@ pub const PROJECT_FILE: &str = "kforge.toml";
 pub struct Config {
     pub python: PythonConfig,
     pub eval: EvalConfig,
+    /// `[llm]`: providers, keys, timeouts, retries and prices (see `docs/llm.md`).
+    pub llm: crate::llm::LlmConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,
@@ -149,12 +151,18 @@ fn describe(sources: &[PathBuf]) -> String {
     if sources.is_empty() {
         return "built-in defaults".into();
     }
-    sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+    sources
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn read_table(path: &Path) -> Result<toml::Table> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.parse::<toml::Table>().with_context(|| format!("{} is not valid TOML", path.display()))
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.parse::<toml::Table>()
+        .with_context(|| format!("{} is not valid TOML", path.display()))
 }
 
 /// Deep merge: tables merge key by key, anything else in `over` replaces `base`.
@@ -193,7 +201,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let user = write(dir.path(), "user.toml", "[eval]\ntrials = 7\natol = 0.5\n");
         let project = write(dir.path(), "kforge.toml", "[eval]\natol = 0.001\n");
-        let c = Config::load_files(&[user, project.clone(), dir.path().join("missing.toml")], None).unwrap();
+        let c = Config::load_files(
+            &[user, project.clone(), dir.path().join("missing.toml")],
+            None,
+        )
+        .unwrap();
         assert_eq!(c.eval.trials, 7);
         assert_eq!(c.eval.atol, 0.001);
         assert_eq!(c.sources.len(), 2);
@@ -220,6 +232,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = write(dir.path(), "broken.toml", "[eval\n");
         let err = format!("{:#}", Config::load_files(&[bad], None).unwrap_err());
-        assert!(err.contains("broken.toml") && err.contains("not valid TOML"), "{err}");
+        assert!(
+            err.contains("broken.toml") && err.contains("not valid TOML"),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 use kforge::commands;
 
 #[derive(Parser)]
-#[command(name = "kforge", version, about = "Interactive, LLM-driven GPU kernel optimization")]
+#[command(
+    name = "kforge",
+    version,
+    about = "Interactive, LLM-driven GPU kernel optimization"
+)]
 struct Cli {
     /// Extra config file, read after ~/.config/kforge/config.toml and ./kforge.toml.
     #[arg(long, global = true, value_name = "FILE")]
