@@ -175,7 +175,7 @@ impl LlmClient {
             let mut acc = Accumulator::new(start, attempt);
             match self.attempt(req, attempt, &mut acc, on_event).await {
                 Ok(()) => {
-                    let completion = acc.into_completion(p);
+                    let completion = acc.completion(p);
                     if completion
                         .finish_reason
                         .as_ref()
@@ -188,17 +188,14 @@ impl LlmClient {
                     }
                     return Ok(completion);
                 }
-                Err((LlmError::Truncated { cause, .. }, _)) => {
-                    return Err(LlmError::Truncated {
-                        cause,
-                        partial: Box::new(acc.into_completion(p)),
-                    });
-                }
-                Err((error, server_wait)) => {
-                    if acc.first_token.is_some()
-                        || !error.is_retryable()
-                        || attempt > p.retry.max_retries
-                    {
+                Err((mut error, server_wait)) => {
+                    // A stream cut before any token is as good as a connection error.
+                    let mut retryable = error.is_retryable();
+                    if let LlmError::Truncated { partial, .. } = &mut error {
+                        **partial = acc.completion(p);
+                        retryable = true;
+                    }
+                    if acc.first_token.is_some() || !retryable || attempt > p.retry.max_retries {
                         return Err(error);
                     }
                     let delay = retry::delay(&p.retry, attempt, server_wait);
@@ -449,17 +446,17 @@ impl Accumulator {
         }
     }
 
-    fn into_completion(self, p: &ResolvedProvider) -> Completion {
+    fn completion(&self, p: &ResolvedProvider) -> Completion {
         let cost = pricing::cost_of(&self.usage, &p.model, p.free, &p.prices);
         Completion {
             provider: p.name.clone(),
             model: p.model.clone(),
-            response_model: self.response_model,
-            text: self.text,
-            reasoning: self.reasoning,
-            usage: self.usage,
+            response_model: self.response_model.clone(),
+            text: self.text.clone(),
+            reasoning: self.reasoning.clone(),
+            usage: self.usage.clone(),
             cost,
-            finish_reason: self.finish,
+            finish_reason: self.finish.clone(),
             latency: self.start.elapsed(),
             time_to_first_token: self.first_token,
             attempts: self.attempt,

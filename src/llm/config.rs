@@ -224,7 +224,7 @@ pub const DEFAULT_MAX_RETRIES: u32 = 4;
 /// Anthropic requires `max_tokens`; this is used when none is configured.
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 16384;
 
-/// Exponential backoff: `base_delay * 2^(n-1)` (with up to 25 % jitter) capped at
+/// Exponential backoff: `base_delay * 2^(n-1)` (plus up to 25 % jitter) capped at
 /// `max_delay`; a server's `retry-after-ms` / `retry-after` replaces the computed delay
 /// (still capped).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

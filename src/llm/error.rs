@@ -50,10 +50,10 @@ pub enum LlmError {
         partial: Box<Completion>,
     },
 
-    #[error("no data from the server for {} s (read_timeout_s): the connection stalled; raise read_timeout_s for slow models", secs(*.after))]
+    #[error("no data from the server for {} (read_timeout_s): the connection stalled; raise read_timeout_s for slow models", secs(*.after))]
     ReadTimeout { after: Duration },
 
-    #[error("the call took longer than the wall-clock cap of {} s (wall_timeout_s)", secs(*.after))]
+    #[error("the call took longer than the wall-clock cap of {} (wall_timeout_s)", secs(*.after))]
     WallTimeout { after: Duration },
 
     #[error("cancelled")]
@@ -133,7 +133,7 @@ fn auth_hint(env_var: Option<&str>) -> String {
 
 fn retry_after_text(retry_after: Option<Duration>) -> String {
     retry_after
-        .map(|d| format!(" (retry after {} s)", secs(d)))
+        .map(|d| format!(" (retry after {})", secs(d)))
         .unwrap_or_default()
 }
 
@@ -141,12 +141,16 @@ fn status_text(status: Option<u16>) -> String {
     status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
 }
 
-fn secs(d: Duration) -> String {
+/// `20 ms`, `3 s`, `1.5 s`.
+pub fn secs(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{} ms", d.as_millis());
+    }
     let s = d.as_secs_f64();
     if s.fract() == 0.0 {
-        format!("{s:.0}")
+        format!("{s:.0} s")
     } else {
-        format!("{s:.1}")
+        format!("{s:.1} s")
     }
 }
 

@@ -7,13 +7,13 @@ use reqwest::header::HeaderMap;
 use super::config::RetryPolicy;
 
 /// The delay before attempt `failed + 1`, after `failed` failures: the server's wish if
-/// it gave one, else `base * 2^(failed-1)` less up to 25 % jitter; capped at `max_delay`.
+/// it gave one, else `base * 2^(failed-1)` plus up to 25 % jitter; capped at `max_delay`.
 pub fn delay(policy: &RetryPolicy, failed: u32, server: Option<Duration>) -> Duration {
     let d = server.unwrap_or_else(|| {
         let exp = policy
             .base_delay
             .saturating_mul(1u32 << failed.saturating_sub(1).min(16));
-        exp.mul_f64(1.0 - 0.25 * jitter())
+        exp.mul_f64(1.0 + 0.25 * jitter())
     });
     d.min(policy.max_delay)
 }
@@ -58,13 +58,23 @@ mod tests {
         };
         let d1 = delay(&p, 1, None);
         assert!(
-            d1 <= Duration::from_secs(1) && d1 >= Duration::from_millis(750),
+            d1 >= Duration::from_secs(1) && d1 <= Duration::from_millis(1250),
             "{d1:?}"
         );
         let d3 = delay(&p, 3, None);
         assert!(
-            d3 <= Duration::from_secs(4) && d3 >= Duration::from_secs(3),
+            d3 >= Duration::from_secs(4) && d3 <= Duration::from_secs(5),
             "{d3:?}"
+        );
+        let flat = RetryPolicy {
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(10),
+            ..p
+        };
+        assert_eq!(
+            delay(&flat, 1, None),
+            Duration::from_millis(10),
+            "jitter never goes below the base"
         );
         assert_eq!(delay(&p, 10, None), Duration::from_secs(30));
         assert_eq!(
