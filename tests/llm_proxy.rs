@@ -11,14 +11,7 @@ use wiremock::{Mock, MockServer, ResponseTemplate};
 #[tokio::test]
 async fn loopback_calls_ignore_proxy_variables() {
     // A proxy that does not exist: any request sent through it fails.
-    for var in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ] {
+    for var in PROXY_VARS {
         // SAFETY: this binary has one test and sets the variables before any thread reads them.
         unsafe { std::env::set_var(var, "http://127.0.0.1:9") };
     }

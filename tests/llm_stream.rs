@@ -159,28 +159,51 @@ async fn wall_clock_cap_stops_a_stream_that_never_ends() {
 }
 
 #[tokio::test]
-async fn connection_refused_is_retried_then_reported() {
+async fn refused_connection_to_a_local_server_fails_at_once() {
     // Bind then drop a listener: nothing listens on that port any more.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let (events, result) = call(provider(
-        ProviderKind::OpenAi,
-        &format!("http://127.0.0.1:{port}/v1"),
-        "m",
-    ))
-    .await;
-    assert_eq!(events.len(), 2, "two retries: {events:?}");
-    assert!(matches!(
-        &events[0],
-        kforge::llm::StreamEvent::Retrying { attempt: 2, .. }
-    ));
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let (events, result) = call(provider(ProviderKind::OpenAi, &base, "m")).await;
+    assert_eq!(
+        events,
+        vec![],
+        "no retries against a server that is not running"
+    );
     let err = result.unwrap_err();
-    assert!(matches!(err, LlmError::Connect { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            LlmError::Connect {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(
         err.to_string().contains("is the local server running?"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn connection_dropped_before_any_token_is_retried() {
+    // The first response closes right after its headers; the body never starts.
+    let server = script_server(vec![]).await;
+    let (events, result) = call(provider(ProviderKind::OpenAi, &server.base_url, "m")).await;
+    let reason = events.first().map(|e| format!("{e:?}")).unwrap_or_default();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        reason.contains("the stream from `testprov` ended before its end marker"),
+        "{reason}"
+    );
+    assert!(
+        matches!(result, Err(LlmError::Truncated { .. })),
+        "{result:?}"
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 3);
 }

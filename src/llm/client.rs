@@ -310,6 +310,7 @@ impl LlmClient {
                 let err = match e {
                     SseError::ReadTimeout(after) => LlmError::ReadTimeout { after },
                     SseError::Transport(m) => LlmError::Connect {
+                        retryable: true,
                         url: url.clone(),
                         message: format!("the connection broke while reading the answer: {m}"),
                     },
@@ -361,27 +362,30 @@ fn secret_header(value: &str) -> Result<HeaderValue, (LlmError, Option<Duration>
 
 fn connect_error(url: &str, e: &reqwest::Error) -> LlmError {
     use std::error::Error as _;
+    // The innermost cause says the most ("Connection refused").
+    let mut source = e.source();
+    let mut innermost = None;
+    let mut refused = false;
+    while let Some(s) = source {
+        innermost = Some(s.to_string());
+        refused |= s
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        source = s.source();
+    }
     let mut message = if e.is_timeout() {
         "connect timeout (connect_timeout_s)".to_string()
     } else {
-        String::new()
+        innermost.unwrap_or_else(|| e.to_string())
     };
-    // The innermost cause says the most ("Connection refused").
-    let mut source = e.source();
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    if message.is_empty() {
-        message = last.unwrap_or_else(|| e.to_string());
-    }
-    if url.starts_with("http://127.") || url.starts_with("http://localhost") {
+    let local = is_loopback(url);
+    if local {
         message.push_str(" (is the local server running?)");
     }
     LlmError::Connect {
         url: url.to_string(),
         message,
+        retryable: !(local && refused),
     }
 }
 

@@ -75,7 +75,13 @@ pub enum LlmError {
     },
 
     #[error("cannot reach {url}: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        url: String,
+        message: String,
+        /// False for a refused connection to a loopback address: a local server that is
+        /// not running will not start within the backoff.
+        retryable: bool,
+    },
 
     #[error("malformed answer from provider `{provider}`: {message} (data: {excerpt})")]
     Malformed {
@@ -94,7 +100,9 @@ impl LlmError {
         match self {
             LlmError::RateLimited { .. }
             | LlmError::Overloaded { .. }
-            | LlmError::Connect { .. } => true,
+            | LlmError::Connect {
+                retryable: true, ..
+            } => true,
             LlmError::Http { status, .. } => is_retryable_status(*status),
             _ => false,
         }

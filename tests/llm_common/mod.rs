@@ -19,6 +19,16 @@ use tokio_util::sync::CancellationToken;
 
 pub const KEY: &str = "sk-test-secret-0123456789";
 
+/// The variables that route HTTP through a proxy.
+pub const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
 /// A recorded SSE stream from `tests/fixtures/sse/`.
 pub fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/sse/{name}", env!("CARGO_MANIFEST_DIR"));
