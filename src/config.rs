@@ -222,6 +222,35 @@ mod tests {
     }
 
     #[test]
+    fn llm_section_is_typed_and_layered() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "user.toml",
+            "[llm]\ndefault = \"deepseek\"\n[llm.providers.deepseek]\nmodel = \"deepseek-reasoner\"\n",
+        );
+        let project = write(
+            dir.path(),
+            "kforge.toml",
+            "[llm.providers.deepseek]\nread_timeout_s = 60\n",
+        );
+        let c = Config::load_files(&[user, project], None).unwrap();
+        assert_eq!(c.llm.default.as_deref(), Some("deepseek"));
+        let p = &c.llm.providers["deepseek"];
+        assert_eq!(
+            (p.model.as_deref(), p.read_timeout_s),
+            (Some("deepseek-reasoner"), Some(60.0))
+        );
+        assert!(
+            Config::load_files(&[], None)
+                .unwrap()
+                .llm
+                .providers
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn missing_explicit_file_is_an_error() {
         let err = Config::load_files(&[], Some(Path::new("/nonexistent/kforge.toml"))).unwrap_err();
         assert!(err.to_string().contains("does not exist"));

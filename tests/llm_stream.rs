@@ -207,3 +207,17 @@ async fn connection_dropped_before_any_token_is_retried() {
     );
     assert_eq!(server.requests.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn no_response_headers_within_the_read_timeout_is_a_read_timeout() {
+    let server = script_server_after(Duration::from_secs(10), vec![send(DONE)]).await;
+    let started = Instant::now();
+    let (events, result) = call(provider(ProviderKind::OpenAi, &server.base_url, "m")).await;
+    assert_eq!(events, vec![]);
+    assert!(
+        matches!(result, Err(LlmError::ReadTimeout { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}

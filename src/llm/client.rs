@@ -264,10 +264,18 @@ impl LlmClient {
         }
         tracing::info!(provider = %p.name, model = %p.model, attempt, messages = req.messages.len(), "llm request");
         tracing::debug!(url = %url, "llm request url");
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| (connect_error(url, &e), None))?;
+        // The response headers are a read like any other: wait at most `read_timeout`.
+        let response = match tokio::time::timeout(p.read_timeout, builder.send()).await {
+            Err(_) => {
+                return Err((
+                    LlmError::ReadTimeout {
+                        after: p.read_timeout,
+                    },
+                    None,
+                ));
+            }
+            Ok(sent) => sent.map_err(|e| (connect_error(url, &e), None))?,
+        };
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
             let wait = retry::retry_after(response.headers());

@@ -414,7 +414,6 @@ impl LlmConfig {
                 .values()
                 .filter_map(|p| p.api_key_env.clone()),
         );
-        vars.insert("KFORGE_API_KEY".into());
         vars
     }
 
@@ -447,9 +446,7 @@ impl LlmConfig {
         self.provider_names()
             .into_iter()
             .map(|name| {
-                let merged = self.merged(&name);
-                let p = merged.as_ref().map(|(c, p)| (c.clone(), *p));
-                let (cfg, pre) = p.unwrap_or_default();
+                let (cfg, pre) = self.merged(&name).unwrap_or_default();
                 let key_env = cfg.api_key_env.clone();
                 let required = pre.map(|p| p.key_required).unwrap_or(key_env.is_some());
                 let key = match (&key_env, cfg.api_key.is_some()) {
@@ -574,6 +571,13 @@ impl LlmConfig {
             (None, ProviderKind::Anthropic) => Some(DEFAULT_ANTHROPIC_MAX_TOKENS),
             (m, _) => m,
         };
+        if let (Some(budget), Some(max)) = (cfg.thinking_budget, max_tokens)
+            && budget >= max
+        {
+            return Err(LlmError::Config(format!(
+                "provider `{name}`: thinking_budget ({budget}) must be below max_tokens ({max})"
+            )));
+        }
         Ok(ResolvedProvider {
             kind,
             max_tokens_field: cfg

@@ -138,6 +138,11 @@ impl Drop for DropFlag {
 
 /// Serves `script` as `text/event-stream` on 127.0.0.1 at any path.
 pub async fn script_server(script: Vec<Part>) -> ScriptServer {
+    script_server_after(Duration::ZERO, script).await
+}
+
+/// Like [`script_server`], but each response's headers wait `headers_delay`.
+pub async fn script_server_after(headers_delay: Duration, script: Vec<Part>) -> ScriptServer {
     let requests = Arc::new(AtomicUsize::new(0));
     let dropped_early = Arc::new(AtomicBool::new(false));
     let (reqs, dropped) = (requests.clone(), dropped_early.clone());
@@ -146,6 +151,7 @@ pub async fn script_server(script: Vec<Part>) -> ScriptServer {
         let dropped = dropped.clone();
         reqs.fetch_add(1, Ordering::SeqCst);
         async move {
+            tokio::time::sleep(headers_delay).await;
             let state = (script.into_iter(), DropFlag(dropped));
             let body = futures::stream::unfold(state, |(mut parts, flag)| async move {
                 loop {
