@@ -379,3 +379,18 @@ async fn stream_api_ends_with_done() {
         other => panic!("expected Done, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_html_page_under_200_says_check_base_url() {
+    let server = MockServer::start().await;
+    let page =
+        ResponseTemplate::new(200).set_body_raw("<html><body>Welcome</body></html>", "text/html");
+    mount(&server, PATH, page, None, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events, vec![]);
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, LlmError::Malformed { .. }) && err.to_string().contains("check base_url"),
+        "{err}"
+    );
+}

@@ -282,12 +282,19 @@ impl LlmClient {
             let body = read_error_body(response, p.read_timeout).await;
             return Err((ctx.http_error(status, wait, &body), wait));
         }
-        let is_json = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        if is_json {
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/html") {
+            let body = read_error_body(response, p.read_timeout).await;
+            let message =
+                format!("expected an event stream, got an HTML page from {url}: check base_url");
+            return Err((ctx.malformed(message, &body), None));
+        }
+        if content_type.starts_with("application/json") {
             // A server that ignored `stream: true` (or answered an error as JSON under 200).
             let body = read_error_body(response, p.read_timeout).await;
             let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| {

@@ -499,6 +499,15 @@ impl LlmConfig {
             Some(p) => p.to_string(),
             None => self.default_provider(env)?.0,
         };
+        if let Some(wanted) = self.providers.get(&name).and_then(|p| p.preset.as_deref())
+            && preset(wanted).is_none()
+        {
+            let known: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+            return Err(LlmError::Config(format!(
+                "provider `{name}`: unknown preset `{wanted}` (presets: {})",
+                known.join(", ")
+            )));
+        }
         let (cfg, pre) = self.merged(&name).ok_or_else(|| {
             let hint = if name == "manual" {
                 " (the manual provider is not available yet)".to_string()
@@ -829,6 +838,15 @@ mod tests {
             .resolve_with(Some("anthropic"), None, &[], &env_of(&[]))
             .unwrap_err();
         assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
+    }
+
+    #[test]
+    fn unknown_preset_is_an_error() {
+        let c = parse("[llm.providers.x]\npreset = \"openia\"\nmodel = \"m\"\n");
+        let err = c
+            .resolve_with(Some("x"), None, &[], &env_of(&[]))
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown preset `openia`"), "{err}");
     }
 
     #[test]

@@ -111,7 +111,8 @@ impl Decoder {
             if let Some(r) = field("reasoning_content").or_else(|| field("reasoning")) {
                 out.push(StreamEvent::Reasoning(r.to_string()));
             }
-            if let Some(t) = field("content") {
+            // A refusal is the answer, shown as text.
+            if let Some(t) = field("content").or_else(|| field("refusal")) {
                 out.push(StreamEvent::Text(t.to_string()));
             }
             let reason = choice
