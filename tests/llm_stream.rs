@@ -65,6 +65,7 @@ async fn tokens_arrive_one_by_one_and_keep_alives_reset_the_read_timeout() {
         "{c:?}"
     );
     assert!(c.latency >= Duration::from_secs(1), "{c:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -129,6 +130,7 @@ async fn dropping_the_stream_cancels_the_call() {
     drop(stream);
     wait_for_disconnect(&server).await;
     assert!(server.dropped_early.load(Ordering::SeqCst));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -156,6 +158,7 @@ async fn wall_clock_cap_stops_a_stream_that_never_ends() {
     assert!((1..=6).contains(&events.len()), "{events:?}");
     let expected: Vec<_> = (0..events.len()).map(|i| text(&i.to_string())).collect();
     assert_eq!(events, expected);
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
