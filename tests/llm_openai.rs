@@ -394,3 +394,30 @@ async fn an_html_page_under_200_says_check_base_url() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_password_in_base_url_is_never_shown() {
+    let server = MockServer::start().await;
+    let body = r#"{"error":{"message":"bad credentials for user:hunter2-secret"}}"#;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(403).set_body_string(body),
+        None,
+        1,
+    )
+    .await;
+    let base = server
+        .uri()
+        .replace("http://", "http://user:hunter2-secret@");
+    let (_, result) = call(provider(
+        ProviderKind::OpenAi,
+        &format!("{base}/v1"),
+        "gpt-4o",
+    ))
+    .await;
+    let err = result.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, LlmError::Auth { status: 403, .. }), "{shown}");
+    assert!(!shown.contains("hunter2-secret"), "{shown}");
+}

@@ -30,7 +30,10 @@ struct Inner {
     provider: ResolvedProvider,
     http: reqwest::Client,
     ctx: ErrorContext,
+    /// The endpoint requested.
     url: String,
+    /// The endpoint as shown in messages and logs: without a password.
+    shown_url: String,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -79,11 +82,20 @@ impl LlmClient {
             ProviderKind::OpenAi => openai::endpoint(&provider.base_url),
             ProviderKind::Anthropic => anthropic::endpoint(&provider.base_url),
         };
+        let mut secrets: Vec<String> = provider.secrets().into_iter().map(String::from).collect();
+        let mut shown_url = url.clone();
+        if let Ok(mut parsed) = reqwest::Url::parse(&url)
+            && let Some(password) = parsed.password().map(String::from)
+        {
+            secrets.push(password);
+            let _ = parsed.set_password(Some("***"));
+            shown_url = parsed.to_string();
+        }
         let ctx = ErrorContext {
             provider: provider.name.clone(),
             model: provider.model.clone(),
             env_var: provider.api_key_env.clone(),
-            secrets: provider.secrets().into_iter().map(String::from).collect(),
+            secrets,
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -91,6 +103,7 @@ impl LlmClient {
                 http,
                 ctx,
                 url,
+                shown_url,
             }),
         })
     }
@@ -228,6 +241,7 @@ impl LlmClient {
             http,
             ctx,
             url,
+            shown_url,
         } = &*self.inner;
         let mut builder = http
             .post(url.as_str())
@@ -263,7 +277,7 @@ impl LlmClient {
             builder = builder.header(name, secret_header(value.expose())?);
         }
         tracing::info!(provider = %p.name, model = %p.model, attempt, messages = req.messages.len(), "llm request");
-        tracing::debug!(url = %url, "llm request url");
+        tracing::debug!(url = %shown_url, "llm request url");
         // The response headers are a read like any other: wait at most `read_timeout`.
         let response = match tokio::time::timeout(p.read_timeout, builder.send()).await {
             Err(_) => {
@@ -274,7 +288,7 @@ impl LlmClient {
                     None,
                 ));
             }
-            Ok(sent) => sent.map_err(|e| (connect_error(url, &e), None))?,
+            Ok(sent) => sent.map_err(|e| (connect_error(ctx, shown_url, &e), None))?,
         };
         let status = response.status().as_u16();
         if !(200..300).contains(&status) {
@@ -290,8 +304,9 @@ impl LlmClient {
             .to_ascii_lowercase();
         if content_type.starts_with("text/html") {
             let body = read_error_body(response, p.read_timeout).await;
-            let message =
-                format!("expected an event stream, got an HTML page from {url}: check base_url");
+            let message = format!(
+                "expected an event stream, got an HTML page from {shown_url}: check base_url"
+            );
             return Err((ctx.malformed(message, &body), None));
         }
         if content_type.starts_with("application/json") {
@@ -326,7 +341,7 @@ impl LlmClient {
                     SseError::ReadTimeout(after) => LlmError::ReadTimeout { after },
                     SseError::Transport(m) => LlmError::Connect {
                         retryable: true,
-                        url: url.clone(),
+                        url: shown_url.clone(),
                         message: format!("the connection broke while reading the answer: {m}"),
                     },
                     SseError::Invalid(m) => ctx.malformed(m, ""),
@@ -375,7 +390,7 @@ fn secret_header(value: &str) -> Result<HeaderValue, (LlmError, Option<Duration>
     Ok(v)
 }
 
-fn connect_error(url: &str, e: &reqwest::Error) -> LlmError {
+fn connect_error(ctx: &ErrorContext, url: &str, e: &reqwest::Error) -> LlmError {
     use std::error::Error as _;
     // The innermost cause says the most ("Connection refused").
     let mut source = e.source();
@@ -391,7 +406,7 @@ fn connect_error(url: &str, e: &reqwest::Error) -> LlmError {
     let mut message = if e.is_timeout() {
         "connect timeout (connect_timeout_s)".to_string()
     } else {
-        innermost.unwrap_or_else(|| e.to_string())
+        ctx.clean(&innermost.unwrap_or_else(|| e.to_string()))
     };
     let local = is_loopback(url);
     if local {

@@ -193,7 +193,8 @@ pub(crate) struct ErrorContext {
 }
 
 impl ErrorContext {
-    fn clean(&self, text: &str) -> String {
+    /// `text` cut to an excerpt, without secrets.
+    pub fn clean(&self, text: &str) -> String {
         let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
         excerpt(text, &secrets)
     }
