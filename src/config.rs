@@ -17,6 +17,8 @@ pub const PROJECT_FILE: &str = "kforge.toml";
 pub struct Config {
     pub python: PythonConfig,
     pub eval: EvalConfig,
+    /// `[llm]`: providers, keys, timeouts, retries and prices (see `docs/llm.md`).
+    pub llm: crate::llm::LlmConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,
@@ -217,6 +219,35 @@ mod tests {
         let err = format!("{:#}", Config::load_files(&[], Some(&bad)).unwrap_err());
         assert!(err.contains("trails"), "{err}");
         assert!(err.contains("bad.toml"), "{err}");
+    }
+
+    #[test]
+    fn llm_section_is_typed_and_layered() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = write(
+            dir.path(),
+            "user.toml",
+            "[llm]\ndefault = \"deepseek\"\n[llm.providers.deepseek]\nmodel = \"deepseek-reasoner\"\n",
+        );
+        let project = write(
+            dir.path(),
+            "kforge.toml",
+            "[llm.providers.deepseek]\nread_timeout_s = 60\n",
+        );
+        let c = Config::load_files(&[user, project], None).unwrap();
+        assert_eq!(c.llm.default.as_deref(), Some("deepseek"));
+        let p = &c.llm.providers["deepseek"];
+        assert_eq!(
+            (p.model.as_deref(), p.read_timeout_s),
+            (Some("deepseek-reasoner"), Some(60.0))
+        );
+        assert!(
+            Config::load_files(&[], None)
+                .unwrap()
+                .llm
+                .providers
+                .is_empty()
+        );
     }
 
     #[test]

@@ -1,11 +1,107 @@
-//! `kforge providers` (being written: see issue 3).
+//! `kforge providers`: the known providers (presets and configured ones), which one is
+//! the default and why, and whether each key is present. Keys are never printed.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::config::Config;
+use crate::llm::config::{check_misplaced_sections, process_env};
+
 #[derive(clap::Args, Debug)]
 pub struct ProvidersArgs {}
 
-pub async fn run(_args: ProvidersArgs, _config: Option<&Path>) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet available")
+pub async fn run(_args: ProvidersArgs, config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    check_misplaced_sections(&config.table)?;
+    print!("{}", render(&config, &process_env));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The whole listing, as printed.
+pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
+    let rows = config.llm.summaries(env);
+    let mut table = vec![[
+        "".to_string(),
+        "PROVIDER".into(),
+        "PROTOCOL".into(),
+        "MODEL".into(),
+        "KEY".into(),
+        "BASE URL".into(),
+        "FROM".into(),
+    ]];
+    for r in &rows {
+        table.push([
+            if r.is_default { "*".into() } else { "".into() },
+            r.name.clone(),
+            r.kind.to_string(),
+            r.model.clone().unwrap_or_else(|| "(set --model)".into()),
+            r.key.to_string(),
+            r.base_url.clone().unwrap_or_else(|| "(no base_url)".into()),
+            r.origin.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| {
+            table
+                .iter()
+                .map(|row| row[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in &table {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.push('\n');
+    match config.llm.default_provider(env) {
+        Ok((name, reason)) => out.push_str(&format!("default: {name} ({reason})\n")),
+        Err(e) => out.push_str(&format!("default: none. {e}\n")),
+    }
+    let sources = if config.sources.is_empty() {
+        "none (built-in presets only)".to_string()
+    } else {
+        config
+            .sources
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    out.push_str(&format!("config files: {sources}\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_marks_the_default_and_never_prints_keys() {
+        let config = Config::load_files(&[], None).unwrap();
+        let env = |name: &str| (name == "DEEPSEEK_API_KEY").then(|| "sk-very-secret".to_string());
+        let text = render(&config, &env);
+        assert!(!text.contains("sk-very-secret"), "{text}");
+        let line = text.lines().find(|l| l.contains("deepseek")).unwrap();
+        assert!(
+            line.starts_with('*') && line.contains("DEEPSEEK_API_KEY set"),
+            "{text}"
+        );
+        assert!(text.contains("OPENAI_API_KEY MISSING"), "{text}");
+        assert!(
+            text.contains("default: deepseek (DEEPSEEK_API_KEY is set)"),
+            "{text}"
+        );
+        let none = render(&config, &|_: &str| None);
+        assert!(
+            none.contains("default: none. no LLM provider configured"),
+            "{none}"
+        );
+    }
 }

@@ -1,0 +1,464 @@
+//! Typed errors with messages that say what to do.
+
+use std::time::Duration;
+
+use super::types::{Completion, Truncation};
+
+/// Everything an LLM call can fail with. Server text inside these messages is cut to a
+/// short excerpt and scrubbed of the API key and secret header values.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("authentication failed for provider `{provider}` (HTTP {status}): {}; the server said: {message}", auth_hint(.env_var.as_deref()))]
+    Auth {
+        provider: String,
+        status: u16,
+        env_var: Option<String>,
+        message: String,
+    },
+
+    #[error(
+        "model `{model}` not found at provider `{provider}` (HTTP 404): check --model / `model` in the config against the provider's model list; the server said: {message}"
+    )]
+    ModelNotFound {
+        provider: String,
+        model: String,
+        message: String,
+    },
+
+    #[error("rate limited by provider `{provider}`{}: {message}", retry_after_text(*.retry_after))]
+    RateLimited {
+        provider: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+
+    #[error(
+        "provider `{provider}` says the account is out of quota or credit (not retried): {message}; add credit or raise the spending limit"
+    )]
+    QuotaExceeded { provider: String, message: String },
+
+    #[error("provider `{provider}` is overloaded{}: {message}", status_text(*.status))]
+    Overloaded {
+        provider: String,
+        status: Option<u16>,
+        message: String,
+    },
+
+    #[error("{}", truncation_text(*.cause, partial))]
+    Truncated {
+        cause: Truncation,
+        partial: Box<Completion>,
+    },
+
+    #[error("no data from the server for {} (read_timeout_s): the connection stalled; raise read_timeout_s for slow models", secs(*.after))]
+    ReadTimeout { after: Duration },
+
+    #[error("the call took longer than the wall-clock cap of {} (wall_timeout_s)", secs(*.after))]
+    WallTimeout { after: Duration },
+
+    #[error("cancelled")]
+    Cancelled,
+
+    #[error("provider `{provider}` reported an error in the stream ({kind}): {message}")]
+    InStream {
+        provider: String,
+        kind: String,
+        message: String,
+    },
+
+    #[error("provider `{provider}` answered HTTP {status}{}: {body}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Http {
+        provider: String,
+        status: u16,
+        body: String,
+        hint: Option<&'static str>,
+    },
+
+    #[error("cannot reach {url}: {message}")]
+    Connect {
+        url: String,
+        message: String,
+        /// False for a refused connection to a loopback address: a local server that is
+        /// not running will not start within the backoff.
+        retryable: bool,
+    },
+
+    #[error("malformed answer from provider `{provider}`: {message} (data: {excerpt})")]
+    Malformed {
+        provider: String,
+        message: String,
+        excerpt: String,
+    },
+
+    #[error("{0}")]
+    Config(String),
+}
+
+impl LlmError {
+    /// Whether another attempt may succeed (only used before any text or reasoning).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::RateLimited { .. }
+            | LlmError::Overloaded { .. }
+            | LlmError::Connect {
+                retryable: true, ..
+            } => true,
+            LlmError::Http { status, .. } => is_retryable_status(*status),
+            _ => false,
+        }
+    }
+
+    /// The server's requested wait, when it gave one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The text received before the answer was cut (only for `Truncated`).
+    pub fn partial(&self) -> Option<&Completion> {
+        match self {
+            LlmError::Truncated { partial, .. } => Some(partial),
+            _ => None,
+        }
+    }
+}
+
+/// 408, 409, 429, 5xx and Anthropic's 529 are worth another attempt.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429 | 529) || (500..600).contains(&status)
+}
+
+fn auth_hint(env_var: Option<&str>) -> String {
+    match env_var {
+        Some(var) => format!("set {var} to a valid API key"),
+        None => {
+            "set `api_key_env` for this provider and export that variable with a valid key".into()
+        }
+    }
+}
+
+fn retry_after_text(retry_after: Option<Duration>) -> String {
+    retry_after
+        .map(|d| format!(" (retry after {})", secs(d)))
+        .unwrap_or_default()
+}
+
+fn status_text(status: Option<u16>) -> String {
+    status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+}
+
+/// `20 ms`, `3 s`, `1.5 s`.
+pub fn secs(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{} ms", d.as_millis());
+    }
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+fn truncation_text(cause: Truncation, partial: &Completion) -> String {
+    match cause {
+        Truncation::StreamEnded => format!(
+            "the answer was truncated: the stream from `{}` ended before its end marker after {} characters of text \
+             (connection closed early: a proxy, a server restart or a server-side time limit); retry",
+            partial.provider,
+            partial.text.chars().count()
+        ),
+        Truncation::MaxTokens => format!(
+            "the answer was truncated: `{}` stopped at the output limit (finish reason `{}`, {} output tokens); raise max_tokens",
+            partial.model,
+            partial
+                .finish_reason
+                .as_ref()
+                .map(|r| r.as_str())
+                .unwrap_or("length"),
+            partial.usage.output_tokens
+        ),
+    }
+}
+
+/// What error classification needs to know about the call.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorContext {
+    pub provider: String,
+    pub model: String,
+    pub env_var: Option<String>,
+    pub secrets: Vec<String>,
+}
+
+impl ErrorContext {
+    /// `text` cut to an excerpt, without secrets.
+    pub fn clean(&self, text: &str) -> String {
+        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        excerpt(text, &secrets)
+    }
+
+    /// A non-2xx answer. `retry_after` is the wait the server asked for, if any.
+    pub fn http_error(&self, status: u16, retry_after: Option<Duration>, body: &str) -> LlmError {
+        let (kind, message) = error_fields(body);
+        let message = self.clean(if message.is_empty() { body } else { &message });
+        let message = if message.is_empty() {
+            "(empty body)".to_string()
+        } else {
+            message
+        };
+        let provider = self.provider.clone();
+        let lower_body = body.to_ascii_lowercase();
+        match status {
+            401 | 403 => LlmError::Auth {
+                provider,
+                status,
+                env_var: self.env_var.clone(),
+                message,
+            },
+            404 if lower_body.contains("model") => LlmError::ModelNotFound {
+                provider,
+                model: self.model.clone(),
+                message,
+            },
+            404 => LlmError::Http {
+                provider,
+                status,
+                body: message,
+                hint: Some("check base_url: OpenAI-compatible servers usually end in /v1"),
+            },
+            402 => LlmError::QuotaExceeded { provider, message },
+            _ if lower_body.contains("insufficient_quota") => {
+                LlmError::QuotaExceeded { provider, message }
+            }
+            429 => LlmError::RateLimited {
+                provider,
+                message,
+                retry_after,
+            },
+            529 => LlmError::Overloaded {
+                provider,
+                status: Some(status),
+                message,
+            },
+            503 if kind.contains("overloaded")
+                || message.to_ascii_lowercase().contains("overloaded") =>
+            {
+                LlmError::Overloaded {
+                    provider,
+                    status: Some(status),
+                    message,
+                }
+            }
+            _ => LlmError::Http {
+                provider,
+                status,
+                body: message,
+                hint: None,
+            },
+        }
+    }
+
+    /// An error object inside a 200 stream (`{"error": {...}}` or Anthropic's `error` event).
+    pub fn in_stream_error(&self, error: &serde_json::Value) -> LlmError {
+        let (kind, message) = error_object_fields(error);
+        let message = self.clean(&message);
+        let provider = self.provider.clone();
+        let code = error.get("code").and_then(serde_json::Value::as_u64);
+        let all = format!("{kind} {message}").to_ascii_lowercase();
+        if all.contains("insufficient_quota") {
+            LlmError::QuotaExceeded { provider, message }
+        } else if all.contains("overloaded") || matches!(code, Some(502 | 503 | 529)) {
+            LlmError::Overloaded {
+                provider,
+                status: None,
+                message,
+            }
+        } else if all.contains("rate_limit") || code == Some(429) {
+            LlmError::RateLimited {
+                provider,
+                message,
+                retry_after: None,
+            }
+        } else {
+            let kind = if kind.is_empty() {
+                "error".to_string()
+            } else {
+                kind
+            };
+            LlmError::InStream {
+                provider,
+                kind,
+                message,
+            }
+        }
+    }
+
+    pub fn malformed(&self, message: impl Into<String>, data: &str) -> LlmError {
+        LlmError::Malformed {
+            provider: self.provider.clone(),
+            message: message.into(),
+            excerpt: self.clean(data),
+        }
+    }
+}
+
+/// `(kind, message)` from an error body in any of the usual shapes.
+fn error_fields(body: &str) -> (String, String) {
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(v) => match v.get("error") {
+            Some(e) => error_object_fields(e),
+            None => error_object_fields(&v),
+        },
+        Err(_) => (String::new(), String::new()),
+    }
+}
+
+fn error_object_fields(e: &serde_json::Value) -> (String, String) {
+    let text = |k: &str| match e.get(k) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let kind = [text("type"), text("code")]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("/");
+    let message = match e {
+        serde_json::Value::String(s) => s.clone(),
+        _ => [text("message"), text("detail"), text("error")]
+            .into_iter()
+            .find(|s| !s.is_empty())
+            .unwrap_or_else(|| e.to_string()),
+    };
+    (kind, message)
+}
+
+/// Cuts server text to a short excerpt and removes every secret from it.
+pub(crate) fn excerpt(text: &str, secrets: &[&str]) -> String {
+    const MAX: usize = 400;
+    let mut clean = text.trim().to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        clean = clean.replace(secret, "[redacted]");
+    }
+    let clean = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+    if clean.chars().count() <= MAX {
+        return clean;
+    }
+    let cut: String = clean.chars().take(MAX).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_redacts_and_cuts() {
+        let body = format!("bad key sk-secret-123 {}", "x".repeat(1000));
+        let e = excerpt(&body, &["sk-secret-123"]);
+        assert!(!e.contains("sk-secret-123"));
+        assert!(e.starts_with("bad key [redacted]"));
+        assert!(e.chars().count() <= 401);
+    }
+
+    fn ctx() -> ErrorContext {
+        ErrorContext {
+            provider: "p".into(),
+            model: "m".into(),
+            env_var: Some("P_KEY".into()),
+            secrets: vec!["sk-live-abcdef".into()],
+        }
+    }
+
+    #[test]
+    fn http_errors_are_classified() {
+        let c = ctx();
+        let e = c.http_error(
+            401,
+            None,
+            r#"{"error":{"message":"Incorrect API key provided: sk-live-abcdef"}}"#,
+        );
+        let text = e.to_string();
+        assert!(
+            matches!(e, LlmError::Auth { .. })
+                && text.contains("set P_KEY")
+                && !text.contains("sk-live-abcdef"),
+            "{text}"
+        );
+        let e = c.http_error(
+            404,
+            None,
+            r#"{"error":{"message":"The model `m` does not exist","code":"model_not_found"}}"#,
+        );
+        assert!(
+            matches!(e, LlmError::ModelNotFound { .. }) && e.to_string().contains("model `m`"),
+            "{e}"
+        );
+        let e = c.http_error(404, None, "404 page not found");
+        assert!(e.to_string().contains("/v1"), "{e}");
+        let e = c.http_error(429, None, r#"{"error":{"type":"insufficient_quota","message":"You exceeded your current quota"}}"#);
+        assert!(matches!(e, LlmError::QuotaExceeded { .. }) && !e.is_retryable());
+        let e = c.http_error(
+            429,
+            Some(Duration::from_secs(2)),
+            r#"{"error":{"message":"slow down"}}"#,
+        );
+        assert!(
+            e.is_retryable() && e.retry_after() == Some(Duration::from_secs(2)),
+            "{e}"
+        );
+        let e = c.http_error(
+            529,
+            None,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert!(matches!(e, LlmError::Overloaded { .. }) && e.is_retryable());
+        let e = c.http_error(400, None, r#"{"detail":"bad"}"#);
+        assert!(
+            matches!(&e, LlmError::Http { status: 400, body, .. } if body == "bad")
+                && !e.is_retryable(),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn in_stream_errors_are_classified() {
+        let c = ctx();
+        let v: serde_json::Value =
+            serde_json::json!({"type": "overloaded_error", "message": "Overloaded"});
+        assert!(matches!(c.in_stream_error(&v), LlmError::Overloaded { .. }));
+        let v = serde_json::json!({"code": 502, "message": "upstream died"});
+        assert!(c.in_stream_error(&v).is_retryable());
+        let v = serde_json::json!({"type": "invalid_request_error", "message": "context too long"});
+        let e = c.in_stream_error(&v);
+        assert!(
+            !e.is_retryable() && e.to_string().contains("context too long"),
+            "{e}"
+        );
+        let v = serde_json::json!("plain string error");
+        assert!(
+            c.in_stream_error(&v)
+                .to_string()
+                .contains("plain string error")
+        );
+    }
+
+    #[test]
+    fn error_is_send_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<LlmError>();
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [408, 409, 429, 500, 502, 503, 504, 529] {
+            assert!(is_retryable_status(s), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert!(!is_retryable_status(s), "{s}");
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Anthropic Messages streams against wiremock.
+
+mod llm_common;
+
+use kforge::llm::{CostSource, LlmError, ProviderKind};
+use llm_common::*;
+use wiremock::matchers::{body_partial_json, header, method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+const PATH: &str = "/v1/messages";
+
+fn anthropic(server: &MockServer) -> kforge::llm::ResolvedProvider {
+    provider(ProviderKind::Anthropic, &server.uri(), "claude-sonnet-4-5")
+}
+
+/// The events of `anthropic_thinking.sse`.
+fn thinking_events() -> Vec<kforge::llm::StreamEvent> {
+    vec![
+        usage(160, 100, 10, 1, 0),
+        reasoning("Let me think."),
+        text("Hello"),
+        text("!"),
+        finish("end_turn"),
+        // Cumulative: 20 replaces 1, it is not added to it.
+        usage(160, 100, 10, 20, 0),
+    ]
+}
+
+#[tokio::test]
+async fn thinking_signature_ping_unknown_event_and_cumulative_usage() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path(PATH))
+        .and(header("x-api-key", KEY))
+        .and(header("anthropic-version", "2023-06-01"))
+        .and(body_partial_json(serde_json::json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 16384,
+            "stream": true,
+            "system": "be brief",
+            "messages": [{"role": "user", "content": "hi"}],
+        })))
+        .respond_with(sse(fixture("anthropic_thinking.sse")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (events, result) = call(anthropic(&server)).await;
+    assert_eq!(events, thinking_events());
+    let c = result.unwrap();
+    assert_eq!(
+        (c.text.as_str(), c.reasoning.as_str()),
+        ("Hello!", "Let me think.")
+    );
+    assert_eq!(
+        c.response_model.as_deref(),
+        Some("claude-sonnet-4-5-20250929")
+    );
+    let cost = c.cost.unwrap();
+    let expected = (50.0 * 3.0 + 100.0 * 0.30 + 10.0 * 3.75 + 20.0 * 15.0) / 1e6;
+    assert!((cost.usd - expected).abs() < 1e-12, "{cost:?}");
+    assert_eq!(cost.source, CostSource::PriceTable);
+}
+
+#[tokio::test]
+async fn in_stream_overload_before_any_token_is_retried() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        sse(fixture("anthropic_overloaded.sse")),
+        Some(1),
+        1,
+    )
+    .await;
+    mount(
+        &server,
+        PATH,
+        sse(fixture("anthropic_thinking.sse")),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(anthropic(&server)).await;
+    let mut expected = vec![
+        usage(50, 0, 0, 1, 0),
+        retrying(2, 10, "provider `testprov` is overloaded: Overloaded"),
+    ];
+    expected.extend(thinking_events());
+    assert_eq!(events, expected);
+    assert_eq!(result.unwrap().attempts, 2);
+}
+
+#[tokio::test]
+async fn http_529_is_retried_then_reported_as_overloaded() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(529).set_body_string(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        None,
+        3,
+    )
+    .await;
+    let (events, result) = call(anthropic(&server)).await;
+    let reason = "provider `testprov` is overloaded (HTTP 529): Overloaded";
+    assert_eq!(
+        events,
+        vec![retrying(2, 10, reason), retrying(3, 10, reason)]
+    );
+    assert!(
+        matches!(
+            result,
+            Err(LlmError::Overloaded {
+                status: Some(529),
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn missing_message_stop_is_truncation() {
+    let cut: String = fixture("anthropic_thinking.sse")
+        .split("event: message_stop")
+        .next()
+        .unwrap()
+        .to_string();
+    let server = MockServer::start().await;
+    mount(&server, PATH, sse(cut), None, 1).await;
+    let (events, result) = call(anthropic(&server)).await;
+    assert_eq!(events, thinking_events());
+    assert!(
+        matches!(result, Err(LlmError::Truncated { .. })),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn stop_reason_max_tokens_is_truncation() {
+    let body = fixture("anthropic_thinking.sse").replace("\"end_turn\"", "\"max_tokens\"");
+    let server = MockServer::start().await;
+    mount(&server, PATH, sse(body), None, 1).await;
+    let (_, result) = call(anthropic(&server)).await;
+    let err = result.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("stopped at the output limit (finish reason `max_tokens`"),
+        "{err}"
+    );
+    assert_eq!(err.partial().unwrap().text, "Hello!");
+}
