@@ -6,8 +6,10 @@
 
 pub mod commands;
 pub mod config;
+pub mod engine;
 pub mod eval;
 pub mod llm;
 pub mod logging;
 pub mod paths;
+pub mod session;
 pub mod task;

@@ -1,0 +1,4 @@
+//! The optimization engine (DESIGN.md sections 1 and 2). It knows nothing of the
+//! terminal: it emits `events::Event`s and obeys `events::Command`s.
+
+pub mod events;

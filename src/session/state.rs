@@ -1,0 +1,542 @@
+//! The state of a session as a fold over its events. The engine (to resume), the TUI
+//! (to show) and the report (to summarize) all read a session through this.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::engine::events::{
+    CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary, Event,
+    EventRecord, GateId, GateKind, LogLevel, Mode, TokenUsage,
+};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionInfo {
+    pub task: String,
+    pub task_hash: String,
+    pub provider: String,
+    pub model: String,
+    pub mode: Mode,
+    pub device: String,
+    pub timing_meaningful: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateStatus {
+    /// Created, not evaluated yet.
+    Pending,
+    Evaluating,
+    Correct,
+    Failed,
+    Dropped,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub id: CandidateId,
+    pub parent: Option<CandidateId>,
+    pub kind: CandidateKind,
+    pub file: String,
+    pub call: Option<CallId>,
+    pub status: CandidateStatus,
+    pub eval: Option<EvalSummary>,
+    pub eval_file: Option<String>,
+    /// Live phase while evaluating.
+    pub phase: Option<String>,
+    pub analysis: Option<serde_json::Value>,
+    pub persistent: Option<(bool, Vec<String>)>,
+    pub dropped_reason: Option<String>,
+    pub created: DateTime<Utc>,
+}
+
+impl Candidate {
+    pub fn score(&self) -> Option<f64> {
+        self.eval.as_ref().and_then(|e| e.score)
+    }
+    pub fn is_correct(&self) -> bool {
+        self.status == CandidateStatus::Correct
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub id: CallId,
+    pub kind: CallKind,
+    pub candidate: Option<CandidateId>,
+    pub provider: String,
+    pub model: String,
+    pub prompt_file: String,
+    pub response_file: Option<String>,
+    /// `None` while in flight.
+    pub ok: Option<bool>,
+    pub error: Option<String>,
+    pub usage: TokenUsage,
+    pub cost_usd: Option<f64>,
+    pub latency_s: f64,
+    /// Live text while streaming (from transient deltas).
+    pub live_text: String,
+    pub live_reasoning: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub id: GateId,
+    pub kind: GateKind,
+    pub candidate: Option<CandidateId>,
+    pub call: Option<CallId>,
+    pub question: String,
+    pub file: Option<String>,
+    pub decision: Option<Decision>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub ts: DateTime<Utc>,
+    pub level: LogLevel,
+    pub tag: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageOutcome {
+    pub stage: String,
+    pub base: CandidateId,
+    pub result: Option<CandidateId>,
+    pub accepted: bool,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionState {
+    pub info: Option<SessionInfo>,
+    pub state: EngineState,
+    pub mode: Mode,
+    pub candidates: BTreeMap<CandidateId, Candidate>,
+    pub calls: BTreeMap<CallId, Call>,
+    pub gates: BTreeMap<GateId, Gate>,
+    pub stages: Vec<StageOutcome>,
+    pub best: Option<CandidateId>,
+    pub log: Vec<LogLine>,
+    pub started: Option<DateTime<Utc>>,
+    pub last_ts: Option<DateTime<Utc>>,
+    pub last_seq: u64,
+    pub finished: Option<(Option<CandidateId>, String)>,
+    pub budget_exhausted: Option<String>,
+    pub resumes: u32,
+}
+
+impl SessionState {
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a EventRecord>) -> SessionState {
+        let mut state = SessionState::default();
+        for r in records {
+            state.apply(r);
+        }
+        state
+    }
+
+    /// The gate waiting for a decision, if any.
+    pub fn open_gate(&self) -> Option<&Gate> {
+        self.gates.values().rev().find(|g| g.decision.is_none())
+    }
+
+    pub fn total_usage(&self) -> TokenUsage {
+        self.calls.values().fold(TokenUsage::default(), |mut u, c| {
+            u.input += c.usage.input;
+            u.cached += c.usage.cached;
+            u.output += c.usage.output;
+            u.reasoning += c.usage.reasoning;
+            u
+        })
+    }
+
+    /// Total cost; `None` if any finished call's cost is unknown.
+    pub fn total_cost(&self) -> Option<f64> {
+        self.calls
+            .values()
+            .filter(|c| c.ok.is_some())
+            .try_fold(0.0, |sum, c| c.cost_usd.map(|x| sum + x))
+    }
+
+    pub fn children(&self, id: CandidateId) -> impl Iterator<Item = &Candidate> {
+        self.candidates
+            .values()
+            .filter(move |c| c.parent == Some(id))
+    }
+
+    pub fn apply(&mut self, record: &EventRecord) {
+        self.last_seq = self.last_seq.max(record.seq);
+        self.last_ts = Some(record.ts);
+        match &record.event {
+            Event::SessionStarted {
+                task,
+                task_hash,
+                provider,
+                model,
+                mode,
+                device,
+                timing_meaningful,
+            } => {
+                self.info = Some(SessionInfo {
+                    task: task.clone(),
+                    task_hash: task_hash.clone(),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                    mode: *mode,
+                    device: device.clone(),
+                    timing_meaningful: *timing_meaningful,
+                });
+                self.mode = *mode;
+                self.started.get_or_insert(record.ts);
+            }
+            Event::SessionResumed { .. } => self.resumes += 1,
+            Event::StateChanged { state } => self.state = *state,
+            Event::ModeChanged { mode } => self.mode = *mode,
+            Event::CandidateCreated {
+                id,
+                parent,
+                kind,
+                file,
+                call,
+            } => {
+                self.candidates.insert(
+                    *id,
+                    Candidate {
+                        id: *id,
+                        parent: *parent,
+                        kind: kind.clone(),
+                        file: file.clone(),
+                        call: *call,
+                        status: CandidateStatus::Pending,
+                        eval: None,
+                        eval_file: None,
+                        phase: None,
+                        analysis: None,
+                        persistent: None,
+                        dropped_reason: None,
+                        created: record.ts,
+                    },
+                );
+            }
+            Event::CandidateDropped { id, reason } => {
+                if let Some(c) = self.candidates.get_mut(id) {
+                    c.status = CandidateStatus::Dropped;
+                    c.dropped_reason = Some(reason.clone());
+                }
+            }
+            Event::LlmCallStarted {
+                call,
+                kind,
+                candidate,
+                provider,
+                model,
+                prompt_file,
+            } => {
+                self.calls.insert(
+                    *call,
+                    Call {
+                        id: *call,
+                        kind: *kind,
+                        candidate: *candidate,
+                        provider: provider.clone(),
+                        model: model.clone(),
+                        prompt_file: prompt_file.clone(),
+                        response_file: None,
+                        ok: None,
+                        error: None,
+                        usage: TokenUsage::default(),
+                        cost_usd: None,
+                        latency_s: 0.0,
+                        live_text: String::new(),
+                        live_reasoning: String::new(),
+                    },
+                );
+            }
+            Event::LlmDelta {
+                call,
+                text,
+                reasoning,
+            } => {
+                if let Some(c) = self.calls.get_mut(call) {
+                    c.live_text.push_str(text);
+                    c.live_reasoning.push_str(reasoning);
+                }
+            }
+            Event::LlmCallFinished {
+                call,
+                ok,
+                error,
+                usage,
+                cost_usd,
+                latency_s,
+                response_file,
+            } => {
+                if let Some(c) = self.calls.get_mut(call) {
+                    c.ok = Some(*ok);
+                    c.error = error.clone();
+                    c.usage = *usage;
+                    c.cost_usd = *cost_usd;
+                    c.latency_s = *latency_s;
+                    c.response_file = response_file.clone();
+                }
+            }
+            Event::EvalStarted { candidate } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.status = CandidateStatus::Evaluating;
+                    c.phase = None;
+                }
+            }
+            Event::EvalPhase { candidate, phase } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.phase = Some(phase.clone());
+                }
+            }
+            Event::EvalFinished {
+                candidate,
+                result_file,
+                summary,
+            } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.status = if summary.correct {
+                        CandidateStatus::Correct
+                    } else {
+                        CandidateStatus::Failed
+                    };
+                    c.eval = Some(summary.clone());
+                    c.eval_file = Some(result_file.clone());
+                    c.phase = None;
+                }
+            }
+            Event::AnalysisReady {
+                candidate,
+                analysis,
+                ..
+            } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.analysis = Some(analysis.clone());
+                }
+            }
+            Event::PersistentCheck {
+                candidate,
+                persistent,
+                reasons,
+            } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.persistent = Some((*persistent, reasons.clone()));
+                }
+            }
+            Event::StageFinished {
+                stage,
+                base,
+                result,
+                accepted,
+                reason,
+            } => self.stages.push(StageOutcome {
+                stage: stage.clone(),
+                base: *base,
+                result: *result,
+                accepted: *accepted,
+                reason: reason.clone(),
+            }),
+            Event::BestChanged { candidate, .. } => self.best = Some(*candidate),
+            Event::GateOpened {
+                gate,
+                kind,
+                candidate,
+                call,
+                question,
+                file,
+            } => {
+                self.gates.insert(
+                    *gate,
+                    Gate {
+                        id: *gate,
+                        kind: *kind,
+                        candidate: *candidate,
+                        call: *call,
+                        question: question.clone(),
+                        file: file.clone(),
+                        decision: None,
+                    },
+                );
+            }
+            Event::GateResolved { gate, decision } => {
+                if let Some(g) = self.gates.get_mut(gate) {
+                    g.decision = Some(decision.clone());
+                }
+            }
+            Event::Log {
+                level,
+                tag,
+                message,
+            } => self.log.push(LogLine {
+                ts: record.ts,
+                level: *level,
+                tag: tag.clone(),
+                message: message.clone(),
+            }),
+            Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
+            Event::SessionFinished { best, reason } => {
+                self.finished = Some((*best, reason.clone()));
+                if best.is_some() {
+                    self.best = *best;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64, event: Event) -> EventRecord {
+        EventRecord {
+            seq,
+            ts: Utc::now(),
+            event,
+        }
+    }
+
+    #[test]
+    fn fold_builds_the_tree_and_totals() {
+        let events = vec![
+            rec(
+                1,
+                Event::CandidateCreated {
+                    id: 1,
+                    parent: None,
+                    kind: CandidateKind::Seed { index: 1 },
+                    file: "kernels/1-seed.py".into(),
+                    call: Some(1),
+                },
+            ),
+            rec(
+                2,
+                Event::EvalFinished {
+                    candidate: 1,
+                    result_file: "eval/1.json".into(),
+                    summary: EvalSummary {
+                        correct: false,
+                        category: Some("compile".into()),
+                        ..Default::default()
+                    },
+                },
+            ),
+            rec(
+                3,
+                Event::CandidateCreated {
+                    id: 2,
+                    parent: Some(1),
+                    kind: CandidateKind::Repair { attempt: 1 },
+                    file: "kernels/2-repair.py".into(),
+                    call: Some(2),
+                },
+            ),
+            rec(
+                4,
+                Event::EvalFinished {
+                    candidate: 2,
+                    result_file: "eval/2.json".into(),
+                    summary: EvalSummary {
+                        correct: true,
+                        score: Some(1.4),
+                        ..Default::default()
+                    },
+                },
+            ),
+            rec(
+                5,
+                Event::BestChanged {
+                    candidate: 2,
+                    score: Some(1.4),
+                },
+            ),
+            rec(
+                6,
+                Event::LlmCallStarted {
+                    call: 1,
+                    kind: CallKind::Seed,
+                    candidate: None,
+                    provider: "p".into(),
+                    model: "m".into(),
+                    prompt_file: "llm/1.prompt.md".into(),
+                },
+            ),
+            rec(
+                7,
+                Event::LlmCallFinished {
+                    call: 1,
+                    ok: true,
+                    error: None,
+                    usage: TokenUsage {
+                        input: 10,
+                        output: 5,
+                        ..Default::default()
+                    },
+                    cost_usd: Some(0.5),
+                    latency_s: 1.0,
+                    response_file: None,
+                },
+            ),
+        ];
+        let s = SessionState::from_records(&events);
+        assert_eq!(s.candidates[&1].status, CandidateStatus::Failed);
+        assert_eq!(s.candidates[&2].score(), Some(1.4));
+        assert_eq!(s.children(1).map(|c| c.id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(s.best, Some(2));
+        assert_eq!(s.total_usage().input, 10);
+        assert_eq!(s.total_cost(), Some(0.5));
+        assert_eq!(s.last_seq, 7);
+    }
+
+    #[test]
+    fn unknown_cost_makes_the_total_unknown_and_gates_track_decisions() {
+        let events = vec![
+            rec(
+                1,
+                Event::LlmCallStarted {
+                    call: 1,
+                    kind: CallKind::Seed,
+                    candidate: None,
+                    provider: "p".into(),
+                    model: "m".into(),
+                    prompt_file: "a".into(),
+                },
+            ),
+            rec(
+                2,
+                Event::LlmCallFinished {
+                    call: 1,
+                    ok: true,
+                    error: None,
+                    usage: TokenUsage::default(),
+                    cost_usd: None,
+                    latency_s: 1.0,
+                    response_file: None,
+                },
+            ),
+            rec(
+                3,
+                Event::GateOpened {
+                    gate: 1,
+                    kind: GateKind::Stages,
+                    candidate: None,
+                    call: None,
+                    question: "run stages?".into(),
+                    file: None,
+                },
+            ),
+        ];
+        let mut s = SessionState::from_records(&events);
+        assert_eq!(s.total_cost(), None);
+        assert_eq!(s.open_gate().map(|g| g.id), Some(1));
+        s.apply(&rec(
+            4,
+            Event::GateResolved {
+                gate: 1,
+                decision: Decision::Approve,
+            },
+        ));
+        assert!(s.open_gate().is_none());
+    }
+}
