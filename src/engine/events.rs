@@ -200,6 +200,10 @@ pub enum Event {
     },
     CandidateCreated {
         id: CandidateId,
+        /// Stable name of the pipeline step that made it (`seed1`, `seed1/repair2`,
+        /// `opt3`, `stage/block_tiling`...): what a resumed run matches its work against.
+        #[serde(default)]
+        key: String,
         parent: Option<CandidateId>,
         #[serde(flatten)]
         kind: CandidateKind,
@@ -215,6 +219,9 @@ pub enum Event {
     },
     LlmCallStarted {
         call: CallId,
+        /// Stable name of the step that made the call (see `CandidateCreated::key`).
+        #[serde(default)]
+        key: String,
         kind: CallKind,
         /// The candidate the call works on (repaired, analysed, optimized), if any.
         candidate: Option<CandidateId>,
@@ -280,6 +287,8 @@ pub enum Event {
     },
     GateOpened {
         gate: GateId,
+        #[serde(default)]
+        key: String,
         kind: GateKind,
         candidate: Option<CandidateId>,
         call: Option<CallId>,
@@ -379,6 +388,7 @@ mod tests {
                 .with_timezone(&Utc),
             event: Event::CandidateCreated {
                 id: 3,
+                key: "seed1/repair2".into(),
                 parent: Some(1),
                 kind: CandidateKind::Repair { attempt: 2 },
                 file: "kernels/3-repair.py".into(),
@@ -388,7 +398,7 @@ mod tests {
         let line = serde_json::to_string(&record).unwrap();
         assert_eq!(
             line,
-            r#"{"seq":7,"ts":"2026-11-21T08:00:00Z","type":"candidate_created","id":3,"parent":1,"kind":"repair","attempt":2,"file":"kernels/3-repair.py","call":4}"#
+            r#"{"seq":7,"ts":"2026-11-21T08:00:00Z","type":"candidate_created","id":3,"key":"seed1/repair2","parent":1,"kind":"repair","attempt":2,"file":"kernels/3-repair.py","call":4}"#
         );
         assert_eq!(serde_json::from_str::<EventRecord>(&line).unwrap(), record);
     }

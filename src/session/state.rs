@@ -34,6 +34,7 @@ pub enum CandidateStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub id: CandidateId,
+    pub key: String,
     pub parent: Option<CandidateId>,
     pub kind: CandidateKind,
     pub file: String,
@@ -61,6 +62,7 @@ impl Candidate {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
     pub id: CallId,
+    pub key: String,
     pub kind: CallKind,
     pub candidate: Option<CandidateId>,
     pub provider: String,
@@ -81,6 +83,7 @@ pub struct Call {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
     pub id: GateId,
+    pub key: String,
     pub kind: GateKind,
     pub candidate: Option<CandidateId>,
     pub call: Option<CallId>,
@@ -193,6 +196,7 @@ impl SessionState {
             Event::ModeChanged { mode } => self.mode = *mode,
             Event::CandidateCreated {
                 id,
+                key,
                 parent,
                 kind,
                 file,
@@ -202,6 +206,7 @@ impl SessionState {
                     *id,
                     Candidate {
                         id: *id,
+                        key: key.clone(),
                         parent: *parent,
                         kind: kind.clone(),
                         file: file.clone(),
@@ -225,6 +230,7 @@ impl SessionState {
             }
             Event::LlmCallStarted {
                 call,
+                key,
                 kind,
                 candidate,
                 provider,
@@ -235,6 +241,7 @@ impl SessionState {
                     *call,
                     Call {
                         id: *call,
+                        key: key.clone(),
                         kind: *kind,
                         candidate: *candidate,
                         provider: provider.clone(),
@@ -340,6 +347,7 @@ impl SessionState {
             Event::BestChanged { candidate, .. } => self.best = Some(*candidate),
             Event::GateOpened {
                 gate,
+                key,
                 kind,
                 candidate,
                 call,
@@ -350,6 +358,7 @@ impl SessionState {
                     *gate,
                     Gate {
                         id: *gate,
+                        key: key.clone(),
                         kind: *kind,
                         candidate: *candidate,
                         call: *call,
@@ -404,6 +413,7 @@ mod tests {
                 1,
                 Event::CandidateCreated {
                     id: 1,
+                    key: "k1".into(),
                     parent: None,
                     kind: CandidateKind::Seed { index: 1 },
                     file: "kernels/1-seed.py".into(),
@@ -426,6 +436,7 @@ mod tests {
                 3,
                 Event::CandidateCreated {
                     id: 2,
+                    key: "k2".into(),
                     parent: Some(1),
                     kind: CandidateKind::Repair { attempt: 1 },
                     file: "kernels/2-repair.py".into(),
@@ -455,6 +466,7 @@ mod tests {
                 6,
                 Event::LlmCallStarted {
                     call: 1,
+                    key: "c1".into(),
                     kind: CallKind::Seed,
                     candidate: None,
                     provider: "p".into(),
@@ -496,6 +508,7 @@ mod tests {
                 1,
                 Event::LlmCallStarted {
                     call: 1,
+                    key: "c1".into(),
                     kind: CallKind::Seed,
                     candidate: None,
                     provider: "p".into(),
@@ -519,6 +532,7 @@ mod tests {
                 3,
                 Event::GateOpened {
                     gate: 1,
+                    key: "g1".into(),
                     kind: GateKind::Stages,
                     candidate: None,
                     call: None,
