@@ -19,6 +19,8 @@ pub struct Config {
     pub eval: EvalConfig,
     /// `[llm]`: providers, keys, timeouts, retries and prices (see `docs/llm.md`).
     pub llm: crate::llm::LlmConfig,
+    /// `[pipeline]`: the optimization pipeline's counts, stages, budgets and mode.
+    pub pipeline: crate::engine::config::PipelineConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,

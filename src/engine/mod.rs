@@ -1,4 +1,7 @@
 //! The optimization engine (DESIGN.md sections 1 and 2). It knows nothing of the
 //! terminal: it emits `events::Event`s and obeys `events::Command`s.
 
+pub mod config;
+pub mod control;
 pub mod events;
+pub mod recorder;

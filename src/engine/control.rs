@@ -1,0 +1,237 @@
+//! How commands reach a running engine: gates waiting for decisions, answers for the
+//! manual provider, pause, cancellation of calls in flight, stop, and the person's own
+//! actions (repair / optimize / manual candidates ...), queued for the action worker.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::events::{CallId, Command, Decision, GateId, Mode};
+
+pub struct Control {
+    gates: Mutex<HashMap<GateId, oneshot::Sender<Decision>>>,
+    manual: Mutex<HashMap<CallId, oneshot::Sender<String>>>,
+    calls: Mutex<HashMap<CallId, CancellationToken>>,
+    paused: watch::Sender<bool>,
+    mode: Mutex<Mode>,
+    /// Cancelled by `Stop`, a budget, a fatal error or Ctrl-C: everything winds down.
+    pub stop: CancellationToken,
+    actions: mpsc::UnboundedSender<Command>,
+}
+
+/// What `Control::dispatch` did with a command, for the log.
+pub enum Dispatched {
+    Handled(String),
+    Ignored(String),
+}
+
+impl Control {
+    pub fn new(mode: Mode) -> (Control, mpsc::UnboundedReceiver<Command>) {
+        let (actions, rx) = mpsc::unbounded_channel();
+        let control = Control {
+            gates: Mutex::new(HashMap::new()),
+            manual: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            paused: watch::channel(false).0,
+            mode: Mutex::new(mode),
+            stop: CancellationToken::new(),
+            actions,
+        };
+        (control, rx)
+    }
+
+    pub fn mode(&self) -> Mode {
+        *self.mode.lock().expect("mode lock")
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        *self.mode.lock().expect("mode lock") = mode;
+    }
+
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Returns once the engine is not paused (or is stopping).
+    pub async fn wait_unpaused(&self) {
+        let mut rx = self.paused.subscribe();
+        while *rx.borrow_and_update() {
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                changed = rx.changed() => if changed.is_err() { return },
+            }
+        }
+    }
+
+    /// Registers a gate; the receiver gets the decision.
+    pub fn open_gate(&self, gate: GateId) -> oneshot::Receiver<Decision> {
+        let (tx, rx) = oneshot::channel();
+        self.gates.lock().expect("gates lock").insert(gate, tx);
+        rx
+    }
+
+    pub fn expect_manual_answer(&self, call: CallId) -> oneshot::Receiver<String> {
+        let (tx, rx) = oneshot::channel();
+        self.manual.lock().expect("manual lock").insert(call, tx);
+        rx
+    }
+
+    /// A token for one LLM call, cancelled by `CancelCall` or by stop.
+    pub fn call_token(&self, call: CallId) -> CancellationToken {
+        let token = self.stop.child_token();
+        self.calls
+            .lock()
+            .expect("calls lock")
+            .insert(call, token.clone());
+        token
+    }
+
+    pub fn call_done(&self, call: CallId) {
+        self.calls.lock().expect("calls lock").remove(&call);
+        self.manual.lock().expect("manual lock").remove(&call);
+    }
+
+    pub fn dispatch(&self, command: Command) -> Dispatched {
+        match command {
+            Command::Resolve { gate, decision } => {
+                match self.gates.lock().expect("gates lock").remove(&gate) {
+                    Some(tx) => {
+                        let _ = tx.send(decision);
+                        Dispatched::Handled(format!("gate {gate} resolved"))
+                    }
+                    None => Dispatched::Ignored(format!("gate {gate} is not open")),
+                }
+            }
+            Command::ManualAnswer { call, text } => {
+                match self.manual.lock().expect("manual lock").remove(&call) {
+                    Some(tx) => {
+                        let _ = tx.send(text);
+                        Dispatched::Handled(format!("answer for call {call} received"))
+                    }
+                    None => Dispatched::Ignored(format!(
+                        "call {call} is not waiting for a manual answer"
+                    )),
+                }
+            }
+            Command::Pause => {
+                self.paused.send_replace(true);
+                Dispatched::Handled("paused: running steps finish, no new step starts".into())
+            }
+            Command::Resume => {
+                self.paused.send_replace(false);
+                Dispatched::Handled("resumed".into())
+            }
+            Command::CancelCall { call } => {
+                let calls = self.calls.lock().expect("calls lock");
+                let cancelled: Vec<CallId> = match call {
+                    Some(id) => calls
+                        .get(&id)
+                        .map(|t| t.cancel())
+                        .map(|_| vec![id])
+                        .unwrap_or_default(),
+                    None => calls.iter().map(|(id, t)| (t.cancel(), *id).1).collect(),
+                };
+                if cancelled.is_empty() {
+                    Dispatched::Ignored("no LLM call in flight to cancel".into())
+                } else {
+                    Dispatched::Handled(format!("cancelled call(s) {cancelled:?}"))
+                }
+            }
+            Command::SetMode { mode } => {
+                self.set_mode(mode);
+                Dispatched::Handled(format!("mode set to {mode:?}").to_lowercase())
+            }
+            Command::Stop => {
+                self.stop.cancel();
+                // Open gates and manual calls end as rejected / cancelled.
+                self.gates
+                    .lock()
+                    .expect("gates lock")
+                    .drain()
+                    .for_each(|(_, tx)| {
+                        let _ = tx.send(Decision::Reject);
+                    });
+                self.paused.send_replace(false);
+                Dispatched::Handled("stopping: the session stays resumable".into())
+            }
+            action @ (Command::Repair { .. }
+            | Command::Optimize { .. }
+            | Command::Manual { .. }
+            | Command::Reevaluate { .. }
+            | Command::Profile { .. }
+            | Command::MarkFinal { .. }) => {
+                let what = format!("{action:?}");
+                if self.actions.send(action).is_ok() {
+                    Dispatched::Handled(format!(
+                        "queued: {}",
+                        what.chars().take(80).collect::<String>()
+                    ))
+                } else {
+                    Dispatched::Ignored("the engine no longer takes actions".into())
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn gates_answers_pause_and_stop() {
+        let (control, mut actions) = Control::new(Mode::Step);
+        let gate = control.open_gate(1);
+        assert!(matches!(
+            control.dispatch(Command::Resolve {
+                gate: 2,
+                decision: Decision::Approve
+            }),
+            Dispatched::Ignored(_)
+        ));
+        assert!(matches!(
+            control.dispatch(Command::Resolve {
+                gate: 1,
+                decision: Decision::Approve
+            }),
+            Dispatched::Handled(_)
+        ));
+        assert_eq!(gate.await.unwrap(), Decision::Approve);
+
+        let answer = control.expect_manual_answer(5);
+        control.dispatch(Command::ManualAnswer {
+            call: 5,
+            text: "code".into(),
+        });
+        assert_eq!(answer.await.unwrap(), "code");
+
+        control.dispatch(Command::Pause);
+        assert!(control.is_paused());
+        control.dispatch(Command::Resume);
+        control.wait_unpaused().await;
+
+        let token = control.call_token(9);
+        control.dispatch(Command::CancelCall { call: Some(9) });
+        assert!(token.is_cancelled());
+
+        control.dispatch(Command::Repair {
+            candidate: 1,
+            instruction: "x".into(),
+        });
+        assert!(matches!(
+            actions.try_recv().unwrap(),
+            Command::Repair { .. }
+        ));
+
+        let pending = control.open_gate(3);
+        control.dispatch(Command::Stop);
+        assert!(control.stop.is_cancelled());
+        assert_eq!(
+            pending.await.unwrap(),
+            Decision::Reject,
+            "open gates end when the run stops"
+        );
+    }
+}

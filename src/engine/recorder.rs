@@ -1,0 +1,154 @@
+//! Where every engine event goes: appended to `events.jsonl` (the source of truth),
+//! folded into the live state, mirrored into `console.log` when it is a log line, and
+//! sent to every live subscriber (headless printer, TUI).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+
+use anyhow::Result;
+use chrono::Utc;
+use tokio::sync::mpsc;
+
+use super::events::{Event, EventRecord, LogLevel};
+use crate::session::state::SessionState;
+use crate::session::store::{EventWriter, SessionDir};
+
+pub struct Recorder {
+    writer: EventWriter,
+    state: SessionState,
+    console: Option<File>,
+    subscribers: Vec<mpsc::UnboundedSender<EventRecord>>,
+    /// First write error (a full disk, say): reported once, then the run stops.
+    pub write_error: Option<String>,
+}
+
+impl Recorder {
+    /// Continues `dir`'s events after `state` (the fold of what is already on disk).
+    pub fn open(dir: &SessionDir, state: SessionState) -> Result<Recorder> {
+        let writer = EventWriter::open(dir, state.last_seq)?;
+        let console = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.file("console.log"))
+            .ok();
+        Ok(Recorder {
+            writer,
+            state,
+            console,
+            subscribers: Vec::new(),
+            write_error: None,
+        })
+    }
+
+    pub fn state(&self) -> &SessionState {
+        &self.state
+    }
+
+    /// A live feed of every event from now on (transient ones included).
+    pub fn subscribe(&mut self) -> mpsc::UnboundedReceiver<EventRecord> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subscribers.push(tx);
+        rx
+    }
+
+    pub fn emit(&mut self, event: Event) -> EventRecord {
+        let record = if event.is_transient() {
+            EventRecord {
+                seq: self.state.last_seq,
+                ts: Utc::now(),
+                event,
+            }
+        } else {
+            match self.writer.append(event.clone()) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Keep the run's state consistent in memory; the caller stops the run.
+                    if self.write_error.is_none() {
+                        self.write_error = Some(format!("{e:#}"));
+                    }
+                    EventRecord {
+                        seq: self.state.last_seq + 1,
+                        ts: Utc::now(),
+                        event,
+                    }
+                }
+            }
+        };
+        if let (
+            Event::Log {
+                level,
+                tag,
+                message,
+            },
+            Some(console),
+        ) = (&record.event, self.console.as_mut())
+        {
+            let marker = match level {
+                LogLevel::Info => "",
+                LogLevel::Warn => "warning: ",
+                LogLevel::Error => "error: ",
+            };
+            let _ = writeln!(
+                console,
+                "{} [{tag}] {marker}{message}",
+                record.ts.format("%H:%M:%S")
+            );
+        }
+        self.state.apply(&record);
+        self.subscribers.retain(|s| s.send(record.clone()).is_ok());
+        record
+    }
+
+    pub fn log(&mut self, level: LogLevel, tag: &str, message: impl Into<String>) {
+        self.emit(Event::Log {
+            level,
+            tag: tag.to_string(),
+            message: message.into(),
+        });
+    }
+
+    /// Forces everything written so far to disk (step boundaries).
+    pub fn sync(&mut self) {
+        if let Err(e) = self.writer.sync()
+            && self.write_error.is_none()
+        {
+            self.write_error = Some(format!("{e:#}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::events::EngineState;
+
+    #[test]
+    fn emits_to_disk_state_console_and_subscribers() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "t", "p", "m").unwrap();
+        let mut r = Recorder::open(&dir, SessionState::default()).unwrap();
+        let mut rx = r.subscribe();
+        r.emit(Event::StateChanged {
+            state: EngineState::Running,
+        });
+        r.log(LogLevel::Warn, "seed 1", "compile error");
+        r.emit(Event::LlmDelta {
+            call: 1,
+            text: "x".into(),
+            reasoning: String::new(),
+        });
+        r.sync();
+        assert_eq!(r.state().state, EngineState::Running);
+        assert_eq!(
+            dir.read_events().unwrap().records.len(),
+            2,
+            "transient events stay off disk"
+        );
+        assert_eq!(std::iter::from_fn(|| rx.try_recv().ok()).count(), 3);
+        let console = std::fs::read_to_string(dir.file("console.log")).unwrap();
+        assert!(
+            console.contains("[seed 1] warning: compile error"),
+            "{console}"
+        );
+    }
+}
