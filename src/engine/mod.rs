@@ -2,3 +2,5 @@
 //! terminal: it emits `events::Event`s and obeys `events::Command`s.
 
 pub mod events;
+pub mod hints;
+pub mod persistent;
