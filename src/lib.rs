@@ -11,5 +11,6 @@ pub mod eval;
 pub mod llm;
 pub mod logging;
 pub mod paths;
+pub mod prompts;
 pub mod session;
 pub mod task;
