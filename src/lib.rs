@@ -12,5 +12,6 @@ pub mod llm;
 pub mod logging;
 pub mod paths;
 pub mod prompts;
+pub mod report;
 pub mod session;
 pub mod task;
