@@ -11,5 +11,7 @@ pub mod eval;
 pub mod llm;
 pub mod logging;
 pub mod paths;
+pub mod prompts;
+pub mod report;
 pub mod session;
 pub mod task;

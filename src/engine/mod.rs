@@ -4,4 +4,6 @@
 pub mod config;
 pub mod control;
 pub mod events;
+pub mod hints;
+pub mod persistent;
 pub mod recorder;

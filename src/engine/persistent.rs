@@ -1,0 +1,707 @@
+//! The persistent-kernel check (DESIGN.md section 1, step 7): does the kernel keep its time
+//! loop *inside* a `@triton.jit` body, carrying state from one step to the next? Such a
+//! kernel is skipped by the tuning stages once it scores >= 1.0 (re-tiling it breaks it).
+//!
+//! The check reads Python source as text (no Python needed): it splits the source into
+//! logical lines (brackets, continuations and triple-quoted strings joined; comments cut),
+//! finds the functions decorated with `@triton.jit` / `@jit` (also under stacked
+//! `@triton.autotune(...)` / `@triton.heuristics(...)`), and looks at their loops only.
+//!
+//! The heuristic, per `for`/`while` loop inside a jit body:
+//! 1. **Tile loops do not count.** A loop whose header names a `BLOCK`/`TILE` constant or
+//!    `tl.cdiv` (`for k in range(0, K, BLOCK_K)`), or whose body scales the loop variable by
+//!    such a constant (`k * BLOCK_K`), walks tiles of one reduction (a matmul K loop, an
+//!    online softmax over column blocks), not time.
+//! 2. **Loop-carried state.** Some variable `v` is assigned in the jit body before the loop
+//!    and re-assigned inside the loop from its own previous value, directly (`h = f(h)`) or
+//!    through values computed from it in the same iteration (`pre = dot(h, W); h = g(pre)`).
+//! 3. **Not a plain accumulator.** If every statement of the loop that reads `v` is a pure
+//!    accumulation of it (`v += e`, `v = v + e`, `v = tl.maximum(v, e)`, `e` independent of
+//!    `v`), `v` is a reduction (a sum, a running max, a pointer advanced by a stride), not
+//!    recurrent state.
+//!
+//! A Python loop in `forward` that launches a kernel per time step never matches: only jit
+//! bodies are read. Known blind spots: a jit function made by `k = triton.jit(f)` without a
+//! decorator, and a loop body written on the same line as its header.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// The result of the check, with a human-readable reason per matching loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistentCheck {
+    pub persistent: bool,
+    /// Why it matched (kernel, loop line, carried variable); empty when it did not.
+    pub reasons: Vec<String>,
+}
+
+/// One logical line of Python source: physical lines joined across brackets, backslash
+/// continuations and triple-quoted strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogicalLine {
+    /// 1-based number of its first physical line.
+    pub line: usize,
+    /// Indentation of its first physical line (tabs count to the next multiple of 8).
+    pub indent: usize,
+    /// The code with comments removed; strings kept.
+    pub text: String,
+    /// The code with comments removed and the contents of strings blanked (for matching
+    /// names without being fooled by strings).
+    pub code: String,
+    /// The comments of the line, joined (`# ...` markers removed).
+    pub comment: String,
+}
+
+/// Splits Python source into logical lines, skipping blank and comment-only ones.
+pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut code = String::new();
+    let mut comment = String::new();
+    let mut depth = 0usize;
+    let mut line_no = 1usize;
+    let mut start_line = 1usize;
+    let mut indent = 0usize;
+    let mut at_line_start = true;
+    let chars: Vec<char> = source.chars().collect();
+    let mut i = 0;
+    let flush = |out: &mut Vec<LogicalLine>,
+                 text: &mut String,
+                 code: &mut String,
+                 comment: &mut String,
+                 line: usize,
+                 indent: usize| {
+        let t = text.trim().to_string();
+        if !t.is_empty() || !comment.trim().is_empty() {
+            out.push(LogicalLine {
+                line,
+                indent,
+                text: t,
+                code: code.trim().to_string(),
+                comment: comment.trim().to_string(),
+            });
+        }
+        text.clear();
+        code.clear();
+        comment.clear();
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if at_line_start {
+            // Measure the indentation of a fresh logical line.
+            let mut col = 0;
+            while i < chars.len() && (chars[i] == ' ' || chars[i] == '\t') {
+                col = if chars[i] == '\t' {
+                    (col / 8 + 1) * 8
+                } else {
+                    col + 1
+                };
+                i += 1;
+            }
+            indent = col;
+            start_line = line_no;
+            at_line_start = false;
+            continue;
+        }
+        match c {
+            '#' => {
+                let end = chars[i..]
+                    .iter()
+                    .position(|&ch| ch == '\n')
+                    .map_or(chars.len(), |p| i + p);
+                let body: String = chars[i + 1..end].iter().collect();
+                if !comment.is_empty() {
+                    comment.push(' ');
+                }
+                comment.push_str(body.trim());
+                i = end;
+            }
+            '\\' if chars.get(i + 1) == Some(&'\n') => {
+                text.push(' ');
+                code.push(' ');
+                line_no += 1;
+                i += 2;
+            }
+            '\n' => {
+                line_no += 1;
+                i += 1;
+                if depth == 0 {
+                    flush(
+                        &mut out,
+                        &mut text,
+                        &mut code,
+                        &mut comment,
+                        start_line,
+                        indent,
+                    );
+                    at_line_start = true;
+                } else {
+                    text.push(' ');
+                    code.push(' ');
+                }
+            }
+            '\'' | '"' => {
+                let triple = chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c);
+                let quote_len = if triple { 3 } else { 1 };
+                let mut j = i + quote_len;
+                loop {
+                    if j >= chars.len() {
+                        break;
+                    }
+                    if chars[j] == '\\' {
+                        j += 2;
+                        continue;
+                    }
+                    if !triple && chars[j] == '\n' {
+                        break;
+                    }
+                    if chars[j] == c
+                        && (!triple
+                            || (chars.get(j + 1) == Some(&c) && chars.get(j + 2) == Some(&c)))
+                    {
+                        j += quote_len;
+                        break;
+                    }
+                    j += 1;
+                }
+                let j = j.min(chars.len());
+                let literal: String = chars[i..j].iter().collect();
+                line_no += literal.matches('\n').count();
+                text.push_str(&literal);
+                code.push_str(&c.to_string().repeat(quote_len * 2));
+                i = j;
+            }
+            _ => {
+                match c {
+                    '(' | '[' | '{' => depth += 1,
+                    ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                text.push(c);
+                code.push(c);
+                i += 1;
+            }
+        }
+    }
+    flush(
+        &mut out,
+        &mut text,
+        &mut code,
+        &mut comment,
+        start_line,
+        indent,
+    );
+    out.retain(|l| !l.code.is_empty());
+    out
+}
+
+/// The lines of the block opened by `lines[header]` (those indented deeper than it).
+pub fn block(lines: &[LogicalLine], header: usize) -> &[LogicalLine] {
+    let base = lines[header].indent;
+    let end = lines[header + 1..]
+        .iter()
+        .position(|l| l.indent <= base)
+        .map_or(lines.len(), |p| header + 1 + p);
+    &lines[header + 1..end]
+}
+
+/// A `def` and its body.
+#[derive(Debug, Clone)]
+pub struct Function<'a> {
+    pub name: String,
+    /// Line of the `def`.
+    pub line: usize,
+    pub decorators: Vec<&'a LogicalLine>,
+    pub body: &'a [LogicalLine],
+}
+
+static DEF: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(").expect("valid regex"));
+static JIT_DECORATOR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^@\s*(?:triton\s*\.\s*)?jit\b").expect("valid regex"));
+
+/// Every function definition (at any depth), with its stacked decorators.
+pub fn functions(lines: &[LogicalLine]) -> Vec<Function<'_>> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let Some(m) = DEF.captures(&l.code) else {
+            continue;
+        };
+        let mut decorators = Vec::new();
+        let mut j = i;
+        while j > 0 && lines[j - 1].code.starts_with('@') && lines[j - 1].indent == l.indent {
+            j -= 1;
+            decorators.push(&lines[j]);
+        }
+        decorators.reverse();
+        out.push(Function {
+            name: m[1].to_string(),
+            line: l.line,
+            decorators,
+            body: block(lines, i),
+        });
+    }
+    out
+}
+
+/// The `@triton.jit` functions of a source.
+pub fn jit_functions(lines: &[LogicalLine]) -> Vec<Function<'_>> {
+    functions(lines)
+        .into_iter()
+        .filter(|f| f.decorators.iter().any(|d| JIT_DECORATOR.is_match(&d.code)))
+        .collect()
+}
+
+static IDENT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").expect("valid regex"));
+static LOOP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:for\s+(.+?)\s+in\s+(.+):|while\s+(.+):)\s*$").expect("valid regex")
+});
+static AUG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^([A-Za-z_]\w*)\s*(\+|-|\*|/|//|%|@|&|\||\^|>>|<<|\*\*)=\s*(.+)$")
+        .expect("valid regex")
+});
+static TILE_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)block|tile|tl\s*\.\s*cdiv").expect("valid regex"));
+
+/// Names read by an expression (attribute names after a `.` and keyword-argument names
+/// are not reads).
+pub fn names_read(expr: &str) -> BTreeSet<String> {
+    let bytes = expr.as_bytes();
+    IDENT
+        .find_iter(expr)
+        .filter(|m| {
+            let before = expr[..m.start()].trim_end();
+            let after = expr[m.end()..].trim_start();
+            let attribute = before.ends_with('.');
+            let digit_prefix = m.start() > 0 && bytes[m.start() - 1].is_ascii_digit();
+            let kwarg = after.starts_with('=') && !after.starts_with("==");
+            !attribute && !digit_prefix && !kwarg
+        })
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+/// Splits `s` at `sep` where it stands outside brackets.
+fn split_top(s: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth -= 1,
+            _ if c == sep && depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// An assignment statement: plain (`a, b = e`), chained or augmented (`a += e`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// Plain variable names assigned (subscript and attribute targets are stores to
+    /// memory, not variables, and are left out).
+    pub targets: Vec<String>,
+    /// The right-hand side.
+    pub value: String,
+    /// The operator of an augmented assignment (`+` for `+=`).
+    pub augmented: Option<String>,
+}
+
+/// Parses a logical line's code as an assignment, if it is one.
+pub fn assignment(code: &str) -> Option<Assignment> {
+    if let Some(m) = AUG.captures(code) {
+        return Some(Assignment {
+            targets: vec![m[1].to_string()],
+            value: m[3].trim().to_string(),
+            augmented: Some(m[2].to_string()),
+        });
+    }
+    let first = code.split_whitespace().next().unwrap_or("");
+    if [
+        "if", "elif", "while", "for", "def", "return", "assert", "with", "class", "lambda",
+    ]
+    .contains(&first)
+        || code.starts_with('@')
+    {
+        return None;
+    }
+    // Top-level `=` signs that are not parts of `==`, `<=`, `>=`, `!=`.
+    let bytes = code.as_bytes();
+    let mut cuts = Vec::new();
+    let mut depth = 0i32;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b'=' if depth == 0 => {
+                let prev = if i > 0 { bytes[i - 1] } else { b' ' };
+                let next = bytes.get(i + 1).copied().unwrap_or(b' ');
+                if next != b'=' && !b"=<>!:".contains(&prev) {
+                    cuts.push(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    let last = *cuts.last()?;
+    let mut targets = Vec::new();
+    let mut start = 0;
+    for &cut in &cuts {
+        let lhs = &code[start..cut];
+        start = cut + 1;
+        // `x: tl.constexpr = ...` annotations: the name is before the colon.
+        let lhs = lhs.split(':').next().unwrap_or(lhs);
+        let lhs = lhs.trim();
+        let lhs = match lhs.strip_prefix('(').and_then(|l| l.strip_suffix(')')) {
+            Some(inner) if split_top(lhs, ',').len() == 1 => inner,
+            _ => lhs,
+        };
+        for part in split_top(lhs, ',') {
+            let part = part
+                .trim_matches(|c: char| c.is_whitespace() || c == '(' || c == ')')
+                .trim_start_matches('*');
+            if !part.is_empty() && part.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                targets.push(part.to_string());
+            }
+        }
+    }
+    Some(Assignment {
+        targets,
+        value: code[last + 1..].trim().to_string(),
+        augmented: None,
+    })
+}
+
+/// Whether `a` updates `v` as a pure accumulation: `v += e`, `v = v + e`, `v = e + v`,
+/// `v = tl.maximum(v, e)` / `tl.minimum` / `max` / `min`, with `e` not reading anything in
+/// `tainted`.
+fn pure_accumulation(a: &Assignment, v: &str, tainted: &BTreeSet<String>) -> bool {
+    let independent = |e: &str| names_read(e).is_disjoint(tainted);
+    if a.augmented.is_some() {
+        return independent(&a.value);
+    }
+    let value = a.value.as_str();
+    for op in ['+', '-'] {
+        let parts = split_top(value, op);
+        if parts.len() == 2 {
+            if parts[0].trim() == v && independent(parts[1]) {
+                return true;
+            }
+            if op == '+' && parts[1].trim() == v && independent(parts[0]) {
+                return true;
+            }
+        }
+    }
+    static REDUCE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?:tl\s*\.\s*)?(?:maximum|minimum|max|min)\s*\((.*)\)$").expect("valid regex")
+    });
+    if let Some(m) = REDUCE.captures(value) {
+        let args = split_top(&m[1], ',');
+        if args.len() == 2 {
+            let (a0, a1) = (args[0].trim(), args[1].trim());
+            return (a0 == v && independent(a1)) || (a1 == v && independent(a0));
+        }
+    }
+    false
+}
+
+/// How `v`'s previous value flows through one iteration of a loop body: the first line
+/// where `v` is re-assigned from it (directly or through values computed from it in the
+/// same iteration), and whether every such update is a pure accumulation.
+fn carried_update(body: &[LogicalLine], v: &str) -> Option<(usize, bool)> {
+    let mut tainted: BTreeSet<String> = [v.to_string()].into();
+    let mut update_line = None;
+    let mut accumulation_only = true;
+    for l in body {
+        let Some(a) = assignment(&l.code) else {
+            continue;
+        };
+        let mut reads = names_read(&a.value);
+        if a.augmented.is_some() {
+            reads.extend(a.targets.iter().cloned());
+        }
+        if reads.is_disjoint(&tainted) {
+            // Assigned from fresh values: whatever these names held is dead from here on.
+            for t in &a.targets {
+                tainted.remove(t);
+            }
+            continue;
+        }
+        if a.targets.iter().any(|t| t == v) {
+            update_line.get_or_insert(l.line);
+            if !(a.targets == [v] && pure_accumulation(&a, v, &tainted)) {
+                accumulation_only = false;
+            }
+        }
+        tainted.extend(a.targets.iter().cloned());
+    }
+    update_line.map(|line| (line, accumulation_only))
+}
+
+/// Why a loop header walks tiles of a reduction rather than time, if it does.
+fn tile_loop(header: &str, loop_var: Option<&str>, body: &[LogicalLine]) -> bool {
+    if TILE_NAME.is_match(header) {
+        return true;
+    }
+    let Some(var) = loop_var else {
+        return false;
+    };
+    let scaled = Regex::new(&format!(
+        r"(?i)\b{0}\s*\*\s*\w*(block|tile)\w*|\b\w*(block|tile)\w*\s*\*\s*{0}\b",
+        regex::escape(var)
+    ))
+    .expect("valid regex");
+    body.iter().any(|l| scaled.is_match(&l.code))
+}
+
+/// The persistent-kernel check: see the module documentation for the heuristic.
+pub fn check(source: &str) -> PersistentCheck {
+    let lines = logical_lines(source);
+    let mut reasons = Vec::new();
+    for f in jit_functions(&lines) {
+        let body = f.body;
+        for (i, l) in body.iter().enumerate() {
+            let Some(m) = LOOP.captures(&l.code) else {
+                continue;
+            };
+            let loop_var = m.get(1).map(|v| v.as_str().trim());
+            let header = m.get(2).or(m.get(3)).map_or("", |h| h.as_str());
+            let loop_body = block(body, i);
+            if tile_loop(header, loop_var, loop_body) {
+                continue;
+            }
+            // Variables assigned in the jit body before the loop (parameters too).
+            let mut before: BTreeSet<String> = BTreeSet::new();
+            for earlier in &body[..i] {
+                if let Some(a) = assignment(&earlier.code) {
+                    before.extend(a.targets);
+                }
+            }
+            for v in &before {
+                if let Some((update, false)) = carried_update(loop_body, v) {
+                    reasons.push(format!(
+                        "kernel `{}` (line {}): loop `{}` at line {} carries `{}` across iterations \
+                         (assigned before the loop, re-assigned from its previous value at line {})",
+                        f.name, f.line, l.text, l.line, v, update
+                    ));
+                }
+            }
+        }
+    }
+    PersistentCheck {
+        persistent: !reasons.is_empty(),
+        reasons,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRU_PERSISTENT: &str = r#"
+import triton
+import triton.language as tl
+
+@triton.autotune(
+    configs=[triton.Config({"BLOCK_H": 64}, num_warps=4)],
+    key=["hidden"],
+)
+@triton.jit
+def gru_seq_kernel(gi_ptr, w_hh_ptr, h_ptr, seq_len, hidden,
+                   BLOCK_H: tl.constexpr):
+    """h_t = (1 - z) * n + z * h_{t-1}; the 'for' in this docstring is no loop"""
+    b = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    h = tl.zeros((BLOCK_H,), dtype=tl.float32)  # the state
+    for t in range(0, seq_len):
+        gi = tl.load(gi_ptr + t * hidden + cols)
+        gh = tl.sum(tl.load(w_hh_ptr + cols[:, None]) * h[None, :], axis=1)
+        z = 1.0 / (1.0 + tl.exp(-(gi + gh)))
+        n = gi * 2.0
+        h = (1.0 - z) * n + z * h
+    tl.store(h_ptr + b * hidden + cols, h)
+"#;
+
+    const PER_STEP_LAUNCH: &str = r#"
+@triton.jit
+def cell_kernel(x_ptr, h_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    h = tl.load(h_ptr + offs, mask=mask)
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x + h, 0.0), mask=mask)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        h = torch.zeros_like(x[:, 0])
+        for t in range(x.shape[1]):
+            out = torch.empty_like(h)
+            cell_kernel[(triton.cdiv(h.numel(), 1024),)](x[:, t], h, out, h.numel(), BLOCK=1024)
+            h = out
+        return h
+"#;
+
+    const MATMUL: &str = r#"
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_ak, stride_bk,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid = tl.program_id(0)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+        acc += tl.dot(a, b)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    tl.store(c_ptr, acc)
+"#;
+
+    const SOFTMAX_ONLINE: &str = r#"
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    m = tl.full((BLOCK,), -float("inf"), tl.float32)
+    s = tl.zeros((BLOCK,), dtype=tl.float32)
+    for off in range(0, n_cols, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    mx = tl.max(m, 0)
+    total = tl.sum(s * tl.exp(m - mx), 0)
+    for off in range(0, n_cols, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+        tl.store(y_ptr + row * n_cols + cols, tl.exp(x - mx) / total, mask=cols < n_cols)
+"#;
+
+    #[test]
+    fn persistent_gru_kernel_matches_and_says_why() {
+        let r = check(GRU_PERSISTENT);
+        assert!(r.persistent, "{r:?}");
+        assert_eq!(r.reasons.len(), 1, "{:?}", r.reasons);
+        let why = &r.reasons[0];
+        assert!(why.contains("gru_seq_kernel"), "{why}");
+        assert!(why.contains("for t in range(0, seq_len):"), "{why}");
+        assert!(why.contains("at line 16"), "{why}");
+        assert!(why.contains("carries `h`"), "{why}");
+        assert!(why.contains("line 21"), "{why}");
+    }
+
+    #[test]
+    fn per_step_launch_loop_in_forward_does_not_match() {
+        assert_eq!(check(PER_STEP_LAUNCH), PersistentCheck::default());
+    }
+
+    #[test]
+    fn matmul_k_loop_and_tiled_softmax_do_not_match() {
+        assert!(!check(MATMUL).persistent, "{:?}", check(MATMUL));
+        assert!(
+            !check(SOFTMAX_ONLINE).persistent,
+            "{:?}",
+            check(SOFTMAX_ONLINE)
+        );
+    }
+
+    #[test]
+    fn step_one_reduction_loop_is_an_accumulator_not_state() {
+        // A K loop counted in tiles but without BLOCK in its header: still an accumulation.
+        let src = r#"
+@triton.jit
+def dot_kernel(x_ptr, y_ptr, out_ptr, n_tiles, T: tl.constexpr):
+    acc = tl.zeros((T,), dtype=tl.float32)
+    best = tl.zeros((T,), dtype=tl.float32)
+    p = x_ptr
+    for i in range(n_tiles):
+        x = tl.load(p + tl.arange(0, T))
+        acc += x * x
+        best = tl.maximum(best, x)
+        p += T
+    tl.store(out_ptr, tl.sum(acc, 0) + tl.max(best, 0))
+"#;
+        assert!(!check(src).persistent, "{:?}", check(src));
+    }
+
+    #[test]
+    fn state_through_an_intermediate_and_a_while_loop_match() {
+        let src = r#"
+@jit
+def rnn(x_ptr, w_ptr, out_ptr, steps, H: tl.constexpr):
+    h = tl.load(out_ptr + tl.arange(0, H))
+    t = 0
+    while t < steps:
+        pre = tl.sum(tl.load(w_ptr + tl.arange(0, H)) * h, 0) + tl.load(x_ptr + t)
+        h_next = pre * 0.5
+        h = h_next
+        t += 1
+    tl.store(out_ptr + tl.arange(0, H), h)
+"#;
+        let r = check(src);
+        assert!(r.persistent, "{r:?}");
+        assert_eq!(r.reasons.len(), 1, "{:?}", r.reasons);
+        assert!(r.reasons[0].contains("`rnn`") && r.reasons[0].contains("carries `h`"));
+        assert!(r.reasons[0].contains("while t < steps:"));
+    }
+
+    #[test]
+    fn state_overwritten_from_fresh_values_is_not_carried() {
+        let src = r#"
+@triton.jit
+def k(x_ptr, out_ptr, T, H: tl.constexpr):
+    h = tl.zeros((H,), dtype=tl.float32)
+    for t in range(T):
+        h = tl.load(x_ptr + t * H + tl.arange(0, H))
+        h = h * 2.0
+        tl.store(out_ptr + t * H + tl.arange(0, H), h)
+"#;
+        assert!(!check(src).persistent, "{:?}", check(src));
+    }
+
+    #[test]
+    fn logical_lines_join_brackets_and_strip_comments_and_strings() {
+        let src = "x = f(1,\n      2)  # two\ns = '''a\nb''' ; y = 'it''s'\n\n    # only a comment\nz = 3 \\\n  + 4\n";
+        let lines = logical_lines(src);
+        let texts: Vec<_> = lines.iter().map(|l| (l.line, l.text.as_str())).collect();
+        assert_eq!(texts[0], (1, "x = f(1,       2)"));
+        assert_eq!(lines[0].comment, "two");
+        assert_eq!(texts[1].0, 3);
+        assert!(
+            lines[1].code.starts_with("s = \"\"\"\"\"\"")
+                || lines[1].code.starts_with("s = ''''''")
+        );
+        assert_eq!(texts[2], (7, "z = 3    + 4"));
+        assert_eq!(lines.len(), 3);
+    }
+
+    #[test]
+    fn assignments_are_parsed() {
+        let a = assignment("a, (b) = f(x, k=2)").unwrap();
+        assert_eq!(a.targets, vec!["a", "b"]);
+        assert_eq!(a.value, "f(x, k=2)");
+        assert!(assignment("if a == b:").is_none());
+        assert!(assignment("tl.store(p, x, mask=m)").is_none());
+        let aug = assignment("acc += tl.dot(a, b)").unwrap();
+        assert_eq!(aug.augmented.as_deref(), Some("+"));
+        assert_eq!(
+            assignment("y[i] = 3").unwrap().targets,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            names_read("tl.load(p + 1, mask=m, other=0.0)"),
+            ["m", "p", "tl"].iter().map(|s| s.to_string()).collect()
+        );
+    }
+}

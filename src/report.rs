@@ -1,0 +1,968 @@
+//! What a finished (or stopped) session produced, for people and for scripts: `report.md`
+//! (markdown), `summary.json` and `usage.csv` (DESIGN.md section 5). Everything is derived
+//! from the session state, itself a fold over `events.jsonl`, so a report can be written
+//! again at any time (`kforge open` on an old session).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use crate::engine::events::{CallKind, CandidateId, CandidateKind, TokenUsage};
+use crate::session::state::{Call, Candidate, CandidateStatus, SessionState};
+use crate::session::store::SessionDir;
+
+pub const REPORT_FILE: &str = "report.md";
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const USAGE_FILE: &str = "usage.csv";
+
+/// Call kinds in pipeline order (the order of the usage tables).
+const CALL_KINDS: [CallKind; 6] = [
+    CallKind::Seed,
+    CallKind::Repair,
+    CallKind::Analysis,
+    CallKind::Optimize,
+    CallKind::Stage,
+    CallKind::Instructed,
+];
+
+/// Writes `report.md` into the session directory.
+pub fn write_report(dir: &SessionDir, state: &SessionState) -> Result<()> {
+    dir.write_file(REPORT_FILE, render_report(state).as_bytes())
+}
+
+/// Writes `report.md`, `summary.json` and `usage.csv`.
+pub fn write_all(dir: &SessionDir, state: &SessionState) -> Result<()> {
+    write_report(dir, state)?;
+    let summary = serde_json::to_string_pretty(&summary_json(state))? + "\n";
+    dir.write_file(SUMMARY_FILE, summary.as_bytes())?;
+    dir.write_file(USAGE_FILE, usage_csv(state).as_bytes())
+}
+
+fn time(ts: &DateTime<Utc>) -> String {
+    ts.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+fn duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m {s:02}s"),
+        (h, m, s) => format!("{h}h {m:02}m {s:02}s"),
+    }
+}
+
+fn score_text(score: Option<f64>) -> String {
+    score.map_or_else(|| "n/a".into(), |s| format!("{s:.2}x"))
+}
+
+fn cost_text(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "unknown".into(), |c| format!("${c:.4}"))
+}
+
+/// A table cell: one line, pipes escaped, at most `max` characters.
+fn cell(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = if one_line.chars().count() > max {
+        let mut s: String = one_line.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    } else {
+        one_line
+    };
+    cut.replace('|', "\\|")
+}
+
+/// `seed 1`, `repair 2`, `algorithm`, `stage block_tiling`, `manual`, `instructed`.
+pub fn kind_label(kind: &CandidateKind) -> String {
+    match kind {
+        CandidateKind::Seed { index } => format!("seed {index}"),
+        CandidateKind::Repair { attempt } => format!("repair {attempt}"),
+        CandidateKind::Algorithm => "algorithm".into(),
+        CandidateKind::Stage { name, .. } => format!("stage {name}"),
+        CandidateKind::Manual => "manual".into(),
+        CandidateKind::Instructed { .. } => "instructed".into(),
+    }
+}
+
+/// `correct`, `failed (compile)`, `dropped`, `pending`, `evaluating`.
+pub fn status_label(c: &Candidate) -> String {
+    match c.status {
+        CandidateStatus::Pending => "pending".into(),
+        CandidateStatus::Evaluating => "evaluating".into(),
+        CandidateStatus::Correct => "correct".into(),
+        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category.as_deref()) {
+            Some(category) => format!("failed ({category})"),
+            None => "failed".into(),
+        },
+        CandidateStatus::Dropped => "dropped".into(),
+    }
+}
+
+fn candidate_summary(c: &Candidate) -> String {
+    let mut parts = Vec::new();
+    if let CandidateKind::Instructed { instruction } = &c.kind {
+        parts.push(format!("instruction: {instruction}"));
+    }
+    if let Some(reason) = &c.dropped_reason {
+        parts.push(format!("dropped: {reason}"));
+    }
+    if let Some(e) = &c.eval
+        && !e.summary.is_empty()
+    {
+        parts.push(e.summary.clone());
+    }
+    if let Some(e) = &c.eval {
+        parts.extend(e.flags.iter().map(|f| format!("flag: {f}")));
+    }
+    parts.join("; ")
+}
+
+/// The first ancestor (or the candidate itself) that is not a repair: the kernel a repair
+/// chain set out to fix.
+fn repair_root(state: &SessionState, id: CandidateId) -> CandidateId {
+    let mut current = id;
+    let mut steps = 0;
+    while let Some(c) = state.candidates.get(&current) {
+        match (&c.kind, c.parent) {
+            (CandidateKind::Repair { .. }, Some(parent)) if steps < 10_000 => {
+                current = parent;
+                steps += 1;
+            }
+            _ => break,
+        }
+    }
+    current
+}
+
+/// The best score among a candidate and the repairs descending from it (what the step
+/// that produced it finally delivered), with the candidate that reached it.
+fn delivered(state: &SessionState, id: CandidateId) -> Option<(CandidateId, Option<f64>)> {
+    state
+        .candidates
+        .values()
+        .filter(|c| c.is_correct() && repair_root(state, c.id) == id)
+        .max_by(|a, b| {
+            a.score()
+                .unwrap_or(f64::MIN)
+                .total_cmp(&b.score().unwrap_or(f64::MIN))
+        })
+        .map(|c| (c.id, c.score()))
+}
+
+fn worth_optimizing(analysis: &Value) -> String {
+    let value = analysis
+        .get("worth_optimizing")
+        .or_else(|| analysis.get("worth_optimising"));
+    match value {
+        Some(Value::Bool(true)) => "yes".into(),
+        Some(Value::Bool(false)) => "no".into(),
+        Some(Value::String(s)) => s.trim().to_lowercase(),
+        Some(other) => other.to_string(),
+        None => "not given".into(),
+    }
+}
+
+fn analysis_field<'a>(analysis: &'a Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| analysis.get(*k).and_then(|v| v.as_str()))
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// Token usage and cost of a group of calls; the cost is unknown when any finished call
+/// of the group has none.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct UsageTotals {
+    calls: u32,
+    failed: u32,
+    usage: TokenUsage,
+    known_cost: f64,
+    unpriced: u32,
+}
+
+impl UsageTotals {
+    fn add(&mut self, call: &Call) {
+        self.calls += 1;
+        if call.ok == Some(false) {
+            self.failed += 1;
+        }
+        self.usage.input += call.usage.input;
+        self.usage.cached += call.usage.cached;
+        self.usage.output += call.usage.output;
+        self.usage.reasoning += call.usage.reasoning;
+        match call.cost_usd {
+            Some(c) => self.known_cost += c,
+            None if call.ok.is_some() => self.unpriced += 1,
+            None => {}
+        }
+    }
+
+    fn cost(&self) -> Option<f64> {
+        (self.unpriced == 0).then_some(self.known_cost)
+    }
+
+    fn cost_cell(&self) -> String {
+        match (self.cost(), self.unpriced) {
+            (Some(c), _) => cost_text(Some(c)),
+            (None, n) if self.known_cost > 0.0 => format!(
+                "unknown (${:.4} known, {n} call{} without a price)",
+                self.known_cost,
+                if n == 1 { "" } else { "s" }
+            ),
+            (None, _) => "unknown".into(),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "calls": self.calls,
+            "failed": self.failed,
+            "input": self.usage.input,
+            "cached": self.usage.cached,
+            "output": self.usage.output,
+            "reasoning": self.usage.reasoning,
+            "cost_usd": self.cost(),
+        })
+    }
+}
+
+fn usage_by_kind(state: &SessionState) -> (BTreeMap<usize, (CallKind, UsageTotals)>, UsageTotals) {
+    let mut by_kind: BTreeMap<usize, (CallKind, UsageTotals)> = BTreeMap::new();
+    let mut total = UsageTotals::default();
+    for call in state.calls.values() {
+        let order = CALL_KINDS
+            .iter()
+            .position(|k| *k == call.kind)
+            .unwrap_or(CALL_KINDS.len());
+        by_kind
+            .entry(order)
+            .or_insert_with(|| (call.kind, UsageTotals::default()))
+            .1
+            .add(call);
+        total.add(call);
+    }
+    (by_kind, total)
+}
+
+fn best_line(state: &SessionState) -> String {
+    let timing = state.info.as_ref().is_some_and(|i| i.timing_meaningful);
+    match state.best.and_then(|id| state.candidates.get(&id)) {
+        Some(c) => {
+            let score = if timing {
+                format!("score {}", score_text(c.score()))
+            } else {
+                "score n/a (CPU interpreter: correctness only)".into()
+            };
+            format!("#{} ({}), {score}, `{}`", c.id, kind_label(&c.kind), c.file)
+        }
+        None => "none (no correct kernel)".into(),
+    }
+}
+
+/// The report's markdown text.
+pub fn render_report(state: &SessionState) -> String {
+    let mut out = String::new();
+    let info = state.info.clone().unwrap_or_default();
+    let task = if info.task.is_empty() {
+        "(unknown task)"
+    } else {
+        &info.task
+    };
+    let _ = writeln!(out, "# kforge report: {task}\n");
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let _ = writeln!(out, "| Task | `{task}` (hash `{}`) |", info.task_hash);
+    let _ = writeln!(
+        out,
+        "| Provider / model | {} / {} |",
+        info.provider, info.model
+    );
+    let timing = if info.timing_meaningful {
+        "timed"
+    } else {
+        "correctness only, no timing"
+    };
+    let _ = writeln!(out, "| Device | {} ({timing}) |", cell(&info.device, 80));
+    let _ = writeln!(
+        out,
+        "| Mode | {} |",
+        format!("{:?}", state.mode).to_lowercase()
+    );
+    let started = state.started.as_ref().map_or("unknown".into(), time);
+    let _ = writeln!(out, "| Started | {started} |");
+    let ended = match (&state.started, &state.last_ts) {
+        (Some(s), Some(e)) => format!("{} (after {})", time(e), duration((*e - *s).num_seconds())),
+        (None, Some(e)) => time(e),
+        _ => "unknown".into(),
+    };
+    let _ = writeln!(out, "| Ended | {ended} |");
+    let mut final_state = format!("{:?}", state.state).to_lowercase();
+    if let Some((_, reason)) = &state.finished
+        && !reason.is_empty()
+    {
+        let _ = write!(final_state, ": {}", cell(reason, 120));
+    }
+    if let Some(what) = &state.budget_exhausted {
+        let _ = write!(final_state, " (budget exhausted: {})", cell(what, 60));
+    }
+    if state.resumes > 0 {
+        let _ = write!(final_state, " (resumed {} time(s))", state.resumes);
+    }
+    let _ = writeln!(out, "| Final state | {final_state} |");
+    let _ = writeln!(out, "| Best | {} |", best_line(state));
+
+    // Timeline.
+    let _ = writeln!(out, "\n## Candidates\n");
+    if state.candidates.is_empty() {
+        let _ = writeln!(out, "No candidate was created.");
+    } else {
+        let _ = writeln!(
+            out,
+            "| # | kind | parent | status | score | summary |\n|---|---|---|---|---|---|"
+        );
+        for c in state.candidates.values() {
+            let best = if state.best == Some(c.id) { " ★" } else { "" };
+            let _ = writeln!(
+                out,
+                "| {}{best} | {} | {} | {} | {} | {} |",
+                c.id,
+                kind_label(&c.kind),
+                c.parent.map_or("-".into(), |p| p.to_string()),
+                status_label(c),
+                score_text(c.score()),
+                cell(&candidate_summary(c), 140),
+            );
+        }
+    }
+
+    // Contributions.
+    let _ = writeln!(out, "\n## What each step contributed\n");
+    let _ = writeln!(out, "{}", contributions(state).join("\n"));
+
+    // Usage.
+    let (by_kind, total) = usage_by_kind(state);
+    let _ = writeln!(out, "\n## Tokens and cost\n");
+    if total.calls == 0 {
+        let _ = writeln!(out, "No LLM call was made.");
+    } else {
+        let _ = writeln!(
+            out,
+            "| call kind | calls | failed | input | cached | output | reasoning | cost |\n|---|---|---|---|---|---|---|---|"
+        );
+        let rows = by_kind
+            .values()
+            .map(|(kind, t)| (kind.word().to_string(), t))
+            .chain(std::iter::once(("**total**".to_string(), &total)));
+        for (label, t) in rows {
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | {} | {} | {} | {} | {} |",
+                t.calls,
+                t.failed,
+                t.usage.input,
+                t.usage.cached,
+                t.usage.output,
+                t.usage.reasoning,
+                t.cost_cell()
+            );
+        }
+    }
+    out
+}
+
+fn contributions(state: &SessionState) -> Vec<String> {
+    let mut lines = Vec::new();
+    let of_kind = |pred: fn(&CandidateKind) -> bool| -> Vec<&Candidate> {
+        state
+            .candidates
+            .values()
+            .filter(|c| pred(&c.kind))
+            .collect()
+    };
+
+    // Seeds.
+    let seeds = of_kind(|k| matches!(k, CandidateKind::Seed { .. }));
+    if !seeds.is_empty() {
+        let correct = seeds.iter().filter(|c| c.is_correct()).count();
+        let best = seeds
+            .iter()
+            .filter(|c| c.is_correct())
+            .max_by(|a, b| {
+                a.score()
+                    .unwrap_or(f64::MIN)
+                    .total_cmp(&b.score().unwrap_or(f64::MIN))
+            })
+            .map_or("none correct".into(), |c| {
+                format!("best seed score {} (#{})", score_text(c.score()), c.id)
+            });
+        let after_repair = seeds
+            .iter()
+            .filter_map(|s| delivered(state, s.id))
+            .max_by(|a, b| a.1.unwrap_or(f64::MIN).total_cmp(&b.1.unwrap_or(f64::MIN)))
+            .map(|(id, score)| format!("; best seed after repair {} (#{id})", score_text(score)))
+            .unwrap_or_default();
+        lines.push(format!(
+            "- **Seeds**: {} generated, {correct} correct as written; {best}{after_repair}.",
+            seeds.len()
+        ));
+    }
+
+    // Repairs.
+    let repairs = of_kind(|k| matches!(k, CandidateKind::Repair { .. }));
+    if !repairs.is_empty() {
+        let mut roots: BTreeMap<CandidateId, bool> = BTreeMap::new();
+        for r in &repairs {
+            let fixed = roots.entry(repair_root(state, r.id)).or_insert(false);
+            *fixed |= r.is_correct();
+        }
+        let fixed = roots.values().filter(|f| **f).count();
+        let ids: Vec<String> = roots
+            .iter()
+            .map(|(id, ok)| format!("#{id} {}", if *ok { "fixed" } else { "not fixed" }))
+            .collect();
+        lines.push(format!(
+            "- **Repairs**: {} attempt(s), {} correct; {fixed} of {} failing kernel(s) fixed ({}).",
+            repairs.len(),
+            repairs.iter().filter(|c| c.is_correct()).count(),
+            roots.len(),
+            ids.join(", ")
+        ));
+    }
+
+    // Analyses.
+    let analysed: Vec<&Candidate> = state
+        .candidates
+        .values()
+        .filter(|c| c.analysis.is_some())
+        .collect();
+    if !analysed.is_empty() {
+        lines.push(format!(
+            "- **Analysis**: {} kernel(s) analysed.",
+            analysed.len()
+        ));
+        for c in analysed {
+            let a = c.analysis.as_ref().expect("filtered on analysis");
+            let mut line = format!(
+                "  - #{} ({}): worth optimizing: {}",
+                c.id,
+                score_text(c.score()),
+                worth_optimizing(a)
+            );
+            if let Some(b) = analysis_field(a, &["bottleneck"]) {
+                let _ = write!(line, "; bottleneck: {}", cell(b, 120));
+            }
+            if let Some(s) = analysis_field(a, &["expected_speedup"]) {
+                let _ = write!(line, "; expected: {}", cell(s, 40));
+            }
+            lines.push(line);
+        }
+    }
+
+    // Algorithm optimization.
+    let algorithms = of_kind(|k| matches!(k, CandidateKind::Algorithm));
+    if !algorithms.is_empty() {
+        lines.push("- **Algorithm optimization**:".into());
+        for a in algorithms {
+            let before = a
+                .parent
+                .and_then(|p| state.candidates.get(&p))
+                .map_or("?".into(), |p| {
+                    format!("#{} {}", p.id, score_text(p.score()))
+                });
+            let after = match delivered(state, a.id) {
+                Some((id, score)) if id == a.id => format!("#{id} {}", score_text(score)),
+                Some((id, score)) => format!("#{id} {} (after repair)", score_text(score)),
+                None => format!("#{} {}", a.id, status_label(a)),
+            };
+            lines.push(format!("  - {before} -> {after}"));
+        }
+    }
+
+    // Persistent-kernel check.
+    for c in state.candidates.values() {
+        if let Some((persistent, reasons)) = &c.persistent {
+            let verdict = if *persistent {
+                format!("persistent ({})", cell(&reasons.join("; "), 200))
+            } else {
+                "not persistent".into()
+            };
+            lines.push(format!(
+                "- **Persistent-kernel check** on #{}: {verdict}.",
+                c.id
+            ));
+        }
+    }
+
+    // Stages.
+    if !state.stages.is_empty() {
+        lines.push("- **Stages**:".into());
+        for s in &state.stages {
+            let score_of = |id: CandidateId| {
+                state
+                    .candidates
+                    .get(&id)
+                    .map_or("?".into(), |c| score_text(c.score()))
+            };
+            let result = match s.result.and_then(|r| state.candidates.get(&r)) {
+                Some(r) if r.is_correct() => format!("#{} {}", r.id, score_text(r.score())),
+                Some(r) => format!("#{} {}", r.id, status_label(r)),
+                None => "no kernel".into(),
+            };
+            let verdict = if s.accepted {
+                "accepted"
+            } else {
+                "not accepted"
+            };
+            let reason = if s.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", cell(&s.reason, 120))
+            };
+            lines.push(format!(
+                "  - {}: #{} {} -> {result}, {verdict}{reason}",
+                s.stage,
+                s.base,
+                score_of(s.base)
+            ));
+        }
+    }
+
+    // The person's own candidates.
+    let manual = of_kind(|k| matches!(k, CandidateKind::Manual | CandidateKind::Instructed { .. }));
+    if !manual.is_empty() {
+        let correct = manual.iter().filter(|c| c.is_correct()).count();
+        lines.push(format!(
+            "- **Manual and instructed**: {} candidate(s), {correct} correct.",
+            manual.len()
+        ));
+    }
+    if lines.is_empty() {
+        lines.push("Nothing yet.".into());
+    }
+    lines
+}
+
+/// The machine-readable summary written to `summary.json`.
+pub fn summary_json(state: &SessionState) -> Value {
+    let info = state.info.clone().unwrap_or_default();
+    let candidate = |c: &Candidate| {
+        json!({
+            "id": c.id,
+            "kind": c.kind.word(),
+            "label": kind_label(&c.kind),
+            "parent": c.parent,
+            "status": status_label(c),
+            "correct": c.is_correct(),
+            "category": c.eval.as_ref().and_then(|e| e.category.clone()),
+            "score": c.score(),
+            "kernel_ms": c.eval.as_ref().and_then(|e| e.kernel_ms),
+            "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
+            "summary": c.eval.as_ref().map(|e| e.summary.clone()),
+            "file": c.file,
+        })
+    };
+    let (by_kind, total) = usage_by_kind(state);
+    let per_kind: serde_json::Map<String, Value> = by_kind
+        .values()
+        .map(|(k, t)| (k.word().to_string(), t.json()))
+        .collect();
+    json!({
+        "task": info.task,
+        "task_hash": info.task_hash,
+        "provider": info.provider,
+        "model": info.model,
+        "device": info.device,
+        "mode": format!("{:?}", state.mode).to_lowercase(),
+        "timing_meaningful": info.timing_meaningful,
+        "started": state.started,
+        "ended": state.last_ts,
+        "state": format!("{:?}", state.state).to_lowercase(),
+        "finished_reason": state.finished.as_ref().map(|(_, r)| r.clone()),
+        "budget_exhausted": state.budget_exhausted,
+        "best": state.best.and_then(|id| state.candidates.get(&id)).map(candidate),
+        "candidates": state.candidates.values().map(candidate).collect::<Vec<_>>(),
+        "stages": state.stages.iter().map(|s| json!({
+            "stage": s.stage,
+            "base": s.base,
+            "result": s.result,
+            "accepted": s.accepted,
+            "reason": s.reason,
+        })).collect::<Vec<_>>(),
+        "usage": {
+            "total": total.json(),
+            "per_kind": per_kind,
+        },
+    })
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// `usage.csv`: one row per LLM call, in call order. `cost_usd` is empty when unknown;
+/// `ok` is empty for a call still in flight.
+pub fn usage_csv(state: &SessionState) -> String {
+    let mut out = String::from(
+        "call,kind,candidate,provider,model,input,cached,output,reasoning,cost_usd,latency_s,ok\n",
+    );
+    for c in state.calls.values() {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{:.3},{}",
+            c.id,
+            c.kind.word(),
+            c.candidate.map_or(String::new(), |id| id.to_string()),
+            csv_field(&c.provider),
+            csv_field(&c.model),
+            c.usage.input,
+            c.usage.cached,
+            c.usage.output,
+            c.usage.reasoning,
+            c.cost_usd.map_or(String::new(), |x| x.to_string()),
+            c.latency_s,
+            c.ok.map_or(String::new(), |ok| ok.to_string()),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::events::{EngineState, EvalSummary, Event, EventRecord, Mode};
+
+    /// Builds records one second apart from 2026-11-21 08:00:00 UTC.
+    struct Log(Vec<EventRecord>);
+
+    impl Log {
+        fn push(&mut self, event: Event) -> &mut Self {
+            let seq = self.0.len() as u64 + 1;
+            let ts = DateTime::parse_from_rfc3339("2026-11-21T08:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc)
+                + chrono::Duration::seconds(seq as i64 * 60);
+            self.0.push(EventRecord { seq, ts, event });
+            self
+        }
+
+        fn call(
+            &mut self,
+            call: u32,
+            kind: CallKind,
+            candidate: Option<u32>,
+            cost: Option<f64>,
+            ok: bool,
+        ) -> &mut Self {
+            self.push(Event::LlmCallStarted {
+                call,
+                kind,
+                candidate,
+                provider: "deepseek".into(),
+                model: "deepseek-reasoner".into(),
+                prompt_file: format!("llm/{call}.prompt.md"),
+            });
+            self.push(Event::LlmCallFinished {
+                call,
+                ok,
+                error: (!ok).then(|| "read timeout".to_string()),
+                usage: TokenUsage {
+                    input: 1000 * call as u64,
+                    cached: 100,
+                    output: 500,
+                    reasoning: 50,
+                },
+                cost_usd: cost,
+                latency_s: 10.0 + call as f64 / 4.0,
+                response_file: ok.then(|| format!("llm/{call}.response.md")),
+            })
+        }
+
+        fn candidate(
+            &mut self,
+            id: u32,
+            parent: Option<u32>,
+            kind: CandidateKind,
+            call: Option<u32>,
+        ) -> &mut Self {
+            let file = format!("kernels/{id}-{}.py", kind.word());
+            self.push(Event::CandidateCreated {
+                id,
+                parent,
+                kind,
+                file,
+                call,
+            })
+        }
+
+        fn eval(
+            &mut self,
+            id: u32,
+            category: Option<&str>,
+            summary: &str,
+            score: Option<f64>,
+        ) -> &mut Self {
+            self.push(Event::EvalFinished {
+                candidate: id,
+                result_file: format!("eval/{id}.json"),
+                summary: EvalSummary {
+                    correct: category.is_none(),
+                    category: category.map(str::to_string),
+                    summary: summary.into(),
+                    score,
+                    kernel_ms: score.map(|s| 42.2 / s),
+                    reference_ms: score.map(|_| 42.2),
+                    ..Default::default()
+                },
+            })
+        }
+    }
+
+    fn session() -> SessionState {
+        let mut log = Log(Vec::new());
+        log.push(Event::SessionStarted {
+            task: "40_GRUHidden".into(),
+            task_hash: "abc123".into(),
+            provider: "deepseek".into(),
+            model: "deepseek-reasoner".into(),
+            mode: Mode::Review,
+            device: "cuda:0 (NVIDIA H200)".into(),
+            timing_meaningful: true,
+        })
+        .call(1, CallKind::Seed, None, Some(0.01), true)
+        .candidate(1, None, CandidateKind::Seed { index: 1 }, Some(1))
+        .eval(1, Some("compile"), "Triton compile error: tanh", None)
+        .call(2, CallKind::Seed, None, Some(0.02), true)
+        .candidate(2, None, CandidateKind::Seed { index: 2 }, Some(2))
+        .eval(2, None, "correct", Some(0.25))
+        .call(3, CallKind::Repair, Some(1), None, true)
+        .candidate(3, Some(1), CandidateKind::Repair { attempt: 1 }, Some(3))
+        .eval(3, None, "correct", Some(0.9))
+        .push(Event::BestChanged { candidate: 3, score: Some(0.9) })
+        .call(4, CallKind::Analysis, Some(3), Some(0.005), true)
+        .push(Event::AnalysisReady {
+            candidate: 3,
+            call: 4,
+            analysis: json!({"worth_optimizing": "Yes", "bottleneck": "grid over batch only", "expected_speedup": "3x"}),
+        })
+        .call(5, CallKind::Optimize, Some(3), Some(0.03), true)
+        .candidate(4, Some(3), CandidateKind::Algorithm, Some(5))
+        .eval(4, Some("mismatch"), "signed-input trial: output: max abs error 0.8", None)
+        .call(6, CallKind::Repair, Some(4), Some(0.005), true)
+        .candidate(5, Some(4), CandidateKind::Repair { attempt: 1 }, Some(6))
+        .eval(5, None, "correct", Some(1.37))
+        .push(Event::BestChanged { candidate: 5, score: Some(1.37) })
+        .push(Event::PersistentCheck { candidate: 5, persistent: false, reasons: vec![] })
+        .call(7, CallKind::Stage, Some(5), Some(0.01), true)
+        .candidate(6, Some(5), CandidateKind::Stage { name: "grid_and_parallel".into(), index: 1 }, Some(7))
+        .eval(6, None, "correct", Some(1.52))
+        .push(Event::StageFinished {
+            stage: "grid_and_parallel".into(),
+            base: 5,
+            result: Some(6),
+            accepted: true,
+            reason: "faster".into(),
+        })
+        .push(Event::BestChanged { candidate: 6, score: Some(1.52) })
+        .call(8, CallKind::Stage, Some(6), None, false)
+        .push(Event::StageFinished {
+            stage: "block_tiling".into(),
+            base: 6,
+            result: None,
+            accepted: false,
+            reason: "the LLM call failed".into(),
+        })
+        .candidate(7, Some(6), CandidateKind::Instructed { instruction: "try | BLOCK=64".into() }, None)
+        .push(Event::CandidateDropped { id: 7, reason: "rejected at the gate".into() })
+        .push(Event::SessionFinished { best: Some(6), reason: "all steps done".into() })
+        .push(Event::StateChanged { state: EngineState::Finished });
+        SessionState::from_records(&log.0)
+    }
+
+    fn has_line(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    #[test]
+    fn report_header_names_the_run_and_its_best() {
+        let r = render_report(&session());
+        for line in [
+            "# kforge report: 40_GRUHidden",
+            "| Task | `40_GRUHidden` (hash `abc123`) |",
+            "| Provider / model | deepseek / deepseek-reasoner |",
+            "| Device | cuda:0 (NVIDIA H200) (timed) |",
+            "| Mode | review |",
+            "| Started | 2026-11-21 08:01:00 UTC |",
+            "| Ended | 2026-11-21 08:40:00 UTC (after 39m 00s) |",
+            "| Final state | finished: all steps done |",
+            "| Best | #6 (stage grid_and_parallel), score 1.52x, `kernels/6-stage.py` |",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+    }
+
+    #[test]
+    fn report_timeline_lists_every_candidate_in_order() {
+        let r = render_report(&session());
+        for line in [
+            "| 1 | seed 1 | - | failed (compile) | n/a | Triton compile error: tanh |",
+            "| 2 | seed 2 | - | correct | 0.25x | correct |",
+            "| 3 | repair 1 | 1 | correct | 0.90x | correct |",
+            "| 4 | algorithm | 3 | failed (mismatch) | n/a | signed-input trial: output: max abs error 0.8 |",
+            "| 6 ★ | stage grid_and_parallel | 5 | correct | 1.52x | correct |",
+            "| 7 | instructed | 6 | dropped | n/a | instruction: try \\| BLOCK=64; dropped: rejected at the gate |",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+        let table = r.split("## Candidates").nth(1).unwrap();
+        let table = table.split("\n## ").next().unwrap();
+        let ids: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| # "))
+            .map(|l| l.split(" | ").next().unwrap())
+            .collect();
+        assert_eq!(ids, ["| 1", "| 2", "| 3", "| 4", "| 5", "| 6 ★", "| 7"]);
+    }
+
+    #[test]
+    fn report_says_what_each_step_contributed() {
+        let r = render_report(&session());
+        for line in [
+            "- **Seeds**: 2 generated, 1 correct as written; best seed score 0.25x (#2); best seed after repair 0.90x (#3).",
+            "- **Repairs**: 2 attempt(s), 2 correct; 2 of 2 failing kernel(s) fixed (#1 fixed, #4 fixed).",
+            "- **Analysis**: 1 kernel(s) analysed.",
+            "  - #3 (0.90x): worth optimizing: yes; bottleneck: grid over batch only; expected: 3x",
+            "- **Algorithm optimization**:",
+            "  - #3 0.90x -> #5 1.37x (after repair)",
+            "- **Persistent-kernel check** on #5: not persistent.",
+            "  - grid_and_parallel: #5 1.37x -> #6 1.52x, accepted (faster)",
+            "  - block_tiling: #6 1.52x -> no kernel, not accepted (the LLM call failed)",
+            "- **Manual and instructed**: 1 candidate(s), 0 correct.",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+    }
+
+    #[test]
+    fn unknown_costs_are_unknown_never_zero() {
+        let r = render_report(&session());
+        for line in [
+            "| seed | 2 | 0 | 3000 | 200 | 1000 | 100 | $0.0300 |",
+            "| repair | 2 | 0 | 9000 | 200 | 1000 | 100 | unknown ($0.0050 known, 1 call without a price) |",
+            "| stage | 2 | 1 | 15000 | 200 | 1000 | 100 | unknown ($0.0100 known, 1 call without a price) |",
+            "| **total** | 8 | 1 | 36000 | 800 | 4000 | 400 | unknown ($0.0800 known, 2 calls without a price) |",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+        let s = summary_json(&session());
+        assert_eq!(s["usage"]["total"]["cost_usd"], Value::Null);
+        assert_eq!(s["usage"]["per_kind"]["seed"]["cost_usd"], json!(0.03));
+        assert_eq!(s["usage"]["per_kind"]["stage"]["failed"], json!(1));
+    }
+
+    #[test]
+    fn summary_json_has_the_run_the_best_and_every_candidate() {
+        let s = summary_json(&session());
+        assert_eq!(s["task"], "40_GRUHidden");
+        assert_eq!(s["mode"], "review");
+        assert_eq!(s["state"], "finished");
+        assert_eq!(s["timing_meaningful"], true);
+        assert_eq!(s["best"]["id"], 6);
+        assert_eq!(s["best"]["score"], 1.52);
+        assert_eq!(s["best"]["file"], "kernels/6-stage.py");
+        assert_eq!(s["candidates"].as_array().unwrap().len(), 7);
+        assert_eq!(s["candidates"][0]["category"], "compile");
+        assert_eq!(s["candidates"][3]["label"], "algorithm");
+        assert_eq!(s["stages"][1]["accepted"], false);
+        assert_eq!(s["started"], "2026-11-21T08:01:00Z");
+        assert_eq!(s["finished_reason"], "all steps done");
+    }
+
+    #[test]
+    fn usage_csv_has_one_row_per_call_and_empty_unknown_costs() {
+        let csv = usage_csv(&session());
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "call,kind,candidate,provider,model,input,cached,output,reasoning,cost_usd,latency_s,ok"
+        );
+        assert_eq!(lines.len(), 9);
+        assert_eq!(
+            lines[1],
+            "1,seed,,deepseek,deepseek-reasoner,1000,100,500,50,0.01,10.250,true"
+        );
+        assert_eq!(
+            lines[3],
+            "3,repair,1,deepseek,deepseek-reasoner,3000,100,500,50,,10.750,true"
+        );
+        assert_eq!(
+            lines[8],
+            "8,stage,6,deepseek,deepseek-reasoner,8000,100,500,50,,12.000,false"
+        );
+        assert_eq!(csv_field("a,\"b\""), "\"a,\"\"b\"\"\"");
+    }
+
+    #[test]
+    fn cpu_sessions_and_empty_sessions_report_cleanly() {
+        let mut log = Log(Vec::new());
+        log.push(Event::SessionStarted {
+            task: "relu".into(),
+            task_hash: "h".into(),
+            provider: "manual".into(),
+            model: "you".into(),
+            mode: Mode::Auto,
+            device: "cpu (Triton interpreter)".into(),
+            timing_meaningful: false,
+        })
+        .candidate(1, None, CandidateKind::Manual, None)
+        .eval(1, None, "correct", None)
+        .push(Event::BestChanged {
+            candidate: 1,
+            score: None,
+        });
+        let r = render_report(&SessionState::from_records(&log.0));
+        assert!(
+            has_line(
+                &r,
+                "| Best | #1 (manual), score n/a (CPU interpreter: correctness only), `kernels/1-manual.py` |"
+            ),
+            "{r}"
+        );
+        assert!(
+            has_line(
+                &r,
+                "| Device | cpu (Triton interpreter) (correctness only, no timing) |"
+            ),
+            "{r}"
+        );
+        assert!(has_line(&r, "No LLM call was made."), "{r}");
+        let empty = render_report(&SessionState::default());
+        assert!(empty.contains("No candidate was created.") && empty.contains("Nothing yet."));
+    }
+
+    #[test]
+    #[ignore = "prints the sample report: cargo test --lib report:: -- --ignored --nocapture"]
+    fn print_sample_report() {
+        println!("{}", render_report(&session()));
+    }
+
+    #[test]
+    fn write_all_writes_the_three_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SessionDir {
+            path: tmp.path().to_path_buf(),
+        };
+        let state = session();
+        write_all(&dir, &state).unwrap();
+        assert_eq!(dir.read_file(REPORT_FILE).unwrap(), render_report(&state));
+        assert_eq!(dir.read_file(USAGE_FILE).unwrap(), usage_csv(&state));
+        assert_eq!(
+            dir.read_file(SUMMARY_FILE).unwrap(),
+            serde_json::to_string_pretty(&summary_json(&state)).unwrap() + "\n"
+        );
+    }
+}

@@ -1,0 +1,461 @@
+//! Rendering every prompt template, overrides, hot reload, snapshots and template errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kforge::eval::protocol::{Category, EvalResult, Timing, TimingStats};
+use kforge::llm::extract::Analysis;
+use kforge::prompts::{
+    AttemptFailure, DEFAULT_TEMPLATES, PromptContext, PromptSet, SNAPSHOT_SOURCES_FILE,
+    TemplateName,
+};
+
+const GRU_TASK: &str = include_str!("../examples/tasks/gru_hidden.py");
+const RELU_TASK: &str = include_str!("../examples/tasks/relu.py");
+const RELU_KERNEL: &str = include_str!("../examples/kernels/relu_triton.py");
+
+fn failed(category: Category, summary: &str, message: &str) -> EvalResult {
+    EvalResult {
+        category: Some(category),
+        summary: summary.into(),
+        message: message.into(),
+        ..Default::default()
+    }
+}
+
+fn correct(kernel_ms: f64, reference_ms: f64, profile: Option<serde_json::Value>) -> EvalResult {
+    EvalResult {
+        correct: true,
+        timing: Some(Timing {
+            meaningful: true,
+            kernel: TimingStats {
+                median_ms: kernel_ms,
+                ..Default::default()
+            },
+            reference: TimingStats {
+                median_ms: reference_ms,
+                ..Default::default()
+            },
+            score: Some(reference_ms / kernel_ms),
+            ..Default::default()
+        }),
+        profile,
+        ..Default::default()
+    }
+}
+
+fn full_context() -> PromptContext {
+    let mut ctx = PromptContext::for_task("40_GRUHidden", GRU_TASK).with_eval(&correct(
+        8.0,
+        42.2,
+        Some(serde_json::json!({
+            "available": true,
+            "kernels": [{"name": "gru_seq_kernel", "metrics": {"launch__grid_size": 8.0,
+                "sm__warps_active.avg.pct_of_peak_sustained_active": 3.1}}]
+        })),
+    ));
+    ctx.kernel_source = Some("class ModelNew(nn.Module):\n    pass\n".into());
+    ctx.analysis = Some(Analysis {
+        worth_optimizing: Some(true),
+        reason: Some("the grid covers the batch only".into()),
+        bottleneck: Some("8 programs on 132 SMs".into()),
+        optimization_method: Some("grid over batch and hidden tiles".into()),
+        modification_plan: Some("precompute x @ W_ih.T; one persistent kernel".into()),
+        expected_speedup: Some("3x".into()),
+        output_requirement: Some("only h_n".into()),
+        raw: serde_json::json!({}),
+    });
+    ctx.stage = Some("block_tiling".into());
+    ctx.instruction = Some("use BLOCK_H = 64".into());
+    ctx.device = Some("NVIDIA H200".into());
+    ctx
+}
+
+/// Whether two blank lines follow each other outside fenced code.
+fn blank_runs_outside_code(text: &str) -> bool {
+    let (mut in_fence, mut blank) = (false, 0);
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_fence = !in_fence;
+        }
+        blank = if line.trim().is_empty() && !in_fence {
+            blank + 1
+        } else {
+            0
+        };
+        if blank > 1 {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn every_template_renders_with_an_empty_and_a_full_context() {
+    let set = PromptSet::new(None).unwrap();
+    let empty = PromptContext::default();
+    set.check(&empty).unwrap();
+    set.check(&full_context()).unwrap();
+    for name in TemplateName::ALL {
+        let p = set.render(name, &full_context()).unwrap();
+        assert!(p.system.contains("expert GPU kernel engineer"), "{name}");
+        assert!(!p.system.contains("{{") && !p.user.contains("{{"), "{name}");
+        assert!(
+            !blank_runs_outside_code(&p.user),
+            "{name}: runs of blank lines"
+        );
+        if name != TemplateName::System {
+            assert!(p.user.contains("forward"), "{name}");
+        }
+    }
+}
+
+#[test]
+fn seed_prompt_teaches_the_rules_the_format_an_example_and_what_forward_returns() {
+    let set = PromptSet::new(None).unwrap();
+    let p = set
+        .render(
+            TemplateName::Seed,
+            &PromptContext::for_task("40_GRUHidden", GRU_TASK),
+        )
+        .unwrap();
+    let u = &p.user;
+    for needle in [
+        "@triton.jit",
+        "triton.cdiv",
+        "power of two",
+        "tl.constexpr",
+        "tl.where",
+        "mask",
+        "tl.tanh` may not exist",
+        "tl.exp",
+        "fp32",
+        "at least 16",
+        "same names, shapes and creation order",
+        "class ModelNew(nn.Module)",
+        "ONE fenced ```python block",
+        "No try/except",
+        "no threads",
+        "No PyTorch compute ops",
+        "silu_bias_kernel",
+        "`h_n`: element [1] of what `self.gru(x)` returns",
+        "This task is recurrent",
+        "class Model(nn.Module):",
+    ] {
+        assert!(
+            u.to_lowercase().contains(&needle.to_lowercase()),
+            "seed prompt lacks {needle:?}"
+        );
+    }
+    let relu = set
+        .render(
+            TemplateName::Seed,
+            &PromptContext::for_task("19_ReLU", RELU_TASK),
+        )
+        .unwrap();
+    assert!(!relu.user.contains("This task is recurrent"));
+}
+
+#[test]
+fn repair_prompt_carries_error_code_reference_hints_and_history() {
+    let set = PromptSet::new(None).unwrap();
+    let mut ctx = PromptContext::for_task("19_ReLU", RELU_TASK).with_eval(&failed(
+        Category::OutOfResources,
+        "out of resources: shared memory requires 262144, the limit is 232448",
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448",
+    ));
+    ctx.kernel_source = Some(RELU_KERNEL.into());
+    ctx.attempts = vec![
+        AttemptFailure::from_eval(
+            1,
+            &failed(
+                Category::Compile,
+                "Triton compile error: tanh",
+                "line\n".repeat(30).as_str(),
+            ),
+        ),
+        AttemptFailure {
+            attempt: 2,
+            category: "mismatch".into(),
+            summary: "trial 1: output: max abs error 0.5".into(),
+            message: String::new(),
+        },
+    ];
+    let p = set.render(TemplateName::Repair, &ctx).unwrap();
+    let u = &p.user;
+    assert!(u.contains("## The failure: `out_of_resources`"), "{u}");
+    assert!(u.contains("Hardware limit: 232448"));
+    assert!(u.contains("def relu_kernel"), "failing code");
+    assert!(u.contains("def get_inputs"), "reference");
+    assert!(u.contains("lower `num_stages`"), "hint");
+    assert!(u.contains("- Attempt 1: `compile`: Triton compile error: tanh"));
+    assert!(u.contains("[... 22 earlier lines left out ...]"), "{u}");
+    assert!(u.contains("- Attempt 2: `mismatch`: trial 1: output: max abs error 0.5"));
+}
+
+#[test]
+fn analysis_prompt_asks_for_the_exact_json_keys_with_latency_and_metrics() {
+    let set = PromptSet::new(None).unwrap();
+    let p = set.render(TemplateName::Analysis, &full_context()).unwrap();
+    for key in [
+        "\"worth_optimizing\"",
+        "\"reason\"",
+        "\"bottleneck\"",
+        "\"optimisation_method\"",
+        "\"modification_plan\"",
+        "\"expected_speedup\"",
+        "\"output_requirement\"",
+    ] {
+        assert!(p.user.contains(key), "{key}");
+    }
+    assert!(
+        p.user.contains("8.000 ms for this kernel vs 42.200 ms"),
+        "{}",
+        p.user
+    );
+    assert!(
+        p.user
+            .contains("grid size (blocks) (`launch__grid_size`): 8")
+    );
+    assert!(p.user.contains("achieved occupancy"));
+
+    let mut cpu = full_context();
+    cpu.timing = Default::default();
+    cpu.metrics.clear();
+    let p = set.render(TemplateName::Analysis, &cpu).unwrap();
+    assert!(p.user.contains("Latency: not measured"), "{}", p.user);
+    assert!(p.user.contains("No Nsight Compute metrics"));
+}
+
+#[test]
+fn optimize_prompt_has_analysis_reference_and_recurrent_guidance() {
+    let set = PromptSet::new(None).unwrap();
+    let p = set
+        .render(TemplateName::OptimizeFromAnalysis, &full_context())
+        .unwrap();
+    let u = &p.user;
+    assert!(u.contains("Output requirement: only h_n"));
+    assert!(u.contains("Plan: precompute x @ W_ih.T; one persistent kernel"));
+    assert!(u.contains("self.gru = nn.GRU"), "reference included");
+    assert!(u.contains("ONE large GEMM"));
+    assert!(u.contains("inside* ONE persistent kernel"));
+    assert!(u.contains("batch AND over tiles of the hidden dimension"));
+    assert!(u.contains("0.25x"));
+}
+
+#[test]
+fn stage_prompts_keep_their_theme_and_use_metrics() {
+    let set = PromptSet::new(None).unwrap();
+    for (stage, needle) in [
+        ("grid_and_parallel", "the launch grid and parallelism"),
+        ("block_tiling", "block sizes and tiling"),
+        ("memory_and_tuning", "memory access and final tuning"),
+    ] {
+        let mut ctx = full_context();
+        ctx.stage = Some(stage.into());
+        let p = set
+            .render(TemplateName::stage(stage).unwrap(), &ctx)
+            .unwrap();
+        assert!(
+            p.user.contains(&format!("tuning stage, `{stage}`")),
+            "{stage}"
+        );
+        assert!(p.user.contains(needle), "{stage}");
+        assert!(p.user.contains("Use the metrics"), "{stage}");
+        ctx.metrics.clear();
+        let p = set
+            .render(TemplateName::stage(stage).unwrap(), &ctx)
+            .unwrap();
+        assert!(!p.user.contains("Use the metrics"), "{stage}");
+    }
+}
+
+#[test]
+fn instructed_prompt_repairs_or_optimizes_with_the_instruction() {
+    let set = PromptSet::new(None).unwrap();
+    let p = set
+        .render(TemplateName::Instructed, &full_context())
+        .unwrap();
+    assert!(p.user.starts_with("Improve the Triton implementation"));
+    assert!(p.user.contains("use BLOCK_H = 64"));
+    let broken = full_context().with_eval(&failed(
+        Category::CudaError,
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "",
+    ));
+    let p = set.render(TemplateName::Instructed, &broken).unwrap();
+    assert!(p.user.starts_with("Repair the Triton implementation"));
+    assert!(p.user.contains("int64"), "hints for the failure");
+}
+
+fn wait_for_new_mtime() {
+    // Modification times can be coarse: make sure a rewrite is seen as a change.
+    std::thread::sleep(Duration::from_millis(20));
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn overrides_are_per_file_and_hot_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = PromptSet::new(Some(dir.path().to_path_buf())).unwrap();
+    let ctx = PromptContext::for_task("19_ReLU", RELU_TASK);
+    // No override yet: the built-in text.
+    assert!(
+        set.render(TemplateName::Seed, &ctx)
+            .unwrap()
+            .user
+            .contains("worked example")
+    );
+
+    // A new override is picked up without a new PromptSet; other files stay built in.
+    write(dir.path(), "seed.j2", "SEED v1 for {{ task_name }}");
+    let p = set.render(TemplateName::Seed, &ctx).unwrap();
+    assert_eq!(p.user, "SEED v1 for 19_ReLU\n");
+    assert!(p.system.contains("expert GPU kernel engineer"));
+
+    // An edit is picked up at the next render (a clone shares the templates).
+    wait_for_new_mtime();
+    write(
+        dir.path(),
+        "seed.j2",
+        "SEED v2, a longer text: {{ forward_returns }}",
+    );
+    let clone = set.clone();
+    let p = clone.render(TemplateName::Seed, &ctx).unwrap();
+    assert!(
+        p.user.starts_with("SEED v2, a longer text: a single value"),
+        "{}",
+        p.user
+    );
+
+    // A partial override changes every template that includes it.
+    write(dir.path(), "_rules.j2", "CUSTOM RULES");
+    let p = set.render(TemplateName::Repair, &ctx).unwrap();
+    assert!(p.user.contains("CUSTOM RULES") && !p.user.contains("Triton rules"));
+
+    // Removing the override brings the default back.
+    std::fs::remove_file(dir.path().join("seed.j2")).unwrap();
+    assert!(
+        set.render(TemplateName::Seed, &ctx)
+            .unwrap()
+            .user
+            .contains("CUSTOM RULES")
+    );
+}
+
+fn render_error(set: &PromptSet, name: TemplateName) -> String {
+    format!(
+        "{:#}",
+        set.render(name, &PromptContext::default()).unwrap_err()
+    )
+}
+
+#[test]
+fn template_errors_name_the_file_its_origin_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "repair.j2",
+        "line one\n{% if failure %}\nunclosed\n",
+    );
+    let set = PromptSet::new(Some(dir.path().to_path_buf())).unwrap();
+    let err = render_error(&set, TemplateName::Repair);
+    assert!(err.contains("`repair.j2`"), "{err}");
+    assert!(err.contains(&dir.path().display().to_string()), "{err}");
+    assert!(err.contains("line 4") || err.contains("line 3"), "{err}");
+    assert!(err.contains("syntax error"), "{err}");
+
+    // A misspelt variable is an error (strict undefined), not silently empty.
+    write(dir.path(), "analysis.j2", "ok\n{{ kernel_sauce }}\n");
+    let err = render_error(&set, TemplateName::Analysis);
+    assert!(
+        err.contains("`analysis.j2`") && err.contains("line 2"),
+        "{err}"
+    );
+    assert!(err.contains("undefined"), "{err}");
+
+    // An error in an included partial names the partial and the including template.
+    write(dir.path(), "_kernel.j2", "{{ nope.x }}");
+    let err = render_error(&set, TemplateName::Instructed);
+    assert!(
+        err.contains("`_kernel.j2`") && err.contains("while rendering `instructed.j2`"),
+        "{err}"
+    );
+
+    let missing = PromptSet::new(Some(dir.path().join("nope")));
+    assert!(format!("{:#}", missing.unwrap_err()).contains("does not exist"));
+}
+
+#[test]
+fn snapshot_writes_the_templates_in_effect_and_their_sources() {
+    let user = tempfile::tempdir().unwrap();
+    write(user.path(), "seed.j2", "MY SEED {% include \"_mine.j2\" %}");
+    write(user.path(), "_mine.j2", "PARTIAL");
+    let set = PromptSet::new(Some(user.path().to_path_buf())).unwrap();
+    let session = tempfile::tempdir().unwrap();
+    let dir = session.path().join("prompts");
+    set.snapshot_into(&dir).unwrap();
+    for (name, text) in DEFAULT_TEMPLATES {
+        let written = std::fs::read_to_string(dir.join(name)).unwrap();
+        if *name == "seed.j2" {
+            assert_eq!(written, "MY SEED {% include \"_mine.j2\" %}");
+        } else {
+            assert_eq!(&written, text, "{name}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("_mine.j2")).unwrap(),
+        "PARTIAL"
+    );
+    let sources: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join(SNAPSHOT_SOURCES_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(sources["repair.j2"], "built-in");
+    assert!(sources["seed.j2"].as_str().unwrap().ends_with("seed.j2"));
+
+    // The snapshot reproduces the same prompts when used as the user directory.
+    let replay = PromptSet::new(Some(dir.clone())).unwrap();
+    let ctx = full_context();
+    for name in TemplateName::ALL {
+        assert_eq!(
+            replay.render(name, &ctx).unwrap(),
+            set.render(name, &ctx).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn shipped_prompts_dir_matches_the_embedded_defaults() {
+    // `prompts/` in the repository is what `include_str!` embeds: a run from the repository
+    // root (where `./prompts` is picked up as the override dir) changes nothing.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+    for (name, text) in DEFAULT_TEMPLATES {
+        assert_eq!(
+            &std::fs::read_to_string(root.join(name)).unwrap(),
+            text,
+            "{name}"
+        );
+    }
+    let files = std::fs::read_dir(&root).unwrap().count();
+    assert_eq!(
+        files,
+        DEFAULT_TEMPLATES.len(),
+        "every file in prompts/ is embedded"
+    );
+}
+
+#[test]
+#[ignore = "prints every rendered prompt for reading: cargo test --test prompts_render -- --ignored --nocapture"]
+fn print_rendered_prompts() {
+    let set = PromptSet::new(None).unwrap();
+    for name in TemplateName::ALL {
+        println!(
+            "{}",
+            set.render(name, &full_context()).unwrap().to_markdown()
+        );
+    }
+}
