@@ -24,6 +24,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run an optimization session on a KernelBench task.
+    Run(commands::run::RunArgs),
+    /// Continue a session after Ctrl-C or a crash.
+    Resume(commands::run::ResumeArgs),
+    /// (Re)write a session's report.md, summary.json and usage.csv.
+    Report(commands::run::ReportArgs),
     /// Check a Triton kernel against a KernelBench task: correctness, then timing.
     Eval(commands::eval::EvalArgs),
     /// Report Python, torch, triton, GPUs, Nsight Compute and the cache, with fixes.
@@ -49,6 +55,9 @@ fn main() -> ExitCode {
     let config = cli.config.as_deref();
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Run(args) => commands::run::run(args, config).await,
+            Command::Resume(args) => commands::run::resume(args, config).await,
+            Command::Report(args) => commands::run::report(args, config).await,
             Command::Eval(args) => commands::eval::run(args, config).await,
             Command::Doctor(args) => commands::doctor::run(args, config).await,
             Command::Ask(args) => commands::ask::run(args, config).await,

@@ -660,6 +660,7 @@ mod tests {
         ) -> &mut Self {
             self.push(Event::LlmCallStarted {
                 call,
+                key: format!("call{call}"),
                 kind,
                 candidate,
                 provider: "deepseek".into(),
@@ -692,6 +693,7 @@ mod tests {
             let file = format!("kernels/{id}-{}.py", kind.word());
             self.push(Event::CandidateCreated {
                 id,
+                key: format!("candidate{id}"),
                 parent,
                 kind,
                 file,

@@ -6,3 +6,4 @@ pub mod bench;
 pub mod doctor;
 pub mod eval;
 pub mod providers;
+pub mod run;

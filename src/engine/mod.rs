@@ -5,5 +5,8 @@ pub mod config;
 pub mod control;
 pub mod events;
 pub mod hints;
+pub mod llm_backend;
 pub mod persistent;
+pub mod prompting;
 pub mod recorder;
+pub mod runner;

@@ -66,6 +66,8 @@ pub struct Job {
     pub baseline_cache_dir: Option<PathBuf>,
     pub profile: bool,
     pub executor: Executor,
+    /// Check the task alone (build, forward, time the reference): no kernel involved.
+    pub reference_only: bool,
 }
 
 impl Job {
@@ -95,6 +97,7 @@ impl Job {
             baseline_cache_dir,
             profile: request.profile,
             executor: s.executor,
+            reference_only: request.reference_only,
         }
     }
 }
@@ -114,6 +117,8 @@ pub struct EvalRequest {
     pub timing: bool,
     /// Run Nsight Compute on a correct kernel (GPU only).
     pub profile: bool,
+    /// Check the task alone; `kernel` is ignored.
+    pub reference_only: bool,
 }
 
 impl EvalRequest {
@@ -130,6 +135,7 @@ impl EvalRequest {
             settings,
             timing: true,
             profile: false,
+            reference_only: false,
         }
     }
 }

@@ -1,0 +1,471 @@
+//! `kforge run TASK`, `kforge resume SESSION` and `kforge report SESSION`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, EvalConfig};
+use crate::engine::config::{Accept, AnalyzeWhen, PipelineConfig};
+use crate::engine::events::{Command, EngineState, Event, EventRecord, LogLevel, Mode};
+use crate::engine::llm_backend::LlmBackend;
+use crate::engine::runner::{Engine, EngineSetup, RunOutcome, write_session_files};
+use crate::eval::{self, Device, EvalRequest, Evaluator};
+use crate::prompts::PromptSet;
+use crate::session::state::SessionState;
+use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir};
+use crate::task::TaskFile;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// KernelBench task file.
+    pub task: PathBuf,
+    /// LLM provider (a preset, a configured name, or `manual` to answer prompts yourself).
+    #[arg(long)]
+    pub provider: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    /// auto: never stops; review: stops before algorithm optimization, stages and the
+    /// final best; step: stops before every LLM call and evaluation.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Number of independent seed kernels.
+    #[arg(long)]
+    pub seeds: Option<u32>,
+    /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Where sessions are created (default ./sessions).
+    #[arg(long, value_name = "DIR")]
+    pub sessions_dir: Option<PathBuf>,
+    /// Tuning stages, comma-separated (empty: none).
+    #[arg(long, value_delimiter = ',')]
+    pub stages: Option<Vec<String>>,
+    #[arg(long, value_enum)]
+    pub accept: Option<Accept>,
+    #[arg(long, value_enum)]
+    pub analyze: Option<AnalyzeWhen>,
+    /// Stop cleanly after this many tokens (input + output).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Stop cleanly after this cost in USD.
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Stop cleanly after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub max_wall: Option<f64>,
+    #[command(flatten)]
+    pub eval: EvalFlags,
+}
+
+/// The evaluator's options, shared by `run` and `resume`.
+#[derive(clap::Args, Debug, Default)]
+pub struct EvalFlags {
+    /// CUDA device index (default: the first GPU, else the CPU).
+    #[arg(long, value_name = "N", conflicts_with = "cpu")]
+    pub device: Option<u32>,
+    /// Evaluate on the CPU through Triton's interpreter (correctness only).
+    #[arg(long)]
+    pub cpu: bool,
+    #[arg(long)]
+    pub atol: Option<f64>,
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    #[arg(long)]
+    pub trials: Option<u32>,
+    /// Seconds before an evaluation is killed.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Collect Nsight Compute metrics for correct kernels (GPU).
+    #[arg(long)]
+    pub profile: bool,
+}
+
+impl EvalFlags {
+    fn apply(&self, eval: &mut EvalConfig, pipeline: &mut PipelineConfig) {
+        if let Some(v) = self.atol {
+            eval.atol = v;
+        }
+        if let Some(v) = self.rtol {
+            eval.rtol = v;
+        }
+        if let Some(v) = self.trials {
+            eval.trials = v;
+        }
+        if let Some(v) = self.timeout {
+            eval.timeout_s = v;
+        }
+        if self.profile {
+            pipeline.profile = true;
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    /// The session directory.
+    pub session: PathBuf,
+    #[arg(long)]
+    pub headless: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// The session directory.
+    pub session: PathBuf,
+}
+
+/// Headless when asked or when stdout is not a terminal.
+fn headless(flag: bool) -> bool {
+    flag || !std::io::stdout().is_terminal()
+}
+
+pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    let mut pipeline = config.pipeline.clone();
+    let mut eval_settings = config.eval.clone();
+    if let Some(m) = args.mode {
+        pipeline.mode = m;
+    }
+    if let Some(n) = args.seeds {
+        pipeline.seeds = n;
+    }
+    if let Some(d) = &args.sessions_dir {
+        pipeline.sessions_dir = Some(d.clone());
+    }
+    if let Some(s) = &args.stages {
+        pipeline.stages = s
+            .iter()
+            .filter(|x| !x.trim().is_empty())
+            .map(|x| x.trim().to_string())
+            .collect();
+    }
+    if let Some(a) = args.accept {
+        pipeline.accept = a;
+    }
+    if let Some(a) = args.analyze {
+        pipeline.analyze = a;
+    }
+    pipeline.max_tokens = args.max_tokens.or(pipeline.max_tokens);
+    pipeline.max_cost_usd = args.max_cost.or(pipeline.max_cost_usd);
+    pipeline.max_wall_s = args.max_wall.or(pipeline.max_wall_s);
+    args.eval.apply(&mut eval_settings, &mut pipeline);
+
+    let task = TaskFile::load(&args.task)?;
+    check_stages(&pipeline)?;
+    let prompts = load_prompts(&config)?;
+    let backend = match args.provider.as_deref() {
+        Some("manual") => Ok(LlmBackend::Manual),
+        provider => crate::llm::resolve(&config, provider, args.model.as_deref())
+            .and_then(crate::llm::LlmClient::new)
+            .map(LlmBackend::Client),
+    };
+    let cache = crate::paths::cache_dir();
+    let evaluator =
+        eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+    let device = pick_device(&evaluator, &args.eval).await?;
+
+    let backend = match backend {
+        Ok(b) => b,
+        Err(e) => {
+            // No LLM: still show that the task and the evaluator work, then say exactly
+            // what to configure.
+            eprintln!("kforge: checking the task with the evaluator on {device} ...");
+            let mut request =
+                EvalRequest::new(&args.task, &args.task, device, eval_settings.clone());
+            request.reference_only = true;
+            let result = evaluator
+                .evaluate(request, CancellationToken::new(), None)
+                .await;
+            evaluator.shutdown().await;
+            match result {
+                Ok(r) if r.correct => {
+                    let timing = r
+                        .timing
+                        .as_ref()
+                        .filter(|t| t.meaningful)
+                        .map(|t| {
+                            format!(
+                                ": the reference runs in {:.4} ms (median)",
+                                t.reference.median_ms
+                            )
+                        })
+                        .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into());
+                    eprintln!("kforge: task {} OK on {device}{timing}", task.name);
+                }
+                Ok(r) => eprintln!("kforge: the task does not run: {}", r.summary),
+                Err(err) => eprintln!("kforge: the evaluator failed: {err}"),
+            }
+            eprintln!("\nkforge cannot start the optimization: {e}");
+            eprintln!(
+                "\nTo answer the prompts yourself instead, run:\n  kforge run {} --provider manual",
+                args.task.display()
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+
+    let (provider, model) = backend.label();
+    let session = SessionDir::create(&pipeline.sessions_dir(), &task.name, &provider, &model)?;
+    let lock = session.lock()?;
+    let description = json!({
+        "task": task.name,
+        "task_file": std::path::absolute(&args.task).unwrap_or(args.task.clone()),
+        "task_hash": task.hash,
+        "provider": provider,
+        "model": model,
+        "device": device,
+        "mode": pipeline.mode,
+        "eval": eval_settings,
+        "pipeline": pipeline,
+        "kforge": env!("CARGO_PKG_VERSION"),
+        "versions": evaluator.hello().await.ok().map(|h| json!({"python": h.python, "torch": h.torch, "triton": h.triton})),
+        "created": chrono::Utc::now(),
+    });
+    write_session_files(&session, &task, description)?;
+    prompts.snapshot_into(&session.file("prompts"))?;
+    eprintln!("kforge: session {}", session.path.display());
+    let setup = EngineSetup {
+        session,
+        prior: SessionState::default(),
+        task,
+        evaluator: evaluator.clone(),
+        device,
+        eval: eval_settings,
+        pipeline,
+        llm: backend,
+        prompts,
+    };
+    let code = drive(setup, headless(args.headless)).await;
+    evaluator.shutdown().await;
+    drop(lock);
+    code
+}
+
+/// Every stage needs its prompt template.
+fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
+    for stage in &pipeline.stages {
+        if crate::prompts::TemplateName::stage(stage).is_none() {
+            bail!(
+                "unknown stage `{stage}`: the stages are {}",
+                crate::engine::config::DEFAULT_STAGES.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    let session = SessionDir::open(&args.session)?;
+    let lock = session.lock()?;
+    let read = session.read_events()?;
+    if let Some(torn) = &read.torn {
+        eprintln!(
+            "kforge: the last line of events.jsonl was cut off by a crash ({} bytes); it is dropped",
+            torn.len()
+        );
+    }
+    for (line, error) in &read.invalid {
+        eprintln!("kforge: events.jsonl line {line} is not a valid event ({error}); skipped");
+    }
+    let prior = SessionState::from_records(&read.records);
+    if prior.state == EngineState::Finished {
+        eprintln!(
+            "kforge: this session finished already; open it with `kforge open {}`",
+            args.session.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let description: serde_json::Value = serde_json::from_str(&session.read_file("session.json")?)
+        .context("session.json is not valid JSON")?;
+    let task = TaskFile::load(&session.file("task.py"))?;
+    let eval_settings: EvalConfig = serde_json::from_value(description["eval"].clone())
+        .context("session.json has no valid eval settings")?;
+    let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
+        .context("session.json has no valid pipeline settings")?;
+    let device: Device = serde_json::from_value(description["device"].clone())
+        .context("session.json has no valid device")?;
+    let provider = description["provider"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let model = description["model"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let backend = if provider == "manual" {
+        LlmBackend::Manual
+    } else {
+        let resolved = crate::llm::resolve(&config, Some(&provider), Some(&model))
+            .with_context(|| format!("the session used provider `{provider}`"))?;
+        LlmBackend::Client(crate::llm::LlmClient::new(resolved)?)
+    };
+    let prompts = load_prompts(&config)?;
+    prompts.snapshot_into(&session.file("prompts"))?;
+    let cache = crate::paths::cache_dir();
+    let evaluator =
+        eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+    eprintln!(
+        "kforge: resuming {} ({} events so far)",
+        session.path.display(),
+        read.records.len()
+    );
+    let setup = EngineSetup {
+        session,
+        prior,
+        task,
+        evaluator: evaluator.clone(),
+        device,
+        eval: eval_settings,
+        pipeline,
+        llm: backend,
+        prompts,
+    };
+    let code = drive(setup, headless(args.headless)).await;
+    evaluator.shutdown().await;
+    drop(lock);
+    code
+}
+
+pub async fn report(args: ReportArgs, _config_file: Option<&Path>) -> Result<ExitCode> {
+    let session = SessionDir::open(&args.session)?;
+    let read = session.read_events()?;
+    let state = SessionState::from_records(&read.records);
+    crate::report::write_all(&session, &state)?;
+    println!("{}", session.file("report.md").display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load_prompts(config: &Config) -> Result<PromptSet> {
+    crate::prompts::PromptSet::from_config(config)
+}
+
+async fn pick_device(evaluator: &Evaluator, flags: &EvalFlags) -> Result<Device> {
+    Ok(match (flags.cpu, flags.device) {
+        (true, _) => Device::Cpu,
+        (false, Some(n)) => {
+            let info = evaluator.device_info().await?;
+            let count = info
+                .get("devices")
+                .and_then(|d| d.as_array())
+                .map_or(0, |d| d.len());
+            if n as usize >= count {
+                bail!(
+                    "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
+                );
+            }
+            Device::Cuda(n)
+        }
+        (false, None) => {
+            let d = evaluator.default_device().await?;
+            if d == Device::Cpu {
+                eprintln!(
+                    "kforge: no CUDA device: kernels run through Triton's interpreter (correctness only, scores n/a)"
+                );
+            }
+            d
+        }
+    })
+}
+
+/// Runs the engine with the console log on stderr/stdout, Ctrl-C handling and the
+/// control file (commands from an attached `kforge open`).
+async fn drive(setup: EngineSetup, _headless: bool) -> Result<ExitCode> {
+    let session = setup.session.clone();
+    let engine = Arc::new(Engine::new(setup)?);
+    let printer = tokio::spawn(print_console(engine.subscribe(), session.path.clone()));
+
+    let control = {
+        let engine = engine.clone();
+        let path = session.file(CONTROL_FILE);
+        tokio::spawn(async move {
+            let mut follower = LineFollower::from_end(path);
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                for line in follower.poll() {
+                    match serde_json::from_str::<Command>(&line) {
+                        Ok(command) => engine.command(command),
+                        Err(e) => tracing::warn!("ignoring a malformed control line: {e}"),
+                    }
+                }
+            }
+        })
+    };
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ctrl_c = {
+        let engine = engine.clone();
+        let interrupted = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!(
+                    "\nkforge: stopping (Ctrl-C again to quit at once); the session stays resumable"
+                );
+                engine.stop();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        })
+    };
+    let outcome: RunOutcome = engine.run().await;
+    control.abort();
+    ctrl_c.abort();
+    drop(engine);
+    let _ = printer.await;
+    eprintln!(
+        "kforge: {} ({}); session {}",
+        format!("{:?}", outcome.state).to_lowercase(),
+        outcome.reason,
+        session.path.display()
+    );
+    if outcome.state != EngineState::Finished {
+        eprintln!(
+            "kforge: continue it with `kforge resume {}`",
+            session.path.display()
+        );
+    }
+    Ok(match outcome.state {
+        EngineState::Failed => ExitCode::from(1),
+        _ if interrupted.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// The headless console: every log line, tagged.
+async fn print_console(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<EventRecord>,
+    session: PathBuf,
+) {
+    let color = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    while let Some(record) = events.recv().await {
+        match record.event {
+            Event::Log {
+                level,
+                tag,
+                message,
+            } => {
+                let (start, end) = match (color, level) {
+                    (true, LogLevel::Warn) => ("\x1b[33m", "\x1b[0m"),
+                    (true, LogLevel::Error) => ("\x1b[31m", "\x1b[0m"),
+                    _ => ("", ""),
+                };
+                println!("{start}[{tag}] {message}{end}");
+            }
+            Event::GateOpened { gate, .. } => {
+                println!(
+                    "[you] gate {gate} is open: answer it from another terminal with `kforge open {}`",
+                    session.display()
+                );
+            }
+            _ => {}
+        }
+    }
+}

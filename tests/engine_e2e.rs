@@ -1,0 +1,614 @@
+//! `kforge run` end to end on the CPU evaluator against a scripted mock LLM: the event
+//! sequence, the tree, the files, the summary; repair, analysis, `worth_optimizing = no`,
+//! a persistent kernel skipping the stages, malformed answers, kill -9 and resume, and
+//! gates in step mode answered through the control file.
+
+mod engine_common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine_common::*;
+use kforge::engine::events::{
+    CandidateKind, Command as EngineCommand, Decision, EngineState, Event, GateKind,
+};
+use kforge::session::state::{CandidateStatus, SessionState};
+use kforge::session::store::SessionDir;
+
+fn kforge(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
+    c.args(args);
+    c.env_remove("KFORGE_PROVIDER")
+        .env_remove("KFORGE_MODEL")
+        .env_remove("KFORGE_BASE_URL");
+    c
+}
+
+struct Run {
+    sessions: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Run {
+    fn new(mock: &MockLlm) -> Run {
+        let sessions = tempfile::tempdir().unwrap();
+        let config = mock.config(sessions.path());
+        Run { sessions, config }
+    }
+
+    fn args<'a>(&'a self, task: &'a str, extra: &[&'a str]) -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            fixtures().join("tasks").join(task).display().to_string(),
+            "--cpu".into(),
+            "--headless".into(),
+            "--sessions-dir".into(),
+            self.sessions.path().join("s").display().to_string(),
+            "--config".into(),
+            self.config.display().to_string(),
+            "--provider".into(),
+            "mock".into(),
+            "--timeout".into(),
+            "60".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    fn run(&self, task: &str, extra: &[&str]) -> Output {
+        let args = self.args(task, extra);
+        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .output()
+            .unwrap()
+    }
+
+    fn spawn(&self, task: &str, extra: &[&str]) -> Child {
+        let args = self.args(task, extra);
+        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    fn session(&self) -> SessionDir {
+        let dir = std::fs::read_dir(self.sessions.path().join("s"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        SessionDir::open(&dir).unwrap()
+    }
+}
+
+fn state_of(session: &SessionDir) -> SessionState {
+    SessionState::from_records(&session.read_events().unwrap().records)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The happy script: seeds (one broken), a repair, analyses saying yes, optimized
+/// kernels, a kernel per stage.
+fn standard_script() -> Script {
+    Arc::new(|step, _user, nth| match step {
+        Step::Seed if nth == 1 => fenced(&relu_broken()),
+        Step::Seed => fenced(&relu_ok(&format!("seed answer {nth}"))),
+        Step::Repair => fenced(&relu_ok("repaired")),
+        Step::Analysis => analysis_json("yes"),
+        Step::Optimize => fenced(&relu_ok(&format!("optimized {nth}"))),
+        Step::Stage(name) => fenced(&relu_ok(&format!("stage kernel {name}"))),
+    })
+}
+
+/// A shape of the tree that does not depend on which seed finished first.
+fn tree_shape(state: &SessionState) -> BTreeMap<String, usize> {
+    let mut shape = BTreeMap::new();
+    for c in state.candidates.values() {
+        let parent = c
+            .parent
+            .map(|p| state.candidates[&p].kind.word())
+            .unwrap_or("root");
+        let status = match c.status {
+            CandidateStatus::Correct => "correct",
+            CandidateStatus::Failed => "failed",
+            _ => "other",
+        };
+        *shape
+            .entry(format!("{} <- {parent} ({status})", c.kind.word()))
+            .or_insert(0) += 1;
+    }
+    shape
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_pipeline_on_cpu() {
+    let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let out = tokio::task::spawn_blocking(move || {
+        let out = run.run("relu.py", &[]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let (run, out) = out;
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+
+    // The console is tagged by step.
+    assert!(stdout.contains("] repair 1/4: "), "{stdout}");
+    assert!(stdout.contains("[analysis] candidate"), "{stdout}");
+    assert!(
+        stdout.contains("[stage 1/3] grid_and_parallel: correct (no timing to compare)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[stage 3/3] memory_and_tuning"), "{stdout}");
+
+    // Requests: 2 seeds, 1 repair, 2 analyses, 2 optimizations, 3 stages.
+    assert_eq!(mock.count(Step::Seed), 2);
+    assert_eq!(mock.count(Step::Repair), 1);
+    assert_eq!(mock.count(Step::Analysis), 2);
+    assert_eq!(mock.count(Step::Optimize), 2);
+    assert_eq!(mock.total(), 10);
+
+    let session = run.session();
+    let state = state_of(&session);
+    assert_eq!(state.state, EngineState::Finished);
+    let shape = tree_shape(&state);
+    let expected: BTreeMap<String, usize> = [
+        ("seed <- root (failed)", 1),
+        ("seed <- root (correct)", 1),
+        ("repair <- seed (correct)", 1),
+        ("algorithm <- seed (correct)", 1),
+        ("algorithm <- repair (correct)", 1),
+        ("stage <- algorithm (correct)", 1),
+        ("stage <- stage (correct)", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(shape, expected);
+    // Without timing the latest correct kernel is the best: the last stage.
+    let best = state.best.unwrap();
+    assert!(
+        matches!(&state.candidates[&best].kind, CandidateKind::Stage { name, .. } if name == "memory_and_tuning")
+    );
+    assert_eq!(state.stages.len(), 3);
+    assert!(state.stages.iter().all(|s| s.accepted));
+
+    // Event sequence: starts, runs, ends; every call finished; sequence numbers dense.
+    let records = session.read_events().unwrap().records;
+    assert!(matches!(records[0].event, Event::SessionStarted { .. }));
+    assert!(records.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+    assert!(matches!(
+        records.last().unwrap().event,
+        Event::StateChanged {
+            state: EngineState::Finished
+        }
+    ));
+    assert!(state.calls.values().all(|c| c.ok == Some(true)));
+    assert!(!records.iter().any(|r| r.event.is_transient()));
+
+    // Files.
+    for file in [
+        "session.json",
+        "task.py",
+        "best_kernel.py",
+        "summary.json",
+        "usage.csv",
+        "report.md",
+        "console.log",
+    ] {
+        assert!(session.file(file).is_file(), "{file} missing");
+    }
+    for c in state.candidates.values() {
+        assert!(session.file(&c.file).is_file());
+        assert!(session.file(c.eval_file.as_ref().unwrap()).is_file());
+    }
+    for call in state.calls.values() {
+        assert!(session.file(&call.prompt_file).is_file());
+        assert!(session.file(call.response_file.as_ref().unwrap()).is_file());
+    }
+    let best_code = session.read_file("best_kernel.py").unwrap();
+    assert!(best_code.contains("stage kernel memory_and_tuning"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&session.read_file("summary.json").unwrap()).unwrap();
+    assert_eq!(summary["best"]["id"], best);
+    let usage = session.read_file("usage.csv").unwrap();
+    assert_eq!(
+        usage.lines().count(),
+        11,
+        "a header and one row per call:\n{usage}"
+    );
+    let description = session.read_file("session.json").unwrap();
+    assert!(!description.to_lowercase().contains("api_key"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_worth_optimizing_skips_the_optimization() {
+    let script: Script = Arc::new(|step, _u, _n| match step {
+        Step::Analysis => analysis_json("no"),
+        Step::Stage(name) => fenced(&relu_ok(name)),
+        _ => fenced(&relu_ok("seed")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, out) = tokio::task::spawn_blocking(move || {
+        let out = run.run("relu.py", &["--seeds", "1", "--stages", "block_tiling"]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("not worth optimizing: memory bound"),
+        "{stdout}"
+    );
+    assert_eq!(mock.count(Step::Optimize), 0);
+    assert_eq!(mock.count(Step::Stage("block_tiling")), 1);
+    let state = state_of(&run.session());
+    assert!(
+        state
+            .candidates
+            .values()
+            .all(|c| !matches!(c.kind, CandidateKind::Algorithm))
+    );
+    let analysis = state
+        .candidates
+        .values()
+        .find_map(|c| c.analysis.clone())
+        .unwrap();
+    assert_eq!(analysis["worth_optimizing"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_kernel_skips_the_stages() {
+    let rnn = fixture_kernel("rnn_hidden_ok.py");
+    let script: Script = Arc::new(move |step, _u, _n| match step {
+        Step::Analysis => analysis_json("no"),
+        _ => fenced(&rnn),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, out) = tokio::task::spawn_blocking(move || {
+        let out = run.run("rnn_hidden.py", &["--seeds", "1"]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("is a persistent kernel"), "{stdout}");
+    for stage in ["grid_and_parallel", "block_tiling", "memory_and_tuning"] {
+        assert_eq!(mock.count(Step::Stage(stage)), 0);
+    }
+    let state = state_of(&run.session());
+    let (persistent, reasons) = state
+        .candidates
+        .values()
+        .find_map(|c| c.persistent.clone())
+        .unwrap();
+    assert!(persistent);
+    assert!(!reasons.is_empty());
+    assert!(state.stages.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_answers_are_handled_and_logged() {
+    let matmul = fixture_kernel("matmul_ok.py");
+    let script: Script = Arc::new(move |step, _u, nth| match step {
+        Step::Seed if nth == 1 => "I am sorry, I cannot write that kernel.".to_string(),
+        // An answer for another task: a matmul kernel for the ReLU task.
+        Step::Seed => fenced(&format!("# MOCK-BROKEN\n{matmul}")),
+        Step::Repair => fenced(&relu_ok("repaired")),
+        Step::Analysis => "Analysis: it is fine. {worth_optimizing: maybe".to_string(),
+        // Cut off mid-answer: the stream ends without [DONE] and the fence is not closed.
+        Step::Stage(_) => format!("TRUNCATE:Here:\n```python\n{}", relu_ok("truncated stage")),
+        Step::Optimize => fenced(&relu_ok("opt")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, out) = tokio::task::spawn_blocking(move || {
+        let out = run.run("relu.py", &["--stages", "block_tiling"]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let console = run.session().read_file("console.log").unwrap();
+    assert!(
+        console.contains("no code")
+            || console.contains("No code")
+            || console.contains("code block"),
+        "{console}"
+    );
+    assert!(
+        console.contains("the analysis answer is unusable"),
+        "{console}"
+    );
+    assert!(
+        console.contains("truncated") || console.contains("cut off"),
+        "{console}"
+    );
+    let state = state_of(&run.session());
+    // The other task's kernel failed and was repaired; the truncated stage kernel still ran.
+    assert!(
+        state
+            .candidates
+            .values()
+            .any(|c| matches!(c.kind, CandidateKind::Repair { .. }) && c.is_correct())
+    );
+    assert!(
+        state
+            .candidates
+            .values()
+            .any(|c| matches!(c.kind, CandidateKind::Stage { .. }) && c.is_correct())
+    );
+    assert_eq!(
+        mock.count(Step::Optimize),
+        0,
+        "no usable analysis, no optimization"
+    );
+}
+
+/// Waits until `pred` holds for the session's state (or panics after `limit`).
+fn wait_for(
+    run: &Run,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&SessionState) -> bool,
+) -> SessionState {
+    let start = Instant::now();
+    loop {
+        if let Some(dir) = std::fs::read_dir(run.sessions.path().join("s"))
+            .ok()
+            .and_then(|mut d| d.next())
+            && let Ok(session) = SessionDir::open(&dir.unwrap().path())
+        {
+            let state = state_of(&session);
+            if pred(&state) {
+                return state;
+            }
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_then_resume_reaches_the_same_tree_without_resending_answered_calls() {
+    // The reference tree, uninterrupted.
+    let reference_mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let reference = Run::new(&reference_mock);
+    let (reference, out) = tokio::task::spawn_blocking(move || {
+        let out = reference.run("relu.py", &[]);
+        (reference, out)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let expected = tree_shape(&state_of(&reference.session()));
+
+    type Point = (&'static str, fn(&SessionState) -> bool);
+    let points: [Point; 3] = [
+        ("after the first evaluation", |s| {
+            s.candidates.values().any(|c| c.eval.is_some())
+        }),
+        ("after the first analysis", |s| {
+            s.candidates.values().any(|c| c.analysis.is_some())
+        }),
+        ("during the stages", |s| {
+            s.calls
+                .values()
+                .any(|c| c.kind == kforge::engine::events::CallKind::Stage)
+        }),
+    ];
+    for (what, point) in points {
+        let mock = MockLlm::start(standard_script(), Duration::from_millis(300)).await;
+        let run = Run::new(&mock);
+        let (run, killed_at) = tokio::task::spawn_blocking(move || {
+            let mut child = run.spawn("relu.py", &[]);
+            let state = wait_for(&run, Duration::from_secs(120), what, point);
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            let _ = state;
+            let killed_at = state_of(&run.session());
+            (run, killed_at)
+        })
+        .await
+        .unwrap();
+        assert_ne!(
+            killed_at.state,
+            EngineState::Finished,
+            "killed {what}, before the end"
+        );
+        let answered = killed_at
+            .calls
+            .values()
+            .filter(|c| c.ok == Some(true))
+            .count();
+        let session = run.session().path.clone();
+        let config = run.config.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            kforge(&[
+                "resume",
+                session.to_str().unwrap(),
+                "--headless",
+                "--config",
+                config.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "resume {what}: {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let state = state_of(&run.session());
+        assert_eq!(state.state, EngineState::Finished, "{what}");
+        assert_eq!(tree_shape(&state), expected, "{what}");
+        // Every answered call was sent once: the mock saw exactly the calls of a full run
+        // plus those that were in flight (unanswered) when the process died.
+        let in_flight = killed_at.calls.values().filter(|c| c.ok.is_none()).count();
+        assert_eq!(
+            mock.total(),
+            reference_mock.total() + in_flight,
+            "{what}: answered {answered}"
+        );
+        assert_eq!(state.resumes, 1);
+        let log = text(&out.stdout);
+        if answered > 0 {
+            assert!(
+                log.contains("reusing the saved answer") || log.contains("reusing candidate"),
+                "{what}: {log}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_mode_gates_answered_through_the_control_file() {
+    let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, code) = tokio::task::spawn_blocking(move || {
+        let mut child = run.spawn(
+            "relu.py",
+            &["--mode", "step", "--seeds", "1", "--stages", ""],
+        );
+        let start = Instant::now();
+        let mut answered = std::collections::HashSet::new();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "step-mode run did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            let Ok(dir) = std::fs::read_dir(run.sessions.path().join("s")) else {
+                continue;
+            };
+            let Some(Ok(entry)) = dir.into_iter().next() else {
+                continue;
+            };
+            let Ok(session) = SessionDir::open(&entry.path()) else {
+                continue;
+            };
+            let state = state_of(&session);
+            let Some(gate) = state.open_gate().cloned() else {
+                continue;
+            };
+            if !answered.insert(gate.id) {
+                continue;
+            }
+            let decision = match gate.kind {
+                // The first prompt is rewritten by the person.
+                GateKind::LlmCall if gate.id == 1 => Decision::Rewrite {
+                    text: "REWRITTEN PROMPT: write a ReLU".into(),
+                },
+                // The seed kernel is edited before it is evaluated.
+                GateKind::Evaluation
+                    if !answered
+                        .iter()
+                        .any(|g| *g < gate.id && state.gates[g].kind == GateKind::Evaluation) =>
+                {
+                    Decision::Rewrite {
+                        text: relu_ok("edited by the person"),
+                    }
+                }
+                // No algorithm optimization.
+                GateKind::AlgorithmOptimization => Decision::Reject,
+                _ => Decision::Approve,
+            };
+            session
+                .send_command(&EngineCommand::Resolve {
+                    gate: gate.id,
+                    decision,
+                })
+                .unwrap();
+        };
+        (run, status.code())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0));
+    let prompts = mock.prompts();
+    assert_eq!(
+        prompts[0], "REWRITTEN PROMPT: write a ReLU",
+        "the rewritten prompt was sent"
+    );
+    assert_eq!(mock.count(Step::Analysis), 0, "rejected: no analysis");
+    let session = run.session();
+    let state = state_of(&session);
+    let seed = state
+        .candidates
+        .values()
+        .find(|c| matches!(c.kind, CandidateKind::Seed { .. }))
+        .unwrap();
+    assert!(
+        session
+            .read_file(&seed.file)
+            .unwrap()
+            .contains("edited by the person")
+    );
+    assert!(seed.is_correct());
+    let kinds: Vec<GateKind> = state.gates.values().map(|g| g.kind).collect();
+    assert!(kinds.contains(&GateKind::LlmCall) && kinds.contains(&GateKind::Evaluation));
+    assert!(
+        kinds.contains(&GateKind::AlgorithmOptimization) && kinds.contains(&GateKind::FinalBest)
+    );
+    assert!(state.gates.values().all(|g| g.decision.is_some()));
+    assert_eq!(state.best, Some(seed.id));
+}
+
+#[test]
+fn without_a_provider_run_checks_the_task_and_says_what_to_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kforge(&[
+        "run",
+        fixtures().join("tasks/relu.py").to_str().unwrap(),
+        "--cpu",
+    ])
+    .current_dir(dir.path())
+    .env("KFORGE_CONFIG_DIR", dir.path())
+    .env_remove("OPENAI_API_KEY")
+    .env_remove("DEEPSEEK_API_KEY")
+    .env_remove("ANTHROPIC_API_KEY")
+    .env_remove("OPENROUTER_API_KEY")
+    .output()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("task relu OK on cpu"),
+        "the evaluator ran: {stderr}"
+    );
+    assert!(
+        stderr.contains("DEEPSEEK_API_KEY"),
+        "names what to set: {stderr}"
+    );
+    assert!(stderr.contains("--provider manual"), "{stderr}");
+}
