@@ -465,6 +465,11 @@ static SELF_ATTR_CALL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^self\.(\w+)\s*\(").expect("valid regex"));
 static INDEXED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(.+?)((?:\[\s*-?\d+\s*\])+)$").expect("valid regex"));
+static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").expect("valid regex"));
+static MODULE_CLASS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:nn\.)?([A-Z]\w*)\s*\(").expect("valid regex"));
+static BATCH_FIRST: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"batch_first\s*=\s*True").expect("valid regex"));
 static RECURRENT_MODULE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:nn\.)?(GRU|LSTM|RNN)\s*\(").expect("valid regex"));
 
@@ -546,13 +551,8 @@ fn module_of(model_body: &[LogicalLine], attr: &str) -> Option<(String, bool)> {
         let class = RECURRENT_MODULE
             .captures(&value)
             .map(|c| c[1].to_string())
-            .or_else(|| {
-                Regex::new(r"(?:nn\.)?([A-Z]\w*)\s*\(")
-                    .ok()?
-                    .captures(&value)
-                    .map(|c| c[1].to_string())
-            })?;
-        let batch_first = Regex::new(r"batch_first\s*=\s*True").ok()?.is_match(&value);
+            .or_else(|| MODULE_CLASS.captures(&value).map(|c| c[1].to_string()))?;
+        let batch_first = BATCH_FIRST.is_match(&value);
         Some((class, batch_first))
     })
 }
@@ -586,8 +586,7 @@ fn describe_value(expr: &str, forward: &[LogicalLine], model_body: &[LogicalLine
     // The call whose result this is, and the element path taken from it.
     let mut source: Option<(String, Vec<usize>, Vec<Unpacked>)> = None;
     if let Some(m) = INDEXED.captures(expr) {
-        let path: Vec<usize> = Regex::new(r"\d+")
-            .expect("valid regex")
+        let path: Vec<usize> = DIGITS
             .find_iter(&m[2])
             .filter_map(|d| d.as_str().parse().ok())
             .collect();

@@ -169,7 +169,7 @@ const RULES: &[Rule] = &[
     Rule {
         categories: &["mismatch"],
         pattern: None,
-        hint: "Wrong values: check the masks on every load and store at tile edges, the strides used for each dimension (use `x.stride(i)`, or call `.contiguous()` first), that accumulation happens in fp32, that weights are used with the same layout as PyTorch (nn.Linear computes x @ W.T), and that the result is what `Model.forward` returns.",
+        hint: "Wrong values: check the masks on every load and store at tile edges, the strides used for each dimension (use `x.stride(i)`, or call `.contiguous()` first), that accumulation happens in fp32, that weights are used with the same layout as PyTorch (nn.Linear computes x @ W.T), and that the result is what `Model.forward` returns. `tl.dot` on fp32 inputs rounds through TF32 by default: if errors are small but above tolerance, pass `input_precision=\"ieee\"` (`allow_tf32=False` on older Triton).",
     },
     // --- crashes and hangs.
     Rule {
@@ -302,6 +302,7 @@ mod tests {
         );
         assert!(any(&shape, "Model.forward"), "{shape:?}");
         assert!(any(&shape, "accumulation happens in fp32"), "{shape:?}");
+        assert!(any(&shape, "input_precision"), "{shape:?}");
     }
 
     #[test]
