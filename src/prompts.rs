@@ -192,11 +192,12 @@ pub struct TimingInfo {
 }
 
 impl TimingInfo {
-    /// One line for prompts: `2.100 ms for the kernel vs 3.030 ms for PyTorch (1.44x, ...)`.
+    /// One line for prompts: `2.100 ms for this kernel vs 3.030 ms for the PyTorch reference
+    /// (speedup 1.44x: faster than PyTorch)`, or `not measured (...)`.
     pub fn describe(&self) -> String {
         if !self.meaningful {
-            return "not measured (the kernel ran on the CPU through Triton's interpreter, \
-                    which checks correctness only)"
+            return "not measured (no GPU timing in this run: on the CPU, Triton's interpreter \
+                    checks correctness only)"
                 .into();
         }
         match (self.kernel_ms, self.reference_ms) {

@@ -103,7 +103,7 @@ const RULES: &[Rule] = &[
         pattern: Some(
             r"boolean value of tensor|truth value|cannot convert.*to bool|unsupportedlanguageconstruct|python control flow|data-dependent",
         ),
-        hint: "Python `if`/`while` on a tensor value is not allowed inside a kernel: compute both branches and select with `tl.where(cond, a, b)`; only branch on `tl.constexpr` values or scalar arguments.",
+        hint: "Python `if`/`while` inside a kernel need a scalar condition: on a block of values compute both branches and select per element with `tl.where(cond, a, b)`; branch only on `tl.constexpr` values, scalar arguments or single loaded values.",
     },
     Rule {
         categories: COMPILE_LIKE,
