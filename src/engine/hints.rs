@@ -204,7 +204,9 @@ const RULES: &[Rule] = &[
     },
     Rule {
         categories: &["runtime"],
-        pattern: Some(r"expected all tensors to be on the same device|cpu|cuda"),
+        pattern: Some(
+            r"same device|cpu tensor|cannot be accessed from triton|device mismatch|on device cpu",
+        ),
         hint: "Tensors are on different devices: allocate outputs on the input's device (`torch.empty(..., device=x.device)`) and register weights as `nn.Parameter`s or buffers so `.to(device)` moves them.",
     },
     Rule {
@@ -359,6 +361,21 @@ mod tests {
         );
         assert!(any(&dot, "at least 16"), "{dot:?}");
         assert!(hints_for("cancelled", "whatever").is_empty());
+    }
+
+    #[test]
+    fn device_hint_only_for_device_errors() {
+        let h = hints_for(
+            "runtime",
+            "ValueError: Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)",
+        );
+        assert!(any(&h, "different devices"), "{h:?}");
+        let other = hints_for(
+            "runtime",
+            "File \"/usr/lib/python3/torch/cuda/__init__.py\", line 3\nTypeError: takes 2 positional arguments but 3 were given",
+        );
+        assert!(!any(&other, "different devices"), "{other:?}");
+        assert!(any(&other, "signature does not match"), "{other:?}");
     }
 
     #[test]
