@@ -192,11 +192,12 @@ pub struct TimingInfo {
 }
 
 impl TimingInfo {
-    /// One line for prompts: `2.100 ms for the kernel vs 3.030 ms for PyTorch (1.44x, ...)`.
+    /// One line for prompts: `2.100 ms for this kernel vs 3.030 ms for the PyTorch reference
+    /// (speedup 1.44x: faster than PyTorch)`, or `not measured (...)`.
     pub fn describe(&self) -> String {
         if !self.meaningful {
-            return "not measured (the kernel ran on the CPU through Triton's interpreter, \
-                    which checks correctness only)"
+            return "not measured (no GPU timing in this run: on the CPU, Triton's interpreter \
+                    checks correctness only)"
                 .into();
         }
         match (self.kernel_ms, self.reference_ms) {
@@ -465,6 +466,11 @@ static SELF_ATTR_CALL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^self\.(\w+)\s*\(").expect("valid regex"));
 static INDEXED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(.+?)((?:\[\s*-?\d+\s*\])+)$").expect("valid regex"));
+static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").expect("valid regex"));
+static MODULE_CLASS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?:nn\.)?([A-Z]\w*)\s*\(").expect("valid regex"));
+static BATCH_FIRST: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"batch_first\s*=\s*(True|False)\b").expect("valid regex"));
 static RECURRENT_MODULE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:nn\.)?(GRU|LSTM|RNN)\s*\(").expect("valid regex"));
 
@@ -515,11 +521,15 @@ fn strip_outer_parens(s: &str) -> &str {
 }
 
 /// What a recurrent module's output element means (`GRU`, `[1]`).
-fn recurrent_element(module: &str, path: &[usize], batch_first: bool) -> Option<String> {
-    let seq = if batch_first {
-        "(batch, seq_len, num_directions * hidden_size)"
-    } else {
-        "(seq_len, batch, num_directions * hidden_size)"
+/// `batch_first` is `None` when the constructor sets it from a variable (unknown here).
+fn recurrent_element(module: &str, path: &[usize], batch_first: Option<bool>) -> Option<String> {
+    let seq = match batch_first {
+        Some(true) => "(batch, seq_len, num_directions * hidden_size)",
+        Some(false) => "(seq_len, batch, num_directions * hidden_size)",
+        None => {
+            "(seq_len, batch, num_directions * hidden_size), or (batch, seq_len, ...) if the \
+             module is batch_first"
+        }
     };
     let output = format!(
         "the output sequence: the last layer's hidden state at every time step, shape {seq}"
@@ -538,21 +548,20 @@ fn recurrent_element(module: &str, path: &[usize], batch_first: bool) -> Option<
 }
 
 /// The module class of `self.<attr> = nn.X(...)` in `__init__`, and whether it is
-/// `batch_first`.
-fn module_of(model_body: &[LogicalLine], attr: &str) -> Option<(String, bool)> {
+/// `batch_first` (`None`: set from a variable, so unknown here).
+fn module_of(model_body: &[LogicalLine], attr: &str) -> Option<(String, Option<bool>)> {
     let assign = Regex::new(&format!(r"^self\.{}\s*=\s*(.+)$", regex::escape(attr))).ok()?;
     model_body.iter().find_map(|l| {
         let value = assign.captures(&l.code)?.get(1)?.as_str().to_string();
         let class = RECURRENT_MODULE
             .captures(&value)
             .map(|c| c[1].to_string())
-            .or_else(|| {
-                Regex::new(r"(?:nn\.)?([A-Z]\w*)\s*\(")
-                    .ok()?
-                    .captures(&value)
-                    .map(|c| c[1].to_string())
-            })?;
-        let batch_first = Regex::new(r"batch_first\s*=\s*True").ok()?.is_match(&value);
+            .or_else(|| MODULE_CLASS.captures(&value).map(|c| c[1].to_string()))?;
+        let batch_first = match BATCH_FIRST.captures(&value) {
+            Some(m) => Some(&m[1] == "True"),
+            None if value.contains("batch_first") => None,
+            None => Some(false),
+        };
         Some((class, batch_first))
     })
 }
@@ -580,14 +589,24 @@ fn unpack_targets(lhs: &str, prefix: &[usize], out: &mut Vec<Unpacked>) {
     }
 }
 
+/// At most `max` characters of an expression, for quoting it.
+fn shorten(expr: &str, max: usize) -> String {
+    if expr.chars().count() <= max {
+        return expr.to_string();
+    }
+    let mut s: String = expr.chars().take(max).collect();
+    s.push_str(" ...");
+    s
+}
+
 /// Describes one returned expression of `forward`.
 fn describe_value(expr: &str, forward: &[LogicalLine], model_body: &[LogicalLine]) -> String {
-    let expr = expr.trim();
+    let shortened = shorten(expr.trim(), 160);
+    let expr = shortened.as_str();
     // The call whose result this is, and the element path taken from it.
     let mut source: Option<(String, Vec<usize>, Vec<Unpacked>)> = None;
     if let Some(m) = INDEXED.captures(expr) {
-        let path: Vec<usize> = Regex::new(r"\d+")
-            .expect("valid regex")
+        let path: Vec<usize> = DIGITS
             .find_iter(&m[2])
             .filter_map(|d| d.as_str().parse().ok())
             .collect();
@@ -1123,6 +1142,29 @@ class Model(nn.Module):
             "{text}"
         );
         assert!(text.contains("shape (batch, seq_len,"), "{text}");
+
+        // KernelBench level 3: batch_first passed positionally from a variable.
+        let kb = "class Model(nn.Module):\n    def __init__(self, i, h, n=3, bias=True, batch_first=False):\n        super(Model, self).__init__()\n        self.gru = nn.GRU(i, h, n, bias, batch_first, dropout=0, bidirectional=True)\n        self.h0 = torch.randn((n * 2, 10, h))\n\n    def forward(self, x):\n        self.h0 = self.h0.to(x.device)\n        output, h_n = self.gru(x, self.h0)\n        return output\n";
+        let text = forward_returns(kb);
+        assert!(
+            text.contains(
+                "`output`: element [0] of what `self.gru(x, self.h0)` returns (an nn.GRU)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("or (batch, seq_len, ...) if the module is batch_first"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`h_n` (the final hidden state h_n), are not returned"),
+            "{text}"
+        );
+        let long = format!(
+            "class Model(nn.Module):\n    def forward(self, x):\n        return x + {}\n",
+            "x + ".repeat(100)
+        );
+        assert!(forward_returns(&long).len() < 300);
 
         let branches = "class Model(nn.Module):\n    def forward(self, x):\n        if x.dim() > 2:\n            return x.sum(0)\n        return x\n";
         let text = forward_returns(branches);

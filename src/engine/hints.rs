@@ -103,7 +103,7 @@ const RULES: &[Rule] = &[
         pattern: Some(
             r"boolean value of tensor|truth value|cannot convert.*to bool|unsupportedlanguageconstruct|python control flow|data-dependent",
         ),
-        hint: "Python `if`/`while` on a tensor value is not allowed inside a kernel: compute both branches and select with `tl.where(cond, a, b)`; only branch on `tl.constexpr` values or scalar arguments.",
+        hint: "Python `if`/`while` inside a kernel need a scalar condition: on a block of values compute both branches and select per element with `tl.where(cond, a, b)`; branch only on `tl.constexpr` values, scalar arguments or single loaded values.",
     },
     Rule {
         categories: COMPILE_LIKE,
@@ -169,7 +169,7 @@ const RULES: &[Rule] = &[
     Rule {
         categories: &["mismatch"],
         pattern: None,
-        hint: "Wrong values: check the masks on every load and store at tile edges, the strides used for each dimension (use `x.stride(i)`, or call `.contiguous()` first), that accumulation happens in fp32, that weights are used with the same layout as PyTorch (nn.Linear computes x @ W.T), and that the result is what `Model.forward` returns.",
+        hint: "Wrong values: check the masks on every load and store at tile edges, the strides used for each dimension (use `x.stride(i)`, or call `.contiguous()` first), that accumulation happens in fp32, that weights are used with the same layout as PyTorch (nn.Linear computes x @ W.T), and that the result is what `Model.forward` returns. `tl.dot` on fp32 inputs rounds through TF32 by default: if errors are small but above tolerance, pass `input_precision=\"ieee\"` (`allow_tf32=False` on older Triton).",
     },
     // --- crashes and hangs.
     Rule {
@@ -204,7 +204,9 @@ const RULES: &[Rule] = &[
     },
     Rule {
         categories: &["runtime"],
-        pattern: Some(r"expected all tensors to be on the same device|cpu|cuda"),
+        pattern: Some(
+            r"same device|cpu tensor|cannot be accessed from triton|device mismatch|on device cpu",
+        ),
         hint: "Tensors are on different devices: allocate outputs on the input's device (`torch.empty(..., device=x.device)`) and register weights as `nn.Parameter`s or buffers so `.to(device)` moves them.",
     },
     Rule {
@@ -302,6 +304,7 @@ mod tests {
         );
         assert!(any(&shape, "Model.forward"), "{shape:?}");
         assert!(any(&shape, "accumulation happens in fp32"), "{shape:?}");
+        assert!(any(&shape, "input_precision"), "{shape:?}");
     }
 
     #[test]
@@ -358,6 +361,21 @@ mod tests {
         );
         assert!(any(&dot, "at least 16"), "{dot:?}");
         assert!(hints_for("cancelled", "whatever").is_empty());
+    }
+
+    #[test]
+    fn device_hint_only_for_device_errors() {
+        let h = hints_for(
+            "runtime",
+            "ValueError: Pointer argument (at 0) cannot be accessed from Triton (cpu tensor?)",
+        );
+        assert!(any(&h, "different devices"), "{h:?}");
+        let other = hints_for(
+            "runtime",
+            "File \"/usr/lib/python3/torch/cuda/__init__.py\", line 3\nTypeError: takes 2 positional arguments but 3 were given",
+        );
+        assert!(!any(&other, "different devices"), "{other:?}");
+        assert!(any(&other, "signature does not match"), "{other:?}");
     }
 
     #[test]

@@ -15,10 +15,18 @@
 //! 2. **Loop-carried state.** Some variable `v` is assigned in the jit body before the loop
 //!    and re-assigned inside the loop from its own previous value, directly (`h = f(h)`) or
 //!    through values computed from it in the same iteration (`pre = dot(h, W); h = g(pre)`).
-//! 3. **Not a plain accumulator.** If every statement of the loop that reads `v` is a pure
-//!    accumulation of it (`v += e`, `v = v + e`, `v = tl.maximum(v, e)`, `e` independent of
-//!    `v`), `v` is a reduction (a sum, a running max, a pointer advanced by a stride), not
-//!    recurrent state.
+//! 3. **Not a plain accumulator.** If every update of `v` from its previous value is a pure
+//!    accumulation (`v += e`, `v = v + e`, `v = tl.maximum(v, e)`, with `e` not computed
+//!    from `v`), `v` is a reduction (a sum, a running max, a pointer advanced by a stride),
+//!    not recurrent state. `h = z * h + (1 - z) * n` with `z` computed from `h` is state.
+//! 4. **State through memory also counts.** A (non-tile) loop that stores through a pointer
+//!    and loads through the same pointer at addresses that do not move with the loop
+//!    variable (or only as `t % 2`, double buffering) passes state from one iteration to
+//!    the next in global memory: the layout of a persistent RNN whose grid covers hidden
+//!    tiles. A grid-stride loop over rows (`x_ptr + i * n_cols`) moves with its variable.
+//!
+//! Each match gives a reason naming the kernel, the loop and its line, and the carried
+//! variable or pointer with the lines where it is updated.
 //!
 //! A Python loop in `forward` that launches a kernel per time step never matches: only jit
 //! bodies are read. Known blind spots: a jit function made by `k = triton.jit(f)` without a
@@ -40,7 +48,7 @@ pub struct PersistentCheck {
 
 /// One logical line of Python source: physical lines joined across brackets, backslash
 /// continuations and triple-quoted strings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogicalLine {
     /// 1-based number of its first physical line.
     pub line: usize,
@@ -58,35 +66,23 @@ pub struct LogicalLine {
 /// Splits Python source into logical lines, skipping blank and comment-only ones.
 pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
     let mut out = Vec::new();
-    let mut text = String::new();
-    let mut code = String::new();
-    let mut comment = String::new();
+    // The logical line being read; its `line` and `indent` are set where it starts.
+    let mut cur = LogicalLine::default();
     let mut depth = 0usize;
     let mut line_no = 1usize;
-    let mut start_line = 1usize;
-    let mut indent = 0usize;
     let mut at_line_start = true;
     let chars: Vec<char> = source.chars().collect();
     let mut i = 0;
-    let flush = |out: &mut Vec<LogicalLine>,
-                 text: &mut String,
-                 code: &mut String,
-                 comment: &mut String,
-                 line: usize,
-                 indent: usize| {
-        let t = text.trim().to_string();
-        if !t.is_empty() || !comment.trim().is_empty() {
+    let finish = |cur: &mut LogicalLine, out: &mut Vec<LogicalLine>| {
+        let done = std::mem::take(cur);
+        if !done.code.trim().is_empty() {
             out.push(LogicalLine {
-                line,
-                indent,
-                text: t,
-                code: code.trim().to_string(),
-                comment: comment.trim().to_string(),
+                text: done.text.trim().to_string(),
+                code: done.code.trim().to_string(),
+                comment: done.comment.trim().to_string(),
+                ..done
             });
         }
-        text.clear();
-        code.clear();
-        comment.clear();
     };
     while i < chars.len() {
         let c = chars[i];
@@ -101,8 +97,8 @@ pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
                 };
                 i += 1;
             }
-            indent = col;
-            start_line = line_no;
+            cur.indent = col;
+            cur.line = line_no;
             at_line_start = false;
             continue;
         }
@@ -113,15 +109,15 @@ pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
                     .position(|&ch| ch == '\n')
                     .map_or(chars.len(), |p| i + p);
                 let body: String = chars[i + 1..end].iter().collect();
-                if !comment.is_empty() {
-                    comment.push(' ');
+                if !cur.comment.is_empty() {
+                    cur.comment.push(' ');
                 }
-                comment.push_str(body.trim());
+                cur.comment.push_str(body.trim());
                 i = end;
             }
             '\\' if chars.get(i + 1) == Some(&'\n') => {
-                text.push(' ');
-                code.push(' ');
+                cur.text.push(' ');
+                cur.code.push(' ');
                 line_no += 1;
                 i += 2;
             }
@@ -129,18 +125,11 @@ pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
                 line_no += 1;
                 i += 1;
                 if depth == 0 {
-                    flush(
-                        &mut out,
-                        &mut text,
-                        &mut code,
-                        &mut comment,
-                        start_line,
-                        indent,
-                    );
+                    finish(&mut cur, &mut out);
                     at_line_start = true;
                 } else {
-                    text.push(' ');
-                    code.push(' ');
+                    cur.text.push(' ');
+                    cur.code.push(' ');
                 }
             }
             '\'' | '"' => {
@@ -170,8 +159,8 @@ pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
                 let j = j.min(chars.len());
                 let literal: String = chars[i..j].iter().collect();
                 line_no += literal.matches('\n').count();
-                text.push_str(&literal);
-                code.push_str(&c.to_string().repeat(quote_len * 2));
+                cur.text.push_str(&literal);
+                cur.code.push_str(&c.to_string().repeat(quote_len * 2));
                 i = j;
             }
             _ => {
@@ -180,21 +169,13 @@ pub fn logical_lines(source: &str) -> Vec<LogicalLine> {
                     ')' | ']' | '}' => depth = depth.saturating_sub(1),
                     _ => {}
                 }
-                text.push(c);
-                code.push(c);
+                cur.text.push(c);
+                cur.code.push(c);
                 i += 1;
             }
         }
     }
-    flush(
-        &mut out,
-        &mut text,
-        &mut code,
-        &mut comment,
-        start_line,
-        indent,
-    );
-    out.retain(|l| !l.code.is_empty());
+    finish(&mut cur, &mut out);
     out
 }
 
@@ -447,6 +428,79 @@ fn carried_update(body: &[LogicalLine], v: &str) -> Option<(usize, bool)> {
     update_line.map(|line| (line, accumulation_only))
 }
 
+/// The pointer arguments (first arguments) of the `tl.<function>(...)` calls of a line.
+fn pointer_args<'a>(code: &'a str, function: &str) -> Vec<&'a str> {
+    let call = Regex::new(&format!(r"\btl\s*\.\s*{function}\s*\(")).expect("valid regex");
+    call.find_iter(code)
+        .filter_map(|m| {
+            let args = &code[m.end()..];
+            let mut depth = 0i32;
+            let end = args.char_indices().find_map(|(i, c)| match c {
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    None
+                }
+                ')' | ']' | '}' if depth == 0 => Some(i),
+                ')' | ']' | '}' => {
+                    depth -= 1;
+                    None
+                }
+                ',' if depth == 0 => Some(i),
+                _ => None,
+            })?;
+            Some(args[..end].trim())
+        })
+        .collect()
+}
+
+/// The first name of a pointer expression (`h_buf + b * H + cols` -> `h_buf`).
+fn pointer_base(expr: &str) -> Option<String> {
+    IDENT
+        .find(expr.trim_start_matches(|c: char| c == '(' || c.is_whitespace()))
+        .map(|m| m.as_str().to_string())
+}
+
+/// State carried through global memory: the loop stores through a pointer base and loads
+/// from the same base at addresses that do not move with the loop variable (or only
+/// through `t % n`, double buffering). Returns the base and the store and load lines.
+fn carried_through_memory(
+    body: &[LogicalLine],
+    loop_var: Option<&str>,
+) -> Option<(String, usize, usize)> {
+    let moves_with_loop = |expr: &str| -> bool {
+        let Some(var) = loop_var else {
+            return false;
+        };
+        let modulo = Regex::new(&format!(
+            r"\(?\s*\b{0}\b\s*(?:[+-]\s*\w+\s*)?\)?\s*%\s*\w+",
+            regex::escape(var)
+        ))
+        .expect("valid regex");
+        let word = Regex::new(&format!(r"\b{}\b", regex::escape(var))).expect("valid regex");
+        word.is_match(&modulo.replace_all(expr, " "))
+    };
+    let mut stores: Vec<(String, usize)> = Vec::new();
+    let mut loads: Vec<(String, usize)> = Vec::new();
+    for l in body {
+        for arg in pointer_args(&l.code, "store") {
+            if let Some(base) = pointer_base(arg) {
+                stores.push((base, l.line));
+            }
+        }
+        for arg in pointer_args(&l.code, "load") {
+            if let Some(base) = pointer_base(arg).filter(|_| !moves_with_loop(arg)) {
+                loads.push((base, l.line));
+            }
+        }
+    }
+    stores.iter().find_map(|(base, store)| {
+        loads
+            .iter()
+            .find(|(b, _)| b == base)
+            .map(|(_, load)| (base.clone(), *store, *load))
+    })
+}
+
 /// Why a loop header walks tiles of a reduction rather than time, if it does.
 fn tile_loop(header: &str, loop_var: Option<&str>, body: &[LogicalLine]) -> bool {
     if TILE_NAME.is_match(header) {
@@ -479,7 +533,7 @@ pub fn check(source: &str) -> PersistentCheck {
             if tile_loop(header, loop_var, loop_body) {
                 continue;
             }
-            // Variables assigned in the jit body before the loop (parameters too).
+            // Variables assigned in the jit body before the loop.
             let mut before: BTreeSet<String> = BTreeSet::new();
             for earlier in &body[..i] {
                 if let Some(a) = assignment(&earlier.code) {
@@ -494,6 +548,14 @@ pub fn check(source: &str) -> PersistentCheck {
                         f.name, f.line, l.text, l.line, v, update
                     ));
                 }
+            }
+            if let Some((base, store, load)) = carried_through_memory(loop_body, loop_var) {
+                reasons.push(format!(
+                    "kernel `{}` (line {}): loop `{}` at line {} carries state through memory: \
+                     it stores through `{base}` (line {store}) and loads from `{base}` at addresses \
+                     that do not move with the loop variable (line {load})",
+                    f.name, f.line, l.text, l.line
+                ));
             }
         }
     }
@@ -668,6 +730,49 @@ def k(x_ptr, out_ptr, T, H: tl.constexpr):
         tl.store(out_ptr + t * H + tl.arange(0, H), h)
 "#;
         assert!(!check(src).persistent, "{:?}", check(src));
+    }
+
+    #[test]
+    fn state_exchanged_through_a_global_buffer_matches_but_row_loops_do_not() {
+        // Grid over batch and hidden tiles: each step reads the whole previous state from a
+        // buffer and writes its own tile back.
+        let gru_tiles = r#"
+@triton.jit
+def gru_tile_kernel(gi_ptr, w_ptr, hbuf_ptr, sync_ptr, T, H: tl.constexpr, BLOCK_H: tl.constexpr):
+    b = tl.program_id(0)
+    j = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    k = tl.arange(0, H)
+    for t in range(T):
+        h_prev = tl.load(hbuf_ptr + b * H + k)
+        gh = tl.sum(tl.load(w_ptr + j[:, None] * H + k[None, :]) * h_prev[None, :], axis=1)
+        gi = tl.load(gi_ptr + (b * T + t) * H + j)
+        h_new = gi + gh
+        tl.store(hbuf_ptr + b * H + j, h_new)
+        tl.atomic_add(sync_ptr + t, 1)
+"#;
+        let r = check(gru_tiles);
+        assert!(r.persistent, "{r:?}");
+        assert!(
+            r.reasons[0].contains("stores through `hbuf_ptr` (line 12)")
+                && r.reasons[0].contains("(line 8)"),
+            "{:?}",
+            r.reasons
+        );
+        let double_buffered = gru_tiles
+            .replace("hbuf_ptr + b * H + k", "hbuf_ptr + (t % 2) * H + k")
+            .replace("hbuf_ptr + b * H + j", "hbuf_ptr + ((t + 1) % 2) * H + j");
+        assert!(check(&double_buffered).persistent);
+
+        // A grid-stride loop over rows, in place: the addresses move with the loop variable.
+        let rows = r#"
+@triton.jit
+def scale_rows(x_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    for i in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x = tl.load(x_ptr + i * n_cols + cols, mask=cols < n_cols)
+        tl.store(x_ptr + i * n_cols + cols, x * 2.0, mask=cols < n_cols)
+"#;
+        assert!(!check(rows).persistent, "{:?}", check(rows));
     }
 
     #[test]
