@@ -612,3 +612,90 @@ fn without_a_provider_run_checks_the_task_and_says_what_to_configure() {
     );
     assert!(stderr.contains("--provider manual"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_budget_ends_the_run_cleanly_with_everything_saved() {
+    let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let run = Run::new(&mock);
+    // Each mock answer reports 1200 tokens: the budget is gone after the two seeds.
+    let (run, out) = tokio::task::spawn_blocking(move || {
+        let out = run.run("relu.py", &["--max-tokens", "2000"]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a budget is not a failure: {stdout}"
+    );
+    assert!(stdout.contains("budget reached"), "{stdout}");
+    assert_eq!(mock.total(), 2, "no call after the budget");
+    let session = run.session();
+    let state = state_of(&session);
+    assert_eq!(state.state, EngineState::Stopped);
+    assert!(
+        state
+            .budget_exhausted
+            .as_deref()
+            .unwrap()
+            .contains("tokens")
+    );
+    for file in ["summary.json", "usage.csv", "report.md"] {
+        assert!(session.file(file).is_file(), "{file}");
+    }
+    // `kforge report` rewrites the report from the events alone.
+    std::fs::remove_file(session.file("report.md")).unwrap();
+    let out = kforge(&["report", session.path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(session.read_file("report.md").unwrap().contains("relu"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_cleanly_and_the_session_resumes() {
+    let mock = MockLlm::start(standard_script(), Duration::from_millis(500)).await;
+    let run = Run::new(&mock);
+    let (run, code) = tokio::task::spawn_blocking(move || {
+        let mut child = run.spawn("relu.py", &["--seeds", "1", "--stages", "block_tiling"]);
+        wait_for(
+            &run,
+            Duration::from_secs(120),
+            "the first evaluation",
+            |s| s.candidates.values().any(|c| c.eval.is_some()),
+        );
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let code = child.wait().unwrap().code();
+        (run, code)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(130));
+    let session = run.session();
+    let state = state_of(&session);
+    assert_eq!(state.state, EngineState::Stopped);
+    assert!(!session.is_live(), "the lock is released");
+    let config = run.config.clone();
+    let path = session.path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        kforge(&[
+            "resume",
+            path.to_str().unwrap(),
+            "--headless",
+            "--config",
+            config.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(state_of(&session).state, EngineState::Finished);
+}

@@ -368,44 +368,29 @@ impl Inner {
             );
         }
 
-        // 1-3. Seeds, evaluated and repaired, concurrently.
-        let seeds = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
-        let finals: Vec<Option<Evaluated>> = futures::future::join_all(seeds).await;
-        self.sync();
-        let runnable: Vec<Evaluated> = finals.into_iter().flatten().filter(|e| e.correct).collect();
-        if runnable.is_empty() && !self.stopping() {
+        // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis
+        // and optimization as soon as it has a correct kernel, without waiting for the
+        // other seeds' repairs.
+        self.evaluator.prepare(self.device).await;
+        let lineages = (1..=self.pipeline.seeds).map(|i| {
+            let inner = self.clone();
+            async move {
+                match inner.clone().seed_lineage(i).await {
+                    Some(seed) if seed.correct => {
+                        inner.algorithm_step(seed).await;
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        });
+        let correct = futures::future::join_all(lineages).await;
+        if !correct.contains(&true) && !self.stopping() {
             self.log(
                 LogLevel::Warn,
                 "engine",
                 "no seed produced a correct kernel",
             );
-        }
-
-        // 4-5. Algorithm analysis and optimization of runnable seeds.
-        let to_analyze: Vec<Evaluated> = runnable
-            .iter()
-            .filter(|e| match self.pipeline.analyze {
-                AnalyzeWhen::All => true,
-                AnalyzeWhen::Slow => e.score.is_none_or(|s| s < 1.0),
-            })
-            .cloned()
-            .collect();
-        if !to_analyze.is_empty() && !self.stopping() {
-            let question = format!(
-                "Run algorithm analysis and optimization on {} kernel(s)?",
-                to_analyze.len()
-            );
-            let go = self
-                .review_gate("algorithm", GateKind::AlgorithmOptimization, None, question)
-                .await;
-            if go {
-                let work = to_analyze
-                    .into_iter()
-                    .map(|e| self.clone().analyze_and_optimize(e));
-                futures::future::join_all(work).await;
-            } else {
-                self.log(LogLevel::Info, "analysis", "skipped by your decision");
-            }
         }
         self.sync();
 
@@ -632,6 +617,41 @@ impl Inner {
             }
         }
         Some(current)
+    }
+
+    /// Analysis and optimization of a correct seed, when the configuration (and, in
+    /// review mode, the person) wants it.
+    async fn algorithm_step(self: Arc<Self>, seed: Evaluated) {
+        let wanted = match self.pipeline.analyze {
+            AnalyzeWhen::All => true,
+            AnalyzeWhen::Slow => seed.score.is_none_or(|s| s < 1.0),
+        };
+        if !wanted || self.stopping() {
+            return;
+        }
+        let question = format!(
+            "Run algorithm analysis and optimization on candidate {} ({})?",
+            seed.id,
+            self.score_text(seed.id)
+        );
+        let key = format!("algorithm{}", seed.id);
+        if self
+            .review_gate(
+                &key,
+                GateKind::AlgorithmOptimization,
+                Some(seed.id),
+                question,
+            )
+            .await
+        {
+            self.analyze_and_optimize(seed).await;
+        } else {
+            self.log(
+                LogLevel::Info,
+                "analysis",
+                format!("candidate {}: skipped by your decision", seed.id),
+            );
+        }
     }
 
     async fn analyze_and_optimize(self: Arc<Self>, seed: Evaluated) {

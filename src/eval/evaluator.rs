@@ -225,6 +225,11 @@ impl Evaluator {
         tx
     }
 
+    /// Starts the device's worker and its server ahead of the first evaluation.
+    pub async fn prepare(&self, device: Device) {
+        self.worker(device).await;
+    }
+
     /// Stops all servers (workers end when their queues are dropped).
     pub async fn shutdown(&self) {
         self.workers.lock().await.clear();
@@ -240,6 +245,11 @@ async fn run_worker(
     mut server: Option<HarnessServer>,
     mut jobs: mpsc::UnboundedReceiver<QueuedJob>,
 ) {
+    // Start the server now, while the first job is still being written (an LLM call,
+    // say): the import of torch and triton then costs the first evaluation nothing.
+    if server.is_none() {
+        server = evaluator.start_server(!device.is_gpu()).await.ok();
+    }
     while let Some(job) = jobs.recv().await {
         {
             let mut queued = evaluator.shared.queued.lock().await;
