@@ -28,18 +28,26 @@ fn main() {
     let config = mock.config(dir.path());
     let sessions = dir.path().join("sessions");
     let task = fixtures().join("tasks/relu.py");
+    // KFORGE_BENCH_DEVICE=N runs the session on that GPU; KFORGE_BIN names the binary
+    // when the bench runs away from its build tree.
+    let device: Vec<String> = match std::env::var("KFORGE_BENCH_DEVICE") {
+        Ok(n) => vec!["--device".into(), n],
+        Err(_) => vec!["--cpu".into()],
+    };
+    let bin =
+        std::env::var("KFORGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kforge").to_string());
     let started = Instant::now();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kforge"))
+    let out = std::process::Command::new(bin)
         .args([
             "run",
             task.to_str().unwrap(),
-            "--cpu",
             "--headless",
             "--seeds",
             "2",
             "--provider",
             "mock",
         ])
+        .args(&device)
         .arg("--config")
         .arg(&config)
         .arg("--sessions-dir")
@@ -80,7 +88,10 @@ fn main() {
         }
     }
     let sum = llm + evals;
-    println!("engine_session: 2 seeds, mock LLM answering after 2 s, CPU evaluator");
+    println!(
+        "engine_session: 2 seeds, mock LLM answering after 2 s, evaluator: {}",
+        device.join(" ")
+    );
     println!("  LLM calls        {calls:>3}   {llm:>7.2} s");
     println!("  evaluations      {evaluations:>3}   {evals:>7.2} s");
     println!("  sum of steps           {sum:>7.2} s");
@@ -89,4 +100,26 @@ fn main() {
         "  ratio wall / sum       {:>7.2}   (target <= 0.60)",
         wall / sum
     );
+    let state = kforge::session::state::SessionState::from_records(&records);
+    println!("  candidates (id kind parent status score):");
+    for c in state.candidates.values() {
+        let score = c
+            .score()
+            .map(|s| format!("{s:.3}x"))
+            .unwrap_or_else(|| "n/a".into());
+        let parent = c.parent.map(|p| p.to_string()).unwrap_or_default();
+        println!(
+            "    {:>3} {:<10} {:>6} {:<8?} {score}",
+            c.id,
+            c.kind.word(),
+            parent,
+            c.status
+        );
+    }
+    for s in &state.stages {
+        println!(
+            "  stage {:<20} accepted {:<5} {}",
+            s.stage, s.accepted, s.reason
+        );
+    }
 }

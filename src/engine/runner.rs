@@ -1489,11 +1489,11 @@ pub fn stage_verdict(
     match (accept, new, old) {
         (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
         (Accept::Improve, Some(new), Some(old)) if new > old => {
-            (true, format!("{old:.2}x -> {new:.2}x"))
+            (true, format!("{old:.3}x -> {new:.3}x"))
         }
         (Accept::Improve, Some(new), Some(old)) => (
             false,
-            format!("{old:.2}x -> {new:.2}x is no improvement: keeping the base"),
+            format!("{old:.3}x -> {new:.3}x is no improvement: keeping the base"),
         ),
         (Accept::Improve, _, _) => (true, "correct (no timing to compare)".to_string()),
     }
@@ -1549,7 +1549,7 @@ mod tests {
     fn regression_protection_keeps_the_faster_base() {
         assert_eq!(
             stage_verdict(Accept::Improve, true, Some(1.52), Some(1.41)),
-            (true, "1.41x -> 1.52x".to_string())
+            (true, "1.410x -> 1.520x".to_string())
         );
         let (accepted, reason) = stage_verdict(Accept::Improve, true, Some(1.30), Some(1.41));
         assert!(!accepted, "{reason}");

@@ -16,8 +16,13 @@ use axum::extract::State;
 use axum::http::{Response, StatusCode};
 use axum::routing::post;
 
+/// `tests/fixtures`; `KFORGE_REPO_ROOT` points elsewhere when a built bench runs on
+/// another machine (the GPU box).
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    let root = std::env::var_os("KFORGE_REPO_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf());
+    root.join("tests/fixtures")
 }
 
 pub fn fixture_kernel(name: &str) -> String {
