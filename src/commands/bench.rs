@@ -7,9 +7,10 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use tokio_util::sync::CancellationToken;
 
+use super::common::DeviceArgs;
 use crate::config::{Config, Executor};
 use crate::eval::suite::{self, Manifest};
-use crate::eval::{self, Device, EvalRequest, Evaluator};
+use crate::eval::{self, EvalRequest};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -45,23 +46,6 @@ pub enum BenchKind {
     },
 }
 
-#[derive(clap::Args, Debug)]
-pub struct DeviceArgs {
-    /// CUDA device index (default: the first GPU, else the CPU).
-    #[arg(long, conflicts_with = "cpu")]
-    pub device: Option<u32>,
-    #[arg(long)]
-    pub cpu: bool,
-}
-
-async fn pick_device(evaluator: &Evaluator, args: &DeviceArgs) -> Result<Device> {
-    Ok(match (args.cpu, args.device) {
-        (true, _) => Device::Cpu,
-        (false, Some(n)) => Device::Cuda(n),
-        (false, None) => evaluator.default_device().await?,
-    })
-}
-
 pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     let config = Config::load(config_file)?;
     let cache = crate::paths::cache_dir();
@@ -74,7 +58,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             runs,
             device,
         } => {
-            let device = pick_device(&evaluator, &device).await?;
+            let device = device.pick(&evaluator).await?;
             println!(
                 "eval-overhead: {} on {device}, {runs} evaluations per executor",
                 kernel.display()
@@ -124,7 +108,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             runs,
             device,
         } => {
-            let device = pick_device(&evaluator, &device).await?;
+            let device = device.pick(&evaluator).await?;
             let mut settings = config.eval.clone();
             settings.baseline_cache = false;
             println!(
@@ -166,7 +150,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             ExitCode::SUCCESS
         }
         BenchKind::Fixtures { manifest, device } => {
-            let device = pick_device(&evaluator, &device).await?;
+            let device = device.pick(&evaluator).await?;
             let manifest = Manifest::load(&manifest)?;
             let mut settings = config.eval.clone();
             settings.timeout_s = settings.timeout_s.min(120.0);

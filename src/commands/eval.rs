@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 
+use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
 use crate::eval::verdict::{self, Style};
-use crate::eval::{self, Category, Device, EvalError, EvalProgress, EvalRequest};
+use crate::eval::{self, Category, EvalError, EvalProgress, EvalRequest};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
@@ -18,25 +19,13 @@ pub struct EvalArgs {
     pub task: PathBuf,
     /// Candidate kernel file (`class ModelNew` launching @triton.jit kernels).
     pub kernel: PathBuf,
-    /// CUDA device index (default: the first GPU, or the CPU when there is none).
-    #[arg(long, value_name = "N", conflicts_with = "cpu")]
-    pub device: Option<u32>,
-    /// Run on the CPU through Triton's interpreter: correctness only.
-    #[arg(long)]
-    pub cpu: bool,
-    #[arg(long)]
-    pub atol: Option<f64>,
-    #[arg(long)]
-    pub rtol: Option<f64>,
-    /// Correctness trials with fresh seeded inputs.
-    #[arg(long)]
-    pub trials: Option<u32>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub check: CheckArgs,
     /// Most timed runs per model (a time budget may use fewer).
     #[arg(long)]
     pub timing_trials: Option<u32>,
-    /// Seconds before the evaluation process is killed.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<f64>,
     /// Check correctness only.
     #[arg(long)]
     pub no_timing: bool,
@@ -62,20 +51,9 @@ pub struct EvalArgs {
 impl EvalArgs {
     fn settings(&self, base: &EvalConfig) -> EvalConfig {
         let mut s = base.clone();
-        if let Some(v) = self.atol {
-            s.atol = v;
-        }
-        if let Some(v) = self.rtol {
-            s.rtol = v;
-        }
-        if let Some(v) = self.trials {
-            s.trials = v;
-        }
+        self.check.apply(&mut s);
         if let Some(v) = self.timing_trials {
             s.timing_trials = v;
-        }
-        if let Some(v) = self.timeout {
-            s.timeout_s = v;
         }
         if let Some(v) = self.seed {
             s.seed = v;
@@ -111,31 +89,7 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
 
-    let device = match (args.cpu, args.device) {
-        (true, _) => Device::Cpu,
-        (false, Some(n)) => {
-            let info = evaluator.device_info().await?;
-            let count = info
-                .get("devices")
-                .and_then(|d| d.as_array())
-                .map_or(0, |d| d.len());
-            if n as usize >= count {
-                bail!(
-                    "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
-                );
-            }
-            Device::Cuda(n)
-        }
-        (false, None) => {
-            let device = evaluator.default_device().await?;
-            if device == Device::Cpu {
-                eprintln!(
-                    "kforge: no CUDA device found: evaluating on the CPU through Triton's interpreter (correctness only)"
-                );
-            }
-            device
-        }
-    };
+    let device = args.device.pick(&evaluator).await?;
 
     let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
     request.timing = !args.no_timing;

@@ -3,6 +3,7 @@
 
 pub mod ask;
 pub mod bench;
+pub mod common;
 pub mod doctor;
 pub mod eval;
 pub mod providers;

@@ -10,12 +10,13 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig};
 use crate::engine::config::{Accept, AnalyzeWhen, PipelineConfig};
 use crate::engine::events::{Command, EngineState, Event, EventRecord, LogLevel, Mode};
 use crate::engine::llm_backend::LlmBackend;
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome, write_session_files};
-use crate::eval::{self, Device, EvalRequest, Evaluator};
+use crate::eval::{self, Device, EvalRequest};
 use crate::prompts::PromptSet;
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir};
@@ -63,24 +64,13 @@ pub struct RunArgs {
     pub eval: EvalFlags,
 }
 
-/// The evaluator's options, shared by `run` and `resume`.
+/// The evaluator's options for a session.
 #[derive(clap::Args, Debug, Default)]
 pub struct EvalFlags {
-    /// CUDA device index (default: the first GPU, else the CPU).
-    #[arg(long, value_name = "N", conflicts_with = "cpu")]
-    pub device: Option<u32>,
-    /// Evaluate on the CPU through Triton's interpreter (correctness only).
-    #[arg(long)]
-    pub cpu: bool,
-    #[arg(long)]
-    pub atol: Option<f64>,
-    #[arg(long)]
-    pub rtol: Option<f64>,
-    #[arg(long)]
-    pub trials: Option<u32>,
-    /// Seconds before an evaluation is killed.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub check: CheckArgs,
     /// Collect Nsight Compute metrics for correct kernels (GPU).
     #[arg(long)]
     pub profile: bool,
@@ -88,18 +78,7 @@ pub struct EvalFlags {
 
 impl EvalFlags {
     fn apply(&self, eval: &mut EvalConfig, pipeline: &mut PipelineConfig) {
-        if let Some(v) = self.atol {
-            eval.atol = v;
-        }
-        if let Some(v) = self.rtol {
-            eval.rtol = v;
-        }
-        if let Some(v) = self.trials {
-            eval.trials = v;
-        }
-        if let Some(v) = self.timeout {
-            eval.timeout_s = v;
-        }
+        self.check.apply(eval);
         if self.profile {
             pipeline.profile = true;
         }
@@ -168,7 +147,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
-    let device = pick_device(&evaluator, &args.eval).await?;
+    let device = args.eval.device.pick(&evaluator).await?;
 
     let backend = match backend {
         Ok(b) => b,
@@ -344,34 +323,6 @@ pub async fn report(args: ReportArgs, _config_file: Option<&Path>) -> Result<Exi
 
 fn load_prompts(config: &Config) -> Result<PromptSet> {
     crate::prompts::PromptSet::from_config(config)
-}
-
-async fn pick_device(evaluator: &Evaluator, flags: &EvalFlags) -> Result<Device> {
-    Ok(match (flags.cpu, flags.device) {
-        (true, _) => Device::Cpu,
-        (false, Some(n)) => {
-            let info = evaluator.device_info().await?;
-            let count = info
-                .get("devices")
-                .and_then(|d| d.as_array())
-                .map_or(0, |d| d.len());
-            if n as usize >= count {
-                bail!(
-                    "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
-                );
-            }
-            Device::Cuda(n)
-        }
-        (false, None) => {
-            let d = evaluator.default_device().await?;
-            if d == Device::Cpu {
-                eprintln!(
-                    "kforge: no CUDA device: kernels run through Triton's interpreter (correctness only, scores n/a)"
-                );
-            }
-            d
-        }
-    })
 }
 
 /// Runs the engine with the console log on stderr/stdout, Ctrl-C handling and the
