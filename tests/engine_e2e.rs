@@ -699,3 +699,90 @@ async fn ctrl_c_stops_cleanly_and_the_session_resumes() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(state_of(&session).state, EngineState::Finished);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_provider_waits_for_answer_files() {
+    let sessions = tempfile::tempdir().unwrap();
+    let root = sessions.path().join("s");
+    let task = fixtures().join("tasks/relu.py");
+    let mut child = kforge(&[
+        "run",
+        task.to_str().unwrap(),
+        "--cpu",
+        "--headless",
+        "--provider",
+        "manual",
+        "--seeds",
+        "1",
+        "--stages",
+        "",
+        "--sessions-dir",
+        root.to_str().unwrap(),
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let code = tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        let mut answered = std::collections::HashSet::new();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "manual run did not finish"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+            let Some(Ok(entry)) = std::fs::read_dir(&root).ok().and_then(|mut d| d.next()) else {
+                continue;
+            };
+            let Ok(session) = SessionDir::open(&entry.path()) else {
+                continue;
+            };
+            let state = state_of(&session);
+            for call in state.calls.values().filter(|c| c.ok.is_none()) {
+                if !answered.insert(call.id) {
+                    continue;
+                }
+                let prompt = session.read_file(&call.prompt_file).unwrap();
+                let answer = if call.kind == kforge::engine::events::CallKind::Analysis {
+                    assert!(prompt.contains("worth_optimizing"));
+                    analysis_json("no")
+                } else {
+                    fenced(&relu_ok("typed by the person"))
+                };
+                session
+                    .write_file(&format!("llm/{}.answer.md", call.id), answer.as_bytes())
+                    .unwrap();
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0));
+    let dir = std::fs::read_dir(sessions.path().join("s"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let session = SessionDir::open(&dir).unwrap();
+    let state = state_of(&session);
+    assert_eq!(state.state, EngineState::Finished);
+    let info = state.info.clone().unwrap();
+    assert_eq!(
+        (info.provider.as_str(), info.model.as_str()),
+        ("manual", "you")
+    );
+    assert!(
+        session
+            .read_file("best_kernel.py")
+            .unwrap()
+            .contains("typed by the person")
+    );
+    assert_eq!(state.total_cost(), Some(0.0), "the person costs nothing");
+    let console = session.read_file("console.log").unwrap();
+    assert!(console.contains("is yours: read"), "{console}");
+}

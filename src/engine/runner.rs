@@ -1136,6 +1136,19 @@ impl Inner {
             model,
             prompt_file: prompt_file.clone(),
         });
+        if matches!(self.llm, LlmBackend::Manual) {
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!(
+                    "call {call} is yours: read {} and write your answer to {}",
+                    self.session.file(&prompt_file).display(),
+                    self.session
+                        .file(&format!("llm/{call}.answer.md"))
+                        .display()
+                ),
+            );
+        }
         let token = self.control.call_token(call);
         let response_file = format!("llm/{call}.response.md");
         let reasoning_file = format!("llm/{call}.reasoning.md");
