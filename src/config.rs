@@ -19,6 +19,9 @@ pub struct Config {
     pub eval: EvalConfig,
     /// `[llm]`: providers, keys, timeouts, retries and prices (see `docs/llm.md`).
     pub llm: crate::llm::LlmConfig,
+    /// `[tui]`: theme, mouse, editor and keymap overrides (see `docs/tui.md`).
+    #[serde(default)]
+    pub tui: crate::tui::TuiConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,

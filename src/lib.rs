@@ -13,3 +13,4 @@ pub mod logging;
 pub mod paths;
 pub mod session;
 pub mod task;
+pub mod tui;

@@ -5,4 +5,5 @@ pub mod ask;
 pub mod bench;
 pub mod doctor;
 pub mod eval;
+pub mod open;
 pub mod providers;
