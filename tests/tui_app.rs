@@ -756,3 +756,41 @@ fn gate_kinds_are_described() {
         assert!(s.contains("gate 9") && s.contains("go on?"), "{s}");
     }
 }
+
+#[test]
+fn shown_files_reload_when_they_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    copy_dir(&fixture(), &dir);
+    let mut h = Harness::open(&dir, opts(120, 40)).unwrap();
+    h.key("4");
+    assert!(h.screen().contains("# stage prompt"));
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(dir.join("llm/10.prompt.md"), "# edited prompt template\n").unwrap();
+    h.input(Input::Tick);
+    assert!(
+        h.screen().contains("# edited prompt template"),
+        "{}",
+        h.screen()
+    );
+}
+
+#[test]
+fn open_refuses_what_it_cannot_show() {
+    let bin = env!("CARGO_BIN_EXE_kforge");
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .args(args)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["open", home.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a kforge session"));
+    let out = run(&["open", fixture().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
+}

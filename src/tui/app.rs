@@ -377,6 +377,11 @@ impl App {
             self.reload_theme(&self.theme.name.clone());
         }
         // Files on screen may have been rewritten (a prompt edited, a kernel replaced).
+        // A long browse fills the cache: drop it rather than stat hundreds of files.
+        if self.files.len() > 64 {
+            self.files.clear();
+            self.evals.clear();
+        }
         let mut changed = false;
         self.files.retain(|rel, (_, stamp, len)| {
             let meta = std::fs::metadata(self.session.file(rel)).ok();

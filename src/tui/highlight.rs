@@ -3,7 +3,7 @@
 //! backgrounds would paint over the terminal's and the diff colours.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
@@ -18,6 +18,9 @@ use syntect::util::LinesWithEndings;
 pub type Lines = Arc<Vec<Line<'static>>>;
 
 type Key = (u64, String);
+
+/// Highlighted files kept (a kernel is a few kB highlighted).
+const CACHE_ENTRIES: usize = 1024;
 
 /// A finished highlight job.
 #[derive(Debug)]
@@ -93,6 +96,8 @@ pub fn highlight_python(text: &str, theme: &str) -> Vec<Line<'static>> {
 /// Highlight cache and worker.
 pub struct Highlighter {
     cache: HashMap<Key, Lines>,
+    /// Insertion order, for evicting the oldest.
+    order: VecDeque<Key>,
     pending: HashSet<Key>,
     worker: Option<mpsc::Sender<Job>>,
     max_lines: usize,
@@ -103,6 +108,7 @@ impl Highlighter {
     pub fn sync(max_lines: usize) -> Highlighter {
         Highlighter {
             cache: HashMap::new(),
+            order: VecDeque::new(),
             pending: HashSet::new(),
             worker: None,
             max_lines,
@@ -126,6 +132,7 @@ impl Highlighter {
             .ok();
         Highlighter {
             cache: HashMap::new(),
+            order: VecDeque::new(),
             pending: HashSet::new(),
             worker: Some(tx),
             max_lines,
@@ -162,10 +169,15 @@ impl Highlighter {
     }
 
     fn insert(&mut self, key: Key, lines: Lines) {
-        if self.cache.len() >= 256 {
-            self.cache.clear();
+        while self.cache.len() >= CACHE_ENTRIES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            self.cache.remove(&old);
         }
-        self.cache.insert(key, lines);
+        if self.cache.insert(key.clone(), lines).is_none() {
+            self.order.push_back(key);
+        }
     }
 
     pub fn done(&mut self, done: Done) {

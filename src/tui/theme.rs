@@ -296,6 +296,24 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_file_is_noticed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("mine.toml");
+        std::fs::write(&p, "[styles]\nok = \"blue\"\n").unwrap();
+        let mut t = Theme::parse(&std::fs::read_to_string(&p).unwrap(), false).unwrap();
+        t.source = Some((p.clone(), mtime(&p)));
+        assert!(!t.changed_on_disk());
+        let later = SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert!(t.changed_on_disk());
+    }
+
+    #[test]
     fn unknown_roles_and_names_are_errors() {
         let err = Theme::parse("[styles]\nnope = \"red\"\n", false).unwrap_err();
         assert!(format!("{err:#}").contains("nope"));
