@@ -170,7 +170,11 @@ fn attach_to_a_running_session() {
     let _lock = session.lock().unwrap();
     let t = Tmux::start(
         "attach",
-        &format!("{} open {}", kforge(), dir.display()),
+        &format!(
+            "env EDITOR=\"sed -i '1i # edited by the test'\" {} open {}",
+            kforge(),
+            dir.display()
+        ),
         home.path(),
     );
     t.wait_for("attached");
@@ -199,8 +203,35 @@ fn attach_to_a_running_session() {
         assert!(Instant::now() < deadline, "no command in control.jsonl");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Up to the final-best gate, which edits a kernel: rewrite it in $EDITOR (a script
+    // that adds a line); the TUI suspends, the editor runs, the TUI comes back.
+    let gate3 = rest
+        .iter()
+        .position(|l| l.contains("gate_opened") && l.contains("\"gate\":3"))
+        .unwrap()
+        + 1;
+    for l in &rest[gate..gate3] {
+        writeln!(f, "{l}").unwrap();
+    }
+    f.flush().unwrap();
+    t.wait_for("Waiting for you — gate 3");
+    t.keys(&["e"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let c = std::fs::read_to_string(&control).unwrap_or_default();
+        if c.contains("rewrite") {
+            assert!(
+                c.contains("\"gate\":3") && c.contains("# edited by the test"),
+                "{c}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no rewrite in control.jsonl");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.wait_for("Candidates 9");
     // The rest of the run arrives live.
-    for l in &rest[gate..] {
+    for l in &rest[gate3..] {
         writeln!(f, "{l}").unwrap();
     }
     f.flush().unwrap();
