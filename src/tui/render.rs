@@ -352,8 +352,19 @@ fn draw_detail(app: &mut App, frame: &mut Frame, area: Rect) {
     let mut spans = Vec::new();
     let mut x = inner.x;
     app.areas.tabs.clear();
+    let full: usize = Tab::ALL.iter().map(|t| t.title().len() + 5).sum();
+    let compact = full > inner.width as usize;
     for (i, tab) in Tab::ALL.iter().enumerate() {
-        let label = format!(" {} {} ", i + 1, tab.title());
+        let label = if compact {
+            let short = match tab {
+                Tab::Compare => "Cmp",
+                Tab::Analysis => "Anl",
+                other => other.title(),
+            };
+            format!("{}{short}", i + 1)
+        } else {
+            format!(" {} {} ", i + 1, tab.title())
+        };
         let w = label.chars().count() as u16;
         app.areas.tabs.push((*tab, Rect::new(x, inner.y, w, 1)));
         x += w + 1;

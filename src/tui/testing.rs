@@ -133,7 +133,11 @@ impl Harness {
         records: &[EventRecord],
         options: HarnessOptions,
     ) -> Result<Harness> {
-        let theme = Theme::load(&options.theme, options.no_color)?;
+        // Embedded themes, so a user's theme files cannot change the snapshots.
+        let theme = match Theme::builtin(&options.theme, options.no_color) {
+            Some(t) => t,
+            None => Theme::load(&options.theme, options.no_color)?,
+        };
         let keymap = Keymap::with_overrides(&options.config.key_overrides())?;
         let clock = records.last().map(|r| r.ts);
         let app = App::new(
