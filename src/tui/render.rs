@@ -866,7 +866,16 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
         lines.extend(wrap(&r, width).into_iter().map(|l| Line::styled(l, style)));
     }
     let answer = if call.ok.is_none() {
-        Some(call.live_text.clone())
+        // Opened in the middle of a call: what streamed before is in the growing file.
+        if call.live_text.is_empty() {
+            Some(
+                app.file(&resp_file)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default(),
+            )
+        } else {
+            Some(call.live_text.clone())
+        }
     } else {
         call.response_file
             .clone()
