@@ -489,6 +489,24 @@ fn seg_spans(app: &App, text: &Segments, kind: RowKind, skip: usize) -> Vec<Span
     skip_cols(Line::from(spans), skip).spans
 }
 
+/// A diff row's text: context lines syntax highlighted (from the file's highlighted
+/// lines), changed lines in diff colours with the changed words emphasized.
+fn row_spans(
+    app: &App,
+    text: &Segments,
+    kind: RowKind,
+    line_no: Option<usize>,
+    highlighted: &[Line<'static>],
+    skip: usize,
+) -> Vec<Span<'static>> {
+    if kind == RowKind::Context
+        && let Some(line) = line_no.and_then(|n| highlighted.get(n.wrapping_sub(1)))
+    {
+        return skip_cols(line.clone(), skip).spans;
+    }
+    seg_spans(app, text, kind, skip)
+}
+
 fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
     let Some((diff, base, sel)) = app.current_diff() else {
         let msg = if app.selected.is_some() {
@@ -507,6 +525,10 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
         );
         return;
     };
+    let old_text = app.candidate_code(base).unwrap_or_else(|| Arc::from(""));
+    let new_text = app.candidate_code(sel).unwrap_or_else(|| Arc::from(""));
+    let old_hl = code_lines(app, &old_text);
+    let new_hl = code_lines(app, &new_text);
     let against = if app.marked == Some(base) {
         "marked"
     } else {
@@ -588,7 +610,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                         ),
                         Span::styled(format!("{sign} "), sign_style),
                     ];
-                    spans.extend(seg_spans(app, &r.text, r.kind, hs));
+                    spans.extend(row_spans(app, &r.text, r.kind, r.new_no, &new_hl, hs));
                     Line::from(spans)
                 })
                 .collect();
@@ -614,7 +636,9 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                         r_lines.push(Line::styled(t.clone(), app.theme.get("diff_hunk")));
                     }
                     SideRow::Pair(l, r) => {
-                        for (half, out) in [(l, &mut l_lines), (r, &mut r_lines)] {
+                        for (half, out, hl) in
+                            [(l, &mut l_lines, &old_hl), (r, &mut r_lines, &new_hl)]
+                        {
                             out.push(match half {
                                 None => Line::from(""),
                                 Some(hf) => {
@@ -622,7 +646,14 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                                         format!("{:>4} ", hf.no),
                                         app.theme.get("line_number"),
                                     )];
-                                    spans.extend(seg_spans(app, &hf.text, hf.kind, hs));
+                                    spans.extend(row_spans(
+                                        app,
+                                        &hf.text,
+                                        hf.kind,
+                                        Some(hf.no),
+                                        hl,
+                                        hs,
+                                    ));
                                     Line::from(spans)
                                 }
                             });
