@@ -339,6 +339,15 @@ fn read_only_sessions_send_nothing() {
 }
 
 #[test]
+fn ctrl_z_suspends_through_the_host() {
+    let mut h = open(120, 40);
+    let frames = h.frames;
+    h.key("ctrl-z");
+    assert_eq!(h.host.suspends, 1);
+    assert!(h.frames > frames, "redrawn after coming back");
+}
+
+#[test]
 fn copy_goes_through_the_host() {
     let mut h = open(120, 40);
     h.key("y");

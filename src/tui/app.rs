@@ -49,6 +49,8 @@ pub enum Effect {
         purpose: EditPurpose,
     },
     Quit(TuiExit),
+    /// Stop the process as Ctrl-Z would (the terminal restored first).
+    Suspend,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -841,6 +843,7 @@ impl App {
                 self.reload_theme(names[i]);
                 self.flash = Some(format!("theme {}", self.theme.name));
             }
+            Action::Suspend => self.effects.push(Effect::Suspend),
             Action::Collapse => {
                 if let Some(id) = sel {
                     let has_children = self.state.children(id).next().is_some();

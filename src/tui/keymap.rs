@@ -100,6 +100,7 @@ actions! {
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
     OpenGate, "open_gate", Global, ["a"], "answer the waiting gate";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
+    Suspend, "suspend", Global, ["ctrl-z"], "suspend to the shell (fg comes back)";
     Collapse, "collapse", Tree, ["h", "left"], "collapse / go to parent";
     Expand, "expand", Tree, ["l", "right"], "expand";
     Toggle, "toggle", Tree, ["space", "enter"], "collapse / expand";

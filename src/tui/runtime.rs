@@ -28,6 +28,10 @@ pub trait Host {
     fn copy(&mut self, text: &str) -> Result<()>;
     /// Opens `text` in an editor; `Ok(None)` when the editor failed or was aborted.
     fn edit(&mut self, text: &str, suffix: &str) -> Result<Option<String>>;
+    /// Suspends the process (Ctrl-Z) and returns once it is continued.
+    fn suspend(&mut self) -> Result<()> {
+        Ok(())
+    }
     fn begin_frame(&mut self) {}
     fn end_frame(&mut self) {}
 }
@@ -75,6 +79,13 @@ pub fn process<B: Backend>(
                 if app.flash.is_none() {
                     app.flash = flash;
                 }
+            }
+            Effect::Suspend => {
+                if let Err(e) = host.suspend() {
+                    app.flash = Some(format!("cannot suspend: {e:#}"));
+                }
+                terminal.clear().map_err(|e| anyhow!("{e}"))?;
+                app.dirty = true;
             }
             Effect::Quit(exit) => return Ok(Some(exit)),
         }
@@ -447,6 +458,21 @@ impl Host for TerminalHost {
             return Ok(None);
         }
         Ok(Some(std::fs::read_to_string(file.path())?))
+    }
+
+    fn suspend(&mut self) -> Result<()> {
+        self.input.pause();
+        restore_terminal();
+        // SIGTSTP to ourselves: the process stops here and goes on after `fg`.
+        let status = std::process::Command::new("kill")
+            .arg("-TSTP")
+            .arg(std::process::id().to_string())
+            .status();
+        let back = setup_terminal(self.mouse);
+        self.input.resume();
+        back?;
+        status.context("cannot run kill")?;
+        Ok(())
     }
 
     fn begin_frame(&mut self) {

@@ -36,6 +36,7 @@ pub struct RecordingHost {
     pub edits: Vec<String>,
     /// What the "editor" returns, in order (`None`: aborted). Empty: returns the input.
     pub edit_answers: VecDeque<Option<String>>,
+    pub suspends: usize,
 }
 
 impl Host for RecordingHost {
@@ -45,6 +46,10 @@ impl Host for RecordingHost {
     }
     fn copy(&mut self, text: &str) -> Result<()> {
         self.copies.push(text.to_string());
+        Ok(())
+    }
+    fn suspend(&mut self) -> Result<()> {
+        self.suspends += 1;
         Ok(())
     }
     fn edit(&mut self, text: &str, _suffix: &str) -> Result<Option<String>> {
