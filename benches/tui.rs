@@ -33,18 +33,22 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Process CPU time (user + system) in milliseconds, from /proc/self/stat.
+/// CPU time of every thread of this process, in milliseconds (ns resolution: the first
+/// field of /proc/self/task/*/schedstat). Threads that ended are not counted.
 fn cpu_ms() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // Fields 14 and 15 of the whole line are utime and stime; after ")" they are 12, 13
-    // (0-based 11, 12), in clock ticks (100 per second on Linux).
-    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
-    ticks as f64 * 10.0
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    ns as f64 / 1e6
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -229,7 +233,7 @@ fn main() {
     };
     let (cpu, _) = idle(false, &mut h);
     println!(
-        "idle {idle_secs} s (finished session, 1 s tick): CPU {cpu:.0} ms ({:.2}% of a core)",
+        "idle {idle_secs} s (finished session, 1 s tick): CPU {cpu:.2} ms ({:.3}% of a core)",
         cpu / (idle_secs as f64 * 10.0)
     );
     let mut h2 = Harness::open(
@@ -243,7 +247,7 @@ fn main() {
     .expect("harness");
     let (cpu, _) = idle(true, &mut h2);
     println!(
-        "idle {idle_secs} s (attached, 100 ms poll of events.jsonl): CPU {cpu:.0} ms ({:.2}% of a core)",
+        "idle {idle_secs} s (attached, 100 ms poll of events.jsonl): CPU {cpu:.2} ms ({:.3}% of a core)",
         cpu / (idle_secs as f64 * 10.0)
     );
 }
