@@ -24,6 +24,7 @@ pub struct OpenArgs {
     /// Capture the mouse (clicks select, the wheel scrolls).
     #[arg(long, conflicts_with = "no_mouse")]
     pub mouse: bool,
+    /// Leave the mouse to the terminal (overrides [tui] mouse = true).
     #[arg(long)]
     pub no_mouse: bool,
     /// Never send commands, even to a live session.
