@@ -504,6 +504,41 @@ fn pause_resume_and_cancel() {
 }
 
 #[test]
+fn the_person_answers_calls_of_the_manual_provider() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("A");
+    assert!(h.screen().contains("no call of the manual provider"));
+    h.event(Event::LlmCallStarted {
+        call: 11,
+        kind: CallKind::Repair,
+        candidate: Some(9),
+        provider: "manual".into(),
+        model: "you".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    h.key("1"); // clears the message line
+    assert!(h.screen().contains("A answer the call"), "{}", h.screen());
+    h.host.edit_answers.push_back(Some(format!(
+        "the prompt, edited\n{}\n```python\nprint(1)\n```\n",
+        kforge::tui::app::ANSWER_MARKER
+    )));
+    h.key("A");
+    assert!(h.host.edits[0].starts_with("# stage prompt"));
+    assert_eq!(
+        h.host.commands,
+        vec![Command::ManualAnswer {
+            call: 11,
+            text: "```python\nprint(1)\n```\n".into()
+        }]
+    );
+    // Leaving only the marker sends nothing.
+    h.key("A");
+    assert_eq!(h.host.commands.len(), 1);
+    assert!(h.screen().contains("empty answer"));
+}
+
+#[test]
 fn quitting_a_live_run_asks_first() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
     h.keys(&["esc", "q"]);

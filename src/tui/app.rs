@@ -57,10 +57,18 @@ pub enum Effect {
 pub enum EditPurpose {
     Repair(CandidateId),
     Optimize(CandidateId),
-    Manual { parent: Option<CandidateId> },
+    Manual {
+        parent: Option<CandidateId>,
+    },
     GateRewrite(GateId),
+    /// The answer of a call of the `manual` provider.
+    ManualAnswer(CallId),
     Filter,
 }
+
+/// The line that separates the prompt (dropped) from the answer in a manual answer file.
+pub const ANSWER_MARKER: &str =
+    "----- kforge: write the answer below this line; everything above it is dropped -----";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
@@ -614,6 +622,18 @@ impl App {
             EditPurpose::GateRewrite(gate) => {
                 self.resolve(gate, Decision::Rewrite { text });
             }
+            EditPurpose::ManualAnswer(call) => {
+                let answer = match text.split_once(ANSWER_MARKER) {
+                    Some((_, after)) => after.trim_start_matches(['\r', '\n']).to_string(),
+                    None => text,
+                };
+                if answer.trim().is_empty() {
+                    self.flash = Some("empty answer: nothing sent".into());
+                } else {
+                    self.send(Command::ManualAnswer { call, text: answer });
+                    self.flash = Some(format!("answer to call #{call} sent"));
+                }
+            }
         }
     }
 
@@ -844,6 +864,25 @@ impl App {
                 self.flash = Some(format!("theme {}", self.theme.name));
             }
             Action::Suspend => self.effects.push(Effect::Suspend),
+            Action::AnswerCall => {
+                if self.options.read_only {
+                    self.flash = Some("read-only: this session is not running".into());
+                    return;
+                }
+                let Some(call) = self.manual_call().cloned() else {
+                    self.flash = Some("no call of the manual provider is waiting".into());
+                    return;
+                };
+                let prompt = self
+                    .file(&call.prompt_file)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                self.effects.push(Effect::Edit {
+                    text: format!("{prompt}\n{ANSWER_MARKER}\n"),
+                    suffix: ".md",
+                    purpose: EditPurpose::ManualAnswer(call.id),
+                });
+            }
             Action::Collapse => {
                 if let Some(id) = sel {
                     let has_children = self.state.children(id).next().is_some();
@@ -1207,6 +1246,15 @@ impl App {
             return calls.get(self.call_index.min(calls.len() - 1)).copied();
         }
         self.state.calls.values().rev().find(|c| c.ok.is_none())
+    }
+
+    /// The call of the `manual` provider waiting for the person's answer: the one shown
+    /// in the LLM tab if it is one, else the newest.
+    pub fn manual_call(&self) -> Option<&Call> {
+        let waiting = |c: &&Call| c.ok.is_none() && c.provider == "manual";
+        self.shown_call()
+            .filter(waiting)
+            .or_else(|| self.state.calls.values().rev().find(waiting))
     }
 
     /// A session file's text, cached (re-read when it changes on disk, checked on ticks).

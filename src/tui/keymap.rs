@@ -99,6 +99,7 @@ actions! {
     PauseResume, "pause_resume", Global, ["P"], "pause / resume the engine";
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
     OpenGate, "open_gate", Global, ["a"], "answer the waiting gate";
+    AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
     Suspend, "suspend", Global, ["ctrl-z"], "suspend to the shell (fg comes back)";
     Collapse, "collapse", Tree, ["h", "left"], "collapse / go to parent";

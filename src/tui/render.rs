@@ -1363,6 +1363,10 @@ fn hint_actions(app: &App) -> Vec<(Action, &'static str)> {
             (Action::Later, "later"),
         ];
     }
+    if app.can_act() && app.manual_call().is_some() {
+        // Urgent: the run waits for it.
+        v.push((Action::AnswerCall, "answer the call"));
+    }
     v.push((Action::FocusNext, "pane"));
     match app.focus {
         Focus::Tree => v.extend([
