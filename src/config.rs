@@ -21,6 +21,9 @@ pub struct Config {
     pub llm: crate::llm::LlmConfig,
     /// `[pipeline]`: the optimization pipeline's counts, stages, budgets and mode.
     pub pipeline: crate::engine::config::PipelineConfig,
+    /// `[tui]`: theme, mouse, editor and keymap overrides (see `docs/tui.md`).
+    #[serde(default)]
+    pub tui: crate::tui::TuiConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,

@@ -15,3 +15,4 @@ pub mod prompts;
 pub mod report;
 pub mod session;
 pub mod task;
+pub mod tui;

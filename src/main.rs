@@ -40,6 +40,8 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// List the configured providers, the default, and whether each key is present.
     Providers(commands::providers::ProvidersArgs),
+    /// Browse a session in the TUI; attach to it live if another process is running it.
+    Open(commands::open::OpenArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
             Command::Ask(args) => commands::ask::run(args, config).await,
             Command::Bench(args) => commands::bench::run(args, config).await,
             Command::Providers(args) => commands::providers::run(args, config).await,
+            Command::Open(args) => commands::open::run(args, config).await,
         }
     });
     match result {

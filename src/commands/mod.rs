@@ -6,5 +6,6 @@ pub mod bench;
 pub mod common;
 pub mod doctor;
 pub mod eval;
+pub mod open;
 pub mod providers;
 pub mod run;

@@ -1,0 +1,61 @@
+//! The terminal UI (DESIGN.md section 6). It knows the engine only through its events
+//! and commands: `run_tui` takes a `TuiLink` (events so far, a channel of new ones, a
+//! command sender) and returns when the person quits.
+//!
+//! - `app`: state and input handling, no terminal; `render`: drawing;
+//! - `runtime`: the loop (terminal, input thread, draw throttling, `$EDITOR`, OSC 52);
+//! - `attach`: following a session that another process writes;
+//! - `theme`, `keymap`, `config`, `highlight`, `diff`, `editor`: the parts;
+//! - `testing`: a harness driving the real loop on a `TestBackend`, and big-session
+//!   generation for the benchmark.
+
+pub mod app;
+pub mod attach;
+pub mod config;
+pub mod diff;
+pub mod editor;
+pub mod highlight;
+pub mod keymap;
+pub mod render;
+pub mod runtime;
+pub mod testing;
+pub mod theme;
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use crate::engine::events::{Command, EventRecord};
+use crate::session::store::SessionDir;
+
+pub use config::TuiConfig;
+pub use runtime::run_tui;
+
+/// What the TUI needs from whoever runs it.
+pub struct TuiLink {
+    pub session_dir: SessionDir,
+    /// Events so far.
+    pub initial: Vec<EventRecord>,
+    /// New events, transient ones (LLM deltas, evaluation phases) included.
+    pub events: UnboundedReceiver<EventRecord>,
+    /// Where commands go; `None` = read-only (a finished session).
+    pub commands: Option<UnboundedSender<Command>>,
+}
+
+/// How the TUI ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuiExit {
+    /// The person quit; no run was active (finished, stopped, or read-only).
+    Quit,
+    /// The person quit (and confirmed) while the run was active: the engine should stop
+    /// cleanly, leaving the session resumable.
+    QuitWhileActive,
+    /// Attached to another process's run: the person left, the run goes on (unless a
+    /// `Stop` command was sent before).
+    Detached,
+}
+
+impl TuiExit {
+    /// Whether an in-process engine should stop now.
+    pub fn stop_engine(&self) -> bool {
+        matches!(self, TuiExit::QuitWhileActive)
+    }
+}

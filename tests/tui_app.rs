@@ -1,0 +1,846 @@
+//! The TUI on a recorded session (tests/fixtures/sessions/softmax, written by
+//! make_softmax.py): insta snapshots of every view, text and styles, at 120x40 and 80x24;
+//! key sequences through the real input handling, effects and drawing on `TestBackend`;
+//! the async loop itself; following a session another process appends to.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kforge::engine::events::{
+    CallKind, CandidateKind, Command, Decision, EngineState, Event, EventRecord, GateKind,
+};
+use kforge::session::store::SessionDir;
+use kforge::tui::TuiExit;
+use kforge::tui::app::{Focus, Input, Tab};
+use kforge::tui::config::{KeyList, TuiConfig};
+use kforge::tui::testing::{Harness, HarnessOptions, key_event, write_big_session};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/softmax")
+}
+
+fn records() -> Vec<EventRecord> {
+    SessionDir::open(&fixture())
+        .unwrap()
+        .read_events()
+        .unwrap()
+        .records
+}
+
+fn opts(width: u16, height: u16) -> HarnessOptions {
+    HarnessOptions {
+        width,
+        height,
+        ..Default::default()
+    }
+}
+
+/// The finished session, read-only.
+fn open(width: u16, height: u16) -> Harness {
+    Harness::open(&fixture(), opts(width, height)).unwrap()
+}
+
+/// The session cut just after the event matching `until`, as a live run (commands on).
+fn live_until(until: impl Fn(&Event) -> bool, mut o: HarnessOptions) -> Harness {
+    let all = records();
+    let end = all.iter().position(|r| until(&r.event)).unwrap() + 1;
+    o.read_only = false;
+    Harness::with_records(SessionDir::open(&fixture()).unwrap(), &all[..end], o).unwrap()
+}
+
+fn gate_opened(n: u32) -> impl Fn(&Event) -> bool {
+    move |e| matches!(e, Event::GateOpened { gate, .. } if *gate == n)
+}
+
+fn snapshot(h: &Harness) -> String {
+    format!("{}--- styles ---\n{}", h.screen(), h.styles())
+}
+
+fn code_of(id: u32) -> String {
+    let name = std::fs::read_dir(fixture().join("kernels"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| n.starts_with(&format!("{id}-")))
+        .unwrap();
+    std::fs::read_to_string(fixture().join("kernels").join(name)).unwrap()
+}
+
+/// Selects a candidate through the tree with keys (top, then down).
+fn select(h: &mut Harness, id: u32) {
+    h.key("g");
+    for _ in 0..20 {
+        if h.app.selected == Some(id) {
+            return;
+        }
+        h.key("j");
+    }
+    panic!("cannot reach #{id}");
+}
+
+// ------------------------------------------------------------------ snapshots
+
+type Setup = fn(&mut Harness);
+
+fn views() -> Vec<(&'static str, Setup)> {
+    vec![
+        ("code", |_| {}),
+        ("diff_unified", |h| h.key("2")),
+        ("diff_side_by_side", |h| h.keys(&["2", "s"])),
+        ("diff_marked", |h| {
+            select(h, 9);
+            h.key("m");
+            select(h, 2);
+            h.key("2");
+        }),
+        ("compare", |h| h.key("3")),
+        ("llm", |h| {
+            select(h, 4);
+            h.key("4");
+        }),
+        ("eval_correct", |h| h.key("5")),
+        ("eval_failed", |h| {
+            select(h, 1);
+            h.key("5");
+        }),
+        ("analysis", |h| {
+            select(h, 4);
+            h.key("6");
+        }),
+        ("help", |h| h.key("?")),
+        ("console_filter", |h| {
+            h.key("/");
+            h.type_text("stage");
+            h.key("enter");
+        }),
+        ("collapsed_tree", |h| {
+            select(h, 4);
+            h.key("space");
+        }),
+    ]
+}
+
+#[test]
+fn every_view_at_two_sizes() {
+    for (w, hgt) in [(120, 40), (80, 24)] {
+        for (name, setup) in views() {
+            let mut h = open(w, hgt);
+            setup(&mut h);
+            insta::assert_snapshot!(format!("{name}_{w}x{hgt}"), snapshot(&h));
+        }
+        // The gate dialog of a live run.
+        let mut h = live_until(gate_opened(3), opts(w, hgt));
+        insta::assert_snapshot!(format!("gate_{w}x{hgt}"), snapshot(&h));
+        // The quit confirmation of a live run.
+        h.keys(&["esc", "q"]);
+        insta::assert_snapshot!(format!("confirm_quit_{w}x{hgt}"), snapshot(&h));
+    }
+}
+
+#[test]
+fn other_themes_and_no_color() {
+    for theme in ["light", "high-contrast"] {
+        let mut o = opts(80, 24);
+        o.theme = theme.into();
+        let h = Harness::open(&fixture(), o).unwrap();
+        insta::assert_snapshot!(format!("theme_{theme}_80x24"), snapshot(&h));
+    }
+    let mut o = opts(80, 24);
+    o.no_color = true;
+    let h = Harness::open(&fixture(), o).unwrap();
+    let buf = h.buffer();
+    for cell in buf.content() {
+        assert!(
+            cell.fg == ratatui::style::Color::Reset && cell.bg == ratatui::style::Color::Reset,
+            "NO_COLOR painted {cell:?}"
+        );
+    }
+    // Selection still shows (reversed).
+    assert!(h.styles().contains("REVERSED"));
+}
+
+#[test]
+fn no_background_is_painted_by_default() {
+    let h = open(120, 40);
+    for cell in h.buffer().content() {
+        assert_eq!(cell.bg, ratatui::style::Color::Reset, "{cell:?}");
+    }
+}
+
+#[test]
+fn too_small_terminal_says_so_and_recovers() {
+    let mut h = open(120, 40);
+    h.resize(50, 12);
+    insta::assert_snapshot!("too_small_50x12", h.screen());
+    assert!(h.screen().contains("terminal too small"));
+    h.resize(80, 24);
+    assert!(h.screen().contains("Candidates 9"));
+}
+
+// ------------------------------------------------------------------ keys
+
+#[test]
+fn opens_on_the_best_and_navigates_the_tree() {
+    let mut h = open(120, 40);
+    assert_eq!(h.app.selected, Some(9));
+    h.key("g");
+    assert_eq!(h.app.selected, Some(1));
+    assert!(!h.app.follow, "moving stops following");
+    h.key("j");
+    assert_eq!(h.app.selected, Some(3));
+    h.key("h"); // a leaf: goes to the parent
+    assert_eq!(h.app.selected, Some(1));
+    h.key("h"); // collapses #1 and its subtree
+    assert!(!h.screen().contains("#3 rep"));
+    h.key("j");
+    assert_eq!(h.app.selected, Some(2), "collapsed rows are skipped");
+    h.keys(&["k", "l"]);
+    assert!(h.screen().contains("#3 rep"));
+    h.key("G");
+    assert_eq!(h.app.selected, Some(2));
+    assert!(h.app.follow, "G follows again");
+}
+
+#[test]
+fn chart_points_select_candidates() {
+    let mut h = open(120, 40);
+    h.key("tab");
+    assert_eq!(h.app.focus, Focus::Chart);
+    h.key("h");
+    assert_eq!(h.app.selected, Some(8));
+    h.key("g");
+    assert_eq!(h.app.selected, Some(1));
+    h.key("l");
+    assert_eq!(h.app.selected, Some(2));
+}
+
+#[test]
+fn tabs_switch_by_number_and_brackets() {
+    let mut h = open(120, 40);
+    for (k, tab) in [
+        ("2", Tab::Diff),
+        ("]", Tab::Compare),
+        ("]", Tab::Llm),
+        ("[", Tab::Compare),
+        ("6", Tab::Analysis),
+        ("]", Tab::Code),
+    ] {
+        h.key(k);
+        assert_eq!(h.app.tab, tab);
+    }
+}
+
+#[test]
+fn diff_uses_the_mark_and_walks_hunks() {
+    let mut h = open(120, 40);
+    h.key("2");
+    assert!(h.screen().contains("#7 (parent) → #9"));
+    assert!(h.screen().contains("hunk 1/2"));
+    h.keys(&["tab", "tab"]); // detail pane
+    h.key("n");
+    assert!(h.screen().contains("hunk 2/2"), "{}", h.screen());
+    h.key("n");
+    assert!(h.screen().contains("last hunk"));
+    h.key("N");
+    assert!(h.screen().contains("hunk 1/2"));
+    h.keys(&["tab", "tab"]); // back to the tree
+    select(&mut h, 1);
+    h.key("m");
+    select(&mut h, 4);
+    assert!(h.screen().contains("#1 (marked) → #4"));
+    h.key("s");
+    assert!(h.screen().contains("side by side"));
+    // Seeds have no parent: the Diff tab says how to get one.
+    h.keys(&["m", "m"]); // mark #4, then unmark it
+    select(&mut h, 2);
+    assert!(h.screen().contains("no parent"));
+}
+
+#[test]
+fn compare_puts_metrics_over_both_kernels() {
+    let mut h = open(120, 40);
+    select(&mut h, 8);
+    h.key("3");
+    let s = h.screen();
+    assert!(s.contains("#9 stage 3 memory_and_tuning"), "{s}");
+    assert!(s.contains("#8 stage 2 block_tiling"));
+    assert!(s.contains("1.520x") && s.contains("1.830x"));
+}
+
+#[test]
+fn llm_tab_switches_between_the_candidates_calls() {
+    let mut h = open(120, 40);
+    select(&mut h, 4);
+    h.key("4");
+    assert!(h.screen().contains("call #4 repair"));
+    assert!(h.screen().contains("(1/3"));
+    h.key(".");
+    assert!(h.screen().contains("call #5 analysis"));
+    h.key(",");
+    assert!(h.screen().contains("call #4 repair"));
+}
+
+#[test]
+fn console_filters_and_scrolls() {
+    let mut h = open(120, 40);
+    h.key("/");
+    h.type_text("stage 2");
+    // Live filtering while typing.
+    assert!(h.screen().contains("filter: stage 2"));
+    h.key("enter");
+    let s = h.screen();
+    assert!(s.contains("rejected #8"));
+    assert!(!s.contains("final best #9"));
+    assert_eq!(h.app.console_lines().len(), 3);
+    h.keys(&["backtab"]);
+    assert_eq!(h.app.focus, Focus::Console);
+    h.key("esc");
+    assert_eq!(h.app.console_filter, "");
+    h.key("g");
+    assert!(h.screen().contains("(scrolled)"));
+    assert!(h.screen().contains("session sessions/"));
+    h.key("G");
+    assert!(h.screen().contains("report written"));
+}
+
+#[test]
+fn help_comes_from_the_keymap_with_overrides() {
+    let mut config = TuiConfig::default();
+    config.keys.insert("quit".into(), KeyList::One("Q".into()));
+    config.keys.insert("theme".into(), KeyList::Many(vec![]));
+    let mut o = opts(120, 40);
+    o.config = config;
+    let mut h = Harness::open(&fixture(), o).unwrap();
+    h.key("?");
+    let s = h.screen();
+    assert!(
+        s.lines()
+            .any(|l| l.contains("  Q  ") && l.contains("quit (asks first")),
+        "{s}"
+    );
+    assert!(!s.contains("next theme"));
+    h.key("esc");
+    h.key("q");
+    assert_eq!(h.exit, None);
+    h.key("Q");
+    assert_eq!(h.exit, Some(TuiExit::Quit));
+}
+
+#[test]
+fn read_only_sessions_send_nothing() {
+    let mut h = open(120, 40);
+    for k in ["r", "o", "e", "v", "p", "F", "P", "a"] {
+        h.key(k);
+    }
+    assert!(h.host.commands.is_empty());
+    assert!(h.app.overlay.is_none());
+    h.key("r");
+    assert!(h.screen().contains("read-only"));
+}
+
+#[test]
+fn ctrl_z_suspends_through_the_host() {
+    let mut h = open(120, 40);
+    let frames = h.frames;
+    h.key("ctrl-z");
+    assert_eq!(h.host.suspends, 1);
+    assert!(h.frames > frames, "redrawn after coming back");
+}
+
+#[test]
+fn copy_goes_through_the_host() {
+    let mut h = open(120, 40);
+    h.key("y");
+    assert_eq!(h.host.copies, vec![code_of(9)]);
+    assert!(h.screen().contains("copied #9"));
+}
+
+#[test]
+fn gate_dialog_approves() {
+    let mut h = live_until(gate_opened(2), opts(120, 40));
+    assert!(h.screen().contains("Waiting for you — gate 2"));
+    assert!(h.screen().contains("Run the three tuning stages on #6"));
+    h.key("a");
+    assert_eq!(
+        h.host.commands,
+        vec![Command::Resolve {
+            gate: 2,
+            decision: Decision::Approve
+        }]
+    );
+    assert!(!h.screen().contains("Waiting for you"));
+}
+
+#[test]
+fn gate_dialog_rejects_and_can_wait() {
+    let mut h = live_until(gate_opened(1), opts(120, 40));
+    h.key("esc");
+    assert!(!h.screen().contains("Waiting for you"));
+    // Browsing while it waits.
+    h.key("g");
+    assert_eq!(h.app.selected, Some(1));
+    h.key("a");
+    assert!(h.screen().contains("Waiting for you — gate 1"));
+    h.key("n");
+    assert_eq!(
+        h.host.commands,
+        vec![Command::Resolve {
+            gate: 1,
+            decision: Decision::Reject
+        }]
+    );
+}
+
+#[test]
+fn gate_rewrite_in_the_editor_and_inline() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.host.edit_answers.push_back(Some("# rewritten\n".into()));
+    h.key("e");
+    assert_eq!(
+        h.host.edits,
+        vec![code_of(9)],
+        "the editor gets the gate's file"
+    );
+    assert_eq!(
+        h.host.commands,
+        vec![Command::Resolve {
+            gate: 3,
+            decision: Decision::Rewrite {
+                text: "# rewritten\n".into()
+            }
+        }]
+    );
+
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("i");
+    assert!(h.screen().contains("rewrite"));
+    h.type_text("# note");
+    h.key("ctrl-s");
+    let expected = format!("{}# note", code_of(9));
+    assert_eq!(
+        h.host.commands,
+        vec![Command::Resolve {
+            gate: 3,
+            decision: Decision::Rewrite { text: expected }
+        }]
+    );
+
+    // An unchanged edit sends nothing.
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("e");
+    assert!(h.host.commands.is_empty());
+    assert!(h.screen().contains("unchanged"));
+}
+
+#[test]
+fn candidate_actions_send_commands() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    select(&mut h, 1);
+    h.key("r");
+    h.type_text("use a constexpr BLOCK");
+    h.key("enter");
+    h.key("o");
+    h.type_text("two rows per program");
+    h.key("enter");
+    h.keys(&["v", "p", "F", "y"]);
+    h.host
+        .edit_answers
+        .push_back(Some("print('manual')\n".into()));
+    h.key("e");
+    h.key("E");
+    h.key("esc"); // cancels the inline editor
+    assert_eq!(
+        h.host.commands,
+        vec![
+            Command::Repair {
+                candidate: 1,
+                instruction: "use a constexpr BLOCK".into()
+            },
+            Command::Optimize {
+                candidate: 1,
+                instruction: "two rows per program".into()
+            },
+            Command::Reevaluate { candidate: 1 },
+            Command::Profile { candidate: 1 },
+            Command::MarkFinal { candidate: 1 },
+            Command::Manual {
+                parent: Some(1),
+                code: "print('manual')\n".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn pause_resume_and_cancel() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("P");
+    h.event(Event::StateChanged {
+        state: EngineState::Paused,
+    });
+    assert!(h.screen().contains("paused"));
+    h.key("P");
+    h.key("x"); // nothing in flight
+    assert!(h.screen().contains("no LLM call in flight"));
+    h.event(Event::LlmCallStarted {
+        key: String::new(),
+        call: 11,
+        kind: CallKind::Repair,
+        candidate: Some(9),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    h.key("x");
+    assert_eq!(
+        h.host.commands,
+        vec![
+            Command::Pause,
+            Command::Resume,
+            Command::CancelCall { call: Some(11) }
+        ]
+    );
+}
+
+#[test]
+fn the_person_answers_calls_of_the_manual_provider() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("A");
+    assert!(h.screen().contains("no call of the manual provider"));
+    h.event(Event::LlmCallStarted {
+        key: String::new(),
+        call: 11,
+        kind: CallKind::Repair,
+        candidate: Some(9),
+        provider: "manual".into(),
+        model: "you".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    h.key("1"); // clears the message line
+    assert!(h.screen().contains("A answer the call"), "{}", h.screen());
+    h.host.edit_answers.push_back(Some(format!(
+        "the prompt, edited\n{}\n```python\nprint(1)\n```\n",
+        kforge::tui::app::ANSWER_MARKER
+    )));
+    h.key("A");
+    assert!(h.host.edits[0].starts_with("# stage prompt"));
+    assert_eq!(
+        h.host.commands,
+        vec![Command::ManualAnswer {
+            call: 11,
+            text: "```python\nprint(1)\n```\n".into()
+        }]
+    );
+    // Leaving only the marker sends nothing.
+    h.key("A");
+    assert_eq!(h.host.commands.len(), 1);
+    assert!(h.screen().contains("empty answer"));
+}
+
+#[test]
+fn quitting_a_live_run_asks_first() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["esc", "q"]);
+    assert!(h.screen().contains("Quit while the run is active?"));
+    h.key("n");
+    assert_eq!(h.exit, None);
+    h.keys(&["q", "y"]);
+    assert_eq!(h.exit, Some(TuiExit::QuitWhileActive));
+    assert!(TuiExit::QuitWhileActive.stop_engine());
+
+    let mut o = opts(120, 40);
+    o.attached = true;
+    let mut h = live_until(gate_opened(3), o);
+    h.keys(&["esc", "q"]);
+    assert!(h.screen().contains("Detach?"));
+    h.key("s");
+    assert_eq!(h.host.commands, vec![Command::Stop]);
+    assert_eq!(h.exit, Some(TuiExit::Detached));
+}
+
+#[test]
+fn follows_new_candidates_until_the_user_moves() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    let created = |id| Event::CandidateCreated {
+        key: String::new(),
+        id,
+        parent: Some(9),
+        kind: CandidateKind::Manual,
+        file: format!("kernels/{id}-manual.py"),
+        call: None,
+    };
+    h.event(created(10));
+    assert_eq!(h.app.selected, Some(10));
+    h.key("k");
+    let here = h.app.selected;
+    h.event(created(11));
+    assert_eq!(h.app.selected, here);
+    assert!(h.screen().contains("#11 manual"));
+    h.key("f");
+    assert_eq!(h.app.selected, Some(11));
+}
+
+#[test]
+fn streaming_text_shows_live_and_redraws_only_when_visible() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(Event::LlmCallStarted {
+        key: String::new(),
+        call: 11,
+        kind: CallKind::Repair,
+        candidate: Some(9),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    // The Code tab is showing: deltas do not redraw.
+    let frames = h.frames;
+    let delta = |t: &str| Event::LlmDelta {
+        call: 11,
+        text: t.into(),
+        reasoning: String::new(),
+    };
+    h.event(delta("Here is "));
+    assert_eq!(h.frames, frames);
+    h.key("4");
+    h.key(".");
+    h.event(delta("the kernel."));
+    let s = h.screen();
+    assert!(s.contains("streaming…"), "{s}");
+    assert!(s.contains("Here is the kernel."));
+    assert!(h.frames > frames);
+    // Nothing changed: nothing drawn.
+    let frames = h.frames;
+    h.input(Input::Tick);
+    assert_eq!(h.frames, frames);
+}
+
+#[test]
+fn mouse_clicks_select_rows_and_tabs() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let mut h = open(120, 40);
+    let click = |column, row| {
+        Input::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    h.input(click(5, 1)); // first tree row
+    assert_eq!(h.app.selected, Some(1));
+    let (_, r) = h.app.areas.tabs[4];
+    h.input(click(r.x + 1, r.y));
+    assert_eq!(h.app.tab, Tab::Eval);
+}
+
+#[test]
+fn key_release_events_are_ignored() {
+    let mut h = open(120, 40);
+    let mut k = key_event("g");
+    k.kind = crossterm::event::KeyEventKind::Release;
+    h.input(Input::Key(k));
+    assert_eq!(h.app.selected, Some(9));
+}
+
+#[test]
+fn the_async_loop_runs_to_quit() {
+    use kforge::tui::runtime::run_loop;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut h = open(80, 24);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for k in ["g", "j", "2", "q"] {
+        tx.send(Input::Key(key_event(k))).unwrap();
+    }
+    let exit = rt.block_on(run_loop(&mut h.terminal, &mut h.app, &mut rx, &mut h.host));
+    assert_eq!(exit.unwrap(), TuiExit::Quit);
+    assert_eq!(h.app.selected, Some(3));
+    assert_eq!(h.app.tab, Tab::Diff);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn attach_follows_appended_events_and_growing_answers() {
+    use kforge::tui::attach;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    copy_dir(&fixture(), &dir);
+    // Start from the first 20 events, with half a line torn at the end.
+    let all = records();
+    let mut text: String = all[..20]
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap() + "\n")
+        .collect();
+    let next = serde_json::to_string(&all[20]).unwrap();
+    text.push_str(&next[..10]);
+    std::fs::write(dir.join("events.jsonl"), &text).unwrap();
+    let session = SessionDir::open(&dir).unwrap();
+    let (initial, offset) = attach::read_initial(&session).unwrap();
+    assert_eq!(initial.len(), 20);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = attach::follow(
+            session.clone(),
+            offset,
+            &initial,
+            tx,
+            Duration::from_millis(10),
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("events.jsonl"))
+            .unwrap();
+        f.write_all(format!("{}\n", &next[10..]).as_bytes())
+            .unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r, all[20]);
+        // A call in flight: its response file grows.
+        let started = EventRecord {
+            seq: 999,
+            ts: all[20].ts,
+            event: Event::LlmCallStarted {
+                key: String::new(),
+                call: 77,
+                kind: CallKind::Repair,
+                candidate: Some(1),
+                provider: "p".into(),
+                model: "m".into(),
+                prompt_file: "llm/77.prompt.md".into(),
+            },
+        };
+        f.write_all(format!("{}\n", serde_json::to_string(&started).unwrap()).as_bytes())
+            .unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.seq, 999);
+        std::fs::write(dir.join("llm/77.response.md"), "partial answ").unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        match r.event {
+            Event::LlmDelta { call, text, .. } => {
+                assert_eq!((call, text.as_str()), (77, "partial answ"));
+            }
+            other => panic!("{other:?}"),
+        }
+        task.abort();
+    });
+    // Commands from an attached TUI land in control.jsonl.
+    rt.block_on(async {
+        let (tx, task) = attach::command_writer(session.clone());
+        tx.send(Command::Pause).unwrap();
+        drop(tx);
+        task.await.unwrap();
+    });
+    let control = std::fs::read_to_string(dir.join("control.jsonl")).unwrap();
+    assert_eq!(control, "{\"command\":\"pause\"}\n");
+}
+
+#[test]
+fn big_sessions_open_and_scroll() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_big_session(tmp.path(), 60, 2000).unwrap();
+    let mut h = Harness::open(tmp.path(), opts(200, 60)).unwrap();
+    assert_eq!(h.app.state.candidates.len(), 60);
+    assert_eq!(h.app.state.log.len(), 2000);
+    h.keys(&["g", "pagedown", "2", "3", "4", "5"]);
+    h.keys(&["backtab", "/"]);
+    h.type_text("step 7 ");
+    h.key("enter");
+    assert!(h.app.console_lines().len() < 2000);
+    assert!(h.screen().contains("step 7 of the pipeline"));
+}
+
+#[test]
+fn gate_kinds_are_described() {
+    // Every gate kind shows in the dialog with its question.
+    for kind in [
+        GateKind::LlmCall,
+        GateKind::Evaluation,
+        GateKind::AlgorithmOptimization,
+        GateKind::Stages,
+        GateKind::FinalBest,
+    ] {
+        let mut h = live_until(gate_opened(3), opts(120, 40));
+        h.key("esc");
+        h.event(Event::GateOpened {
+            key: String::new(),
+            gate: 9,
+            kind,
+            candidate: Some(9),
+            call: None,
+            question: "go on?".into(),
+            file: Some("llm/10.prompt.md".into()),
+        });
+        let s = h.screen();
+        assert!(s.contains("gate 9") && s.contains("go on?"), "{s}");
+    }
+}
+
+#[test]
+fn shown_files_reload_when_they_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    copy_dir(&fixture(), &dir);
+    let mut h = Harness::open(&dir, opts(120, 40)).unwrap();
+    h.key("4");
+    assert!(h.screen().contains("# stage prompt"));
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(dir.join("llm/10.prompt.md"), "# edited prompt template\n").unwrap();
+    h.input(Input::Tick);
+    assert!(
+        h.screen().contains("# edited prompt template"),
+        "{}",
+        h.screen()
+    );
+}
+
+#[test]
+fn open_refuses_what_it_cannot_show() {
+    let bin = env!("CARGO_BIN_EXE_kforge");
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .args(args)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["open", home.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a kforge session"));
+    let out = run(&["open", fixture().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
+}
