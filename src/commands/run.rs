@@ -220,7 +220,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         llm: backend,
         prompts,
     };
-    let code = drive(setup, headless(args.headless)).await;
+    let code = drive(setup, headless(args.headless), &config.tui).await;
     evaluator.shutdown().await;
     drop(lock);
     code
@@ -306,7 +306,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         llm: backend,
         prompts,
     };
-    let code = drive(setup, headless(args.headless)).await;
+    let code = drive(setup, headless(args.headless), &config.tui).await;
     evaluator.shutdown().await;
     drop(lock);
     code
@@ -325,13 +325,16 @@ fn load_prompts(config: &Config) -> Result<PromptSet> {
     crate::prompts::PromptSet::from_config(config)
 }
 
-/// Runs the engine with the console log on stderr/stdout, Ctrl-C handling and the
-/// control file (commands from an attached `kforge open`).
-async fn drive(setup: EngineSetup, _headless: bool) -> Result<ExitCode> {
+/// Runs the engine under the terminal UI, or headless with the console log and Ctrl-C
+/// handling; either way commands also come from the control file (another process
+/// attached with `kforge open`).
+async fn drive(
+    setup: EngineSetup,
+    headless: bool,
+    tui: &crate::tui::TuiConfig,
+) -> Result<ExitCode> {
     let session = setup.session.clone();
     let engine = Arc::new(Engine::new(setup)?);
-    let printer = tokio::spawn(print_console(engine.subscribe(), session.path.clone()));
-
     let control = {
         let engine = engine.clone();
         let path = session.file(CONTROL_FILE);
@@ -349,27 +352,13 @@ async fn drive(setup: EngineSetup, _headless: bool) -> Result<ExitCode> {
         })
     };
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ctrl_c = {
-        let engine = engine.clone();
-        let interrupted = interrupted.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
-                eprintln!(
-                    "\nkforge: stopping (Ctrl-C again to quit at once); the session stays resumable"
-                );
-                engine.stop();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
-        })
+    let outcome = if headless {
+        run_headless(&engine, &session, interrupted.clone()).await
+    } else {
+        run_with_tui(&engine, &session, tui).await?
     };
-    let outcome: RunOutcome = engine.run().await;
+    engine.stop_actions();
     control.abort();
-    ctrl_c.abort();
-    drop(engine);
-    let _ = printer.await;
     eprintln!(
         "kforge: {} ({}); session {}",
         format!("{:?}", outcome.state).to_lowercase(),
@@ -387,6 +376,75 @@ async fn drive(setup: EngineSetup, _headless: bool) -> Result<ExitCode> {
         _ if interrupted.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+async fn run_headless(
+    engine: &Arc<Engine>,
+    session: &SessionDir,
+    interrupted: Arc<std::sync::atomic::AtomicBool>,
+) -> RunOutcome {
+    let printer = tokio::spawn(print_console(engine.subscribe(), session.path.clone()));
+    let ctrl_c = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!(
+                    "\nkforge: stopping (Ctrl-C again to quit at once); the session stays resumable"
+                );
+                engine.stop();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        })
+    };
+    let outcome = engine.run().await;
+    ctrl_c.abort();
+    engine.stop_actions();
+    // The printer stops at the run's final state change, the last event of a run.
+    let _ = printer.await;
+    outcome
+}
+
+/// The engine runs in the background while the TUI is open; the TUI stays open on a
+/// finished run (its actions still work) until the person quits.
+async fn run_with_tui(
+    engine: &Arc<Engine>,
+    session: &SessionDir,
+    tui: &crate::tui::TuiConfig,
+) -> Result<RunOutcome> {
+    let initial = session.read_events()?.records;
+    let events = engine.subscribe();
+    let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
+    let forward = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            while let Some(command) = command_rx.recv().await {
+                engine.command(command);
+            }
+        })
+    };
+    let run = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.run().await })
+    };
+    let link = crate::tui::TuiLink {
+        session_dir: session.clone(),
+        initial,
+        events,
+        commands: Some(commands),
+    };
+    let exit = crate::tui::run_tui(link, tui).await;
+    match &exit {
+        Ok(e) if e.stop_engine() => engine.stop(),
+        Ok(_) => {}
+        Err(_) => engine.stop(),
+    }
+    forward.abort();
+    let outcome = run.await.context("the engine task failed")?;
+    exit?;
+    Ok(outcome)
 }
 
 /// The headless console: every log line, tagged.
@@ -416,6 +474,7 @@ async fn print_console(
                     session.display()
                 );
             }
+            Event::StateChanged { state } if state.is_over() => break,
             _ => {}
         }
     }

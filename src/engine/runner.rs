@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tokio::sync::{Semaphore, mpsc};
-use tokio_util::sync::CancellationToken;
 
 use super::config::{Accept, AnalyzeWhen, PipelineConfig};
 use super::control::{Control, Dispatched};
@@ -55,6 +54,7 @@ pub struct RunOutcome {
 pub struct Engine {
     inner: Arc<Inner>,
     actions: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
+    action_worker: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 struct Inner {
@@ -172,6 +172,7 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(inner),
             actions: Mutex::new(Some(actions)),
+            action_worker: Mutex::new(None),
         })
     }
 
@@ -205,11 +206,11 @@ impl Engine {
     }
 
     /// Runs the pipeline to its end. The person's actions (repair with an instruction,
-    /// manual candidates...) are served while it runs.
+    /// manual candidates...) are served from the start until `stop_actions`: a front end
+    /// that stays open on a finished run keeps them working.
     pub async fn run(&self) -> RunOutcome {
         let inner = self.inner.clone();
-        let actions = self.actions.lock().expect("actions").take();
-        let action_worker = actions.map(|rx| tokio::spawn(inner.clone().serve_actions(rx)));
+        self.start_actions();
         let wall = inner.pipeline.max_wall_s.map(|s| {
             let inner = inner.clone();
             tokio::spawn(async move {
@@ -221,22 +222,20 @@ impl Engine {
         if let Some(w) = wall {
             w.abort();
         }
-        if let Some(w) = action_worker {
-            w.abort();
-        }
         outcome
     }
 
-    /// After `run`, keeps serving the person's actions until `until` is cancelled (the TUI
-    /// stays open on a finished run and can still repair, re-evaluate...).
-    pub async fn serve_actions_until(&self, until: CancellationToken) {
-        let Some(rx) = self.actions.lock().expect("actions").take() else {
-            return;
-        };
-        let inner = self.inner.clone();
-        tokio::select! {
-            _ = until.cancelled() => {}
-            _ = inner.serve_actions(rx) => {}
+    fn start_actions(&self) {
+        if let Some(rx) = self.actions.lock().expect("actions").take() {
+            let worker = tokio::spawn(self.inner.clone().serve_actions(rx));
+            *self.action_worker.lock().expect("action worker") = Some(worker);
+        }
+    }
+
+    /// Stops serving the person's actions (the front end has closed).
+    pub fn stop_actions(&self) {
+        if let Some(worker) = self.action_worker.lock().expect("action worker").take() {
+            worker.abort();
         }
     }
 }
@@ -1383,13 +1382,6 @@ impl Inner {
                         tag,
                         format!("candidate {candidate} marked final"),
                     );
-                    if self.state().state.is_over()
-                        && let Some(source) = self.kernel_source(candidate)
-                    {
-                        let _ = self.session.write_file("best_kernel.py", source.as_bytes());
-                        let state = self.state();
-                        let _ = crate::report::write_all(&self.session, &state);
-                    }
                 } else {
                     self.log(
                         LogLevel::Warn,
@@ -1399,6 +1391,22 @@ impl Inner {
                 }
             }
             _ => {}
+        }
+        // On a finished run the result files follow what the person did.
+        let state = self.state();
+        if state.state.is_over() {
+            if let Some(best) = state.best
+                && let Some(source) = self.kernel_source(best)
+            {
+                let _ = self.session.write_file("best_kernel.py", source.as_bytes());
+            }
+            if let Err(e) = crate::report::write_all(&self.session, &state) {
+                self.log(
+                    LogLevel::Error,
+                    "engine",
+                    format!("cannot write the report files: {e:#}"),
+                );
+            }
         }
     }
 

@@ -1,0 +1,225 @@
+//! `kforge run` with its terminal UI, in tmux, against the mock LLM in step mode: the
+//! person approves the first prompt, rewrites the seed kernel in `$EDITOR` through the gate
+//! dialog, rejects the algorithm optimization, approves the final best, and quits.
+//! Skipped with a message when tmux is not installed (`.ci/run` installs it).
+
+mod engine_common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine_common::*;
+use kforge::engine::events::{Decision, EngineState, GateKind};
+use kforge::session::state::SessionState;
+use kforge::session::store::SessionDir;
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(command: &str) -> Tmux {
+        let t = Tmux {
+            socket: format!("kforge-run-{}", std::process::id()),
+        };
+        let full = format!("{command}; echo EXITED $?; sleep 60");
+        let out = t.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "140",
+            "-y",
+            "45",
+            &full,
+        ]);
+        assert!(out.status.success(), "tmux new-session failed");
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    fn key(&self, key: &str) {
+        self.cmd(&["send-keys", "-t", "t", key]);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+
+    fn wait_for(&self, text: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {text:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn shell_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+fn state_of(dir: &Path) -> Option<(SessionDir, SessionState)> {
+    let entry = std::fs::read_dir(dir).ok()?.next()?.ok()?;
+    let session = SessionDir::open(&entry.path()).ok()?;
+    let state = SessionState::from_records(&session.read_events().ok()?.records);
+    Some((session, state))
+}
+
+/// Waits until the session has an open gate of `kind`.
+fn wait_gate(dir: &Path, kind: GateKind) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some((_, state)) = state_of(dir)
+            && state.open_gate().is_some_and(|g| g.kind == kind)
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {kind:?} gate opened");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
+        return;
+    }
+    let script: Script = Arc::new(|step, _u, _n| match step {
+        Step::Analysis => analysis_json("yes"),
+        _ => fenced(&relu_ok("from the mock")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = mock.config(work.path());
+    let sessions = work.path().join("sessions");
+    let editor = work.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\necho '# edited in the gate dialog' >> \"$1\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut env = format!(
+        "env TERM=xterm-256color EDITOR={} VISUAL={} KFORGE_CACHE_DIR={}",
+        shell_quote(&editor),
+        shell_quote(&editor),
+        shell_quote(&kforge::paths::cache_dir())
+    );
+    if let Some(python) = std::env::var_os("KFORGE_PYTHON") {
+        env.push_str(&format!(
+            " KFORGE_PYTHON={}",
+            shell_quote(Path::new(&python))
+        ));
+    }
+    let command = format!(
+        "{env} {} run {} --cpu --mode step --seeds 1 --stages '' --provider mock --config {} --sessions-dir {}",
+        shell_quote(Path::new(env!("CARGO_BIN_EXE_kforge"))),
+        shell_quote(&fixtures().join("tasks/relu.py")),
+        shell_quote(&config),
+        shell_quote(&sessions),
+    );
+    let sessions_for_test = sessions.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let t = Tmux::start(&command);
+        // 1. The seed prompt: approve it in the dialog.
+        wait_gate(&sessions_for_test, GateKind::LlmCall);
+        t.wait_for("Send the seed prompt", Duration::from_secs(30));
+        t.key("a");
+        // 2. The seed kernel: rewrite it in $EDITOR before it is evaluated.
+        wait_gate(&sessions_for_test, GateKind::Evaluation);
+        t.wait_for("Evaluate candidate 1", Duration::from_secs(30));
+        t.key("e");
+        // 3. No algorithm optimization.
+        wait_gate(&sessions_for_test, GateKind::AlgorithmOptimization);
+        t.wait_for("algorithm analysis", Duration::from_secs(30));
+        t.key("r");
+        // 4. The final best: approve; the run finishes and the TUI stays open.
+        wait_gate(&sessions_for_test, GateKind::FinalBest);
+        t.wait_for("final best", Duration::from_secs(30));
+        t.key("a");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while state_of(&sessions_for_test).is_none_or(|(_, s)| s.state != EngineState::Finished) {
+            assert!(
+                Instant::now() < deadline,
+                "the run did not finish:\n{}",
+                t.screen()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        t.key("q");
+        let screen = t.wait_for("EXITED", Duration::from_secs(30));
+        screen
+    })
+    .await
+    .unwrap();
+    assert!(result.contains("EXITED 0"), "{result}");
+    let (session, state) = state_of(&sessions).unwrap();
+    let decisions: Vec<(GateKind, Decision)> = state
+        .gates
+        .values()
+        .map(|g| (g.kind, g.decision.clone().expect("every gate answered")))
+        .collect();
+    assert!(
+        matches!(decisions[0], (GateKind::LlmCall, Decision::Approve)),
+        "{decisions:?}"
+    );
+    assert!(
+        matches!(
+            decisions[1],
+            (GateKind::Evaluation, Decision::Rewrite { .. })
+        ),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|d| matches!(d, (GateKind::AlgorithmOptimization, Decision::Reject)))
+    );
+    assert!(
+        decisions
+            .iter()
+            .any(|d| matches!(d, (GateKind::FinalBest, Decision::Approve)))
+    );
+    let seed = state.candidates.values().next().unwrap();
+    assert!(
+        session
+            .read_file(&seed.file)
+            .unwrap()
+            .contains("# edited in the gate dialog")
+    );
+    assert!(seed.is_correct());
+    assert_eq!(mock.count(Step::Analysis), 0);
+    assert_eq!(state.best, Some(seed.id));
+}
