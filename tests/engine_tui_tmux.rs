@@ -179,8 +179,7 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
             std::thread::sleep(Duration::from_millis(200));
         }
         t.key("q");
-        let screen = t.wait_for("EXITED", Duration::from_secs(30));
-        screen
+        t.wait_for("EXITED", Duration::from_secs(30))
     })
     .await
     .unwrap();
