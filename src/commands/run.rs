@@ -220,10 +220,14 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         llm: backend,
         prompts,
     };
-    let code = drive(setup, headless(args.headless), &config.tui).await;
-    evaluator.shutdown().await;
-    drop(lock);
-    code
+    drive_and_close(
+        setup,
+        &evaluator,
+        lock,
+        headless(args.headless),
+        &config.tui,
+    )
+    .await
 }
 
 /// Every stage needs its prompt template.
@@ -306,10 +310,14 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         llm: backend,
         prompts,
     };
-    let code = drive(setup, headless(args.headless), &config.tui).await;
-    evaluator.shutdown().await;
-    drop(lock);
-    code
+    drive_and_close(
+        setup,
+        &evaluator,
+        lock,
+        headless(args.headless),
+        &config.tui,
+    )
+    .await
 }
 
 pub async fn report(args: ReportArgs, _config_file: Option<&Path>) -> Result<ExitCode> {
@@ -323,6 +331,20 @@ pub async fn report(args: ReportArgs, _config_file: Option<&Path>) -> Result<Exi
 
 fn load_prompts(config: &Config) -> Result<PromptSet> {
     crate::prompts::PromptSet::from_config(config)
+}
+
+/// Drives the session, then stops the evaluator's servers and releases the session.
+async fn drive_and_close(
+    setup: EngineSetup,
+    evaluator: &crate::eval::Evaluator,
+    lock: crate::session::store::SessionLock,
+    headless: bool,
+    tui: &crate::tui::TuiConfig,
+) -> Result<ExitCode> {
+    let code = drive(setup, headless, tui).await;
+    evaluator.shutdown().await;
+    drop(lock);
+    code
 }
 
 /// Runs the engine under the terminal UI, or headless with the console log and Ctrl-C

@@ -1064,19 +1064,8 @@ def evaluate_reference(job, task, result, progress, device):
     result["trials"].append({"kind": "reference", "index": 0, "passed": True, "outputs": outputs})
     if job["timing"] and device != "cpu":
         progress("timing reference")
-        flush = None
-        if job["flush_l2"]:
-            l2 = result["device"].get("l2_bytes") or 0
-            flush = torch.empty(max(256 << 20, 2 * l2), dtype=torch.int8, device=device)
-        key = baseline_key(job["task_source"], result["device"], result["versions"], inputs, job)
-        reference = read_baseline(job.get("baseline_cache_dir"), key) if job["baseline_cache"] else None
-        if reference is not None:
-            reference["cached"] = True
-        else:
-            reference = time_model(ref, inputs, job, flush, progress, "reference")
-            reference["cached"] = False
-            if job["baseline_cache"]:
-                write_baseline(job.get("baseline_cache_dir"), key, reference)
+        flush = l2_flush_buffer(job, result, device)
+        key, reference = reference_timing(job, ref, inputs, result, flush, progress)
         result["timing"] = {"meaningful": True, "reference": reference, "kernel": {}, "score": None,
                             "baseline_key": key, "flush_l2_bytes": flush.numel() if flush is not None else 0}
     result["correct"] = True
@@ -1092,25 +1081,37 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def measure(job, task, ref, new, timing_inputs, kernel_buffers, result, progress, device):
+def l2_flush_buffer(job, result, device):
+    """A buffer larger than L2 (at least 256 MB), zeroed before each timed run."""
     import torch
 
-    flush = None
-    if job["flush_l2"]:
-        l2 = result["device"].get("l2_bytes") or 0
-        flush = torch.empty(max(256 << 20, 2 * l2), dtype=torch.int8, device=device)
-    key = baseline_key(job["task_source"], result["device"], result["versions"], timing_inputs, job)
+    if not job["flush_l2"]:
+        return None
+    l2 = result["device"].get("l2_bytes") or 0
+    return torch.empty(max(256 << 20, 2 * l2), dtype=torch.int8, device=device)
+
+
+def reference_timing(job, ref, inputs, result, flush, progress):
+    """(baseline key, reference timing): from the baseline cache when it has it, else
+    measured now (on a copy of the inputs) and cached."""
+    key = baseline_key(job["task_source"], result["device"], result["versions"], inputs, job)
     reference = read_baseline(job.get("baseline_cache_dir"), key) if job["baseline_cache"] else None
     if reference is not None:
         reference["cached"] = True
-    else:
-        try:
-            reference = time_model(ref, clone_tree(timing_inputs), job, flush, progress, "reference")
-        except Exception as e:  # noqa: BLE001
-            raise TaskFailure("timing the reference failed: %s: %s" % (type(e).__name__, first_line(str(e))))
-        if job["baseline_cache"]:
-            write_baseline(job.get("baseline_cache_dir"), key, reference)
-        reference["cached"] = False
+        return key, reference
+    try:
+        reference = time_model(ref, clone_tree(inputs), job, flush, progress, "reference")
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("timing the reference failed: %s: %s" % (type(e).__name__, first_line(str(e))))
+    if job["baseline_cache"]:
+        write_baseline(job.get("baseline_cache_dir"), key, reference)
+    reference["cached"] = False
+    return key, reference
+
+
+def measure(job, task, ref, new, timing_inputs, kernel_buffers, result, progress, device):
+    flush = l2_flush_buffer(job, result, device)
+    key, reference = reference_timing(job, ref, timing_inputs, result, flush, progress)
     try:
         kernel = time_model(new, kernel_buffers, job, flush, progress, "kernel")
     except Exception as e:  # noqa: BLE001
