@@ -344,6 +344,11 @@ pub struct EvalResult {
 impl EvalResult {
     /// The speedup over the reference, when timing was measured.
     pub fn score(&self) -> Option<f64> {
+        // A kernel that failed any check has no speedup, even when its timed runs
+        // finished before the re-check caught it.
+        if !self.correct {
+            return None;
+        }
         self.timing
             .as_ref()
             .filter(|t| t.meaningful)
@@ -417,6 +422,11 @@ mod tests {
         .unwrap();
         assert!(r.correct);
         assert_eq!(r.score(), Some(2.0));
+        let failed = EvalResult {
+            correct: false,
+            ..r.clone()
+        };
+        assert_eq!(failed.score(), None, "no score for a failed kernel");
         assert_eq!(r.static_report.warnings[0].line, Some(3));
     }
 

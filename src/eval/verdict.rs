@@ -158,7 +158,9 @@ pub fn render(
     }
 
     match &result.timing {
-        Some(t) if t.meaningful => {
+        // Timings of a kernel that failed a check (the re-check after timing, say) are
+        // in the JSON but not worth showing: it has no score.
+        Some(t) if t.meaningful && result.correct => {
             let _ = writeln!(
                 out,
                 "{}  median of {} runs, CUDA events{}",
@@ -365,6 +367,23 @@ mod tests {
         );
         assert!(text.contains("  AttributeError"), "{text}");
         assert!(text.contains("full result and log: /tmp/x.json"), "{text}");
+    }
+
+    #[test]
+    fn a_kernel_caught_after_timing_shows_no_score() {
+        let mut r = correct_gpu();
+        r.correct = false;
+        r.category = Some(Category::Mismatch);
+        r.summary = "re-check after timing (fresh values in the timing buffers): ...".into();
+        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        assert!(
+            text.contains("FAILED  mismatch: re-check after timing"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("score") && !text.contains("timing  median"),
+            "{text}"
+        );
     }
 
     #[test]
