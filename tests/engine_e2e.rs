@@ -786,3 +786,155 @@ async fn manual_provider_waits_for_answer_files() {
     let console = session.read_file("console.log").unwrap();
     assert!(console.contains("is yours: read"), "{console}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incorrect_stage_kernel_never_replaces_its_base() {
+    let wrong = fixture_kernel("relu_wrong.py");
+    let script: Script = Arc::new(move |step, _u, _n| match step {
+        Step::Analysis => analysis_json("no"),
+        // The stage and its repair both answer a kernel that computes the wrong thing.
+        Step::Stage(name) => fenced(&format!("# stage kernel {name}\n{wrong}")),
+        _ => fenced(&relu_ok("seed")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, out) = tokio::task::spawn_blocking(move || {
+        let out = run.run("relu.py", &["--seeds", "1", "--stages", "block_tiling"]);
+        (run, out)
+    })
+    .await
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("[stage 1/1] block_tiling: not correct (rejected)"),
+        "{stdout}"
+    );
+    let state = state_of(&run.session());
+    let seed = state
+        .candidates
+        .values()
+        .find(|c| matches!(c.kind, CandidateKind::Seed { .. }))
+        .unwrap();
+    assert_eq!(state.best, Some(seed.id), "the base stays the best");
+    assert_eq!(state.stages.len(), 1);
+    assert!(!state.stages[0].accepted);
+    assert!(
+        run.session()
+            .read_file("best_kernel.py")
+            .unwrap()
+            .contains("# seed")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persons_actions_during_a_run() {
+    let script: Script = Arc::new(|step, user, _n| match step {
+        Step::Analysis => analysis_json("no"),
+        _ if user.contains("MOCK-INSTRUCTION") => fenced(&relu_ok("instructed kernel")),
+        _ => fenced(&relu_ok("seed")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, code) = tokio::task::spawn_blocking(move || {
+        // Review mode: the run waits at the final gate while the person works.
+        let mut child = run.spawn(
+            "relu.py",
+            &["--mode", "review", "--seeds", "1", "--stages", ""],
+        );
+        let state = wait_for(&run, Duration::from_secs(120), "the algorithm gate", |s| {
+            s.open_gate().is_some()
+        });
+        let session = run.session();
+        let gate = state.open_gate().unwrap().clone();
+        assert_eq!(gate.kind, GateKind::AlgorithmOptimization);
+        session
+            .send_command(&EngineCommand::Resolve {
+                gate: gate.id,
+                decision: Decision::Reject,
+            })
+            .unwrap();
+        let state = wait_for(&run, Duration::from_secs(120), "the final gate", |s| {
+            s.open_gate().is_some_and(|g| g.kind == GateKind::FinalBest)
+        });
+        let seed = state.candidates.values().next().unwrap().id;
+        session
+            .send_command(&EngineCommand::Optimize {
+                candidate: seed,
+                instruction: "MOCK-INSTRUCTION use BLOCK=2048".into(),
+            })
+            .unwrap();
+        session
+            .send_command(&EngineCommand::Manual {
+                parent: Some(seed),
+                code: relu_ok("written by the person"),
+            })
+            .unwrap();
+        session
+            .send_command(&EngineCommand::Reevaluate { candidate: seed })
+            .unwrap();
+        let state = wait_for(
+            &run,
+            Duration::from_secs(120),
+            "the instructed and manual candidates",
+            |s| {
+                s.candidates.values().filter(|c| c.eval.is_some()).count() == 3
+                    && s.candidates
+                        .values()
+                        .all(|c| c.status != CandidateStatus::Evaluating)
+            },
+        );
+        let manual = state
+            .candidates
+            .values()
+            .find(|c| matches!(c.kind, CandidateKind::Manual))
+            .unwrap()
+            .id;
+        session
+            .send_command(&EngineCommand::MarkFinal { candidate: manual })
+            .unwrap();
+        wait_for(&run, Duration::from_secs(30), "the mark", |s| {
+            s.best == Some(manual)
+        });
+        let gate = state.open_gate().unwrap().id;
+        session
+            .send_command(&EngineCommand::Resolve {
+                gate,
+                decision: Decision::Approve,
+            })
+            .unwrap();
+        (run, child.wait().unwrap().code())
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0));
+    let session = run.session();
+    let state = state_of(&session);
+    let instructed = state
+        .candidates
+        .values()
+        .find(|c| matches!(c.kind, CandidateKind::Instructed { .. }))
+        .unwrap();
+    assert!(instructed.is_correct());
+    assert!(
+        mock.prompts()
+            .iter()
+            .any(|p| p.contains("MOCK-INSTRUCTION use BLOCK=2048")),
+        "the instruction reached the prompt"
+    );
+    let manual = state
+        .candidates
+        .values()
+        .find(|c| matches!(c.kind, CandidateKind::Manual))
+        .unwrap();
+    assert!(manual.is_correct());
+    assert_eq!(state.best, Some(manual.id), "marked final");
+    assert!(
+        session
+            .read_file("best_kernel.py")
+            .unwrap()
+            .contains("written by the person")
+    );
+    let log = session.read_file("console.log").unwrap();
+    assert!(log.contains("re-evaluated"), "{log}");
+}

@@ -456,8 +456,12 @@ impl Inner {
                     "engine",
                     "no final kernel declared (rejected); mark one with MarkFinal",
                 );
-                chosen = *self.final_choice.lock().expect("final");
+                chosen = None;
             }
+        }
+        // A candidate the person marked final wins, also when marked during the gate.
+        if let Some(marked) = *self.final_choice.lock().expect("final") {
+            chosen = Some(marked);
         }
         self.finish(chosen).await
     }
