@@ -269,6 +269,11 @@ impl Inner {
         self.recorder.lock().expect("recorder").state().clone()
     }
 
+    /// A look at the live state without copying it.
+    fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
+        f(self.recorder.lock().expect("recorder").state())
+    }
+
     fn command(&self, command: Command) {
         let text = format!("{command:?}");
         match self.control.dispatch(command.clone()) {
@@ -468,8 +473,8 @@ impl Inner {
 
     async fn finish(&self, best: Option<CandidateId>) -> RunOutcome {
         let fatal = self.fatal.lock().expect("fatal").clone();
-        let state = self.state();
-        let (end_state, reason) = match (&fatal, self.stopping(), &state.budget_exhausted) {
+        let budget = self.with_state(|s| s.budget_exhausted.clone());
+        let (end_state, reason) = match (&fatal, self.stopping(), &budget) {
             (Some(f), _, _) => (EngineState::Failed, f.clone()),
             (None, true, Some(b)) => (EngineState::Stopped, format!("budget reached: {b}")),
             (None, true, None) => (EngineState::Stopped, "stopped".to_string()),
@@ -534,14 +539,14 @@ impl Inner {
     }
 
     fn score_text(&self, id: CandidateId) -> String {
-        match self.state().candidates.get(&id).and_then(|c| c.score()) {
+        match self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())) {
             Some(s) => format!("{s:.2}x"),
             None => "score n/a".into(),
         }
     }
 
     fn kernel_source(&self, id: CandidateId) -> Option<String> {
-        let file = self.state().candidates.get(&id)?.file.clone();
+        let file = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone()))?;
         self.session.read_file(&file).ok()
     }
 
@@ -819,8 +824,8 @@ impl Inner {
     }
 
     fn fill_timing(&self, ctx: &mut StepContext, id: CandidateId) {
-        let state = self.state();
-        if let Some(eval) = state.candidates.get(&id).and_then(|c| c.eval.clone()) {
+        if let Some(eval) = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval.clone()))
+        {
             ctx.kernel_ms = eval.kernel_ms;
             ctx.reference_ms = eval.reference_ms;
             ctx.score = eval.score;
@@ -872,8 +877,7 @@ impl Inner {
     /// Evaluates a candidate (reusing a saved evaluation on resume). `None` when the
     /// candidate was dropped at a gate or the run is stopping.
     async fn evaluate(&self, id: CandidateId, tag: &str) -> Option<Evaluated> {
-        let state = self.state();
-        let candidate = state.candidates.get(&id)?.clone();
+        let candidate = self.with_state(|s| s.candidates.get(&id).cloned())?;
         if let (Some(summary), true) = (
             &candidate.eval,
             self.prior
@@ -1009,16 +1013,20 @@ impl Inner {
     }
 
     fn update_best(&self, id: CandidateId, score: Option<f64>) {
-        let state = self.state();
-        let current = state.best.and_then(|b| state.candidates.get(&b));
-        let better = match current {
+        let (best, current_score) = self.with_state(|s| {
+            (
+                s.best,
+                s.best.and_then(|b| s.candidates.get(&b)).map(|c| c.score()),
+            )
+        });
+        let better = match current_score {
             None => true,
-            Some(c) => {
-                score.unwrap_or(0.0) > c.score().unwrap_or(0.0)
-                    || (score.is_none() && c.score().is_none())
+            Some(current) => {
+                score.unwrap_or(0.0) > current.unwrap_or(0.0)
+                    || (score.is_none() && current.is_none())
             }
         };
-        if better && state.best != Some(id) {
+        if better && best != Some(id) {
             self.emit(Event::BestChanged {
                 candidate: id,
                 score,
@@ -1235,8 +1243,7 @@ impl Inner {
     }
 
     fn within_budget(&self) -> bool {
-        let state = self.state();
-        let usage = state.total_usage();
+        let (usage, cost) = self.with_state(|s| (s.total_usage(), s.total_cost()));
         if let Some(max) = self.pipeline.max_tokens
             && usage.input + usage.output >= max
         {
@@ -1244,7 +1251,7 @@ impl Inner {
             return false;
         }
         if let Some(max) = self.pipeline.max_cost_usd
-            && let Some(cost) = state.total_cost()
+            && let Some(cost) = cost
             && cost >= max
         {
             self.budget_exhausted(format!("${cost:.4} of ${max}"));
@@ -1254,7 +1261,7 @@ impl Inner {
     }
 
     fn check_budget_after_call(&self) {
-        if self.pipeline.max_cost_usd.is_some() && self.state().total_cost().is_none() {
+        if self.pipeline.max_cost_usd.is_some() && self.with_state(|s| s.total_cost().is_none()) {
             self.log(
                 LogLevel::Warn,
                 "engine",
@@ -1451,7 +1458,7 @@ impl Inner {
     }
 
     async fn reevaluate(&self, id: CandidateId, profile: bool) {
-        let Some(c) = self.state().candidates.get(&id).cloned() else {
+        let Some(c) = self.with_state(|s| s.candidates.get(&id).cloned()) else {
             return;
         };
         self.emit(Event::EvalStarted { candidate: id });
