@@ -29,6 +29,7 @@ pub struct RunArgs {
     /// LLM provider (a preset, a configured name, or `manual` to answer prompts yourself).
     #[arg(long)]
     pub provider: Option<String>,
+    /// Model name (default: the provider's configured model).
     #[arg(long)]
     pub model: Option<String>,
     /// auto: never stops; review: stops before algorithm optimization, stages and the
@@ -47,8 +48,10 @@ pub struct RunArgs {
     /// Tuning stages, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',')]
     pub stages: Option<Vec<String>>,
+    /// When a stage's kernel replaces its base.
     #[arg(long, value_enum)]
     pub accept: Option<Accept>,
+    /// Which correct seeds get an algorithm analysis.
     #[arg(long, value_enum)]
     pub analyze: Option<AnalyzeWhen>,
     /// Stop cleanly after this many tokens (input + output).
