@@ -294,8 +294,11 @@ pub struct Timing {
     pub meaningful: bool,
     pub reference: TimingStats,
     pub kernel: TimingStats,
-    /// Reference median / kernel median.
+    /// Reference median / kernel median (event times); when the kernel's host-synchronized
+    /// time disagrees with its event time, the ratio of host-synchronized medians instead.
     pub score: Option<f64>,
+    /// The event-time score, kept when `score` had to use host-synchronized times.
+    pub event_score: Option<f64>,
     pub baseline_key: Option<String>,
     pub flush_l2_bytes: u64,
 }

@@ -34,6 +34,8 @@ pub struct Case {
     pub message: Option<String>,
     /// Substring of one static warning.
     pub warning: Option<String>,
+    /// A flag the result must carry when timing is measured (GPU only).
+    pub flag: Option<String>,
     pub timeout_s: Option<f64>,
     pub why: Option<String>,
 }
@@ -111,6 +113,12 @@ pub fn judge(case: &Case, device: Device, result: &EvalResult) -> Option<String>
         && !result.message.contains(needle.as_str())
     {
         return Some(format!("message lacks {needle:?}: {}", result.summary));
+    }
+    if let Some(flag) = &case.flag
+        && device.is_gpu()
+        && !result.flags.iter().any(|f| f == flag)
+    {
+        return Some(format!("not flagged {flag} (flags: {:?})", result.flags));
     }
     if let Some(needle) = &case.warning
         && !result
@@ -225,6 +233,7 @@ mod tests {
             devices: None,
             message: None,
             warning: None,
+            flag: None,
             timeout_s: None,
             why: None,
         }
@@ -261,6 +270,28 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(judge(&c, Device::Cpu, &r), None);
+    }
+
+    #[test]
+    fn flags_are_required_only_where_timing_is_measured() {
+        let mut c = case("correct");
+        c.flag = Some("host_time_disagrees".into());
+        let mut r = EvalResult {
+            correct: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            judge(&c, Device::Cpu, &r),
+            None,
+            "no timing on the CPU, no flag to check"
+        );
+        assert!(
+            judge(&c, Device::Cuda(0), &r)
+                .unwrap()
+                .contains("not flagged host_time_disagrees")
+        );
+        r.flags.push("host_time_disagrees".into());
+        assert_eq!(judge(&c, Device::Cuda(0), &r), None);
     }
 
     #[test]

@@ -186,10 +186,11 @@ pub fn render(
                 } else {
                     style.warn(&text)
                 };
-                let _ = writeln!(
-                    out,
-                    "  score      {painted}  (reference median / kernel median)"
-                );
+                let basis = match t.event_score {
+                    Some(_) => "host-synchronized medians: the events missed work",
+                    None => "reference median / kernel median",
+                };
+                let _ = writeln!(out, "  score      {painted}  ({basis})");
             }
         }
         _ if result.correct && result.device.kind != "cuda" => {
@@ -382,6 +383,20 @@ mod tests {
         );
         assert!(
             !text.contains("score") && !text.contains("timing  median"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_host_time_score_says_so() {
+        let mut r = correct_gpu();
+        if let Some(t) = r.timing.as_mut() {
+            t.event_score = Some(3.4);
+            t.score = Some(0.02);
+        }
+        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        assert!(
+            text.contains("score      0.02x  (host-synchronized medians"),
             "{text}"
         );
     }
