@@ -85,6 +85,17 @@ impl Run {
     }
 }
 
+/// Runs `kforge run TASK ARGS...` to its end off the async runtime (the mock LLM serves
+/// on it meanwhile).
+async fn run_to_end(run: Run, task: &'static str, extra: &'static [&'static str]) -> (Run, Output) {
+    tokio::task::spawn_blocking(move || {
+        let out = run.run(task, extra);
+        (run, out)
+    })
+    .await
+    .unwrap()
+}
+
 fn state_of(session: &SessionDir) -> SessionState {
     SessionState::from_records(&session.read_events().unwrap().records)
 }
@@ -130,13 +141,7 @@ fn tree_shape(state: &SessionState) -> BTreeMap<String, usize> {
 async fn full_pipeline_on_cpu() {
     let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
     let run = Run::new(&mock);
-    let out = tokio::task::spawn_blocking(move || {
-        let out = run.run("relu.py", &[]);
-        (run, out)
-    })
-    .await
-    .unwrap();
-    let (run, out) = out;
+    let (run, out) = run_to_end(run, "relu.py", &[]).await;
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -243,12 +248,12 @@ async fn not_worth_optimizing_skips_the_optimization() {
     });
     let mock = MockLlm::start(script, Duration::ZERO).await;
     let run = Run::new(&mock);
-    let (run, out) = tokio::task::spawn_blocking(move || {
-        let out = run.run("relu.py", &["--seeds", "1", "--stages", "block_tiling"]);
-        (run, out)
-    })
-    .await
-    .unwrap();
+    let (run, out) = run_to_end(
+        run,
+        "relu.py",
+        &["--seeds", "1", "--stages", "block_tiling"],
+    )
+    .await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
@@ -281,12 +286,7 @@ async fn persistent_kernel_skips_the_stages() {
     });
     let mock = MockLlm::start(script, Duration::ZERO).await;
     let run = Run::new(&mock);
-    let (run, out) = tokio::task::spawn_blocking(move || {
-        let out = run.run("rnn_hidden.py", &["--seeds", "1"]);
-        (run, out)
-    })
-    .await
-    .unwrap();
+    let (run, out) = run_to_end(run, "rnn_hidden.py", &["--seeds", "1"]).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("is a persistent kernel"), "{stdout}");
@@ -319,12 +319,7 @@ async fn malformed_answers_are_handled_and_logged() {
     });
     let mock = MockLlm::start(script, Duration::ZERO).await;
     let run = Run::new(&mock);
-    let (run, out) = tokio::task::spawn_blocking(move || {
-        let out = run.run("relu.py", &["--stages", "block_tiling"]);
-        (run, out)
-    })
-    .await
-    .unwrap();
+    let (run, out) = run_to_end(run, "relu.py", &["--stages", "block_tiling"]).await;
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -397,12 +392,7 @@ async fn kill_9_then_resume_reaches_the_same_tree_without_resending_answered_cal
     // The reference tree, uninterrupted.
     let reference_mock = MockLlm::start(standard_script(), Duration::ZERO).await;
     let reference = Run::new(&reference_mock);
-    let (reference, out) = tokio::task::spawn_blocking(move || {
-        let out = reference.run("relu.py", &[]);
-        (reference, out)
-    })
-    .await
-    .unwrap();
+    let (reference, out) = run_to_end(reference, "relu.py", &[]).await;
     assert_eq!(out.status.code(), Some(0));
     let expected = tree_shape(&state_of(&reference.session()));
 
@@ -618,12 +608,7 @@ async fn token_budget_ends_the_run_cleanly_with_everything_saved() {
     let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
     let run = Run::new(&mock);
     // Each mock answer reports 1200 tokens: the budget is gone after the two seeds.
-    let (run, out) = tokio::task::spawn_blocking(move || {
-        let out = run.run("relu.py", &["--max-tokens", "2000"]);
-        (run, out)
-    })
-    .await
-    .unwrap();
+    let (run, out) = run_to_end(run, "relu.py", &["--max-tokens", "2000"]).await;
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -798,12 +783,12 @@ async fn an_incorrect_stage_kernel_never_replaces_its_base() {
     });
     let mock = MockLlm::start(script, Duration::ZERO).await;
     let run = Run::new(&mock);
-    let (run, out) = tokio::task::spawn_blocking(move || {
-        let out = run.run("relu.py", &["--seeds", "1", "--stages", "block_tiling"]);
-        (run, out)
-    })
-    .await
-    .unwrap();
+    let (run, out) = run_to_end(
+        run,
+        "relu.py",
+        &["--seeds", "1", "--stages", "block_tiling"],
+    )
+    .await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
