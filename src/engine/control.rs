@@ -125,14 +125,14 @@ impl Control {
             }
             Command::CancelCall { call } => {
                 let calls = self.calls.lock().expect("calls lock");
-                let cancelled: Vec<CallId> = match call {
-                    Some(id) => calls
-                        .get(&id)
-                        .map(|t| t.cancel())
-                        .map(|_| vec![id])
-                        .unwrap_or_default(),
-                    None => calls.iter().map(|(id, t)| (t.cancel(), *id).1).collect(),
-                };
+                let cancelled: Vec<CallId> = calls
+                    .iter()
+                    .filter(|(id, _)| call.is_none_or(|wanted| wanted == **id))
+                    .map(|(id, token)| {
+                        token.cancel();
+                        *id
+                    })
+                    .collect();
                 if cancelled.is_empty() {
                     Dispatched::Ignored("no LLM call in flight to cancel".into())
                 } else {

@@ -933,17 +933,37 @@ impl Inner {
         if self.stopping() {
             return None;
         }
+        let profile = self.pipeline.profile;
+        let result = self.run_evaluation(id, &candidate.file, profile).await?;
+        let summary = self.record_result(id, tag, &result);
+        Some(Evaluated {
+            id,
+            correct: summary.correct,
+            score: summary.score,
+            result: Some(result),
+        })
+    }
+
+    /// Runs one evaluation of a candidate's kernel file, its live phases going out as
+    /// events. `None` when cancelled or when the evaluator itself failed (the run stops).
+    async fn run_evaluation(
+        &self,
+        id: CandidateId,
+        file: &str,
+        profile: bool,
+    ) -> Option<EvalResult> {
         self.emit(Event::EvalStarted { candidate: id });
         let mut request = EvalRequest::new(
             self.session.file("task.py"),
-            self.session.file(&candidate.file),
+            self.session.file(file),
             self.device,
             self.eval.clone(),
         );
-        request.profile = self.pipeline.profile && self.device.is_gpu();
+        request.profile = profile && self.device.is_gpu();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let cancel = self.control.stop.child_token();
-        let evaluation = self.evaluator.evaluate(request, cancel, Some(tx));
+        let evaluation =
+            self.evaluator
+                .evaluate(request, self.control.stop.child_token(), Some(tx));
         tokio::pin!(evaluation);
         let outcome = loop {
             tokio::select! {
@@ -955,19 +975,24 @@ impl Inner {
                 }
             }
         };
-        let result = match outcome {
-            Ok(r) => r,
-            Err(EvalError::Cancelled) => return None,
+        match outcome {
+            Ok(result) => Some(result),
+            Err(EvalError::Cancelled) => None,
             Err(e) => {
                 self.fail(format!("the evaluator failed: {e}"));
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    /// Saves a result as `eval/<id>.json`, announces it (event and console line) and
+    /// updates the best candidate.
+    fn record_result(&self, id: CandidateId, tag: &str, result: &EvalResult) -> EvalSummary {
         let result_file = format!("eval/{id}.json");
-        if let Ok(json) = serde_json::to_vec_pretty(&result) {
+        if let Ok(json) = serde_json::to_vec_pretty(result) {
             let _ = self.session.write_file(&result_file, &json);
         }
-        let summary = summarize(&result);
+        let summary = summarize(result);
         let line = if summary.correct {
             match (summary.score, summary.kernel_ms, summary.reference_ms) {
                 (Some(s), Some(k), Some(r)) => {
@@ -1004,12 +1029,7 @@ impl Inner {
             self.update_best(id, summary.score);
         }
         self.sync();
-        Some(Evaluated {
-            id,
-            correct: summary.correct,
-            score: summary.score,
-            result: Some(result),
-        })
+        summary
     }
 
     fn update_best(&self, id: CandidateId, score: Option<f64>) {
@@ -1458,17 +1478,9 @@ impl Inner {
     }
 
     async fn reevaluate(&self, id: CandidateId, profile: bool) {
-        let Some(c) = self.with_state(|s| s.candidates.get(&id).cloned()) else {
+        let Some(file) = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone())) else {
             return;
         };
-        self.emit(Event::EvalStarted { candidate: id });
-        let mut request = EvalRequest::new(
-            self.session.file("task.py"),
-            self.session.file(&c.file),
-            self.device,
-            self.eval.clone(),
-        );
-        request.profile = profile && self.device.is_gpu();
         if profile && !self.device.is_gpu() {
             self.log(
                 LogLevel::Warn,
@@ -1476,32 +1488,13 @@ impl Inner {
                 "profiling needs a GPU: re-evaluating without it",
             );
         }
-        let outcome = self
-            .evaluator
-            .evaluate(request, self.control.stop.child_token(), None)
-            .await;
-        if let Ok(result) = outcome {
-            let result_file = format!("eval/{id}.json");
-            if let Ok(json) = serde_json::to_vec_pretty(&result) {
-                let _ = self.session.write_file(&result_file, &json);
-            }
-            let summary = summarize(&result);
-            self.emit(Event::EvalFinished {
-                candidate: id,
-                result_file,
-                summary: summary.clone(),
-            });
+        if let Some(result) = self.run_evaluation(id, &file, profile).await {
+            self.record_result(id, "you", &result);
             self.log(
                 LogLevel::Info,
                 "you",
-                format!(
-                    "candidate {id} re-evaluated: {}",
-                    if summary.correct { "correct" } else { "failed" }
-                ),
+                format!("candidate {id} re-evaluated"),
             );
-            if summary.correct {
-                self.update_best(id, summary.score);
-            }
         }
     }
 }
