@@ -901,6 +901,47 @@ class PhaseClock:
         self.last = now
 
 
+def task_init_inputs(task, result):
+    """Constructor arguments from the task (none when it has no get_init_inputs)."""
+    if not hasattr(task, "get_init_inputs"):
+        result["notes"].append("the task has no get_init_inputs(); constructors get no arguments")
+        return []
+    try:
+        return task.get_init_inputs()
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("the task's get_init_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+
+
+def build_reference(task, init_inputs, seed, device):
+    try:
+        seed_everything(seed)
+        return task.Model(*init_inputs).to(device)
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("building the reference Model raised %s: %s" % (type(e).__name__, first_line(str(e))))
+
+
+def task_inputs(task, seed, device):
+    """The task's inputs drawn under `seed`, on the device."""
+    seed_everything(seed)
+    try:
+        return to_device(list(task.get_inputs()), device)
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("the task's get_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+
+
+def reference_forward(ref, inputs, device):
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = ref(*inputs)
+        sync(device)
+        return out
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("the reference Model failed on the task's inputs: %s: %s" % (
+            type(e).__name__, first_line(str(e))))
+
+
 def evaluate(job, progress):
     """Runs one evaluation. Returns the result dict; raises KernelFailure/TaskFailure."""
     import torch
@@ -941,21 +982,12 @@ def evaluate(job, progress):
     if not isinstance(model_new_cls, type):
         raise KernelFailure("static_check", "the kernel module has no class ModelNew after import")
 
-    try:
-        init_inputs = task.get_init_inputs() if hasattr(task, "get_init_inputs") else []
-    except Exception as e:  # noqa: BLE001
-        raise TaskFailure("the task's get_init_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
-    if not hasattr(task, "get_init_inputs"):
-        result["notes"].append("the task has no get_init_inputs(); constructors get no arguments")
+    init_inputs = task_init_inputs(task, result)
 
     clock.mark("load")
     progress("building models")
     seed = job["seed"]
-    try:
-        seed_everything(seed)
-        ref = task.Model(*init_inputs).to(device)
-    except Exception as e:  # noqa: BLE001
-        raise TaskFailure("building the reference Model raised %s: %s" % (type(e).__name__, first_line(str(e))))
+    ref = build_reference(task, init_inputs, seed, device)
     try:
         seed_everything(seed)
         new = model_new_cls(*init_inputs)
@@ -967,21 +999,10 @@ def evaluate(job, progress):
         result["alignment"] = align_parameters(ref, new)
 
     def inputs_for(trial_seed):
-        seed_everything(trial_seed)
-        try:
-            return to_device(list(task.get_inputs()), device)
-        except Exception as e:  # noqa: BLE001
-            raise TaskFailure("the task's get_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+        return task_inputs(task, trial_seed, device)
 
     def run_reference(inputs):
-        try:
-            with torch.no_grad():
-                out = ref(*inputs)
-            sync(device)
-            return out
-        except Exception as e:  # noqa: BLE001
-            raise TaskFailure("the reference Model failed on the task's inputs: %s: %s" % (
-                type(e).__name__, first_line(str(e))))
+        return reference_forward(ref, inputs, device)
 
     def run_kernel(inputs):
         try:
@@ -1066,24 +1087,10 @@ def evaluate_reference(job, task, result, progress, device):
     times it. What `kforge run` shows when no LLM is configured yet."""
     import torch
 
-    try:
-        init_inputs = task.get_init_inputs() if hasattr(task, "get_init_inputs") else []
-        seed_everything(job["seed"])
-        ref = task.Model(*init_inputs).to(device)
-    except Exception as e:  # noqa: BLE001
-        raise TaskFailure("building the reference Model raised %s: %s" % (type(e).__name__, first_line(str(e))))
-    seed_everything(job["seed"] + 1)
-    try:
-        inputs = to_device(list(task.get_inputs()), device)
-    except Exception as e:  # noqa: BLE001
-        raise TaskFailure("the task's get_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+    ref = build_reference(task, task_init_inputs(task, result), job["seed"], device)
+    inputs = task_inputs(task, job["seed"] + 1, device)
     progress("reference forward")
-    try:
-        with torch.no_grad():
-            out = ref(*inputs)
-        sync(device)
-    except Exception as e:  # noqa: BLE001
-        raise TaskFailure("the reference Model failed on the task's inputs: %s: %s" % (type(e).__name__, first_line(str(e))))
+    out = reference_forward(ref, inputs, device)
     outputs = []
     for path, value in flatten_outputs(out):
         if isinstance(value, torch.Tensor):
