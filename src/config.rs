@@ -40,16 +40,27 @@ pub struct PythonConfig {
     pub interpreter: Option<PathBuf>,
 }
 
-/// How child processes are made for each evaluation.
+/// How the kernel's process is made for each evaluation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Executor {
-    /// Fork from a server that imported torch and triton once (fast; the default where
-    /// the platform has `fork`).
+    /// Forked from a sandboxed process that imported torch and triton once (fast).
     #[default]
     Fork,
-    /// A fresh interpreter per evaluation (slow, maximally isolated).
+    /// A fresh sandbox and interpreter per evaluation (2-3 s slower, nothing shared
+    /// between evaluations).
     Spawn,
+}
+
+/// How floating-point outputs are compared (`[eval] tolerance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Tolerance {
+    /// atol scaled down to 2% of an output's own magnitude where that is smaller.
+    #[default]
+    Scaled,
+    /// KernelBench's rule: `allclose(atol, rtol)` as configured.
+    Kernelbench,
 }
 
 /// `[eval]`: correctness and timing rules. Defaults are DESIGN.md section 3.
@@ -83,8 +94,18 @@ pub struct EvalConfig {
     pub reject_torch_ops: bool,
     /// Speedups above this are flagged as suspicious.
     pub suspicious_speedup: f64,
-    /// Flag a kernel whose host-synchronized time exceeds its event time by this ratio.
+    /// The judge's clock may exceed a kernel's reported event time by `host_slack_ms`
+    /// (launch and synchronize latency) plus `host_time_ratio - 1` of the event time, plus
+    /// the calibrated noise of the exchange; beyond that the event time is contradicted,
+    /// the result is flagged `host_time_disagrees` and scored on host-bounded times.
     pub host_time_ratio: f64,
+    pub host_slack_ms: f64,
+    /// `scaled` (default): atol shrinks to 2% of an output's own magnitude where that is
+    /// below atol, so zeros cannot pass a tiny output; `kernelbench`: KernelBench's rule.
+    pub tolerance: Tolerance,
+    /// Refuse to run a kernel when no sandbox can be set up (default true: generated code
+    /// is hostile, and running it with the user's rights must be an explicit choice).
+    pub require_sandbox: bool,
     /// Reuse reference timings measured earlier under the same conditions.
     pub baseline_cache: bool,
     pub executor: Executor,
@@ -107,7 +128,10 @@ impl Default for EvalConfig {
             seed: 42,
             reject_torch_ops: false,
             suspicious_speedup: 10.0,
-            host_time_ratio: 1.5,
+            host_time_ratio: 1.1,
+            host_slack_ms: 0.05,
+            tolerance: Tolerance::Scaled,
+            require_sandbox: true,
             baseline_cache: true,
             executor: Executor::Fork,
         }

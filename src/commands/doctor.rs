@@ -99,6 +99,7 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
                     ));
                     r.line("executor", if hello.fork { "fork server (fast)" } else { "fresh process per evaluation (no fork on this platform)" });
                     r.data.insert("versions".into(), json!({"python": hello.python, "torch": hello.torch, "triton": hello.triton, "import_s": hello.import_s}));
+                    sandbox_check(&hello, &config, &mut r);
                     gpu_checks(&evaluator, &mut r, !args.no_ncu).await;
                 }
             }
@@ -135,6 +136,38 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Which sandbox generated kernels run in, and what happens without one.
+fn sandbox_check(hello: &eval::protocol::Hello, config: &Config, r: &mut Report) {
+    let Some(sandbox) = &hello.sandbox else {
+        r.problem(
+            "the harness did not say which sandbox it uses",
+            "reinstall kforge: the harness is older than this binary",
+        );
+        return;
+    };
+    r.data.insert("sandbox".into(), json!(sandbox));
+    if sandbox.enforced {
+        r.line("sandbox", sandbox.detail.clone());
+        if !sandbox.reason.is_empty() {
+            r.line("", sandbox.reason.clone());
+        }
+        return;
+    }
+    r.line("sandbox", format!("NONE: {}", sandbox.reason));
+    let fix = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`) or enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04)";
+    if config.eval.require_sandbox {
+        r.problem(
+            "no sandbox can be set up, so every evaluation is refused ([eval] require_sandbox = true)",
+            fix,
+        );
+    } else {
+        r.problem(
+            "no sandbox: generated kernels run with your rights ([eval] require_sandbox = false)",
+            fix,
+        );
+    }
 }
 
 async fn gpu_checks(evaluator: &eval::Evaluator, r: &mut Report, probe_ncu: bool) {

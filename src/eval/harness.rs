@@ -1,13 +1,41 @@
-//! The Python harness is part of the program: embedded here, written to the cache dir
-//! under its content hash (so two kforge versions never overwrite each other's copy).
+//! The Python harness is part of the program: a small package (`kforge_harness`) embedded
+//! here, written to the cache dir under the hash of all its files (so two kforge versions
+//! never overwrite each other's copy), and run as `python -m kforge_harness`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-/// Source of the harness script.
-pub const HARNESS_SOURCE: &str = include_str!("harness/kforge_harness.py");
+macro_rules! package {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("harness/kforge_harness/", $name)))),*]
+    };
+}
+
+/// The package's files: (file name, source).
+pub const PACKAGE: &[(&str, &str)] = package!(
+    "__init__.py",
+    "__main__.py",
+    "alignment.py",
+    "audit.py",
+    "compare.py",
+    "device.py",
+    "errors.py",
+    "exchange.py",
+    "judge.py",
+    "loading.py",
+    "ncu.py",
+    "protocol.py",
+    "sandbox.py",
+    "server.py",
+    "static.py",
+    "tensors.py",
+    "timing.py",
+    "worker.py",
+    "zygote.py",
+);
+
 /// Requirements of the managed environment.
 pub const REQUIREMENTS: &str = include_str!("harness/requirements.txt");
 
@@ -17,22 +45,46 @@ pub fn short_hash(data: &[u8]) -> String {
     hex::encode(&digest[..6])
 }
 
-/// Writes the harness into `cache_dir/harness/` if it is not there yet and returns its path.
-pub fn install(cache_dir: &Path) -> Result<PathBuf> {
-    let dir = cache_dir.join("harness");
-    let path = dir.join(format!(
-        "kforge_harness-{}.py",
-        short_hash(HARNESS_SOURCE.as_bytes())
-    ));
-    if path.is_file() {
-        return Ok(path);
+/// The hash of the whole package: every file's name and content.
+pub fn package_hash() -> String {
+    let mut hasher = Sha256::new();
+    for (name, source) in PACKAGE {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(source.as_bytes());
+        hasher.update([0]);
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(".harness-{}.tmp", std::process::id()));
-    std::fs::write(&tmp, HARNESS_SOURCE)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
+    hex::encode(&hasher.finalize()[..6])
+}
+
+/// Writes the package into `cache_dir/harness/<hash>/kforge_harness/` if it is not there
+/// yet and returns the directory to put on `PYTHONPATH` (`cache_dir/harness/<hash>`).
+pub fn install(cache_dir: &Path) -> Result<PathBuf> {
+    let root = cache_dir.join("harness").join(package_hash());
+    if root.join(".complete").is_file() {
+        return Ok(root);
+    }
+    let staging = cache_dir
+        .join("harness")
+        .join(format!(".{}-{}.tmp", package_hash(), std::process::id()));
+    let package = staging.join("kforge_harness");
+    std::fs::create_dir_all(&package)
+        .with_context(|| format!("cannot create {}", package.display()))?;
+    for (name, source) in PACKAGE {
+        let path = package.join(name);
+        std::fs::write(&path, source).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    std::fs::write(staging.join(".complete"), package_hash())
+        .with_context(|| format!("cannot write {}", staging.display()))?;
+    match std::fs::rename(&staging, &root) {
+        Ok(()) => Ok(root),
+        // Another kforge installed the same package meanwhile: theirs is identical.
+        Err(_) if root.join(".complete").is_file() => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Ok(root)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot write {}", root.display())),
+    }
 }
 
 #[cfg(test)]
@@ -45,13 +97,26 @@ mod tests {
         let a = install(dir.path()).unwrap();
         let b = install(dir.path()).unwrap();
         assert_eq!(a, b);
-        assert_eq!(std::fs::read_to_string(&a).unwrap(), HARNESS_SOURCE);
-        assert!(
-            a.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .contains(&short_hash(HARNESS_SOURCE.as_bytes()))
-        );
+        for (name, source) in PACKAGE {
+            assert_eq!(
+                std::fs::read_to_string(a.join("kforge_harness").join(name)).unwrap(),
+                *source
+            );
+        }
+        assert!(a.ends_with(package_hash()));
+    }
+
+    #[test]
+    fn every_python_file_of_the_package_is_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval/harness/kforge_harness");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".py"))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = PACKAGE.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
     }
 }

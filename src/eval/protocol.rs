@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EvalConfig, Executor};
+use crate::config::{EvalConfig, Executor, Tolerance};
 
 /// Where an evaluation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -62,6 +62,9 @@ pub struct Job {
     pub reject_torch_ops: bool,
     pub suspicious_speedup: f64,
     pub host_time_ratio: f64,
+    pub host_slack_ms: f64,
+    pub tolerance: Tolerance,
+    pub require_sandbox: bool,
     pub baseline_cache: bool,
     pub baseline_cache_dir: Option<PathBuf>,
     pub profile: bool,
@@ -93,6 +96,9 @@ impl Job {
             reject_torch_ops: s.reject_torch_ops,
             suspicious_speedup: s.suspicious_speedup,
             host_time_ratio: s.host_time_ratio,
+            host_slack_ms: s.host_slack_ms,
+            tolerance: s.tolerance,
+            require_sandbox: s.require_sandbox,
             baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
             baseline_cache_dir,
             profile: request.profile,
@@ -153,6 +159,8 @@ pub enum Category {
     CudaError,
     Oom,
     Mismatch,
+    /// The output was produced by PyTorch (or the reference), not the kernel's Triton code.
+    TorchFallback,
     Timeout,
     Crash,
     Harness,
@@ -172,6 +180,7 @@ impl Category {
             Category::CudaError => "cuda_error",
             Category::Oom => "oom",
             Category::Mismatch => "mismatch",
+            Category::TorchFallback => "torch_fallback",
             Category::Timeout => "timeout",
             Category::Crash => "crash",
             Category::Harness => "harness",
@@ -179,6 +188,25 @@ impl Category {
             Category::Cancelled => "cancelled",
         }
     }
+
+    /// Every category, in the order the harness's `protocol.CATEGORIES` lists them.
+    pub const ALL: [Category; 15] = [
+        Category::StaticCheck,
+        Category::Syntax,
+        Category::Import,
+        Category::Compile,
+        Category::OutOfResources,
+        Category::Runtime,
+        Category::CudaError,
+        Category::Oom,
+        Category::Mismatch,
+        Category::TorchFallback,
+        Category::Timeout,
+        Category::Crash,
+        Category::Harness,
+        Category::Task,
+        Category::Cancelled,
+    ];
 
     pub fn parse(s: &str) -> Option<Category> {
         serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
@@ -259,6 +287,9 @@ pub struct OutputCheck {
     pub max_abs_ref: Option<f64>,
     pub bad_elements: Option<u64>,
     pub numel: Option<u64>,
+    /// The configured atol and the one applied to this output.
+    pub atol: Option<f64>,
+    pub atol_effective: Option<f64>,
 }
 
 /// `random` (seeded inputs), `signed` (standard-normal inputs), `post_timing` (fresh values
@@ -283,9 +314,24 @@ pub struct TimingStats {
     pub runs: u32,
     pub requested_runs: u32,
     pub budget_limited: bool,
+    /// Reference: wall time around forward and synchronize in the judge. Kernel: the judge's
+    /// clock from "go" to "done" per run, less the calibrated exchange overhead.
     pub host_median_ms: f64,
+    /// Kernel only: the judge's raw wall time per run (exchange included).
+    pub wall_median_ms: Option<f64>,
+    /// Kernel only: the timed runs whose outputs the judge checked against the reference.
+    pub checked_runs: Vec<u32>,
     /// Reference only: read from the baseline cache instead of measured now.
     pub cached: bool,
+}
+
+/// The judge's measurement of its exchange with the worker, before the kernel was imported.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Calibration {
+    pub overhead_ms: f64,
+    pub spread_ms: f64,
+    pub runs: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -301,6 +347,46 @@ pub struct Timing {
     pub event_score: Option<f64>,
     pub baseline_key: Option<String>,
     pub flush_l2_bytes: u64,
+    pub calibration: Option<Calibration>,
+    /// How far the kernel's host-bounded time may exceed its event time before the event
+    /// time is contradicted (`host_time_disagrees`).
+    pub allowed_gap_ms: Option<f64>,
+}
+
+/// Which sandbox held the kernel's process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SandboxInfo {
+    /// `bwrap`, `namespaces` or `none`.
+    pub kind: String,
+    pub detail: String,
+    /// Why the sandbox is weaker than bubblewrap, or absent.
+    pub reason: String,
+    pub enforced: bool,
+}
+
+/// What did the work in one audited forward of `ModelNew`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Audit {
+    /// `ok`, `torch_fallback` or `malformed`.
+    pub verdict: String,
+    pub summary: String,
+    pub triton_share: Option<f64>,
+    pub library_share: Option<f64>,
+    pub aten_share: Option<f64>,
+    pub details: serde_json::Value,
+}
+
+/// The tolerance the comparison used.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToleranceUsed {
+    pub mode: String,
+    pub atol: f64,
+    pub rtol: f64,
+    /// Per output: the absolute tolerance after scaling to the output's own magnitude.
+    pub effective_atol: std::collections::BTreeMap<String, f64>,
 }
 
 /// The full outcome of one evaluation. Unknown fields from newer harnesses are ignored.
@@ -327,7 +413,7 @@ pub struct EvalResult {
     pub alignment: Option<Alignment>,
     pub trials: Vec<Trial>,
     pub timing: Option<Timing>,
-    /// `suspicious_speedup`, `host_time_disagrees`, `weak_reference`.
+    /// `suspicious_speedup`, `host_time_disagrees`, `weak_reference`, `stray_processes`.
     pub flags: Vec<String>,
     pub notes: Vec<String>,
     pub profile: Option<serde_json::Value>,
@@ -342,6 +428,17 @@ pub struct EvalResult {
     /// initialization), `load` (importing task and kernel), `build`, `correctness` (trials,
     /// including the first compile), `timing`, `recheck`.
     pub phases_s: std::collections::BTreeMap<String, f64>,
+    /// The sandbox the kernel ran in (None: a result from before sandboxing, or a static
+    /// check that ran nothing).
+    pub sandbox: Option<SandboxInfo>,
+    pub audit: Option<Audit>,
+    pub tolerance: Option<ToleranceUsed>,
+    /// Peak device memory (bytes allocated by the judge) at the end of each phase.
+    pub memory: std::collections::BTreeMap<String, u64>,
+    /// `device` (factories directed to the GPU), `host` (drawn on the CPU and copied) or `cpu`.
+    pub inputs_drawn_on: Option<String>,
+    /// How timed runs got never-seen input values.
+    pub input_refresh: Option<String>,
 }
 
 impl EvalResult {
@@ -366,7 +463,7 @@ impl EvalResult {
     ) -> EvalResult {
         let summary = summary.into();
         EvalResult {
-            schema: 1,
+            schema: 2,
             id: Some(id.to_string()),
             status: Status::Failed,
             category: Some(Category::Harness),
@@ -392,6 +489,7 @@ pub struct Hello {
     pub triton: Option<String>,
     pub fork: bool,
     pub error: Option<String>,
+    pub sandbox: Option<SandboxInfo>,
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ pub struct HarnessServer {
 }
 
 impl HarnessServer {
-    /// Starts `python harness.py serve` and waits for its hello. `interpret` starts it
+    /// Starts `python -m kforge_harness serve` (`harness` is the directory holding the
+    /// package) and waits for its hello. `interpret` starts it
     /// with `TRITON_INTERPRET=1` (CPU evaluation): Triton reads it when it is imported.
     pub async fn start(
         python: &Path,
@@ -54,13 +55,18 @@ impl HarnessServer {
         interpret: bool,
     ) -> Result<HarnessServer> {
         let mut command = Command::new(python);
+        command.args(["-m", "kforge_harness", "serve"]);
+        // Directories no kernel may see, even where the sandbox would otherwise show them.
+        for hidden in crate::paths::config_dir().into_iter() {
+            command.arg("--hide").arg(hidden);
+        }
         command
-            .arg(harness)
-            .arg("serve")
+            .current_dir(harness)
             .env_clear()
             .envs(std::env::vars_os().filter(|(k, _)| !k.to_str().is_some_and(is_secret_env)))
             .env("PYTHONUNBUFFERED", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("PYTHONPATH", harness)
             .env("TRITON_CACHE_DIR", cache_dir.join("triton"))
             .env("TRITON_INTERPRET", if interpret { "1" } else { "0" })
             .stdin(Stdio::piped())

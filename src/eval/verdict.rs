@@ -94,8 +94,14 @@ pub fn render(
         let (abs, rel) = max_errors(result);
         let _ = writeln!(
             out,
-            "  max abs err {abs:.3e}   max rel err {rel:.3e}   (atol {atol:e}, rtol {rtol:e})"
+            "  max abs err {abs:.3e}   max rel err {rel:.3e}   (atol {atol:e}, rtol {rtol:e}{})",
+            scaled_tolerance(result)
         );
+        if let Some(audit) = &result.audit
+            && !audit.summary.is_empty()
+        {
+            let _ = writeln!(out, "  audit: {}", audit.summary);
+        }
     } else {
         let category = result.category.unwrap_or(Category::Harness);
         let label = if category == Category::Task {
@@ -187,7 +193,7 @@ pub fn render(
                     style.warn(&text)
                 };
                 let basis = match t.event_score {
-                    Some(_) => "host-synchronized medians: the events missed work",
+                    Some(_) => "host-bounded medians: the reported event times were contradicted",
                     None => "reference median / kernel median",
                 };
                 let _ = writeln!(out, "  score      {painted}  ({basis})");
@@ -223,6 +229,27 @@ pub fn render(
         );
     }
     out
+}
+
+/// ", effective atol 2.0e-5 on out" where the scaled rule shrank atol for some output.
+fn scaled_tolerance(result: &EvalResult) -> String {
+    let Some(t) = &result.tolerance else {
+        return String::new();
+    };
+    let scaled: Vec<String> = t
+        .effective_atol
+        .iter()
+        .filter(|(_, v)| **v < t.atol)
+        .map(|(output, v)| format!("{v:.1e} on {output}"))
+        .collect();
+    if scaled.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; atol scaled to the output's magnitude: {}",
+            scaled.join(", ")
+        )
+    }
 }
 
 fn stats_line(s: &TimingStats) -> String {

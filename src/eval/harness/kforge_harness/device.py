@@ -1,0 +1,45 @@
+"""Facts about the evaluation device and the versions in use."""
+
+import platform
+
+
+def device_description(device):
+    import torch
+
+    if device == "cpu":
+        return {"kind": "cpu", "name": platform.processor() or platform.machine(), "interpreter": True}
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "kind": "cuda",
+        "name": props.name,
+        "capability": "%d.%d" % (props.major, props.minor),
+        "memory_bytes": props.total_memory,
+        "multiprocessors": props.multi_processor_count,
+        "l2_bytes": getattr(props, "L2_cache_size", None),
+        "interpreter": False,
+    }
+
+
+def versions():
+    import torch
+    import triton
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
+
+
+def sync(device):
+    import torch
+
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+
+def l2_flush_buffer(job, result, device):
+    """A buffer larger than L2 (at least 256 MB), zeroed by the judge before each timed run:
+    L2 is shared by every process on the GPU, so the worker cannot keep it warm."""
+    import torch
+
+    if not job["flush_l2"]:
+        return None
+    l2 = result["device"].get("l2_bytes") or 0
+    return torch.empty(max(256 << 20, 2 * l2), dtype=torch.int8, device=device)

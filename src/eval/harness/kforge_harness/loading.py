@@ -1,0 +1,144 @@
+"""Loading the task (judge only) and the kernel (worker only), seeding, and drawing inputs."""
+
+import importlib.util
+import sys
+
+from .errors import first_line
+from .protocol import TaskFailure
+from .tensors import to_device, tree_map
+
+
+def load_module(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_task(path):
+    try:
+        module = load_module(path, "kforge_task")
+    except SyntaxError as e:
+        raise TaskFailure("the task file has a syntax error at line %s: %s" % (e.lineno, e.msg))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 -- any failure of the task's import is reported
+        raise TaskFailure("importing the task file raised %s: %s" % (type(e).__name__, first_line(str(e))))
+    import torch
+
+    missing = []
+    model = getattr(module, "Model", None)
+    if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
+        missing.append("a `class Model(nn.Module)`")
+    if not callable(getattr(module, "get_inputs", None)):
+        missing.append("a `get_inputs()` function")
+    if missing:
+        raise TaskFailure("the task file does not define %s (KernelBench format)" % " and ".join(missing))
+    return module
+
+
+def seed_everything(seed):
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed % (2 ** 32))
+    except ImportError:
+        pass
+
+
+def task_init_inputs(task, result):
+    """Constructor arguments from the task (none when it has no get_init_inputs)."""
+    if not hasattr(task, "get_init_inputs"):
+        result["notes"].append("the task has no get_init_inputs(); constructors get no arguments")
+        return []
+    try:
+        return list(task.get_init_inputs())
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("the task's get_init_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+
+
+def build_reference(task, init_inputs, seed, device):
+    try:
+        seed_everything(seed)
+        return task.Model(*init_inputs).to(device)
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("building the reference Model raised %s: %s" % (type(e).__name__, first_line(str(e))))
+
+
+class InputSource:
+    """Draws the task's inputs under a seed. On a GPU, `get_inputs()` runs with PyTorch's
+    factory functions directed to the device (drawing 1.6G values on the host took 13 s,
+    on the device 0.01 s); a task that cannot (numpy, explicit CPU tensors) is drawn on the
+    host and copied once. `where` says which, for the result."""
+
+    def __init__(self, task, device):
+        self.task = task
+        self.device = device
+        self.where = None
+
+    def draw(self, seed):
+        import torch
+
+        seed_everything(seed)
+        if self.device != "cpu" and self.where != "host":
+            try:
+                with torch.device(self.device):
+                    values = list(self.task.get_inputs())
+                self.where = "device"
+                return to_device(values, self.device)  # tensors a task built explicitly on the host
+            except Exception:  # noqa: BLE001 -- retried on the host, where a real error repeats
+                self.where = "host"
+                seed_everything(seed)
+        try:
+            values = list(self.task.get_inputs())
+        except Exception as e:  # noqa: BLE001
+            raise TaskFailure("the task's get_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
+        self.where = self.where or ("host" if self.device != "cpu" else "cpu")
+        return to_device(values, self.device)
+
+
+def reference_forward(ref, inputs, device):
+    import torch
+
+    try:
+        with torch.no_grad():
+            out = ref(*inputs)
+        if device != "cpu":
+            torch.cuda.synchronize()
+        return out
+    except Exception as e:  # noqa: BLE001
+        raise TaskFailure("the reference Model failed on the task's inputs: %s: %s" % (
+            type(e).__name__, first_line(str(e))))
+
+
+def copy_into(buffers, values):
+    """Writes a tree of values into same-shaped lent buffers (tensors only)."""
+    import torch
+
+    def pairs(b, v):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(b.shape) or v.dtype != b.dtype:
+                raise TaskFailure("get_inputs() returned inputs of a different shape or dtype from one call to "
+                                  "the next; kforge needs the same shapes every call")
+            with torch.no_grad():
+                b.copy_(v)
+        elif isinstance(b, (list, tuple)):
+            for x, y in zip(b, v):
+                pairs(x, y)
+        elif isinstance(b, dict):
+            for k in b:
+                pairs(b[k], v[k])
+
+    pairs(buffers, values)
+    return buffers
+
+
+__all__ = ["load_module", "load_task", "seed_everything", "task_init_inputs", "build_reference",
+           "InputSource", "reference_forward", "copy_into", "tree_map"]

@@ -1,0 +1,173 @@
+"""Nsight Compute: presence, permission and one profiled forward of ModelNew."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from . import sandbox
+from .errors import clean_text, first_line
+from .loading import load_module, load_task, seed_everything
+from .tensors import to_device
+
+
+NCU_METRICS = [
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_dynamic",
+    "launch__shared_mem_per_block_static",
+    "launch__grid_size",
+    "launch__block_size",
+    "lts__t_sector_hit_rate.pct",
+    "l1tex__t_sector_hit_rate.pct",
+]
+NCU_PERMISSION_FIX = ("GPU performance counters are not permitted for this user: run as root, or load the "
+                      "driver with NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)")
+
+
+def find_ncu():
+    explicit = os.environ.get("KFORGE_NCU")
+    if explicit:
+        return explicit if os.path.exists(explicit) else None
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for base in ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute"):
+        if os.path.isfile(base):
+            return base
+        if os.path.isdir(base):
+            for root, _, files in os.walk(base):
+                if "ncu" in files:
+                    return os.path.join(root, "ncu")
+    return None
+
+
+def ncu_check():
+    ncu = find_ncu()
+    if not ncu:
+        return {"found": False, "message": "ncu (Nsight Compute) not found on PATH; install Nsight Compute or set KFORGE_NCU"}
+    try:
+        out = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60)
+        version = (out.stdout.strip().splitlines() or ["?"])[-1]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"found": True, "path": ncu, "message": "ncu --version failed: %s" % e}
+    probe = ("import torch; x = torch.ones(1024, device='cuda'); torch.cuda.synchronize(); "
+             "y = x * 2; torch.cuda.synchronize()")
+    try:
+        run = subprocess.run([ncu, "--metrics", "gpu__time_duration.sum", "--launch-count", "1",
+                              sys.executable, "-c", probe], capture_output=True, text=True, timeout=180)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"found": True, "path": ncu, "version": version, "permitted": None,
+                "message": "the permission probe did not finish: %s" % e}
+    text = run.stdout + run.stderr
+    if "ERR_NVGPUCTRPERM" in text:
+        return {"found": True, "path": ncu, "version": version, "permitted": False, "message": NCU_PERMISSION_FIX}
+    permitted = "gpu__time_duration.sum" in text
+    return {"found": True, "path": ncu, "version": version, "permitted": permitted,
+            "message": "" if permitted else "ncu ran but reported no metric: " + first_line(clean_text(text, 5))}
+
+
+def run_ncu(job, info, policy):
+    """Profiles one forward of ModelNew in a fresh process under ncu, both inside the same
+    sandbox as every worker (the profiled process runs the kernel's code). It is not part of
+    any verdict, so the task module may live in it."""
+    ncu = find_ncu()
+    if not ncu:
+        return {"available": False, "reason": "ncu (Nsight Compute) not found on PATH; install it or set KFORGE_NCU"}
+    workdir = tempfile.mkdtemp(prefix="kforge-ncu-", dir=policy.writable_paths[0])
+    try:
+        kernel_file = os.path.join(workdir, "kernel.py")
+        task_file = os.path.join(workdir, "task.py")
+        shutil.copyfile(job["kernel_path"], kernel_file)
+        shutil.copyfile(job["task_path"], task_file)
+        job_path = os.path.join(workdir, "profile.json")
+        with open(job_path, "w") as f:
+            json.dump({"task_file": task_file, "kernel_file": kernel_file, "seed": job["seed"],
+                       "device": job["device"]}, f)
+        report = os.path.join(workdir, "ncu.csv")
+        command = sandbox.launch_argv(info, policy, [
+            ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--target-processes", "all",
+            "--metrics", ",".join(NCU_METRICS), "--log-file", report,
+            sys.executable, "-m", "kforge_harness", "profile", job_path])
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=float(job.get("profile_timeout_s", 300)),
+                                 cwd=workdir, env=policy.env, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return {"available": False, "reason": "Nsight Compute did not finish in time"}
+        text = _read(report)
+        if "ERR_NVGPUCTRPERM" in text + run.stdout + run.stderr:
+            return {"available": False, "reason": NCU_PERMISSION_FIX}
+        kernels = parse_ncu_csv(text)
+        if not kernels:
+            return {"available": False, "reason": "Nsight Compute reported no kernel: " +
+                    first_line(clean_text(text + run.stderr, 10))}
+        return {"available": True, "tool": "ncu", "kernels": kernels}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse_ncu_csv(text):
+    import csv
+    import io
+
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    if len(lines) < 2:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header = rows[0]
+    kernels = []
+    for row in rows[1:]:
+        if len(row) != len(header):
+            continue
+        record = dict(zip(header, row))
+        if record.get("ID", "").strip() == "" or not record.get("ID", "0").strip().isdigit():
+            continue  # the units row
+        metrics = {}
+        for name in NCU_METRICS:
+            raw = record.get(name, "").replace(",", "")
+            try:
+                metrics[name] = float(raw)
+            except ValueError:
+                if raw:
+                    metrics[name] = raw
+        kernels.append({"name": record.get("Kernel Name", "?"), "metrics": metrics})
+    return kernels
+
+
+def profile_main(job_path):
+    """One warmed-up forward of ModelNew between cudaProfilerStart/Stop."""
+    import torch
+
+    with open(job_path) as f:
+        job = json.load(f)
+    task = load_task(job["task_file"])
+    kernel = load_module(job["kernel_file"], "kforge_kernel")
+    device = job["device"]
+    seed_everything(job["seed"])
+    init = task.get_init_inputs() if hasattr(task, "get_init_inputs") else []
+    model = kernel.ModelNew(*init).to(device)
+    seed_everything(job["seed"] + 2000)
+    inputs = to_device(list(task.get_inputs()), device)
+    with torch.no_grad():
+        for _ in range(2):
+            model(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        model(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-(1 << 20):]
+    except OSError:
+        return ""

@@ -1,0 +1,156 @@
+"""The harness's shared vocabulary: failure categories, the result skeleton, limits, and the
+framing of messages between processes.
+
+Three roles never share a process (docs/security.md): the server (trusted, long-lived),
+the judge (trusted, one per evaluation: reference, inputs, comparison, timing, verdict) and
+the worker (untrusted, sandboxed: imports the kernel and runs ModelNew). Only the judge
+decides; what a worker sends can make its own kernel fail, never pass.
+"""
+
+import json
+import socket
+import struct
+
+PROTOCOL = 2
+LOG_LIMIT = 1 << 20  # bytes of worker output kept in a result
+MESSAGE_LINES = 150  # lines of cleaned error text, as the repair prompt wants them
+MAX_MESSAGE = 4 << 20  # bytes of one framed message; a larger one is a protocol violation
+
+# Every failure category, in the order docs/eval-result.md lists them. The Rust enum
+# `Category` must agree (tests/harness_categories.rs checks it).
+CATEGORIES = (
+    "static_check", "syntax", "import", "compile", "out_of_resources", "runtime",
+    "cuda_error", "oom", "mismatch", "torch_fallback", "timeout", "crash", "harness",
+    "task", "cancelled",
+)
+
+
+class KernelFailure(Exception):
+    """A classified failure of the candidate: ends the evaluation with a category."""
+
+    def __init__(self, category, summary, message="", details=None):
+        super().__init__(summary)
+        assert category in CATEGORIES, category
+        self.category = category
+        self.summary = summary
+        self.message = message or summary
+        self.details = details or {}
+
+
+class TaskFailure(Exception):
+    """The task file itself is unusable: not the kernel's fault."""
+
+
+class HarnessError(Exception):
+    """A fault of the harness or its environment, not of the kernel or the task."""
+
+
+class ProtocolViolation(Exception):
+    """A peer sent something the protocol does not allow (malformed, oversized, early,
+    duplicate). From a worker this is a `crash` of its kernel, never a pass."""
+
+
+def new_result(job):
+    return {
+        "schema": 2,
+        "id": job.get("id"),
+        "status": "failed",
+        "correct": False,
+        "category": None,
+        "summary": "",
+        "message": "",
+        "details": {},
+        "log": "",
+        "device": {"kind": "cpu" if job.get("device") == "cpu" else "cuda"},
+        "versions": {},
+        "static": {"errors": [], "warnings": [], "jit_kernels": [], "launches": []},
+        "alignment": None,
+        "trials": [],
+        "timing": None,
+        "flags": [],
+        "notes": [],
+        "profile": None,
+        "phase": None,
+        "duration_s": 0.0,
+        "child_s": 0.0,
+        "sandbox": None,
+        "audit": None,
+        "tolerance": None,
+        "memory": {},
+    }
+
+
+def fail(result, category, summary, message="", details=None):
+    assert category in CATEGORIES, category
+    result.update({"status": "failed", "correct": False, "category": category, "summary": summary,
+                   "message": message or summary, "details": details or {}})
+    return result
+
+
+# -- framing --------------------------------------------------------------------------
+# A message is a 4-byte big-endian length and that many bytes of UTF-8 JSON (an object).
+
+def encode(message):
+    data = json.dumps(message, default=str, allow_nan=True).encode()
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolViolation("message of %d bytes exceeds the %d-byte limit" % (len(data), MAX_MESSAGE))
+    return struct.pack(">I", len(data)) + data
+
+
+def send(sock, message):
+    sock.sendall(encode(message))
+
+
+def _recv_exact(sock, n):
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(sock):
+    """The next message as a dict, or None when the peer closed the connection cleanly
+    between messages. Raises ProtocolViolation for anything else."""
+    header = _recv_exact(sock, 4)
+    if header is None:
+        return None
+    (length,) = struct.unpack(">I", header)
+    if length > MAX_MESSAGE:
+        raise ProtocolViolation("announced a %d-byte message (limit %d)" % (length, MAX_MESSAGE))
+    data = _recv_exact(sock, length)
+    if data is None:
+        raise ProtocolViolation("connection closed in the middle of a message")
+    try:
+        message = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ProtocolViolation("malformed message: %s" % e)
+    if not isinstance(message, dict) or not isinstance(message.get("type", message.get("op")), str):
+        raise ProtocolViolation("a message must be a JSON object with a type")
+    return message
+
+
+def send_fds(sock, message, fds):
+    """A framed message with file descriptors attached (SCM_RIGHTS)."""
+    socket.send_fds(sock, [encode(message)], list(fds))
+
+
+def recv_with_fds(sock, max_fds=4):
+    """(message, fds) for a message sent with send_fds; (None, []) at end of stream."""
+    data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE + 4, max_fds)
+    if not data:
+        return None, []
+    if len(data) < 4:
+        raise ProtocolViolation("short message")
+    (length,) = struct.unpack(">I", data[:4])
+    body = data[4:]
+    while len(body) < length:
+        more = sock.recv(length - len(body))
+        if not more:
+            raise ProtocolViolation("connection closed in the middle of a message")
+        body += more
+    message = json.loads(body.decode())
+    return message, fds

@@ -1,0 +1,605 @@
+"""The server: a long-lived trusted process that kforge talks to over JSON lines. It
+imports torch and triton once, never initializes CUDA itself, and for each evaluation forks
+a judge and asks its sandboxed zygote for a worker.
+
+Protocol with kforge (one JSON object per line):
+  -> {"op": "eval", "id": ID, "job": {...}}       <- {"event": "progress", "id", "phase"}...
+                                                   <- {"event": "result", "id", "result": {...}}
+  -> {"op": "cancel", "id": ID}                    (kills judge and worker; result status "cancelled")
+  -> {"op": "static_check", "id", "source", "reject_torch_ops"}  <- {"event": "static", "id", "report"}
+  -> {"op": "device_info", "id"}                   <- {"event": "device_info", "id", "info"}
+  -> {"op": "sandbox_info", "id"}                  <- {"event": "sandbox_info", "id", "info"}
+  -> {"op": "ncu_check", "id"}                     <- {"event": "ncu_check", "id", "info"}
+  -> {"op": "shutdown"}
+"""
+
+import json
+import os
+import platform
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+from . import protocol, sandbox
+from .device import device_description, versions
+from .errors import clean_text, exception_text, first_line, tail_bytes
+from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
+from .static import static_check
+
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
+WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
+
+
+class Zygote:
+    """The sandboxed process that forks workers (zygote.py), and its control channel."""
+
+    def __init__(self, info, policy):
+        self.info = info
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = sandbox.launch_argv(info, policy, [sys.executable, "-m", "kforge_harness", "zygote",
+                                                  str(theirs.fileno())])
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
+                                        start_new_session=True, env=None if info.kind != "none" else policy.env)
+        theirs.close()
+        self.control = ours
+        self.exited = {}  # id -> {"status", "strays"}
+        ready, _, _ = __import__("select").select([ours], [], [], ZYGOTE_START_S)
+        hello = self.read() if ready else None
+        if not hello or hello.get("type") != "hello" or not hello.get("ok"):
+            self.stop()
+            err = b""
+            try:
+                err = self.process.stderr.read() if self.process.poll() is not None else b""
+            except OSError:
+                pass
+            raise HarnessError("the sandboxed worker process did not start (%s): %s" % (
+                info.kind, (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
+
+    def read(self):
+        try:
+            message, fds = protocol.recv_with_fds(self.control)
+        except (OSError, ValueError, protocol.ProtocolViolation):
+            return None
+        for fd in fds:
+            os.close(fd)
+        if message and message.get("type") == "exited":
+            self.exited[message.get("id")] = message
+        return message
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def fork(self, rid, job, channel):
+        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, [channel.fileno()])
+        while True:
+            message = self.read()
+            if message is None:
+                raise HarnessError("the sandboxed worker process stopped answering")
+            if message.get("type") == "forked" and message.get("id") == rid:
+                return
+
+    def kill(self, rid):
+        try:
+            protocol.send(self.control, {"op": "kill", "id": rid})
+        except OSError:
+            pass
+
+    def stop(self):
+        try:
+            self.control.close()
+        except OSError:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Server:
+    def __init__(self, proto, hidden_paths):
+        self.proto = proto
+        self.pending = []
+        self.buffer = b""
+        self.stdin_open = True
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(0, selectors.EVENT_READ, "stdin")
+        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.hidden_paths = hidden_paths
+        self.sandbox = sandbox.detect()
+        self.exchange_root = tempfile.mkdtemp(prefix="kforge-exchange-", dir=exchange_parent())
+        self.private_root = tempfile.mkdtemp(prefix="kforge-judge-")
+        self.zygote = None
+
+    def send(self, obj):
+        self.proto.write(json.dumps(obj, default=str) + "\n")
+        self.proto.flush()
+
+    def read_stdin(self):
+        try:
+            chunk = os.read(0, 1 << 16)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.stdin_open = False
+            self.selector.unregister(0)
+            return
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            if line.strip():
+                try:
+                    self.pending.append(json.loads(line))
+                except ValueError:
+                    self.send({"event": "error", "error": "malformed request line"})
+
+    def next_request(self):
+        while not self.pending and self.stdin_open:
+            for key, _ in self.selector.select():
+                if key.data == "stdin":
+                    self.read_stdin()
+        return self.pending.pop(0) if self.pending else None
+
+    def loop(self):
+        try:
+            while True:
+                request = self.next_request()
+                if request is None:
+                    return
+                op = request.get("op")
+                rid = request.get("id")
+                try:
+                    if op == "eval":
+                        self.send({"event": "result", "id": rid, "result": self.run_eval(rid, request.get("job") or {})})
+                    elif op == "static_check":
+                        category, report, _ = static_check(request.get("source", ""), request.get("reject_torch_ops", False))
+                        self.send({"event": "static", "id": rid, "category": category, "report": report})
+                    elif op == "device_info":
+                        self.send({"event": "device_info", "id": rid, "info": self.device_info()})
+                    elif op == "sandbox_info":
+                        self.send({"event": "sandbox_info", "id": rid, "info": self.sandbox_record()})
+                    elif op == "ncu_check":
+                        from .ncu import ncu_check
+
+                        self.send({"event": "ncu_check", "id": rid, "info": ncu_check()})
+                    elif op == "cancel":
+                        pass  # nothing running: a late cancel is harmless
+                    elif op == "shutdown":
+                        return
+                    else:
+                        self.send({"event": "error", "id": rid, "error": "unknown op %r" % op})
+                except Exception as e:  # noqa: BLE001 -- the server must outlive any request
+                    self.send({"event": "error", "id": rid, "error": "%s: %s" % (type(e).__name__, e),
+                               "traceback": traceback.format_exc()})
+        finally:
+            if self.zygote:
+                self.zygote.stop()
+            shutil.rmtree(self.exchange_root, ignore_errors=True)
+            shutil.rmtree(self.private_root, ignore_errors=True)
+
+    def sandbox_record(self):
+        return {"kind": self.sandbox.kind, "detail": self.sandbox.detail, "reason": self.sandbox.reason,
+                "enforced": self.sandbox.kind != "none"}
+
+    def policy(self):
+        return sandbox.default_policy(
+            harness_dir=HARNESS_DIR, exchange_root=self.exchange_root,
+            triton_cache=os.environ.get("TRITON_CACHE_DIR") or os.path.join(self.exchange_root, "triton"),
+            hidden_paths=self.hidden_paths, interpret=self.interpret, device_env=dict(os.environ))
+
+    def ensure_zygote(self, fresh):
+        if fresh or self.zygote is None or not self.zygote.alive():
+            if self.zygote:
+                self.zygote.stop()
+            self.zygote = Zygote(self.sandbox, self.policy())
+        return self.zygote
+
+    # -- evaluation ---------------------------------------------------------
+
+    def run_eval(self, rid, job):
+        started = time.time()
+        job = dict(job)
+        job["id"] = rid
+        result = new_result(job)
+        result["versions"] = versions()  # imported already; no CUDA involved
+        result["sandbox"] = self.sandbox_record()
+        if not result["sandbox"]["enforced"]:
+            result["notes"].append("NO SANDBOX: the kernel ran with this user's rights (%s)" % self.sandbox.reason)
+        try:
+            kernel_source = open(job["kernel_path"], encoding="utf-8", errors="replace").read()
+            task_source = open(job["task_path"], encoding="utf-8", errors="replace").read()
+        except OSError as e:
+            return fail(result, "harness", "cannot read input file: %s" % e)
+        if job.get("reference_only"):
+            category, report, syntax = None, result["static"], None
+        else:
+            category, report, syntax = static_check(kernel_source, job.get("reject_torch_ops", False))
+        result["static"] = report
+        if category:
+            fail_static(result, category, report, syntax)
+            result["duration_s"] = time.time() - started
+            return result
+        if job.get("require_sandbox") and not result["sandbox"]["enforced"] and not job.get("reference_only"):
+            fail(result, "harness", "no sandbox could be set up (%s); [eval] require_sandbox = true refuses to "
+                 "run the kernel" % self.sandbox.reason)
+            result["duration_s"] = time.time() - started
+            return result
+
+        workdir = os.path.join(self.exchange_root, "eval-%s" % safe_name(rid))
+        private = tempfile.mkdtemp(prefix="eval-", dir=self.private_root)
+        os.makedirs(workdir, mode=0o700)
+        try:
+            # The worker gets a copy of the kernel in its exchange dir (Triton reads kernels
+            # from source files); the task stays in the judge's private dir, out of its sight.
+            kernel_file = os.path.join(workdir, "kernel.py")
+            task_file = os.path.join(private, "task.py")
+            shutil.copyfile(job["kernel_path"], kernel_file)
+            shutil.copyfile(job["task_path"], task_file)
+            job.update({"kernel_file": kernel_file, "task_file": task_file, "task_source": task_source,
+                        "exchange_dir": workdir, "_result": result})
+            outcome = self.run_judge_and_worker(rid, job, workdir, private)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
+        outcome["duration_s"] = time.time() - started
+        if outcome.get("correct") and job.get("profile") and job.get("device") != "cpu":
+            from .ncu import run_ncu
+
+            outcome["profile"] = run_ncu(job, self.sandbox, self.policy())
+        return outcome
+
+    def run_judge_and_worker(self, rid, job, workdir, private):
+        result = job["_result"]
+        spawn = job.get("executor", "fork") == "spawn"
+        try:
+            zygote = self.ensure_zygote(fresh=spawn)
+        except HarnessError as e:
+            return fail(result, "harness", str(e))
+        worker_log = os.path.join(workdir, "output.log")
+        judge_log = os.path.join(private, "judge.log")
+        judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        worker_job = {"kernel_file": job["kernel_file"], "device": job["device"], "workdir": workdir,
+                      "log_path": worker_log, "jit_kernels": result["static"].get("jit_kernels", []),
+                      "limits": job.get("limits") or {}}
+        try:
+            zygote.fork(rid, worker_job, worker_end)
+        except (HarnessError, OSError) as e:
+            judge_end.close()
+            worker_end.close()
+            return fail(result, "harness", "cannot start the kernel's process: %s" % e)
+        worker_end.close()
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the judge
+            try:
+                os.close(read_fd)
+                os.setsid()
+                self.proto.close()
+                zygote.control.close()
+                redirect_output(judge_log)
+                judge_main(job, write_fd, judge_end)
+            finally:
+                os._exit(71)
+        judge_end.close()
+        os.close(write_fd)
+        self.send({"event": "started", "id": rid, "pid": pid, "executor": "spawn" if spawn else "fork",
+                   "sandbox": self.sandbox.kind})
+        final, ended_by = self.watch(rid, job, read_fd, zygote)
+        kill_group(pid)
+        status = reap(pid)
+        if ended_by or final is None or not final.get("correct"):
+            zygote.kill(rid)
+        worker = self.await_worker(zygote, rid)
+        log = read_log(judge_log) + read_log(worker_log)
+        if spawn:
+            zygote.stop()
+            self.zygote = None
+
+        if ended_by == "shutdown":
+            sys.exit(0)
+        if ended_by == "cancelled":
+            out = fail(result, "cancelled", "evaluation cancelled")
+            out["status"] = "cancelled"
+        elif ended_by == "timeout":
+            out = fail(result, "timeout", "timed out after %gs (during %s)" % (
+                float(job.get("timeout_s", 300)), result.get("phase") or "start-up"),
+                "the evaluation did not finish within %gs; last phase: %s\n%s" % (
+                    float(job.get("timeout_s", 300)), result.get("phase") or "start-up", clean_text(log, 40)))
+        elif final is not None:
+            out = final
+            if out.get("category") == "crash" and worker and worker.get("status") not in (None, 0, 70):
+                # The worker died: say how (the judge only saw its channel close).
+                phase = out.get("phase") or result.get("phase")
+                out["summary"] = describe_exit(worker["status"], phase)
+                out["message"] = "%s\n%s" % (out["summary"], clean_text(log))
+                out["details"] = dict(out.get("details") or {}, **exit_details(worker["status"]))
+        else:
+            out = fail(result, "harness", "the judge process %s" % describe_exit(status, result.get("phase")),
+                       clean_text(log))
+        if worker and worker.get("strays"):
+            out["notes"].append("%d process(es) the kernel left behind were killed" % worker["strays"])
+            out["flags"].append("stray_processes")
+        out["log"] = tail_bytes((out.get("log") or "") + log)
+        if out.get("category") not in (None, "syntax", "static_check") and out.get("message"):
+            out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
+        return out
+
+    def watch(self, rid, job, read_fd, zygote):
+        """Relays the judge's progress until its result; enforces the deadline and cancels."""
+        result = job["_result"]
+        deadline = time.time() + float(job.get("timeout_s", 300))
+        self.selector.register(read_fd, selectors.EVENT_READ, "judge")
+        data = b""
+        final = None
+        ended_by = None
+        try:
+            while True:
+                remaining = deadline - time.time()
+                if remaining <= 0:
+                    return final, "timeout"
+                for key, _ in self.selector.select(timeout=min(remaining, 1.0)):
+                    if key.data == "stdin":
+                        self.read_stdin()
+                        if not self.stdin_open:
+                            ended_by = "shutdown"
+                        for req in list(self.pending):
+                            if req.get("op") == "cancel" and req.get("id") == rid:
+                                self.pending.remove(req)
+                                ended_by = "cancelled"
+                        continue
+                    chunk = os.read(read_fd, 1 << 16)
+                    if not chunk:
+                        return final, ended_by
+                    data += chunk
+                    while b"\n" in data:
+                        line, data = data.split(b"\n", 1)
+                        try:
+                            message = json.loads(line)
+                        except ValueError:
+                            continue
+                        if "progress" in message:
+                            result["phase"] = message["progress"]
+                            self.send({"event": "progress", "id": rid, "phase": message["progress"]})
+                        elif "result" in message:
+                            final = message["result"]
+                if ended_by:
+                    return final, ended_by
+        finally:
+            self.selector.unregister(read_fd)
+            os.close(read_fd)
+
+    def await_worker(self, zygote, rid):
+        """The zygote's word that the worker and everything it started are gone."""
+        import select
+
+        deadline = time.time() + WORKER_EXIT_GRACE_S
+        killed = False
+        while rid not in zygote.exited:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                if killed:
+                    return None
+                zygote.kill(rid)
+                killed = True
+                deadline = time.time() + WORKER_EXIT_GRACE_S
+                continue
+            ready, _, _ = select.select([zygote.control], [], [], remaining)
+            if ready and zygote.read() is None:
+                return None
+        return zygote.exited.pop(rid)
+
+    def device_info(self):
+        """Runs in a forked child: the server must never initialize CUDA."""
+        import select
+
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_fd)
+                info = {}
+                try:
+                    import torch
+
+                    info["cuda_available"] = torch.cuda.is_available()
+                    info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
+                        if info["cuda_available"] else []
+                    info["cuda_version"] = torch.version.cuda
+                except Exception as e:  # noqa: BLE001
+                    info["error"] = "%s: %s" % (type(e).__name__, e)
+                os.write(write_fd, json.dumps(info).encode())
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        chunks = []
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if select.select([read_fd], [], [], 1.0)[0]:
+                chunk = os.read(read_fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        os.close(read_fd)
+        kill_group(pid, own_group=False)
+        status = reap(pid)
+        try:
+            return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query")}
+        except ValueError:
+            return {"error": describe_exit(status, "device query")}
+
+
+def fail_static(result, category, report, syntax):
+    if category == "syntax":
+        summary = report["errors"][0]["message"]
+        message = summary
+        if syntax and syntax.get("text"):
+            caret = " " * max((syntax.get("col") or 1) - 1, 0) + "^"
+            message = "%s\n    %s\n    %s" % (summary, syntax["text"], caret)
+        fail(result, "syntax", summary, message, syntax)
+    else:
+        summary = "; ".join(e["message"] for e in report["errors"])
+        fail(result, "static_check", summary, "\n".join(
+            "line %s: %s" % (e["line"], e["message"]) if e["line"] else e["message"]
+            for e in report["errors"]), {"errors": report["errors"]})
+
+
+def judge_main(job, result_fd, channel):
+    """Body of the judge process. Never returns."""
+    from .judge import Evaluation
+
+    status = 0
+    writer = os.fdopen(result_fd, "w", buffering=1)
+    started = time.time()
+    result = job["_result"]
+
+    def progress(phase):
+        result["phase"] = phase
+        try:
+            writer.write(json.dumps({"progress": phase}) + "\n")
+        except OSError:
+            pass
+
+    try:
+        Evaluation(job, progress, channel).run()
+    except KernelFailure as f:
+        fail(result, f.category, f.summary, f.message, f.details)
+    except TaskFailure as f:
+        fail(result, "task", str(f))
+    except HarnessError as e:
+        fail(result, "harness", str(e))
+    except BaseException as e:  # noqa: BLE001 -- a harness bug must still produce a result
+        fail(result, "harness", "harness error: %s: %s" % (type(e).__name__, first_line(str(e))),
+             clean_text(exception_text(e)))
+    result["child_s"] = time.time() - started
+    try:
+        writer.write(json.dumps({"result": result}, default=str) + "\n")
+        writer.flush()
+    except BaseException:  # noqa: BLE001
+        status = 70
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def redirect_output(log_path):
+    sandbox.scrub_environment(os.environ)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def exchange_parent():
+    """Where lent file buffers live: /dev/shm (memory) when it is there and roomy, else the
+    system temp dir."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize > (4 << 30) and os.access("/dev/shm", os.W_OK):
+            return "/dev/shm"
+    except OSError:
+        pass
+    return None
+
+
+def safe_name(rid):
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in str(rid))[:64] or "job"
+
+
+def kill_group(pid, own_group=True):
+    try:
+        if own_group:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def reap(pid):
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def exit_details(status):
+    if status is None:
+        return {}
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "signal %d" % -status
+        return {"signal": name, "signal_number": -status}
+    return {"exit_code": status}
+
+
+def describe_exit(status, phase):
+    where = " during %s" % phase if phase else ""
+    if status is None:
+        return "the evaluation process vanished%s" % where
+    if status < 0:
+        name = exit_details(status)["signal"]
+        meaning = {"SIGSEGV": "segmentation fault", "SIGKILL": "killed", "SIGABRT": "aborted",
+                   "SIGBUS": "bus error", "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction"}
+        return "the kernel's process died from %s (%s)%s" % (name, meaning.get(name, "signal"), where)
+    return "the kernel's process exited with code %d without a result%s" % (status, where)
+
+
+def read_log(path):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - protocol.LOG_LIMIT))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def serve(hidden_paths):
+    # The protocol gets a private copy of stdout; fd 1 becomes stderr so stray prints from
+    # imports can never corrupt the JSON stream.
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    sandbox.scrub_environment(os.environ)
+    started = time.time()
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except BaseException as e:  # noqa: BLE001
+        proto.write(json.dumps({"event": "hello", "ok": False, "protocol": PROTOCOL,
+                                "python": platform.python_version(), "executable": sys.executable,
+                                "error": "%s: %s" % (type(e).__name__, e)}) + "\n")
+        proto.flush()
+        return 3
+    server = Server(proto, hidden_paths)
+    hello = {"event": "hello", "ok": True, "protocol": PROTOCOL, "pid": os.getpid(),
+             "executable": sys.executable, "import_s": time.time() - started,
+             "interpret": os.environ.get("TRITON_INTERPRET") == "1", "fork": hasattr(os, "fork"),
+             "sandbox": server.sandbox_record()}
+    hello.update(versions())
+    proto.write(json.dumps(hello) + "\n")
+    proto.flush()
+    server.loop()
+    return 0

@@ -1,0 +1,201 @@
+"""The worker: the only process that runs the candidate's code. Untrusted by construction.
+
+It is forked by the zygote inside the sandbox, attaches the buffers the judge lends it,
+imports the kernel, and answers the judge's requests one at a time. It never sees the task
+file, the reference model or the reference's outputs, and nothing it says can make a kernel
+pass: the judge reads its outputs from buffers the judge owns and compares them itself.
+Everything here can be patched by the kernel once it is imported, which is why the judge
+calibrates the timing path before the import and bounds every timed run with its own clock.
+"""
+
+import os
+import socket
+import time
+
+from . import protocol
+from .errors import classify
+from .exchange import Borrower
+from .loading import load_module, seed_everything
+from .tensors import describe, flatten_outputs
+
+# Failure categories a worker may report about its own kernel.
+WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom"}
+
+
+class Worker:
+    def __init__(self, sock, job):
+        self.sock = sock
+        self.job = job
+        self.device = job["device"]
+        self.gpu = self.device != "cpu"
+        self.borrower = Borrower(self.device)
+        self.model = None
+        self.inputs = None
+        self.outputs = None
+        self.scratch = None
+        self.ctx = {"interpret": not self.gpu, "kernel_file": os.path.abspath(job["kernel_file"]),
+                    "jit_kernels": job.get("jit_kernels") or []}
+
+    def reply(self, message):
+        protocol.send(self.sock, message)
+
+    def failure(self, exc, stage):
+        f = classify(exc, stage, self.ctx)
+        self.reply({"type": "failure", "category": f.category, "summary": f.summary, "message": f.message,
+                    "details": f.details})
+
+    def serve(self):
+        import torch
+
+        if self.gpu:
+            torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # the context the IPC handles open into
+        self.reply({"type": "hello"})
+        while True:
+            request = protocol.recv(self.sock)
+            if request is None:
+                return
+            if request.get("op") == "exit":
+                self.reply({"type": "bye"})
+                return
+            op = request.get("op")
+            handler = getattr(self, "op_" + str(op), None)
+            if handler is None:
+                self.reply({"type": "error", "error": "unknown op %r" % op})
+                return
+            if handler(request) is False:
+                return
+
+    def op_attach(self, request):
+        import torch
+
+        self.inputs = self.borrower.attach_tree(request["inputs"])
+        self.outputs = self.borrower.attach_tree(request["outputs"])
+        # Scratch copies of the output slots: the calibration runs copy them exactly as a
+        # real run copies the kernel's outputs, so the copy is part of the measured overhead.
+        self.scratch = [(p, torch.zeros_like(t)) for p, t in flatten_outputs(self.outputs)
+                        if isinstance(t, torch.Tensor)]
+        self.reply({"type": "attached"})
+
+    def op_load(self, request):
+        import torch
+
+        init = self.borrower.attach_tree(request["init_inputs"])
+        try:
+            kernel = load_module(self.job["kernel_file"], "kforge_kernel")
+        except SystemExit as e:
+            self.reply({"type": "failure", "category": "import",
+                        "summary": "the kernel called sys.exit(%s) while being imported" % (e.code,)})
+            return False
+        except BaseException as e:  # noqa: BLE001 -- everything the candidate raises is classified
+            self.failure(e, "import")
+            return False
+        cls = getattr(kernel, "ModelNew", None)
+        if not isinstance(cls, type):
+            self.reply({"type": "failure", "category": "import",
+                        "summary": "the kernel module has no class ModelNew after import"})
+            return False
+        try:
+            seed_everything(int(request["seed"]))
+            model = cls(*init)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+        except BaseException as e:  # noqa: BLE001
+            self.failure(e, "build")
+            return False
+        self.model = model
+        state = []
+        if isinstance(model, torch.nn.Module):
+            state = [[name, list(t.shape), str(t.dtype).replace("torch.", "")]
+                     for name, t in model.state_dict().items()]
+        self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module)})
+
+    def op_params(self, request):
+        import torch
+
+        state = self.model.state_dict()
+        with torch.no_grad():
+            for name, desc in request["assign"]:
+                state[name].copy_(self.borrower.attach(desc))
+        self.reply({"type": "params_set"})
+
+    def op_forward(self, request):
+        import torch
+
+        mode = request["mode"]
+        timed = self.gpu and mode in ("timed", "null")
+        if timed:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+        record = None
+        try:
+            with torch.no_grad():
+                if mode == "null":
+                    start.record()
+                    end.record()
+                    slots = dict(flatten_outputs(self.outputs))
+                    for path, value in self.scratch:
+                        slots[path].copy_(value)
+                    out = None
+                elif mode == "audit":
+                    from .audit import audited_forward
+
+                    out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"])
+                else:
+                    if timed:
+                        start.record()
+                    out = self.model(*self.inputs)
+                    if timed:
+                        end.record()
+            copied = self.copy_outputs(out) if mode != "null" else True
+            if self.gpu:
+                torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001
+            self.failure(e, "forward")
+            return False
+        message = {"type": "done", "run": request.get("run"), "copied": copied,
+                   "outputs": describe(out) if mode != "null" else None}
+        if timed:
+            message["event_ms"] = start.elapsed_time(end)
+        if record is not None:
+            message["audit"] = record
+        self.reply(message)
+
+    def copy_outputs(self, out):
+        """Copies each output into the judge's slot of the same path, shape and dtype; the
+        judge finds out from the description which did not fit."""
+        import torch
+
+        slots = dict(flatten_outputs(self.outputs))
+        copied = True
+        for path, value in flatten_outputs(out):
+            slot = slots.get(path)
+            if isinstance(slot, torch.Tensor) and isinstance(value, torch.Tensor) \
+                    and tuple(value.shape) == tuple(slot.shape) and value.dtype == slot.dtype:
+                slot.copy_(value.detach())
+            elif isinstance(slot, torch.Tensor) or isinstance(value, torch.Tensor):
+                copied = False
+        return copied
+
+
+def main(channel_fd, job):
+    """Body of the forked worker. Never returns."""
+    status = 0
+    try:
+        sock = socket.socket(fileno=channel_fd)
+        Worker(sock, job).serve()
+    except BaseException:  # noqa: BLE001 -- the judge sees the closed channel as a crash
+        import traceback
+
+        traceback.print_exc()
+        status = 70
+    finally:
+        try:
+            import sys
+
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+        time.sleep(0)
+        os._exit(status)
