@@ -103,6 +103,10 @@ pub struct EvalConfig {
     /// `scaled` (default): atol shrinks to 2% of an output's own magnitude where that is
     /// below atol, so zeros cannot pass a tiny output; `kernelbench`: KernelBench's rule.
     pub tolerance: Tolerance,
+    /// Run the static filter before a kernel runs (default true). Off, only the dynamic
+    /// defenses (sandbox, judge, audit) stand: for testing them, or for research on what
+    /// kernels attempt.
+    pub static_checks: bool,
     /// Refuse to run a kernel when no sandbox can be set up (default true: generated code
     /// is hostile, and running it with the user's rights must be an explicit choice).
     pub require_sandbox: bool,
@@ -131,6 +135,7 @@ impl Default for EvalConfig {
             host_time_ratio: 1.1,
             host_slack_ms: 0.05,
             tolerance: Tolerance::Scaled,
+            static_checks: true,
             require_sandbox: true,
             baseline_cache: true,
             executor: Executor::Fork,

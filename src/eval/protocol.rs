@@ -65,6 +65,7 @@ pub struct Job {
     pub host_slack_ms: f64,
     pub tolerance: Tolerance,
     pub require_sandbox: bool,
+    pub static_checks: bool,
     pub baseline_cache: bool,
     pub baseline_cache_dir: Option<PathBuf>,
     pub profile: bool,
@@ -99,6 +100,7 @@ impl Job {
             host_slack_ms: s.host_slack_ms,
             tolerance: s.tolerance,
             require_sandbox: s.require_sandbox,
+            static_checks: s.static_checks,
             baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
             baseline_cache_dir,
             profile: request.profile,
@@ -511,6 +513,29 @@ mod tests {
             );
         }
         assert_eq!(Category::parse("nope"), None);
+    }
+
+    /// The harness's `protocol.CATEGORIES` and this enum list the same categories in the
+    /// same order: a category added on one side only would reach kforge as a parse error.
+    #[test]
+    fn failure_categories_agree_with_the_harness() {
+        let source = crate::eval::harness::PACKAGE
+            .iter()
+            .find(|(name, _)| *name == "protocol.py")
+            .map(|(_, source)| *source)
+            .expect("protocol.py is embedded");
+        let start = source.find("CATEGORIES = (").expect("CATEGORIES tuple");
+        let body = &source[start..source[start..].find("\n)").expect("tuple end") + start];
+        let python: Vec<&str> = body
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        let rust: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(python, rust);
+        for c in Category::ALL {
+            assert_eq!(Category::parse(c.as_str()), Some(c));
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::protocol::{Device, EvalRequest, EvalResult};
 use super::{EvalError, Evaluator};
-use crate::config::EvalConfig;
+use crate::config::{EvalConfig, Tolerance};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Manifest {
@@ -36,6 +36,15 @@ pub struct Case {
     pub warning: Option<String>,
     /// A flag the result must carry when timing is measured (GPU only).
     pub flag: Option<String>,
+    /// Flags the result must carry on every device.
+    pub flags: Option<Vec<String>>,
+    /// Run without the static filter, so only the dynamic defenses can refuse the kernel.
+    pub static_checks: Option<bool>,
+    /// The tolerance rule for this case.
+    pub tolerance: Option<Tolerance>,
+    /// Where timing is measured (GPU), the score must not exceed this: a hack that wins
+    /// time is refused when its score stays honest.
+    pub max_score: Option<f64>,
     pub timeout_s: Option<f64>,
     pub why: Option<String>,
 }
@@ -120,6 +129,16 @@ pub fn judge(case: &Case, device: Device, result: &EvalResult) -> Option<String>
     {
         return Some(format!("not flagged {flag} (flags: {:?})", result.flags));
     }
+    for flag in case.flags.iter().flatten() {
+        if !result.flags.iter().any(|f| f == flag) {
+            return Some(format!("not flagged {flag} (flags: {:?})", result.flags));
+        }
+    }
+    if let (Some(limit), Some(score)) = (case.max_score, result.score())
+        && score > limit
+    {
+        return Some(format!("score {score:.2}x above {limit}x: the hack won time"));
+    }
     if let Some(needle) = &case.warning
         && !result
             .static_report
@@ -148,6 +167,12 @@ pub async fn run(
         let mut s = settings.clone();
         if let Some(t) = case.timeout_s {
             s.timeout_s = t;
+        }
+        if let Some(on) = case.static_checks {
+            s.static_checks = on;
+        }
+        if let Some(t) = case.tolerance {
+            s.tolerance = t;
         }
         let request = EvalRequest::new(&case.task, &case.kernel, device, s);
         async move {
@@ -234,6 +259,10 @@ mod tests {
             message: None,
             warning: None,
             flag: None,
+            flags: None,
+            static_checks: None,
+            tolerance: None,
+            max_score: None,
             timeout_s: None,
             why: None,
         }

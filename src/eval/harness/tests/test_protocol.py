@@ -1,0 +1,62 @@
+"""Framing of judge-worker messages: what a hostile worker can send must never be read as
+anything but a protocol violation."""
+
+import socket
+import struct
+
+import pytest
+
+from kforge_harness import protocol
+
+
+def pair():
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+
+def test_round_trip():
+    a, b = pair()
+    protocol.send(a, {"type": "done", "run": 3, "event_ms": 0.5})
+    assert protocol.recv(b) == {"type": "done", "run": 3, "event_ms": 0.5}
+
+
+def test_clean_close_between_messages_is_none():
+    a, b = pair()
+    a.close()
+    assert protocol.recv(b) is None
+
+
+@pytest.mark.parametrize("raw, why", [
+    (struct.pack(">I", protocol.MAX_MESSAGE + 1), "announced"),
+    (struct.pack(">I", 10) + b"{not json}", "malformed"),
+    (struct.pack(">I", 2) + b"[]", "JSON object"),
+    (struct.pack(">I", 2) + b"{}", "JSON object"),
+    (struct.pack(">I", 100) + b'{"type": "done"}', "middle of a message"),
+    (struct.pack(">I", 4) + b"\xff\xfe\xfd\xfc", "malformed"),
+])
+def test_violations(raw, why):
+    a, b = pair()
+    a.sendall(raw)
+    a.close()
+    with pytest.raises(protocol.ProtocolViolation, match=why):
+        protocol.recv(b)
+
+
+def test_oversized_message_cannot_be_sent():
+    with pytest.raises(protocol.ProtocolViolation):
+        protocol.encode({"type": "x", "blob": "a" * (protocol.MAX_MESSAGE + 1)})
+
+
+def test_fds_travel_with_seqpacket_messages():
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    r, w = socket.socketpair()
+    protocol.send_fds(a, {"op": "fork", "id": "e1"}, [w.fileno()])
+    message, fds = protocol.recv_with_fds(b)
+    assert message == {"op": "fork", "id": "e1"} and len(fds) == 1
+    socket.socket(fileno=fds[0]).sendall(b"hi")
+    assert r.recv(2) == b"hi"
+
+
+def test_categories_are_unique_and_failures_check_them():
+    assert len(set(protocol.CATEGORIES)) == len(protocol.CATEGORIES)
+    with pytest.raises(AssertionError):
+        protocol.KernelFailure("not_a_category", "x")

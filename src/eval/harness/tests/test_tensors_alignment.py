@@ -1,0 +1,62 @@
+"""Output descriptions from the worker (untrusted) and the parameter alignment plan."""
+
+import pytest
+import torch
+
+from kforge_harness.alignment import plan_alignment
+from kforge_harness.tensors import Placeholder, describe, rebuild
+
+
+def test_describe_and_rebuild_round_trip():
+    value = (torch.zeros(2, 3), [1, 2.5, None], {"h": torch.ones(4, dtype=torch.int64)})
+    tree = rebuild(describe(value))
+    assert isinstance(tree, tuple) and isinstance(tree[0], Placeholder)
+    assert tree[0].shape == (2, 3) and tree[0].dtype == "float32"
+    assert tree[1] == [1, 2.5, None]
+    assert tree[2]["h"].dtype == "int64"
+
+
+@pytest.mark.parametrize("desc", [
+    {"tensor": {"shape": [-1], "dtype": "float32"}},
+    {"tensor": {"shape": "big", "dtype": "float32"}},
+    {"tensor": {"shape": [1], "dtype": "x" * 100}},
+    {"list": "nope"},
+    {"value": {"nested": "object"}},
+    {"dict": [[1, 2, 3]]},
+    {"tensor": {}, "value": 1},
+    ["not", "a", "dict"],
+    {"weird": 1},
+])
+def test_malformed_descriptions_are_rejected(desc):
+    with pytest.raises((ValueError, AttributeError, TypeError)):
+        rebuild(desc)
+
+
+def test_description_size_is_bounded():
+    deep = {"value": 1}
+    for _ in range(20000):
+        deep = {"list": [deep]}
+    with pytest.raises((ValueError, RecursionError)):
+        rebuild(deep)
+
+
+def test_unknown_objects_are_placeholders():
+    class Weird:
+        pass
+
+    tree = rebuild(describe([Weird()]))
+    assert tree[0].kind == "object" and tree[0].name == "Weird"
+
+
+def test_alignment_by_name_then_by_shape():
+    ref = [("w", [3, 4], "float32"), ("b", [4], "float32"), ("extra", [7], "float32")]
+    new = [["w", [3, 4], "float32"], ["bias", [4], "float32"], ["mine", [9], "float32"]]
+    plan, report = plan_alignment(ref, new)
+    assert plan == [("w", "w"), ("b", "bias")]
+    assert report["by_name"] == ["w"] and report["by_shape"] == [["b", "bias"]]
+    assert report["unmatched_reference"] == ["extra"] and report["unmatched_kernel"] == ["mine"]
+
+
+def test_alignment_ignores_malformed_worker_entries():
+    plan, _ = plan_alignment([("w", [2], "float32")], [["w"], 5, ["w", [2], "float32"]])
+    assert plan == [("w", "w")]
