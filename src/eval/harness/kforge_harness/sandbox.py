@@ -1,0 +1,563 @@
+"""Sandbox for the evaluation zygote: stdlib only, importable without torch.
+
+The trusted server starts one long-lived zygote per server with launch_argv(); the zygote
+imports torch and triton, then forks one worker per evaluation, which imports the untrusted
+kernel. Mechanisms, best first (detect()):
+
+  bwrap       bubblewrap: new user, pid, net, ipc, uts (and cgroup) namespaces, nested user
+              namespaces disabled, all capabilities dropped, no_new_privs, its own session.
+  namespaces  unshare(1) (util-linux) creates the same namespaces; sandbox_init() below then
+              builds the filesystem with mount(2)/pivot_root(2), drops every capability, sets
+              no_new_privs and execs. For hosts where bwrap is missing or broken. We use
+              unshare(1) rather than unshare(2) + fork from Python: it is on every Linux with
+              util-linux, and --kill-child ties the namespace to the launcher.
+  none        no isolation; the caller must warn loudly.
+
+Both sandboxes see the same filesystem: a read-only tmpfs root holding only the Policy's
+read-only paths (bound read-only), its writable paths, a private /tmp (HOME and TMPDIR), a
+/proc of the sandbox's pid namespace with /proc/sys read-only, a minimal /dev (null zero full
+random urandom tty, a private /dev/shm, the GPU nodes unless interpreting) and /sys read-only.
+Hidden paths under an exposed path are covered by an empty read-only tmpfs (/dev/null for
+files); everything else of the host simply does not exist in there.
+
+Running kforge as root weakens this: the sandbox's uid maps to host uid 0 (with no
+capability), so it owns root's files on the writable paths, and the kernel never enforces
+RLIMIT_NPROC for uid 0 (kill_strays() and the pid namespace still bound a fork bomb's life).
+Run kforge as an ordinary user.
+"""
+
+import ctypes
+import dataclasses
+import functools
+import glob
+import json
+import math
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# /etc is exposed for ld.so.cache, passwd, ssl certs...; these never are (the sandbox uid
+# may be host root, which could read them).
+ETC_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+               "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/etc/security/opasswd")
+# Only these device nodes: binding all of /dev would hand a uid mapped to host root the disks.
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/kfd", "/dev/dri")
+BASIC_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+SANDBOX_TMP = "/tmp"
+# Set by launch_argv: the launcher's pid namespace, so kill_strays() knows it is in another.
+OUTER_PIDNS_VAR = "KFORGE_SANDBOX_OUTER_PIDNS"
+
+ENV_EXACT = {"LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
+             "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
+             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "PYTHONHASHSEED",
+             "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"}
+# Triton knobs that only change diagnostics, code generation or where tools live. Left out on
+# purpose: TRITON_CACHE_MANAGER / TRITON_REMOTE_CACHE_BACKEND (import a module by name),
+# TRITON_KERNEL_OVERRIDE / TRITON_OVERRIDE_DIR (swap kernels), TRITON_KERNEL_DUMP /
+# TRITON_DUMP_DIR (write outside the sandbox's dirs), TRITON_HOME; CACHE_DIR/INTERPRET are ours.
+TRITON_SAFE = {"TRITON_DEBUG", "TRITON_PRINT_AUTOTUNING", "TRITON_ALWAYS_COMPILE",
+               "TRITON_DISABLE_LINE_INFO", "TRITON_DEFAULT_FP_FUSION", "TRITON_F32_DEFAULT",
+               "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
+               "TRITON_LIBCUDA_PATH", "TRITON_LIBDEVICE_PATH"}
+TOOL_VARS = ("CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH",
+             "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH", "TRITON_LIBDEVICE_PATH")
+SECRET_VALUE = re.compile(
+    r"(?<![A-Za-z0-9])(sk-[A-Za-z0-9_-]{8,}|sk_(live|test)_|gh[pousr]_[A-Za-z0-9]{16,}|"
+    r"github_pat_|xox[abprs]-|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|"
+    r"eyJ[A-Za-z0-9_-]{8,}\.|-----BEGIN)")
+UUID = re.compile(r"^((GPU|MIG)-)*[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
+LIMITS = {"nproc": resource.RLIMIT_NPROC, "nofile": resource.RLIMIT_NOFILE,
+          "fsize": resource.RLIMIT_FSIZE, "core": resource.RLIMIT_CORE, "as": resource.RLIMIT_AS}
+
+# Linux constants (mount(2), prctl(2), capability.h).
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_RELATIME, MS_STRICTATIME, MNT_DETACH = 1 << 18, 1 << 21, 1 << 24, 2
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
+PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 36, 38, 47, 4
+SECBITS_LOCKED_NOROOT = 0b101111  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, all locked
+PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
+
+
+@dataclasses.dataclass
+class Policy:
+    readonly_paths: list
+    writable_paths: list
+    hidden_paths: list
+    env: dict  # the child's whole environment (see allowed_env)
+    workdir: str  # the exchange dir: the sandbox starts there
+    # nproc, nofile, fsize, core, as (bytes of address space or None). Applied to the zygote
+    # and inherited by its workers. RLIMIT_AS only when interpreting: CUDA reserves far more
+    # virtual address space than the host has memory, so on a GPU host memory is unbounded
+    # here (the server's deadline and the pid namespace end a runaway worker).
+    limits: dict
+    interpret: bool  # CPU mode: no GPU device nodes
+    devices: list = dataclasses.field(default_factory=list)
+    tmp_size: int = 1 << 30  # bytes for each of /tmp and /dev/shm (they are memory)
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxInfo:
+    kind: str  # "bwrap", "namespaces" or "none"
+    detail: str  # what runs it and what it isolates
+    reason: str = ""  # why it is weaker than bwrap, or none
+    binary: str = ""
+
+
+def looks_secret(value):
+    """True for values shaped like credentials: known token prefixes, or a long token mixing
+    character classes with high entropy (GPU/MIG UUIDs and paths are not tokens)."""
+    if SECRET_VALUE.search(value):
+        return True
+    for token in re.split(r"[\s:;,=]+", value):
+        if len(token) < 32 or "/" in token or UUID.match(token):
+            continue
+        classes = sum(bool(re.search(p, token)) for p in ("[a-z]", "[A-Z]", "[0-9]"))
+        counts = [token.count(c) for c in set(token)]
+        entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts)
+        if classes >= 2 and entropy >= 3.5:
+            return True
+    return False
+
+
+def allowed_env(source_env, home, tmpdir, interpret, harness_dir=None):
+    """The sandbox's environment: allow-listed names whose values do not look like secrets,
+    plus ours. Nothing else passes, whatever its name."""
+    env = {k: v for k, v in source_env.items()
+           if (k in ENV_EXACT or k in TRITON_SAFE) and not looks_secret(v)}
+    env["PATH"] = os.path.dirname(sys.executable) + ":" + SYSTEM_PATH
+    env.update(HOME=home, TMPDIR=tmpdir, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    if harness_dir:
+        env["PYTHONPATH"] = harness_dir
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def default_limits(interpret):
+    cpus = os.cpu_count() or 1
+    # nproc counts threads too (torch starts one per core per process).
+    limits = {"nproc": max(1024, 32 * cpus), "nofile": 4096, "fsize": 8 << 30, "core": 0, "as": None}
+    if interpret:  # importing torch + triton alone reserves ~3.3 GiB of address space
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        limits["as"] = ram * 3 // 4 + (8 << 30)
+    return limits
+
+
+def python_paths():
+    """What this interpreter needs: prefixes, the real binary's dir and sys.path, except the
+    current dir (where kforge runs, i.e. where the sessions are)."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), HERE]
+    cwd = os.getcwd()
+    paths += [p for p in sys.path if p and os.path.abspath(p) != cwd]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def default_policy(harness_dir, exchange_root, triton_cache, hidden_paths, interpret, device_env):
+    """The zygote's policy. device_env is the environment to filter (the server's). Creates
+    the writable dirs: a missing one would not be mounted at all."""
+    for d in (exchange_root, triton_cache):
+        os.makedirs(d, exist_ok=True)
+    env = allowed_env(device_env, SANDBOX_TMP, SANDBOX_TMP, interpret, harness_dir=harness_dir)
+    env["TRITON_CACHE_DIR"] = triton_cache
+    home = os.path.realpath(os.path.expanduser("~"))
+    readonly = [d for d in SYSTEM_DIRS if os.path.exists(d)] + python_paths() + [harness_dir]
+    readonly += glob.glob("/usr/local/cuda*") + glob.glob("/usr/local/nvidia")
+    readonly += [env[v] for v in TOOL_VARS if v in env]
+    readonly += env.get("LD_LIBRARY_PATH", "").split(":")
+    readonly = [p for p in readonly if os.path.isabs(p) and os.path.exists(p)
+                and os.path.realpath(p) not in ("/", home)]
+    # $HOME is covered wherever it shows up under an exposed path; python paths inside it are
+    # exposed again (they are deeper), the rest of it stays invisible.
+    hidden = list(hidden_paths) + [home] + [p for p in ETC_SECRETS if os.path.lexists(p)]
+    devices = [] if interpret else sorted({d for pat in GPU_DEVICES for d in glob.glob(pat)})
+    return Policy(readonly, [exchange_root, triton_cache], hidden, env, exchange_root,
+                  default_limits(interpret), interpret, devices)
+
+
+def _under(path, root):
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _plan(policy):
+    """(path, kind, source) mount operations, parents first: a hidden path under a read-only
+    one is covered after it, a read-only path under a hidden one is exposed again after."""
+    rank = {"tmpfs": 0, "symlink": 1, "ro": 2, "rw": 3, "hide": 4, "hidefile": 4}
+    ops = {(SANDBOX_TMP, "tmpfs"): None}
+    for kind, paths in (("ro", policy.readonly_paths), ("rw", policy.writable_paths)):
+        for p in paths:
+            p = os.path.abspath(p)
+            if os.path.realpath(p) == "/":
+                raise ValueError("refusing to expose / wholesale")
+            if not os.path.exists(p):
+                continue
+            ops[(os.path.realpath(p), kind)] = None
+            # Symlinks on the way (/lib -> usr/lib, /home -> /var/home) become symlinks in
+            # there too, so the path works as given; their targets are what gets bound.
+            parts = p.strip("/").split("/")
+            for i in range(1, len(parts) + 1):
+                q = "/" + "/".join(parts[:i])
+                if os.path.islink(q):
+                    dst = os.path.join(os.path.realpath(os.path.dirname(q)), parts[i - 1])
+                    ops[(dst, "symlink")] = os.readlink(q)
+    exposed = [p for p, k in ops if k in ("ro", "rw")]
+    for h in map(os.path.realpath, policy.hidden_paths):
+        if os.path.lexists(h) and any(_under(h, e) for e in exposed):
+            ops[(h, "hide" if os.path.isdir(h) else "hidefile")] = None
+            ops.pop((h, "ro"), None), ops.pop((h, "rw"), None)  # hidden wins
+
+    def redundant(path, kind):  # a shallower mount of the same kind shows it already
+        return kind in ("ro", "rw") and any(
+            k == kind and a != path and _under(path, a) and not any(
+                k2 != kind and q != a and _under(q, a) and _under(path, q) for q, k2 in ops)
+            for a, k in ops)
+
+    def shown(path):  # symlinks inside an exposed tree come with it
+        return any(_under(path, e) for e in exposed)
+
+    plan = [(p, k, ops[(p, k)]) for p, k in ops
+            if not redundant(p, k) and not (k == "symlink" and shown(p))]
+    return sorted(plan, key=lambda op: (op[0].rstrip("/").count("/"), rank[op[1]], op[0]))
+
+
+def _inner(stage, arg, argv):
+    # -I -S: ignore PYTHON* variables and site-packages; this file needs only the stdlib.
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), stage, arg, "--"] + list(argv)
+
+
+def launch_argv(info, policy, argv):
+    """The command running argv in the sandbox. Start it with env=policy.env."""
+    if info.kind == "none":
+        return list(argv)
+    env = dict(policy.env)
+    env[OUTER_PIDNS_VAR] = str(os.stat("/proc/self/ns/pid").st_ino)
+    # Our own stage runs this interpreter and this file in there, whatever the policy says.
+    policy = dataclasses.replace(policy, env=env, readonly_paths=policy.readonly_paths + python_paths())
+    if info.kind == "namespaces":
+        fd, path = tempfile.mkstemp(prefix="kforge-sandbox-", suffix=".json")
+        with os.fdopen(fd, "w") as f:  # 0600; sandbox_init deletes it once read
+            json.dump(dataclasses.asdict(policy), f)
+        return [info.binary, "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
+                "--net", "--ipc", "--uts", "--mount", "--mount-proc", "--"] + _inner("sandbox-init", path, argv)
+    # env -i: bwrap's pid 1 keeps the environ it was started with, readable in /proc/1/environ.
+    a = ["/usr/bin/env", "-i", info.binary, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+         "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
+         "--new-session", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
+         "--hostname", "sandbox", "--clearenv"]
+    for k, v in sorted(env.items()):
+        a += ["--setenv", k, v]
+    # bwrap leaves /proc/sys writable when run by root, and host root may write sysctls
+    # (kernel.core_pattern = code execution on the host) even with no capability.
+    a += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+          "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev"]
+    for dev in policy.devices:
+        a += ["--dev-bind", dev, dev]
+    a += ["--size", str(policy.tmp_size), "--tmpfs", "/dev/shm", "--ro-bind", "/sys", "/sys"]
+    covers = []
+    for path, kind, src in _plan(policy):
+        a += {"tmpfs": ["--size", str(policy.tmp_size), "--tmpfs", path],
+              "symlink": ["--symlink", src or "", path], "ro": ["--ro-bind", path, path],
+              "rw": ["--bind", path, path], "hide": ["--size", "4096", "--tmpfs", path],
+              "hidefile": ["--ro-bind", "/dev/null", path]}[kind]
+        covers += ["--remount-ro", path] if kind == "hide" else []
+    a += covers + ["--remount-ro", "/", "--chdir", policy.workdir, "--"]
+    return a + _inner("sandbox-limits", json.dumps(policy.limits), argv)
+
+
+def _run_probe(info):
+    policy = Policy([d for d in SYSTEM_DIRS if os.path.exists(d)], [], [],
+                    allowed_env({}, SANDBOX_TMP, SANDBOX_TMP, True), "/", default_limits(True), True)
+    try:
+        r = subprocess.run(launch_argv(info, policy, ["true"]), env=policy.env, timeout=30,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    return "" if r.returncode == 0 else "exit %d: %s" % (r.returncode, (r.stderr.strip() or "?")[-300:])
+
+
+@functools.lru_cache(maxsize=None)
+def probe(kind):
+    """SandboxInfo for one mechanism, after really running `true` under it; kind "none" with
+    the reason when it does not work here."""
+    if platform.system() != "Linux":
+        return SandboxInfo("none", "", "not Linux: no namespaces to sandbox with")
+    name = {"bwrap": "bwrap", "namespaces": "unshare"}[kind]
+    binary = shutil.which(name, path=SYSTEM_PATH)
+    if not binary:
+        return SandboxInfo("none", "", "%s is not installed" % name)
+    if kind == "namespaces" and platform.machine() not in PIVOT_ROOT_NR:
+        return SandboxInfo("none", "", "pivot_root syscall number unknown on " + platform.machine())
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    what = {"bwrap": "user, pid, net, ipc, uts, cgroup namespaces; nested user namespaces off",
+            "namespaces": "user, pid, net, ipc, uts, mount namespaces via sandbox_init"}[kind]
+    info = SandboxInfo(kind, "%s (%s); minimal read-only root, no capabilities, no_new_privs"
+                       % (version or binary, what), "", binary)
+    failure = _run_probe(info)
+    if failure:
+        return SandboxInfo("none", "", "%s does not work here: %s" % (name, failure))
+    if os.geteuid() == 0:
+        info = dataclasses.replace(info, reason="running as root: the sandbox uid is host root "
+                                   "without capabilities, and RLIMIT_NPROC is not enforced")
+    return info
+
+
+@functools.lru_cache(maxsize=None)
+def detect():
+    """The best working mechanism (cached per process)."""
+    reasons = []
+    for kind in ("bwrap", "namespaces"):
+        info = probe(kind)
+        if info.kind != "none":
+            why = "; ".join(reasons + ([info.reason] if info.reason else []))
+            return dataclasses.replace(info, reason=why)
+        reasons.append(info.reason)
+    return SandboxInfo("none", "no isolation: the kernel runs with the server's rights", "; ".join(reasons))
+
+
+# --- inside the sandbox ------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+
+
+def _prctl(option, arg=0):
+    _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl(%d)" % option)
+
+
+def _mount(src, dst, fstype, flags, data=None):
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(_libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)), "mount " + dst)
+
+
+def _pivot_root(new, old):
+    nr = PIVOT_ROOT_NR[platform.machine()]
+    _check(_libc.syscall(nr, new.encode(), old.encode()), "pivot_root " + new)
+
+
+def _locked_flags(path):
+    """The flags a remount in a user namespace must keep (the kernel locks them)."""
+    f = os.statvfs(path).f_flag
+    flags = f & (MS_NOSUID | MS_NODEV | MS_NOEXEC) | (MS_NODIRATIME if f & os.ST_NODIRATIME else 0)
+    return flags | (MS_NOATIME if f & os.ST_NOATIME else MS_RELATIME if f & os.ST_RELATIME else MS_STRICTATIME)
+
+
+def _bind(src, dst, readonly, proc="/oldroot/proc"):
+    if not os.path.lexists(dst):
+        os.makedirs(dst if os.path.isdir(src) else os.path.dirname(dst), exist_ok=True)
+        if not os.path.isdir(src):
+            open(dst, "a").close()
+    _mount(src, dst, None, MS_BIND | MS_REC)
+    if readonly:  # every submount too (mountinfo: field 5, octal escapes)
+        with open(proc + "/self/mountinfo") as f:
+            points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in f]
+        for p in sorted({p for p in points if _under(p, dst)}):
+            _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(p))
+
+
+def _drop_privileges():
+    _prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT)  # uid 0 regains nothing on execve
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            _check(-1, "PR_CAPBSET_DROP")  # EINVAL (22) past the last capability is fine
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    _check(_libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def sandbox_init(policy_path, argv):
+    """Namespaces mechanism, run by unshare(1) as root of fresh user/mount/pid namespaces:
+    build the filesystem view, drop privileges, exec argv. Never returns."""
+    with open(policy_path) as f:
+        policy = Policy(**json.load(f))
+    os.unlink(policy_path)
+    plan = _plan(policy)  # while the host's paths are still where they are
+    new, old = "/newroot", "/oldroot"
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # A tmpfs base at /tmp (only in this mount namespace) becomes "/", so the host's whole
+    # tree, /tmp included, is still reachable under /oldroot to bind from (bwrap's method).
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    os.mkdir("/tmp/oldroot")
+    _pivot_root("/tmp", "/tmp/oldroot")
+    os.chdir("/")
+    os.mkdir(new)
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    os.mkdir(new + "/proc")
+    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for sub in ("sys", "sysrq-trigger", "irq", "bus"):
+        if os.path.exists(new + "/proc/" + sub):
+            _bind(new + "/proc/" + sub, new + "/proc/" + sub, True)
+    os.mkdir(new + "/dev")
+    _mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755")
+    for dev in ["/dev/" + n for n in BASIC_DEVICES] + policy.devices:
+        _bind(old + dev, new + dev, False)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, new + "/dev/" + name)
+    size = "mode=1777,size=%d" % policy.tmp_size
+    os.mkdir(new + "/dev/shm")
+    _mount("tmpfs", new + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    _bind(old + "/sys", new + "/sys", True)
+    covers = ["/"]
+    for path, kind, src in plan:
+        dst = new + path
+        if kind == "symlink":
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.symlink(src, dst)
+        elif kind in ("ro", "rw"):
+            _bind(old + path, dst, kind == "ro")
+        elif kind == "hidefile":
+            _bind(old + "/dev/null", dst, True)
+        else:
+            os.makedirs(dst, exist_ok=True)
+            _mount("tmpfs", dst, "tmpfs", MS_NOSUID | MS_NODEV, size if kind == "tmpfs" else "size=4096")
+            covers += [path] if kind == "hide" else []
+    _check(_libc.umount2(old.encode(), MNT_DETACH), "umount " + old)
+    os.chdir(new)
+    _pivot_root(".", ".")  # new root on top of the base; detach the base from under it
+    _check(_libc.umount2(b".", MNT_DETACH), "umount base")
+    os.chdir("/")
+    for path in covers:
+        _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(path))
+    _drop_privileges()
+    os.setsid()  # no controlling terminal: no TIOCSTI into the user's shell
+    apply_limits(policy.limits)
+    os.chdir(policy.workdir)
+    os.execvpe(argv[0], argv, policy.env)
+
+
+def main_sandbox_init(argv):
+    """`... sandbox-init POLICY_FILE -- ARGV` (namespaces) or `... sandbox-limits JSON -- ARGV`
+    (inside bwrap): argv as sys.argv gives it. Exits 125 on any failure (fails closed)."""
+    try:
+        split = argv.index("--")
+        (stage, arg), rest = argv[1:split], argv[split + 1:]
+        if not rest:
+            raise ValueError("nothing to run")
+        if stage == "sandbox-init":
+            sandbox_init(arg, rest)
+        elif stage == "sandbox-limits":
+            apply_limits(json.loads(arg))
+            os.execvp(rest[0], rest)
+        raise ValueError("unknown stage " + stage)
+    except Exception as e:  # noqa: BLE001 -- whatever broke, nothing may run unsandboxed
+        sys.stderr.write("kforge sandbox: %s: %s\n" % (type(e).__name__, e))
+        os._exit(125)
+
+
+# --- process hygiene (the zygote and its workers) --------------------------------------
+
+def apply_limits(limits):
+    """Sets soft = hard = value (never above the current hard limit) for each limit given."""
+    for name, value in limits.items():
+        if value is not None:
+            hard = resource.getrlimit(LIMITS[name])[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(LIMITS[name], (value, value))
+
+
+def harden_zygote():
+    """For the zygote itself: not ptrace-able nor readable through /proc by its workers
+    (same uid), and orphans of its workers are reparented to it rather than escaping."""
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def harden_worker(keep_fds, limits):
+    """In a freshly forked worker: close every fd not in keep_fds (list 0-2 if wanted), die
+    with the zygote, no ptrace or /proc/<pid>/{mem,environ} by same-uid processes, limits."""
+    keep = set(keep_fds)
+    for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own fd, already gone
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(PR_SET_DUMPABLE, 0)
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    apply_limits(limits)
+
+
+def _processes():
+    """{pid: (state, ppid)} of the live processes visible in /proc (zombies left out)."""
+    found = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone
+        if fields[0] not in "ZX":
+            found[int(name)] = int(fields[1])
+    return found
+
+
+def _in_sandbox_pidns():
+    outer = os.environ.get(OUTER_PIDNS_VAR, "")
+    try:
+        return outer.isdigit() and int(outer) != os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return False
+
+
+def kill_strays(protect_pids, rounds=50):
+    """SIGKILLs every other process in the sandbox (all visible ones but protect_pids, pid 1
+    and the caller) and reaps the caller's children, until none is left; returns how many.
+    Outside a sandbox pid namespace only the caller's descendants are candidates. Raises
+    RuntimeError if processes keep appearing: the caller should then exit, which ends the
+    whole pid namespace."""
+    me = os.getpid()
+    protect = set(protect_pids) | {me, 1}
+    sandboxed = _in_sandbox_pidns()
+    killed = set()
+    for _ in range(rounds):
+        procs = _processes()
+        live = [p for p in procs if p not in protect]
+        if not sandboxed:
+            def descends(p, seen=0):
+                while p > 1 and seen < 4096:
+                    p, seen = procs.get(p, 0), seen + 1
+                    if p == me:
+                        return True
+                return False
+            live = [p for p in live if descends(p)]
+        if not live:
+            return len(killed)
+        killed.update(live)
+        if sandboxed and protect == {me, 1}:
+            os.kill(-1, signal.SIGKILL)  # atomic against fork: a fork bomb cannot outrun it
+        else:
+            for p in live:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        time.sleep(0.01)
+    raise RuntimeError("processes still alive after %d rounds of SIGKILL" % rounds)
+
+
+if __name__ == "__main__":
+    main_sandbox_init(sys.argv)
