@@ -25,6 +25,7 @@ fn pytest_site(python: &Path) -> PathBuf {
         Command::new(python)
             .args(["-c", "import pytest"])
             .env("PYTHONPATH", path)
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
     };

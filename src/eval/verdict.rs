@@ -80,6 +80,21 @@ pub fn render(
             v.triton.as_deref().unwrap_or("?")
         ))
     );
+    if let Some(sandbox) = &result.sandbox {
+        if sandbox.enforced {
+            let _ = writeln!(out, "{} {}", style.dim("sandbox"), sandbox.detail);
+        } else {
+            let _ = writeln!(
+                out,
+                "{} {}",
+                style.bad("NO SANDBOX:"),
+                style.bad(&format!(
+                    "the kernel ran with your rights ({})",
+                    sandbox.reason
+                ))
+            );
+        }
+    }
 
     if result.correct {
         let random = result.trials.iter().filter(|t| t.kind == "random").count();

@@ -498,8 +498,19 @@ def judge_main(job, result_fd, channel):
     os._exit(status)
 
 
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def scrub_environment(env):
+    """The trusted processes' own hygiene (the sandbox builds the kernel's environment from
+    an allow-list; this only keeps credentials out of the judge, which runs the task)."""
+    for name in list(env):
+        if any(word in name.upper() for word in SECRET_WORDS) or sandbox.looks_secret(env[name]):
+            del env[name]
+
+
 def redirect_output(log_path):
-    sandbox.scrub_environment(os.environ)
+    scrub_environment(os.environ)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -588,7 +599,7 @@ def serve(hidden_paths):
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    sandbox.scrub_environment(os.environ)
+    scrub_environment(os.environ)
     started = time.time()
     try:
         import torch  # noqa: F401

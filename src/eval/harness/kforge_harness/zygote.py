@@ -17,7 +17,6 @@ import os
 import select
 import signal
 import socket
-import sys
 
 from . import protocol, sandbox
 
@@ -30,7 +29,7 @@ def serve(control_fd):
     except BaseException as e:  # noqa: BLE001
         protocol.send(control, {"type": "hello", "ok": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 3
-    sandbox.make_undumpable()
+    sandbox.harden_zygote()
     protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid()})
     running = {}  # pid -> id
     while True:
@@ -112,6 +111,3 @@ def spawn_worker(job, channel_fd, control):
     finally:
         os._exit(71)
 
-
-if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1])))
