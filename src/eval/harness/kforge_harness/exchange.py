@@ -36,6 +36,13 @@ def torch_dtype(name):
 # -- the CUDA driver API, the small part we need -----------------------------------------
 
 _cuda = None
+GRANULE = 2 << 20
+
+
+class IpcHandle(ctypes.Structure):
+    """CUipcMemHandle: 64 opaque bytes, passed by value (a bare ctypes array would be passed
+    as a pointer)."""
+    _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 def _driver():
@@ -44,8 +51,8 @@ def _driver():
         lib = ctypes.CDLL("libcuda.so.1")
         lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
         lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
-        lib.cuIpcGetMemHandle.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
-        lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char * 64, ctypes.c_uint]
+        lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_uint64]
+        lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
         lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         _cuda = lib
     return _cuda
@@ -108,11 +115,13 @@ class Lender:
         if self.transport == "cuda_ipc":
             lib = _driver()
             ptr = ctypes.c_uint64()
-            _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 1)), "cuMemAlloc")
+            # Whole 2 MiB granules: the driver packs small allocations into shared pages, and
+            # an IPC handle must never map a neighbour's memory.
+            _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), -(-max(nbytes, 1) // GRANULE) * GRANULE), "cuMemAlloc")
             self.allocations.append(ptr.value)
-            handle = ctypes.create_string_buffer(64)
-            _check(lib.cuIpcGetMemHandle(handle, ptr.value), "cuIpcGetMemHandle")
-            desc["handle"] = handle.raw.hex()
+            handle = IpcHandle()
+            _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), ptr.value), "cuIpcGetMemHandle")
+            desc["handle"] = bytes(handle).hex()
             tensor = _wrap_device(ptr.value, nbytes, dtype, shape, self.device)
         else:
             path = os.path.join(self.directory, "buffer-%d.bin" % self.count)
@@ -165,7 +174,7 @@ class Borrower:
             raise ValueError("buffer %s: size does not match its shape" % desc.get("buffer"))
         if desc["transport"] == "cuda_ipc":
             lib = _driver()
-            handle = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(desc["handle"]))
+            handle = IpcHandle.from_buffer_copy(bytes.fromhex(desc["handle"]))
             ptr = ctypes.c_uint64()
             _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")
             self.opened.append(ptr.value)
