@@ -61,8 +61,12 @@ ALLOC_OPS = SENTINEL_OPS | {"zeros", "zeros_like", "new_zeros", "ones", "ones_li
                             "full_like", "new_full", "fill", "fill_", "zero", "zero_", "scalar_tensor",
                             "arange", "linspace", "eye", "lift_fresh_copy"}
 # Data movement: the written tensor takes its source's labels, moved the same way.
-COPY_OPS = {"copy_", "copy", "_copy_from", "_copy_from_and_resize", "clone", "_to_copy",
-            "cat", "stack", "index_select", "gather", "flip", "roll", "repeat"}
+MOVE_OPS = {"index", "index_select", "gather", "flip", "roll", "repeat"}  # rerun on the labels of self
+COPY_OPS = MOVE_OPS | {"copy_", "copy", "_copy_from", "_copy_from_and_resize", "clone", "_to_copy",
+                       "cat", "stack", "index_put", "index_put_"}
+# In-place metadata changes (schema `Tensor(a!)`, but no element is written).
+META_OPS = {"t_", "transpose_", "squeeze_", "unsqueeze_", "as_strided_", "swapdims_", "swapaxes_",
+            "detach_", "set_", "resize_", "resize_as_", "_resize_output_"}
 LIBRARY_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "matmul", "linear",
                "_scaled_mm", "_int_mm", "_addmm_activation", "_cudnn_rnn", "mkldnn_rnn_layer"}
 # GPU kernels: Triton ones by exact name only (the candidate's own JIT functions); inductor's
@@ -73,6 +77,8 @@ COPY_KERNEL = re.compile(r"memcpy|memset|copy|FillFunctor", re.I)
 
 
 def op_kind(name):
+    if name in META_OPS:
+        return "view"
     if name in ALLOC_OPS:
         return "alloc"
     if name in COPY_OPS:
@@ -176,6 +182,8 @@ class _Audit:
                 fresh += [t for t in _tensors(value, []) if t.untyped_storage().data_ptr() not in in_ptrs]
         kind = op_kind(name) if written or fresh else "view"
         self.ops.setdefault(name, [0, kind])[0] += 1
+        if kind == "view":
+            return
         fresh = [t for t in fresh if t.numel() > 0]
         for t in fresh:
             self._entry(t, True, fresh=True)
@@ -186,24 +194,28 @@ class _Audit:
             for t in fresh if name in SENTINEL_OPS else ():
                 raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
                 raw.fill_(1 if t.dtype == torch.bool else 0xFF)
-        elif kind == "copy":
-            if name == "copy_" or name.startswith("_copy_from"):
-                src, targets = (args[1], targets) if name == "copy_" else (args[0], [args[1]])
+        elif kind == "copy" and not (name.startswith("index_put") and (args[3:4] or [kwargs.get("accumulate")])[0]):
+            # the source's labels, moved as the op moved the data (rerun on labels, never into `out`)
+            rest = {k: v for k, v in kwargs.items() if k != "out"}
+            if name.startswith("_copy_from"):
+                sources, targets = [args[0]], [args[1]]
             else:
-                src = args[1] if name == "copy" else args[0]
+                sources = [args[1]] if name in ("copy_", "copy") else _tensors(args[0], [])
+            if name in ("cat", "stack"):
+                moved = func.overloadpacket([self.labels(s) for s in args[0]], *args[1:], **rest)
+            elif name in MOVE_OPS:
+                moved = func.overloadpacket(self.labels(args[0]), *args[1:], **rest)
+            elif name.startswith("index_put"):  # out[mask] = values: values' labels where they land
+                sources = [args[0], args[2]]
+                moved = torch.index_put(self.labels(args[0]), args[1], self.labels(args[2]))
+            else:
+                moved = self.labels(sources[0])
             writers = {}
-            for s in _tensors(src, []):
+            for s in sources:
                 writers.update(self.writers(s))
-            if isinstance(src, torch.Tensor):
-                moved = self.labels(src)
-            else:  # cat / stack: rerun the movement on the labels (never into the real `out`)
-                moved = func.overloadpacket([self.labels(s) for s in src], *args[1:],
-                                            **{k: v for k, v in kwargs.items() if k != "out"})
-            if name in ("index_select", "gather", "flip", "roll", "repeat"):
-                moved = func.overloadpacket(moved, *args[1:], **{k: v for k, v in kwargs.items() if k != "out"})
             for t in targets:
                 self.set_labels(t, moved.reshape(t.shape) if moved.numel() == t.numel() else moved, writers)
-        else:
+        else:  # compute (an accumulating index_put included)
             label = LIBRARY if kind == "library" else ATEN
             for t in targets:
                 self.set_labels(t, label, {LABELS[label]: name})

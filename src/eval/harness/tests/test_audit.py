@@ -318,10 +318,29 @@ class Model(torch.nn.Module):
 def test_views_copies_and_moves_of_a_triton_result_stay_triton(signed):
     def fn(x):
         y = triton_relu(x.t().contiguous()).t()  # .contiguous() of an input is a copy, not compute
-        return y.clone().contiguous().reshape(-1), torch.cat([y, y]), y.to(torch.float64), y[1:3]
+        z = triton_relu(x)
+        z.unsqueeze_(0)  # in place, but only metadata
+        picked = torch.zeros_like(x)
+        picked[x > 0] = z[0][x > 0]  # boolean-mask gather and scatter of Triton values
+        return (y.clone().contiguous().reshape(-1), torch.cat([y, y]), y.to(torch.float64), y[1:3],
+                torch.stack([y, y]).flip(0), z, picked)
     _, rec, result = run(Model(fn), signed)
     assert result["verdict"] == "ok", result["summary"]
-    assert [o["shares"]["triton"] for o in rec["outputs"]] == [1.0] * 4
+    assert [o["shares"]["triton"] for o in rec["outputs"][:6]] == [1.0] * 6
+    positive = float((signed > 0).float().mean())  # the rest of `picked` is zeros_like's
+    assert rec["outputs"][6]["shares"] == pytest.approx(dict(alloc=1 - positive, input=0.0, aten=0.0, library=0.0,
+                                                            triton=positive))
+
+
+def test_masked_assignment_of_a_torch_result_is_pytorch(signed):
+    def fn(x):
+        triton_relu(x[:1].contiguous())
+        out = torch.zeros_like(x)
+        out[x > 0] = torch.exp(x)[x > 0]
+        return out
+    _, rec, result = run(Model(fn), signed)
+    assert result["verdict"] == "torch_fallback"
+    assert rec["outputs"][0]["writers"] == {"aten": "exp"}
 
 
 def test_copy_of_input_into_output_is_not_pytorch_compute(signed):
