@@ -296,9 +296,14 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     On CUDA a second, plain forward runs under torch.profiler: the audit's own clones and
     comparisons would pollute the GPU time of the first."""
+    import contextlib
     import torch
     import triton.runtime.jit as jit
+    from torch.utils import _python_dispatch
     from torch.utils._python_dispatch import TorchDispatchMode
+    # Off the dispatch stack during launches: the interpreter's tensor traffic would cost ~ms an op.
+    # (private; the `paused` flag keeps the audit right without it)
+    unmode = getattr(_python_dispatch, "_disable_current_modes", contextlib.nullcontext)
 
     classes = [jit.JITFunction]
     try:  # under TRITON_INTERPRET=1 launches go through the interpreter's class (it needs numpy)
@@ -326,7 +331,8 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
             name = str(getattr(getattr(fn, "fn", None), "__name__", type(fn).__name__))[:MAX_NAME]
             audit.paused = True  # the interpreter's tensor traffic and our snapshots are not the model's
             try:
-                return audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
+                with unmode():
+                    return audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
             finally:
                 audit.paused = False
         return run

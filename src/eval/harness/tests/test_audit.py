@@ -144,6 +144,22 @@ def test_audit_errors_fail_closed():
     assert "could not follow the forward" in result["summary"]
 
 
+@pytest.mark.parametrize("name,cls", [
+    ("relu_kernel", "triton"),
+    ("nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT", "library"),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", "library"),
+    ("ampere_sgemm_128x64_nn", "library"),
+    ("void cudnn::cnn::conv2d_grouped_direct_kernel<float, float>", "library"),
+    ("Memcpy DtoD (Device -> Device)", "copy"),
+    ("void at::native::elementwise_kernel<128, 2, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)>", "copy"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar>", "aten"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>>>", "aten"),
+    ("triton_poi_fused_relu_0", "aten"),  # torch.compile's kernels are PyTorch's, not the candidate's
+])
+def test_gpu_kernel_classes(name, cls):
+    assert audit.kernel_class(name, {"relu_kernel"}) == cls
+
+
 def mutate(path, value):
     r = record(gpu=gpu(triton=0.3, library=0.7, aten=0.0))
     target = r
