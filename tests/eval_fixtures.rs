@@ -53,6 +53,7 @@ async fn fixture_suite_verdicts_on_cpu() {
         "cuda_error",
         "oom",
         "mismatch",
+        "torch_fallback",
         "timeout",
         "crash",
         "task",

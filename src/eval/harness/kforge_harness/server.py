@@ -277,7 +277,8 @@ class Server:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         worker_job = {"kernel_file": job["kernel_file"], "device": job["device"], "workdir": workdir,
                       "log_path": worker_log, "jit_kernels": result["static"].get("jit_kernels", []),
-                      "limits": job.get("limits") or {}}
+                      "limits": job.get("limits") or {}, "atol": job.get("atol", 1e-2),
+                      "rtol": job.get("rtol", 1e-2)}
         try:
             zygote.fork(rid, worker_job, worker_end)
         except (HarnessError, OSError) as e:

@@ -140,7 +140,8 @@ class Worker:
                 elif mode == "audit":
                     from .audit import audited_forward
 
-                    out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"])
+                    out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
+                                                  atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2))
                 else:
                     if timed:
                         start.record()
