@@ -331,7 +331,10 @@ pub struct TimingStats {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Calibration {
+    /// Median wall time of a null run (the exchange without a forward).
     pub overhead_ms: f64,
+    /// Its 10th percentile, and the noise just above it (30th - 10th percentile).
+    pub floor_ms: f64,
     pub spread_ms: f64,
     pub runs: u32,
 }
@@ -353,6 +356,10 @@ pub struct Timing {
     /// How far the kernel's host-bounded time may exceed its event time before the event
     /// time is contradicted (`host_time_disagrees`).
     pub allowed_gap_ms: Option<f64>,
+    /// The 10th percentiles compared: the judge's bound on the kernel and its reported
+    /// event time.
+    pub host_floor_ms: Option<f64>,
+    pub event_floor_ms: Option<f64>,
 }
 
 /// Which sandbox held the kernel's process.

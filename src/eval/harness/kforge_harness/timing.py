@@ -49,6 +49,14 @@ def verification_runs(runs, rng=None):
     return chosen
 
 
+def calibration(walls_ms):
+    """The exchange's own cost from null runs: its median (for host-bounded figures), its
+    10th percentile (the floor most runs reach) and the noise just above that floor.
+    Scheduler wake-ups put a long right tail on these times; low quantiles cancel it."""
+    return {"overhead_ms": quantile(walls_ms, 0.5), "floor_ms": quantile(walls_ms, 0.1),
+            "spread_ms": quantile(walls_ms, 0.3) - quantile(walls_ms, 0.1), "runs": len(walls_ms)}
+
+
 def host_bound(walls_ms, overhead_ms):
     """The kernel's time per run as the judge's clock bounds it: each run's wall time from
     the judge's 'go' to the worker's 'done', less the overhead of that exchange measured
@@ -56,12 +64,17 @@ def host_bound(walls_ms, overhead_ms):
     return [max(w - overhead_ms, 0.0) for w in walls_ms]
 
 
-def disagreement(event_median_ms, host_median_ms, overhead_spread_ms, job):
+def disagreement(events_ms, walls_ms, cal, job):
     """Whether the times the worker reported are contradicted by the judge's own clock.
-    Allowed gap: host_slack_ms (launch and synchronize latency), the noise of the calibrated
-    overhead, and (host_time_ratio - 1) of the event time. Returns (disagrees, allowed_ms)."""
-    allowed = job["host_slack_ms"] + 3.0 * overhead_spread_ms + (job["host_time_ratio"] - 1.0) * event_median_ms
-    return host_median_ms - event_median_ms > allowed, allowed
+    Compared at the 10th percentile on both sides: the judge's floor-to-floor bound on the
+    kernel (wall floor less the exchange's floor) against the reported event times' floor.
+    Allowed gap: host_slack_ms (launch and synchronize latency), twice the noise above the
+    exchange's floor, and (host_time_ratio - 1) of the event time.
+    Returns (disagrees, allowed_ms, bound_ms, event_ms)."""
+    event = quantile(events_ms, 0.1)
+    bound = max(quantile(walls_ms, 0.1) - cal["floor_ms"], 0.0)
+    allowed = job["host_slack_ms"] + 2.0 * cal["spread_ms"] + (job["host_time_ratio"] - 1.0) * event
+    return bound - event > allowed, allowed, bound, event
 
 
 def score(reference, kernel):

@@ -137,6 +137,11 @@ class Worker:
                     for path, value in self.scratch:
                         slots[path].copy_(value)
                     out = None
+                elif mode == "gpu_time":
+                    from .audit import gpu_time
+
+                    out = None
+                    record = gpu_time(self.model, self.inputs, self.ctx["jit_kernels"])
                 elif mode == "audit":
                     from .audit import audited_forward
 
@@ -148,18 +153,18 @@ class Worker:
                     out = self.model(*self.inputs)
                     if timed:
                         end.record()
-            copied = self.copy_outputs(out) if mode != "null" else True
+            copied = self.copy_outputs(out) if mode not in ("null", "gpu_time") else True
             if self.gpu:
                 torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001
             self.failure(e, "forward")
             return False
         message = {"type": "done", "run": request.get("run"), "copied": copied,
-                   "outputs": describe(out) if mode != "null" else None}
+                   "outputs": describe(out) if mode not in ("null", "gpu_time") else None}
         if timed:
             message["event_ms"] = start.elapsed_time(end)
         if record is not None:
-            message["audit"] = record
+            message["gpu" if mode == "gpu_time" else "audit"] = record
         self.reply(message)
 
     def copy_outputs(self, out):

@@ -41,15 +41,36 @@ def test_host_bound_subtracts_the_calibrated_overhead_and_never_goes_negative():
     assert timing.host_bound([1.0, 0.2], 0.3) == [0.7, 0.0]
 
 
-def test_disagreement_allows_latency_noise_and_a_ratio_of_the_event_time():
-    # An honest kernel: host-bounded time a little above the event time.
-    disagrees, allowed = timing.disagreement(1.0, 1.12, 0.0, JOB)
-    assert not disagrees and allowed == pytest.approx(0.15)
-    # A patched timer: reports 1 us for a 2 ms kernel.
-    disagrees, allowed = timing.disagreement(0.001, 2.0, 0.001, JOB)
-    assert disagrees and allowed < 0.06
-    # Noise in the calibration widens the allowance.
-    assert not timing.disagreement(0.1, 0.25, 0.05, JOB)[0]
+def test_calibration_takes_the_floor_and_the_noise_above_it():
+    walls = [0.30] * 50 + [0.32] * 30 + [1.5] * 20  # a long right tail of scheduler wake-ups
+    cal = timing.calibration(walls)
+    assert cal["floor_ms"] == pytest.approx(0.30) and cal["spread_ms"] == pytest.approx(0.0)
+    assert cal["runs"] == 100
+
+
+CAL = {"overhead_ms": 0.33, "floor_ms": 0.30, "spread_ms": 0.01, "runs": 35}
+
+
+def test_an_honest_kernel_is_not_contradicted():
+    events = [0.015] * 100
+    walls = [0.30 + 0.015 + 0.02 + (0.5 if i % 7 == 0 else 0.0) for i in range(100)]  # launch latency, tail
+    disagrees, allowed, bound, event = timing.disagreement(events, walls, CAL, JOB)
+    assert not disagrees and bound == pytest.approx(0.035) and event == pytest.approx(0.015)
+
+
+def test_a_patched_timer_is_contradicted():
+    # Reports 1 us for 20 passes that really take 0.29 ms (seen on an H100).
+    events = [0.001] * 100
+    walls = [0.30 + 0.29 + (0.4 if i % 5 == 0 else 0.0) for i in range(100)]
+    disagrees, allowed, bound, event = timing.disagreement(events, walls, CAL, JOB)
+    assert disagrees and allowed < 0.1 and bound == pytest.approx(0.29)
+
+
+def test_noise_and_the_ratio_widen_the_allowance():
+    noisy = dict(CAL, spread_ms=0.05)
+    assert not timing.disagreement([0.1] * 10, [0.30 + 0.25] * 10, noisy, JOB)[0]
+    assert timing.disagreement([0.1] * 10, [0.30 + 0.25] * 10, CAL, JOB)[0]
+    assert not timing.disagreement([10.0] * 10, [0.30 + 10.9] * 10, CAL, JOB)[0], "10% of a long kernel"
 
 
 def test_score_is_reference_over_kernel():
