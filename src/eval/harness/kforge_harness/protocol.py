@@ -11,7 +11,7 @@ import json
 import socket
 import struct
 
-PROTOCOL = 2
+PROTOCOL = 3
 LOG_LIMIT = 1 << 20  # bytes of worker output kept in a result
 MESSAGE_LINES = 150  # lines of cleaned error text, as the repair prompt wants them
 MAX_MESSAGE = 4 << 20  # bytes of one framed message; a larger one is a protocol violation

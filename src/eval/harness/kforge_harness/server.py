@@ -51,6 +51,7 @@ class Zygote:
         theirs.close()
         self.control = ours
         self.exited = {}  # id -> {"status", "strays"}
+        self.hello = {}
         ready, _, _ = __import__("select").select([ours], [], [], ZYGOTE_START_S)
         hello = self.read() if ready else None
         if not hello or hello.get("type") != "hello" or not hello.get("ok"):
@@ -62,6 +63,7 @@ class Zygote:
                 pass
             raise HarnessError("the sandboxed worker process did not start (%s): %s" % (
                 info.kind, (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
+        self.hello = hello
 
     def read(self):
         try:
@@ -272,6 +274,9 @@ class Server:
             zygote = self.ensure_zygote(fresh=spawn)
         except HarnessError as e:
             return fail(result, "harness", str(e))
+        if zygote.hello.get("preimport_error"):
+            result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
+                                   "the audit imports them itself, slower" % zygote.hello["preimport_error"])
         worker_log = os.path.join(workdir, "output.log")
         judge_log = os.path.join(private, "judge.log")
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -75,6 +75,7 @@ class Worker:
         # real run copies the kernel's outputs, so the copy is part of the measured overhead.
         self.scratch = [(p, torch.zeros_like(t)) for p, t in flatten_outputs(self.outputs)
                         if isinstance(t, torch.Tensor)]
+        self.flush = torch.empty(int(request.get("flush_bytes") or 1), dtype=torch.int8, device=self.device)
         self.reply({"type": "attached"})
 
     def op_load(self, request):
@@ -130,6 +131,12 @@ class Worker:
         record = None
         try:
             with torch.no_grad():
+                if timed:
+                    # KernelBench's loop: flush L2, then record the start event right behind
+                    # the flush in the same stream, which hides the launch overhead as it
+                    # does there. The judge has flushed L2 itself already (this process could
+                    # skip its own flush; it would only make its events include the launch).
+                    self.flush.zero_()
                 if mode == "null":
                     start.record()
                     end.record()
@@ -153,6 +160,8 @@ class Worker:
                     out = self.model(*self.inputs)
                     if timed:
                         end.record()
+            if self.gpu:
+                torch.cuda.synchronize()  # every stream: work put on a side stream must be done
             copied = self.copy_outputs(out) if mode not in ("null", "gpu_time") else True
             if self.gpu:
                 torch.cuda.synchronize()

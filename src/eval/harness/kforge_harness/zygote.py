@@ -13,9 +13,11 @@ kernel. It makes itself non-dumpable, so a worker running as the same user canno
 or read its memory through /proc.
 """
 
+import importlib
 import os
 import select
 import signal
+import time
 import socket
 
 from . import protocol, sandbox
@@ -29,8 +31,18 @@ def serve(control_fd):
     except BaseException as e:  # noqa: BLE001
         protocol.send(control, {"type": "hello", "ok": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 3
+    # A Triton launch under a dispatch mode (the audit) makes torch import its tracing
+    # machinery (dynamo, sympy, fsdp): 4-6 s on an H100 host, paid by every fresh worker
+    # unless it is imported once here, before the fork.
+    started, preimport_error = time.time(), None
+    for name in ("torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap"):
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 -- only a cost: the audit imports what it needs itself
+            preimport_error = "%s: %s" % (type(e).__name__, e)
     sandbox.harden_zygote()
-    protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid()})
+    protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(),
+                            "preimport_s": time.time() - started, "preimport_error": preimport_error})
     running = {}  # pid -> id
     while True:
         readable, _, _ = select.select([control], [], [], 0.2)
