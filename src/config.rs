@@ -133,7 +133,7 @@ impl Default for EvalConfig {
             reject_torch_ops: false,
             suspicious_speedup: 10.0,
             host_time_ratio: 1.1,
-            host_slack_ms: 0.2,
+            host_slack_ms: 0.05,
             tolerance: Tolerance::Scaled,
             static_checks: true,
             require_sandbox: true,
