@@ -47,7 +47,10 @@ async fn a_kernel_cannot_reach_secrets_files_network_or_outlive_its_evaluation()
     // SAFETY: this test binary has this one test; nothing reads the environment concurrently.
     unsafe { std::env::set_var("LLM_ACCESS", SECRET) };
 
-    let probe = tempfile::Builder::new().prefix("kforge-probe-").tempdir().unwrap();
+    let probe = tempfile::Builder::new()
+        .prefix("kforge-probe-")
+        .tempdir()
+        .unwrap();
     let bashrc = probe.path().join("home/.bashrc");
     let events = probe.path().join("sessions/s/events.jsonl");
     std::fs::create_dir_all(bashrc.parent().unwrap()).unwrap();
@@ -55,7 +58,10 @@ async fn a_kernel_cannot_reach_secrets_files_network_or_outlive_its_evaluation()
     std::fs::write(&bashrc, "# untouched\n").unwrap();
     std::fs::write(&events, "{\"seq\": 1}\n").unwrap();
     // Held open, as kforge holds a session's events.jsonl: findable through /proc/<pid>/fd.
-    let _open_session = std::fs::OpenOptions::new().append(true).open(&events).unwrap();
+    let _open_session = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&events)
+        .unwrap();
 
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -98,7 +104,12 @@ async fn a_kernel_cannot_reach_secrets_files_network_or_outlive_its_evaluation()
         static_checks: false,
         ..EvalConfig::default()
     };
-    let request = EvalRequest::new(fixtures().join("tasks/relu.py"), &kernel, Device::Cpu, settings);
+    let request = EvalRequest::new(
+        fixtures().join("tasks/relu.py"),
+        &kernel,
+        Device::Cpu,
+        settings,
+    );
     let result = evaluator
         .evaluate(request, CancellationToken::new(), None)
         .await
@@ -108,20 +119,39 @@ async fn a_kernel_cannot_reach_secrets_files_network_or_outlive_its_evaluation()
     server.join().unwrap();
     let json = serde_json::to_string(&result).unwrap();
 
-    let sandbox = result.sandbox.clone().expect("the result says which sandbox held the kernel");
+    let sandbox = result
+        .sandbox
+        .clone()
+        .expect("the result says which sandbox held the kernel");
     assert!(sandbox.enforced, "no sandbox here: {}", sandbox.reason);
-    assert!(result.correct, "the kernel itself is correct: {} {}", result.summary, result.log);
+    assert!(
+        result.correct,
+        "the kernel itself is correct: {} {}",
+        result.summary, result.log
+    );
     assert!(
         result.log.contains("could not connect") || result.log.contains("could not write"),
         "the kernel's attempts ran and were logged:\n{}",
         result.log
     );
-    assert!(!json.contains(SECRET), "the secret reached the result:\n{}", result.log);
+    assert!(
+        !json.contains(SECRET),
+        "the secret reached the result:\n{}",
+        result.log
+    );
     assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# untouched\n");
     assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"seq\": 1}\n");
-    assert_eq!(connections.load(Ordering::Relaxed), 0, "the kernel reached 127.0.0.1:{port}");
+    assert_eq!(
+        connections.load(Ordering::Relaxed),
+        0,
+        "the kernel reached 127.0.0.1:{port}"
+    );
     assert!(!String::from_utf8_lossy(&received.lock().unwrap()).contains(SECRET));
-    assert_eq!(processes_with(&marker), Vec::<String>::new(), "the daemon outlived the evaluation");
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<String>::new(),
+        "the daemon outlived the evaluation"
+    );
     assert!(
         result.flags.iter().any(|f| f == "stray_processes"),
         "the daemon was found and killed: {:?} {:?}",
@@ -134,9 +164,20 @@ async fn a_kernel_cannot_reach_secrets_files_network_or_outlive_its_evaluation()
         fixtures().join("tasks/relu.py"),
         &kernel,
         Device::Cpu,
-        EvalConfig { timeout_s: 120.0, ..EvalConfig::default() },
+        EvalConfig {
+            timeout_s: 120.0,
+            ..EvalConfig::default()
+        },
     );
-    let result = evaluator.evaluate(request, CancellationToken::new(), None).await.unwrap();
-    assert_eq!(result.category, Some(Category::StaticCheck), "{}", result.summary);
+    let result = evaluator
+        .evaluate(request, CancellationToken::new(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        result.category,
+        Some(Category::StaticCheck),
+        "{}",
+        result.summary
+    );
     evaluator.shutdown().await;
 }

@@ -31,13 +31,23 @@ fn pytest_site(python: &Path) -> PathBuf {
     };
     if !has_pytest(&site) {
         let status = Command::new(python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
             .arg("--target")
             .arg(&site)
             .arg("pytest>=8,<10")
             .status()
             .expect("pip runs");
-        assert!(status.success(), "pip could not install pytest into {}", site.display());
+        assert!(
+            status.success(),
+            "pip could not install pytest into {}",
+            site.display()
+        );
     }
     site
 }
@@ -62,6 +72,9 @@ fn harness_unit_tests_pass() {
         String::from_utf8_lossy(&output.stderr)
     );
     println!("{text}");
-    assert!(output.status.success(), "harness unit tests failed:\n{text}");
+    assert!(
+        output.status.success(),
+        "harness unit tests failed:\n{text}"
+    );
     assert!(text.contains(" passed"), "pytest ran no test:\n{text}");
 }

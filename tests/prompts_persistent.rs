@@ -1,5 +1,6 @@
 //! The persistent-kernel check on the repository's real kernels (tests/fixtures/kernels,
-//! examples/kernels): only the RNN whose time loop runs inside its jit kernel matches.
+//! examples/kernels): only the RNN whose time loop runs inside its jit kernel matches, and
+//! the side-stream hack's spin loop, which does carry state across iterations.
 
 use std::path::Path;
 
@@ -24,6 +25,18 @@ fn rnn_kernel_with_its_time_loop_inside_the_jit_body_is_persistent() {
 }
 
 #[test]
+fn a_spin_loop_carrying_its_accumulator_is_persistent_too() {
+    let r = check(&read("tests/fixtures/kernels/relu_side_stream.py"));
+    assert!(r.persistent, "{r:?}");
+    assert!(
+        r.reasons[0].contains("kernel `spin_kernel`"),
+        "{:?}",
+        r.reasons
+    );
+    assert!(r.reasons[0].contains("carries `acc`"), "{:?}", r.reasons);
+}
+
+#[test]
 fn other_fixture_and_example_kernels_are_not_persistent() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut checked = 0;
@@ -31,7 +44,9 @@ fn other_fixture_and_example_kernels_are_not_persistent() {
         for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "py")
-                || path.file_name().is_some_and(|n| n == "rnn_hidden_ok.py")
+                || path
+                    .file_name()
+                    .is_some_and(|n| n == "rnn_hidden_ok.py" || n == "relu_side_stream.py")
             {
                 continue;
             }

@@ -64,15 +64,17 @@ pub fn install(cache_dir: &Path) -> Result<PathBuf> {
     if root.join(".complete").is_file() {
         return Ok(root);
     }
-    let staging = cache_dir
-        .join("harness")
-        .join(format!(".{}-{}.tmp", package_hash(), std::process::id()));
+    let staging =
+        cache_dir
+            .join("harness")
+            .join(format!(".{}-{}.tmp", package_hash(), std::process::id()));
     let package = staging.join("kforge_harness");
     std::fs::create_dir_all(&package)
         .with_context(|| format!("cannot create {}", package.display()))?;
     for (name, source) in PACKAGE {
         let path = package.join(name);
-        std::fs::write(&path, source).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, source)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     std::fs::write(staging.join(".complete"), package_hash())
         .with_context(|| format!("cannot write {}", staging.display()))?;

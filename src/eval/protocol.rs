@@ -345,10 +345,10 @@ pub struct Timing {
     pub meaningful: bool,
     pub reference: TimingStats,
     pub kernel: TimingStats,
-    /// Reference median / kernel median (event times); when the kernel's host-synchronized
-    /// time disagrees with its event time, the ratio of host-synchronized medians instead.
+    /// Reference median / kernel median (event times); when the judge's clock contradicts
+    /// the kernel's reported event time, the ratio of host-bounded medians instead.
     pub score: Option<f64>,
-    /// The event-time score, kept when `score` had to use host-synchronized times.
+    /// The event-time score, kept when `score` had to use host-bounded times.
     pub event_score: Option<f64>,
     pub baseline_key: Option<String>,
     pub flush_l2_bytes: u64,
@@ -533,11 +533,7 @@ mod tests {
             .expect("protocol.py is embedded");
         let start = source.find("CATEGORIES = (").expect("CATEGORIES tuple");
         let body = &source[start..source[start..].find("\n)").expect("tuple end") + start];
-        let python: Vec<&str> = body
-            .split('"')
-            .skip(1)
-            .step_by(2)
-            .collect();
+        let python: Vec<&str> = body.split('"').skip(1).step_by(2).collect();
         let rust: Vec<&str> = Category::ALL.iter().map(|c| c.as_str()).collect();
         assert_eq!(python, rust);
         for c in Category::ALL {

@@ -137,7 +137,9 @@ pub fn judge(case: &Case, device: Device, result: &EvalResult) -> Option<String>
     if let (Some(limit), Some(score)) = (case.max_score, result.score())
         && score > limit
     {
-        return Some(format!("score {score:.2}x above {limit}x: the hack won time"));
+        return Some(format!(
+            "score {score:.2}x above {limit}x: the hack won time"
+        ));
     }
     if let Some(needle) = &case.warning
         && !result

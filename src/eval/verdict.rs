@@ -438,7 +438,7 @@ mod tests {
         }
         let text = render(&r, 0.01, 0.01, None, Style::plain());
         assert!(
-            text.contains("score      0.02x  (host-synchronized medians"),
+            text.contains("score      0.02x  (host-bounded medians"),
             "{text}"
         );
     }

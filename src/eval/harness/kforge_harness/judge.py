@@ -204,7 +204,9 @@ class Evaluation:
                 self.progress("timing")
                 result["timing"] = self.measure(calibration)
             clock.mark("timing")
-            if job["post_timing_check"]:
+            # Without timed runs (the CPU) there is nothing to re-check after: every trial
+            # already wrote fresh values into the same lent buffers.
+            if job["post_timing_check"] and self.timing():
                 self.progress("re-check after timing")
                 self.check("post_timing", job["trials"] + 1, self.source.draw(self.seed + 3000))
             clock.mark("recheck")
@@ -264,15 +266,34 @@ class Evaluation:
             request["run"] = run
         return self.link.call(request, "done")
 
-    def check(self, kind, index, inputs):
+    def check(self, kind, index, inputs, mode="check", ref_out=None):
         """One correctness trial: the lent buffers get the inputs, the reference runs on the
-        judge's own copy, the worker on the buffers; the judge compares."""
+        judge's own copy (unless its outputs are given), the worker on the buffers; the
+        judge compares. mode "audit" runs the worker's forward under the audit."""
         copy_into(self.inputs, inputs)
         sync(self.device)
-        ref_out = reference_forward(self.ref, inputs, self.device)
-        done = self.forward("audit" if kind == "audit" else "check")
+        if ref_out is None:
+            ref_out = reference_forward(self.ref, inputs, self.device)
+        done = self.forward(mode)
         self.compare(kind, index, ref_out, kernel_outputs(done, self.slots))
         return done
+
+    def signed_inputs(self, seed):
+        """(standard-normal inputs, the reference's outputs on them), or (None, None) when
+        the reference is not finite on them."""
+        import torch
+
+        from .loading import seed_everything
+        from .tensors import clone_tree, signed_like
+
+        base = self.source.draw(seed)
+        seed_everything(seed + 1)
+        signed = signed_like(base)
+        ref_out = reference_forward(self.ref, clone_tree(signed), self.device)
+        if all(bool(torch.isfinite(v).all()) for _, v in flatten_outputs(ref_out)
+               if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())):
+            return signed, ref_out
+        return None, None
 
     def compare(self, kind, index, ref_out, new_out):
         passed, outputs, reason, tolerance = compare_outputs(
@@ -288,52 +309,36 @@ class Evaluation:
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
 
     def correctness(self):
-        import torch
-
-        from .tensors import clone_tree, signed_like
-
+        """The random trials, then the signed-input trial, which is also the audited forward
+        (on the task's [0, 1) inputs an honest ReLU equals its input, which says nothing
+        about who computed it)."""
         job = self.job
+        self.audit_record = None
         for t in range(job["trials"]):
             self.progress("correctness trial %d/%d" % (t + 1, job["trials"]))
             self.check("random", t, self.source.draw(self.seed + 1 + t))
         if job["signed_trial"]:
-            self.progress("signed-input trial")
-            base = self.source.draw(self.seed + 1000)
-            from .loading import seed_everything
-
-            seed_everything(self.seed + 1001)
-            signed = signed_like(base)
-            probe = reference_forward(self.ref, clone_tree(signed), self.device)
-            finite = all(bool(torch.isfinite(v).all()) for _, v in flatten_outputs(probe)
-                         if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()))
-            del probe
-            if finite:
-                self.check("signed", job["trials"], signed)
+            self.progress("signed-input trial (audited)")
+            signed, ref_out = self.signed_inputs(self.seed + 1000)
+            if signed is not None:
+                done = self.check("signed", job["trials"], signed, mode="audit", ref_out=ref_out)
+                self.audit_record = done.get("audit")
             else:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
         self.note_memory("correctness")
 
     def audit(self, clock):
-        """One forward under the audit, on signed inputs where the reference stays finite
-        on them (on the task's [0, 1) inputs an honest ReLU equals its input, which says
-        nothing about who computed it)."""
-        import torch
-
+        """Classifies the audited forward (run now if the signed trial did not run it); on a
+        GPU adds each class's share of GPU time from one more forward."""
         from .audit import classify as classify_audit
-        from .loading import seed_everything
-        from .tensors import clone_tree, signed_like
 
-        self.progress("audit of one forward")
-        inputs = self.source.draw(self.seed + 500)
-        seed_everything(self.seed + 501)
-        signed = signed_like(inputs)
-        probe = reference_forward(self.ref, clone_tree(signed), self.device)
-        if all(bool(torch.isfinite(v).all()) for _, v in flatten_outputs(probe)
-               if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())):
-            inputs = signed
-        del probe, signed
-        done = self.check("audit", self.job["trials"] + 2, inputs)
-        record = done.get("audit")
+        record = self.audit_record
+        if record is None:
+            self.progress("audit of one forward")
+            inputs, ref_out = self.signed_inputs(self.seed + 500)
+            if inputs is None:
+                inputs, ref_out = self.source.draw(self.seed + 502), None
+            record = self.check("audit", self.job["trials"] + 2, inputs, mode="audit", ref_out=ref_out).get("audit")
         clock.mark("audit")
         if self.gpu and isinstance(record, dict):
             # GPU time in its own forward on fresh values: a memoizing kernel would answer a
