@@ -42,10 +42,16 @@ fn correct_kernel_prints_verdict_and_exits_zero() {
         "{stdout}\n{}",
         text(&out.stderr)
     );
+    // On the CPU nothing is timed, so there is no re-check after timing.
     assert!(
-        stdout.contains("CORRECT  5/5 trials, signed-input trial, re-check with fresh values"),
+        stdout.contains("CORRECT  5/5 trials, signed-input trial\n"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains("\nsandbox "),
+        "the verdict says which sandbox: {stdout}"
+    );
+    assert!(stdout.contains("audit: "), "{stdout}");
     assert!(stdout.contains("not meaningful on the CPU"), "{stdout}");
     assert!(stdout.contains("full result and log: "), "{stdout}");
 }

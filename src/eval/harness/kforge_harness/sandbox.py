@@ -479,6 +479,20 @@ def harden_zygote():
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
+def redirect_stdio(log_path):
+    """A forked evaluation process's own hygiene: output to its log file (never into a
+    protocol stream), no stdin, default signal dispositions."""
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def harden_worker(keep_fds, limits):
     """In a freshly forked worker: close every fd not in keep_fds (list 0-2 if wanted), die
     with the zygote, no ptrace or /proc/<pid>/{mem,environ} by same-uid processes, limits."""

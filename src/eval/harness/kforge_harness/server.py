@@ -270,6 +270,8 @@ class Server:
     def run_judge_and_worker(self, rid, job, workdir, private):
         result = job["_result"]
         spawn = job.get("executor", "fork") == "spawn"
+        if job.get("reference_only"):
+            return self.run_judge_alone(rid, job, private)
         try:
             zygote = self.ensure_zygote(fresh=spawn)
         except HarnessError as e:
@@ -307,7 +309,7 @@ class Server:
         os.close(write_fd)
         self.send({"event": "started", "id": rid, "pid": pid, "executor": "spawn" if spawn else "fork",
                    "sandbox": self.sandbox.kind})
-        final, ended_by = self.watch(rid, job, read_fd, zygote)
+        final, ended_by = self.watch(rid, job, read_fd)
         kill_group(pid)
         status = reap(pid)
         if ended_by or final is None or not final.get("correct"):
@@ -318,27 +320,14 @@ class Server:
             zygote.stop()
             self.zygote = None
 
-        if ended_by == "shutdown":
-            sys.exit(0)
-        if ended_by == "cancelled":
-            out = fail(result, "cancelled", "evaluation cancelled")
-            out["status"] = "cancelled"
-        elif ended_by == "timeout":
-            out = fail(result, "timeout", "timed out after %gs (during %s)" % (
-                float(job.get("timeout_s", 300)), result.get("phase") or "start-up"),
-                "the evaluation did not finish within %gs; last phase: %s\n%s" % (
-                    float(job.get("timeout_s", 300)), result.get("phase") or "start-up", clean_text(log, 40)))
-        elif final is not None:
-            out = final
-            if out.get("category") == "crash" and worker and worker.get("status") not in (None, 0, 70):
-                # The worker died: say how (the judge only saw its channel close).
-                phase = out.get("phase") or result.get("phase")
-                out["summary"] = describe_exit(worker["status"], phase)
-                out["message"] = "%s\n%s" % (out["summary"], clean_text(log))
-                out["details"] = dict(out.get("details") or {}, **exit_details(worker["status"]))
-        else:
-            out = fail(result, "harness", "the judge process %s" % describe_exit(status, result.get("phase")),
-                       clean_text(log))
+        out = ending(job, final, ended_by, status, log)
+        if final is not None and out is final and out.get("category") == "crash" and worker \
+                and worker.get("status") not in (None, 0, 70):
+            # The worker died: say how (the judge only saw its channel close).
+            phase = out.get("phase") or result.get("phase")
+            out["summary"] = describe_exit(worker["status"], phase)
+            out["message"] = "%s\n%s" % (out["summary"], clean_text(log))
+            out["details"] = dict(out.get("details") or {}, **exit_details(worker["status"]))
         if worker and worker.get("strays"):
             out["notes"].append("%d process(es) the kernel left behind were killed" % worker["strays"])
             out["flags"].append("stray_processes")
@@ -347,7 +336,33 @@ class Server:
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
         return out
 
-    def watch(self, rid, job, read_fd, zygote):
+    def run_judge_alone(self, rid, job, private):
+        """A task check: the judge builds and times the reference; no kernel, no worker."""
+        judge_log = os.path.join(private, "judge.log")
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_fd)
+                os.setsid()
+                self.proto.close()
+                if self.zygote:
+                    self.zygote.control.close()
+                redirect_output(judge_log)
+                judge_main(job, write_fd, None)
+            finally:
+                os._exit(71)
+        os.close(write_fd)
+        self.send({"event": "started", "id": rid, "pid": pid, "executor": "fork", "sandbox": "none needed"})
+        final, ended_by = self.watch(rid, job, read_fd)
+        kill_group(pid)
+        status = reap(pid)
+        log = read_log(judge_log)
+        out = ending(job, final, ended_by, status, log)
+        out["log"] = tail_bytes((out.get("log") or "") + log)
+        return out
+
+    def watch(self, rid, job, read_fd):
         """Relays the judge's progress until its result; enforces the deadline and cancels."""
         result = job["_result"]
         deadline = time.time() + float(job.get("timeout_s", 300))
@@ -446,9 +461,29 @@ class Server:
         kill_group(pid, own_group=False)
         status = reap(pid)
         try:
-            return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query")}
+            return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query", "the device query")}
         except ValueError:
-            return {"error": describe_exit(status, "device query")}
+            return {"error": describe_exit(status, "device query", "the device query")}
+
+
+def ending(job, final, ended_by, status, log):
+    """The result of an evaluation whose judge has ended: its own, or what ended it."""
+    result = job["_result"]
+    if ended_by == "shutdown":
+        sys.exit(0)
+    timeout_s = float(job.get("timeout_s", 300))
+    phase = result.get("phase") or "start-up"
+    if ended_by == "cancelled":
+        out = fail(result, "cancelled", "evaluation cancelled")
+        out["status"] = "cancelled"
+        return out
+    if ended_by == "timeout":
+        return fail(result, "timeout", "timed out after %gs (during %s)" % (timeout_s, phase),
+                    "the evaluation did not finish within %gs; last phase: %s\n%s" % (
+                        timeout_s, phase, clean_text(log, 40)))
+    if final is not None:
+        return final
+    return fail(result, "harness", describe_exit(status, result.get("phase"), "the judge"), clean_text(log))
 
 
 def fail_static(result, category, report, syntax):
@@ -517,15 +552,7 @@ def scrub_environment(env):
 
 def redirect_output(log_path):
     scrub_environment(os.environ)
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.close(log_fd)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
+    sandbox.redirect_stdio(log_path)
 
 
 def exchange_parent():
@@ -576,16 +603,16 @@ def exit_details(status):
     return {"exit_code": status}
 
 
-def describe_exit(status, phase):
+def describe_exit(status, phase, who="the kernel's process"):
     where = " during %s" % phase if phase else ""
     if status is None:
-        return "the evaluation process vanished%s" % where
+        return "%s vanished%s" % (who, where)
     if status < 0:
         name = exit_details(status)["signal"]
         meaning = {"SIGSEGV": "segmentation fault", "SIGKILL": "killed", "SIGABRT": "aborted",
                    "SIGBUS": "bus error", "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction"}
-        return "the kernel's process died from %s (%s)%s" % (name, meaning.get(name, "signal"), where)
-    return "the kernel's process exited with code %d without a result%s" % (status, where)
+        return "%s died from %s (%s)%s" % (who, name, meaning.get(name, "signal"), where)
+    return "%s exited with code %d without a result%s" % (who, status, where)
 
 
 def read_log(path):

@@ -35,6 +35,9 @@ def serve(control_fd):
     # machinery (dynamo, sympy, fsdp): 4-6 s on an H100 host, paid by every fresh worker
     # unless it is imported once here, before the fork.
     started, preimport_error = time.time(), None
+    # (Not dynamo and inductor, which the first launch under a mode still imports, 2.6 s:
+    # imported before the fork they made every Triton launch in the worker ~80 us slower on
+    # an H100, torch 2.11, which the timing cross-check then rightly flagged.)
     for name in ("torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap"):
         try:
             importlib.import_module(name)
@@ -101,15 +104,7 @@ def spawn_worker(job, channel_fd, control):
     try:
         control.close()
         os.setsid()
-        log_fd = os.open(job["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(log_fd)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        os.close(devnull)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        sandbox.redirect_stdio(job["log_path"])
         channel = os.dup(channel_fd)
         sandbox.harden_worker(keep_fds=[0, 1, 2, channel], limits=job.get("limits") or {})
         os.chdir(job["workdir"])
