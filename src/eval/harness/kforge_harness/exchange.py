@@ -53,7 +53,6 @@ def _driver():
         lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
         lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_uint64]
         lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
-        lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
         _cuda = lib
     return _cuda
 
@@ -164,7 +163,6 @@ class Borrower:
 
     def __init__(self, device):
         self.device = device
-        self.opened = []
 
     def attach(self, desc):
         shape = [int(s) for s in desc["shape"]]
@@ -177,7 +175,6 @@ class Borrower:
             handle = IpcHandle.from_buffer_copy(bytes.fromhex(desc["handle"]))
             ptr = ctypes.c_uint64()
             _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")
-            self.opened.append(ptr.value)
             return _wrap_device(ptr.value, nbytes, dtype, shape, self.device)
         return _wrap_file(desc["path"], nbytes, dtype, shape)
 

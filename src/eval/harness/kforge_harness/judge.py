@@ -15,7 +15,7 @@ from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
                       task_init_inputs)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation
-from .tensors import Placeholder, flatten_outputs, rebuild, tree_map
+from .tensors import Placeholder, flatten_outputs, rebuild, tree_map, tree_map_pairs
 from .worker import WORKER_CATEGORIES
 
 CALIBRATION_RUNS = 40
@@ -575,13 +575,3 @@ class Evaluation:
         result["notes"].append("reference check only: no kernel was evaluated")
         return result
 
-
-def tree_map_pairs(fn, a, b):
-    if isinstance(a, (list, tuple)):
-        for x, y in zip(a, b):
-            tree_map_pairs(fn, x, y)
-    elif isinstance(a, dict):
-        for k in a:
-            tree_map_pairs(fn, a[k], b[k])
-    else:
-        fn(a, b)

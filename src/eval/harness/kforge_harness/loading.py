@@ -5,7 +5,7 @@ import sys
 
 from .errors import first_line
 from .protocol import TaskFailure
-from .tensors import to_device, tree_map
+from .tensors import to_device, tree_map, tree_map_pairs
 
 
 def load_module(path, name):
@@ -122,21 +122,15 @@ def copy_into(buffers, values):
     """Writes a tree of values into same-shaped lent buffers (tensors only)."""
     import torch
 
-    def pairs(b, v):
+    def one(b, v):
         if isinstance(b, torch.Tensor):
             if not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(b.shape) or v.dtype != b.dtype:
                 raise TaskFailure("get_inputs() returned inputs of a different shape or dtype from one call to "
                                   "the next; kforge needs the same shapes every call")
             with torch.no_grad():
                 b.copy_(v)
-        elif isinstance(b, (list, tuple)):
-            for x, y in zip(b, v):
-                pairs(x, y)
-        elif isinstance(b, dict):
-            for k in b:
-                pairs(b[k], v[k])
 
-    pairs(buffers, values)
+    tree_map_pairs(one, buffers, values)
     return buffers
 
 

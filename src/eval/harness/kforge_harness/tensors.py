@@ -17,6 +17,18 @@ def tree_map(fn, value, leaf=None):
     return fn(value)
 
 
+def tree_map_pairs(fn, a, b):
+    """Calls fn(x, y) on each pair of leaves of two trees of the same structure (a's)."""
+    if isinstance(a, (list, tuple)):
+        for x, y in zip(a, b):
+            tree_map_pairs(fn, x, y)
+    elif isinstance(a, dict):
+        for k in a:
+            tree_map_pairs(fn, a[k], b[k])
+    else:
+        fn(a, b)
+
+
 def to_device(value, device):
     import torch
 

@@ -60,3 +60,14 @@ def test_alignment_by_name_then_by_shape():
 def test_alignment_ignores_malformed_worker_entries():
     plan, _ = plan_alignment([("w", [2], "float32")], [["w"], 5, ["w", [2], "float32"]])
     assert plan == [("w", "w")]
+
+
+def test_copy_into_writes_nested_lent_buffers_and_refuses_changed_shapes():
+    from kforge_harness.loading import copy_into
+    from kforge_harness.protocol import TaskFailure
+
+    buffers = [torch.zeros(3), (torch.zeros(2, dtype=torch.int64), 5)]
+    copy_into(buffers, [torch.ones(3), (torch.tensor([7, 8]), 5)])
+    assert buffers[0].tolist() == [1.0, 1.0, 1.0] and buffers[1][0].tolist() == [7, 8]
+    with pytest.raises(TaskFailure, match="different shape"):
+        copy_into(buffers, [torch.ones(4), (torch.tensor([7, 8]), 5)])
