@@ -332,8 +332,12 @@ def test_filesystem_view(mechanism, tmp_path):
     # The host is untouched (a write to $HOME's path lands in the sandbox's private /tmp).
     assert sorted(os.listdir(home)) == [".netrc"] and not (project / "new.txt").exists()
     assert sorted(os.listdir(project / "sessions")) == ["s1.json"]
-    assert set(r["root"]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "etc", "opt", "proc",
-                              "dev", "sys", "tmp", "root", "home", "work"}, r["root"]
+    # The root holds the system dirs plus the first component of every path the policy binds
+    # (the harness and Python install live wherever the checkout and the env are).
+    bound = {p.split("/")[1] for p in policy.readonly_paths + policy.writable_paths + sandbox.python_paths()
+             if p.startswith("/") and len(p) > 1}
+    system = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "etc", "opt", "proc", "dev", "sys", "tmp"}
+    assert set(r["root"]) <= system | bound, (r["root"], bound)
     assert set(r["dev"]) <= {"null", "zero", "full", "random", "urandom", "tty", "shm", "fd", "stdin",
                              "stdout", "stderr", "pts", "ptmx", "core"}, r["dev"]
     assert r["proc_sys_writable"] is False
