@@ -88,6 +88,9 @@ pub struct EvalConfig {
     pub flush_l2: bool,
     /// Seconds before an evaluation's process is killed.
     pub timeout_s: f64,
+    /// Longest one call of the task's `get_inputs()` may take; a slower task gets a `task`
+    /// verdict before any kernel runs (an evaluation draws inputs about a dozen times).
+    pub input_draw_limit_s: f64,
     /// Base seed for parameters and inputs.
     pub seed: u64,
     /// Turn the "PyTorch compute op in forward" warning into a static-check failure.
@@ -129,6 +132,7 @@ impl Default for EvalConfig {
             warmup: 3,
             flush_l2: true,
             timeout_s: 300.0,
+            input_draw_limit_s: 20.0,
             seed: 42,
             reject_torch_ops: false,
             suspicious_speedup: 10.0,

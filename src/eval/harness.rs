@@ -25,6 +25,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "exchange.py",
     "judge.py",
     "loading.py",
+    "memory.py",
     "ncu.py",
     "protocol.py",
     "sandbox.py",

@@ -58,6 +58,7 @@ pub struct Job {
     pub warmup: u32,
     pub flush_l2: bool,
     pub timeout_s: f64,
+    pub input_draw_limit_s: f64,
     pub seed: u64,
     pub reject_torch_ops: bool,
     pub suspicious_speedup: f64,
@@ -93,6 +94,7 @@ impl Job {
             warmup: s.warmup,
             flush_l2: s.flush_l2,
             timeout_s: s.timeout_s,
+            input_draw_limit_s: s.input_draw_limit_s,
             seed: s.seed,
             reject_torch_ops: s.reject_torch_ops,
             suspicious_speedup: s.suspicious_speedup,
@@ -362,6 +364,25 @@ pub struct Timing {
     pub event_floor_ms: Option<f64>,
 }
 
+/// The memory plan of an evaluation (docs/eval-result.md, "Memory"), in bytes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Footprint {
+    /// One draw of `get_inputs()`.
+    pub inputs_bytes: u64,
+    /// The reference's outputs.
+    pub outputs_bytes: u64,
+    /// The reference's forward beyond its inputs and outputs (GPU only).
+    pub reference_scratch_bytes: u64,
+    /// One L2 flush buffer (the judge and the kernel's process each hold one).
+    pub flush_bytes: u64,
+    /// 2 inputs + 3 outputs + 2 scratch + 2 flush: the evaluation's expected peak.
+    pub planned_peak_bytes: u64,
+    /// Device (host, on the CPU) memory free and in all when the evaluation began.
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
 /// Which sandbox held the kernel's process.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -442,8 +463,12 @@ pub struct EvalResult {
     pub sandbox: Option<SandboxInfo>,
     pub audit: Option<Audit>,
     pub tolerance: Option<ToleranceUsed>,
-    /// Peak device memory (bytes allocated by the judge) at the end of each phase.
+    /// Peak device memory in use per phase (bytes, device-wide: the judge, the kernel's
+    /// process, lent buffers and CUDA contexts), sampled at the judge's steps. GPU only.
     pub memory: std::collections::BTreeMap<String, u64>,
+    /// The evaluation's memory plan: input and output sizes, the planned peak and the
+    /// memory free when it began (None: the task never produced inputs).
+    pub footprint: Option<Footprint>,
     /// `device` (factories directed to the GPU), `host` (drawn on the CPU and copied) or `cpu`.
     pub inputs_drawn_on: Option<String>,
     /// How timed runs got never-seen input values.

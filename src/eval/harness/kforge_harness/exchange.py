@@ -57,7 +57,16 @@ def _driver():
     return _cuda
 
 
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+class DriverOutOfMemory(RuntimeError):
+    """cuMemAlloc found no room: the judge turns it into an `oom` verdict."""
+
+
 def _check(status, what):
+    if status == CUDA_ERROR_OUT_OF_MEMORY:
+        raise DriverOutOfMemory("%s: out of memory (CUDA_ERROR_OUT_OF_MEMORY)" % what)
     if status != 0:
         raise RuntimeError("%s failed with CUDA driver error %d" % (what, status))
 

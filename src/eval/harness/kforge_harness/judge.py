@@ -14,8 +14,9 @@ from .device import device_description, l2_flush_buffer, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
                       task_init_inputs)
-from .protocol import HarnessError, KernelFailure, ProtocolViolation
-from .tensors import Placeholder, flatten_outputs, rebuild, tree_map, tree_map_pairs
+from .memory import Meter, does_not_fit, footprint, gib, is_out_of_memory, out_of_memory_reason, tensor_bytes
+from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
+from .tensors import Placeholder, all_finite, clone_tree, flatten_outputs, rebuild, tree_map_pairs
 from .worker import WORKER_CATEGORIES
 
 CALIBRATION_RUNS = 40
@@ -147,8 +148,40 @@ class Evaluation:
         self.seed = int(job["seed"])
         self.progress = progress
         self.link = WorkerLink(channel, lambda: self.result.get("phase") or "start-up") if channel else None
+        self.meter = Meter(self.device, self.result["memory"])
+        self.lender = None
 
     def run(self):
+        try:
+            return self.run_phases()
+        except (KernelFailure, TaskFailure, HarnessError):
+            raise
+        except Exception as e:  # noqa: BLE001 -- an allocation of the judge's that failed
+            if is_out_of_memory(e):
+                raise self.out_of_memory(e)
+            raise
+        finally:
+            if self.lender is not None:
+                self.lender.close()
+
+    def out_of_memory(self, error):
+        """The `oom` verdict for an allocation of the judge's that failed: before the kernel
+        was loaded the task itself does not fit; after, the kernel's process holds memory
+        the plan did not leave it."""
+        free, total = self.meter.state()
+        phase = self.result.get("phase") or "start-up"
+        loaded = self.link is not None and self.link.kernel_loaded
+        what = ("the evaluation (during %s, with the kernel's process holding memory)" % phase if loaded
+                else "the task (during %s, before any kernel ran)" % phase)
+        summary = out_of_memory_reason(what, error, free, total)
+        plan = self.result.get("footprint")
+        if plan:
+            summary += "; planned peak %s (inputs %s, outputs %s)" % (
+                gib(plan["planned_peak_bytes"]), gib(plan["inputs_bytes"]), gib(plan["outputs_bytes"]))
+        return KernelFailure("oom", summary, details={"footprint": plan, "phase": phase, "kernel_loaded": loaded,
+                                                      "free_bytes": int(free), "total_bytes": int(total)})
+
+    def run_phases(self):
         import torch
 
         job, result = self.job, self.result
@@ -162,60 +195,75 @@ class Evaluation:
             torch.cuda.set_device(self.device)
         result["device"] = device_description(self.device)
         clock = PhaseClock(result)
+        self.meter.enter("startup")
         clock.mark("startup")
         self.progress("loading task")
         task = load_task(job["task_file"])
-        self.source = InputSource(task, self.device)
+        self.source = InputSource(task, self.device, job.get("input_draw_limit_s"))
         init_inputs = task_init_inputs(task, result)
         self.ref = build_reference(task, init_inputs, self.seed, self.device)
+        first, first_out = self.first_forward()
+        flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
+        if self.timing():
+            # The reference is timed before the kernel is loaded: nothing of the kernel's
+            # can run on the GPU meanwhile.
+            self.progress("timing reference")
+            self.meter.enter("reference timing")
+            key, reference = self.reference_timing(flush, first)
+            self.reference_figures = {"meaningful": True, "kernel": {}, "score": None, "baseline_key": key,
+                                      "reference": reference,
+                                      "flush_l2_bytes": flush.numel() if flush is not None else 0}
+        clock.mark("reference")
         if job.get("reference_only"):
-            return self.reference_only(clock)
-
-        first = self.source.draw(self.seed + 1)
-        self.lender = Lender("cuda_ipc" if self.gpu else "file", self.device, job["exchange_dir"])
-        try:
-            self.inputs, input_desc = self.lender.like(first)
-            copy_into(self.inputs, first)
-            first_out = reference_forward(self.ref, first, self.device)
-            self.slots, slot_desc = self.lender.like(first_out)
-            del first, first_out  # only their shapes were needed; every trial draws again
-            self.note_memory("buffers")
-            self.progress("starting the kernel's process")
-            self.link.receive("hello")
-            flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 1
-            self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
-                            "flush_bytes": flush_bytes}, "attached")
-            calibration = self.calibrate() if self.timing() else None
-            clock.mark("startup")
-            self.progress("loading kernel")
-            init_buffers, init_desc = self.lender.like(init_inputs)
-            copy_into(init_buffers, init_inputs)
-            self.link.kernel_loaded = True  # from here on the worker runs the kernel's code
-            loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed}, "loaded")
-            clock.mark("load")
-            self.progress("building models")
-            self.align(loaded)
-            clock.mark("build")
-            self.correctness()
-            clock.mark("correctness")
-            self.audit(clock)
-            clock.mark("audit_gpu_time" if self.gpu else "audit")
             if self.timing():
-                self.progress("timing")
-                result["timing"] = self.measure(calibration)
-            clock.mark("timing")
-            # Without timed runs (the CPU) there is nothing to re-check after: every trial
-            # already wrote fresh values into the same lent buffers.
-            if job["post_timing_check"] and self.timing():
-                self.progress("re-check after timing")
-                self.check("post_timing", job["trials"] + 1, self.source.draw(self.seed + 3000))
-            clock.mark("recheck")
-            try:
-                self.link.call({"op": "exit"}, "bye")
-            except KernelFailure:
-                pass  # the worker is done either way; its exit is not part of the verdict
-        finally:
-            self.lender.close()
+                result["timing"] = self.reference_figures
+            return self.reference_only(first_out)
+
+        self.lender = Lender("cuda_ipc" if self.gpu else "file", self.device, job["exchange_dir"])
+        self.meter.enter("buffers")
+        self.inputs, input_desc = self.lender.like(first)
+        self.slots, slot_desc = self.lender.like(first_out)
+        del first, first_out  # only their shapes were needed; every trial draws again
+        self.meter.sample()
+        self.progress("starting the kernel's process")
+        self.link.receive("hello")
+        flush_bytes = flush.numel() if flush is not None else 1
+        self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
+                        "flush_bytes": flush_bytes}, "attached")
+        self.meter.sample()
+        calibration = self.calibrate(flush) if self.timing() else None
+        clock.mark("startup")
+        self.progress("loading kernel")
+        init_buffers, init_desc = self.lender.like(init_inputs)
+        copy_into(init_buffers, init_inputs)
+        self.link.kernel_loaded = True  # from here on the worker runs the kernel's code
+        loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed}, "loaded")
+        clock.mark("load")
+        self.progress("building models")
+        self.align(loaded)
+        clock.mark("build")
+        self.meter.enter("correctness")
+        self.correctness()
+        clock.mark("correctness")
+        self.meter.enter("audit")
+        self.audit(clock)
+        clock.mark("audit_gpu_time" if self.gpu else "audit")
+        if self.timing():
+            self.progress("timing")
+            self.meter.enter("kernel timing")
+            result["timing"] = dict(self.reference_figures, **self.measure(calibration, flush))
+        clock.mark("timing")
+        # Without timed runs (the CPU) there is nothing to re-check after: every trial
+        # already wrote fresh values into the same lent buffers.
+        if job["post_timing_check"] and self.timing():
+            self.progress("re-check after timing")
+            self.meter.enter("recheck")
+            self.check("post_timing", job["trials"] + 1, lambda: self.source.draw(self.seed + 3000))
+        clock.mark("recheck")
+        try:
+            self.link.call({"op": "exit"}, "bye")
+        except KernelFailure:
+            pass  # the worker is done either way; its exit is not part of the verdict
         weak = weak_outputs(result["trials"])
         if weak:
             result["flags"].append("weak_reference")
@@ -227,14 +275,66 @@ class Evaluation:
         result["status"] = "correct"
         return result
 
+    def first_forward(self):
+        """The first draw and the reference's outputs on it; measures the evaluation's
+        footprint and refuses (`oom`) a task whose plan does not fit, before any kernel
+        runs. Returns (inputs, reference outputs)."""
+        import torch
+
+        result = self.result
+        self.meter.enter("reference")
+        free, total = self.meter.state()
+        flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 0
+        where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
+        expected = self.source.meta_bytes()
+        if expected is not None:
+            # Found without allocating: two copies of the inputs is the least any plan needs.
+            early = footprint(expected, 0, 0, flush_bytes, free, total)
+            reason = does_not_fit(early, where)
+            if reason:
+                result["footprint"] = early
+                raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": early})
+        self.progress("drawing inputs")
+        first = self.source.draw(self.seed + 1)
+        self.first_draw_ms = self.source.draw_ms
+        self.meter.sample()
+        self.progress("reference forward")
+        if self.gpu:
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        first_out = reference_forward(self.ref, first, self.device)
+        inputs_bytes, outputs_bytes = tensor_bytes(first), tensor_bytes(first_out)
+        scratch = 0
+        if self.gpu:
+            scratch = max(0, torch.cuda.max_memory_allocated() - before - outputs_bytes)
+        self.meter.sample()
+        record = footprint(inputs_bytes, outputs_bytes, scratch, flush_bytes, free, total)
+        result["footprint"] = record
+        reason = does_not_fit(record, where)
+        if reason:
+            raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": record})
+        return first, first_out
+
+    def reference_only(self, first_out):
+        """The task check: Model built, run on its inputs, timed (GPU), footprint planned.
+        What `kforge run` shows before any LLM call."""
+        import torch
+
+        result = self.result
+        outputs = []
+        for path, value in flatten_outputs(first_out):
+            if isinstance(value, torch.Tensor):
+                outputs.append({"output": path, "passed": True, "shape": list(value.shape),
+                                "dtype": str(value.dtype).replace("torch.", "")})
+        result["trials"].append({"kind": "reference", "index": 0, "passed": True, "outputs": outputs})
+        result["inputs_drawn_on"] = self.source.where
+        result["correct"] = True
+        result["status"] = "correct"
+        result["notes"].append("reference check only: no kernel was evaluated")
+        return result
+
     def timing(self):
         return self.gpu and bool(self.job["timing"])
-
-    def note_memory(self, phase):
-        if self.gpu:
-            import torch
-
-            self.result["memory"][phase] = int(torch.cuda.max_memory_allocated())
 
     # -- models --------------------------------------------------------------------------
 
@@ -266,34 +366,37 @@ class Evaluation:
             request["run"] = run
         return self.link.call(request, "done")
 
-    def check(self, kind, index, inputs, mode="check", ref_out=None):
-        """One correctness trial: the lent buffers get the inputs, the reference runs on the
-        judge's own copy (unless its outputs are given), the worker on the buffers; the
-        judge compares. mode "audit" runs the worker's forward under the audit."""
-        copy_into(self.inputs, inputs)
+    def check(self, kind, index, draw, mode="check", needs=None):
+        """One correctness trial. `draw()` makes the judge's private inputs; they go into the
+        lent buffers first (the reference may change its inputs in place), then the
+        reference runs on the private copy, which is dropped before the worker runs: at the
+        peak the judge holds the lent buffers and the reference's outputs. `needs(ref_out)`
+        may decline the trial (returns None then). mode "audit" runs the worker's forward
+        under the audit."""
+        private = draw()
+        copy_into(self.inputs, private)
         sync(self.device)
-        if ref_out is None:
-            ref_out = reference_forward(self.ref, inputs, self.device)
+        ref_out = reference_forward(self.ref, private, self.device)
+        private = None
+        self.meter.sample()
+        if needs is not None and not needs(ref_out):
+            return None
         done = self.forward(mode)
+        self.meter.sample()
         self.compare(kind, index, ref_out, kernel_outputs(done, self.slots))
         return done
 
-    def signed_inputs(self, seed):
-        """(standard-normal inputs, the reference's outputs on them), or (None, None) when
-        the reference is not finite on them."""
-        import torch
-
+    def signed_draw(self, seed):
+        """A draw of the task's inputs with its floating tensors replaced by standard-normal
+        values (integer and bool inputs as drawn)."""
         from .loading import seed_everything
-        from .tensors import clone_tree, signed_like
+        from .tensors import signed_like
 
-        base = self.source.draw(seed)
-        seed_everything(seed + 1)
-        signed = signed_like(base)
-        ref_out = reference_forward(self.ref, clone_tree(signed), self.device)
-        if all(bool(torch.isfinite(v).all()) for _, v in flatten_outputs(ref_out)
-               if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex())):
-            return signed, ref_out
-        return None, None
+        def draw():
+            base = self.source.draw(seed)
+            seed_everything(seed + 1)
+            return signed_like(base)
+        return draw
 
     def compare(self, kind, index, ref_out, new_out):
         passed, outputs, reason, tolerance = compare_outputs(
@@ -316,16 +419,15 @@ class Evaluation:
         self.audit_record = None
         for t in range(job["trials"]):
             self.progress("correctness trial %d/%d" % (t + 1, job["trials"]))
-            self.check("random", t, self.source.draw(self.seed + 1 + t))
+            self.check("random", t, lambda: self.source.draw(self.seed + 1 + t))
         if job["signed_trial"]:
             self.progress("signed-input trial (audited)")
-            signed, ref_out = self.signed_inputs(self.seed + 1000)
-            if signed is not None:
-                done = self.check("signed", job["trials"], signed, mode="audit", ref_out=ref_out)
+            done = self.check("signed", job["trials"], self.signed_draw(self.seed + 1000), mode="audit",
+                              needs=all_finite)
+            if done is not None:
                 self.audit_record = done.get("audit")
             else:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
-        self.note_memory("correctness")
 
     def audit(self, clock):
         """Classifies the audited forward (run now if the signed trial did not run it); on a
@@ -335,10 +437,12 @@ class Evaluation:
         record = self.audit_record
         if record is None:
             self.progress("audit of one forward")
-            inputs, ref_out = self.signed_inputs(self.seed + 500)
-            if inputs is None:
-                inputs, ref_out = self.source.draw(self.seed + 502), None
-            record = self.check("audit", self.job["trials"] + 2, inputs, mode="audit", ref_out=ref_out).get("audit")
+            done = self.check("audit", self.job["trials"] + 2, self.signed_draw(self.seed + 500), mode="audit",
+                              needs=all_finite)
+            if done is None:
+                done = self.check("audit", self.job["trials"] + 2, lambda: self.source.draw(self.seed + 502),
+                                  mode="audit")
+            record = done.get("audit")
         clock.mark("audit")
         if self.gpu and isinstance(record, dict):
             # GPU time in its own forward on fresh values: a memoizing kernel would answer a
@@ -346,6 +450,7 @@ class Evaluation:
             copy_into(self.inputs, self.source.draw(self.seed + 600))
             sync(self.device)
             record["gpu"] = self.forward("gpu_time").get("gpu")
+            self.meter.sample()
         verdict = classify_audit(record, self.gpu)
         self.result["audit"] = verdict
         if verdict.get("verdict") == "torch_fallback":
@@ -358,21 +463,17 @@ class Evaluation:
     # -- timing --------------------------------------------------------------------------
 
     def refresher(self, base, buffers):
-        """A function run(i) that writes never-seen input values for timed run i into
-        `buffers` and returns the judge's private copy of them (or None when the caller
-        does not need it). Fresh draws of get_inputs() when a draw is cheap; otherwise a
-        rotation of `base` by a random offset per tensor (the same values, every position
-        moved), noted in the result."""
+        """A function run(i, keep) that writes never-seen input values for timed run i into
+        `buffers` and returns the judge's private copy of them when `keep` (else None).
+        Fresh draws of get_inputs() when a draw is cheap (`base` is then not needed);
+        otherwise a rotation of `base` by a random offset per tensor (the same values, every
+        position moved), noted in the result."""
         import random
 
         import torch
 
-        started = time.perf_counter()
-        self.source.draw(self.seed + 9999)
-        sync(self.device)
-        draw_ms = (time.perf_counter() - started) * 1e3
         rng = random.SystemRandom()
-        if draw_ms <= SLOW_DRAW_MS:
+        if self.first_draw_ms <= SLOW_DRAW_MS:
             self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed run")
 
             def fresh(i, keep=False):
@@ -380,7 +481,8 @@ class Evaluation:
                 copy_into(buffers, values)
                 return values if keep else None
             return fresh
-        self.result["input_refresh"] = ("rotation per timed run (one get_inputs() draw takes %.0f ms)" % draw_ms)
+        self.result["input_refresh"] = ("rotation per timed run (one get_inputs() draw takes %.0f ms)"
+                                        % self.first_draw_ms)
 
         def rotate(i, keep=False):
             def one(dst, src):
@@ -392,20 +494,18 @@ class Evaluation:
                     flat_dst[n - r:].copy_(flat_src[:r])
                 return dst
             tree_map_pairs(one, buffers, base)
-            return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, buffers) if keep else None
+            return clone_tree(buffers) if keep else None
         return rotate
 
-    def calibrate(self):
+    def calibrate(self, flush):
         """The exchange's own cost, measured before the kernel is imported (so the kernel
-        cannot inflate it): null runs that do everything a timed run does but the forward."""
+        cannot inflate it): null runs that do everything a timed run does inside the judge's
+        clock but the forward. (Refreshing inputs happens outside that clock.)"""
         import torch
 
         self.progress("calibrating the timing exchange")
-        flush = l2_flush_buffer(self.job, self.result, self.device)
-        refresh = self.refresher(self.source.draw(self.seed + 1), self.inputs)
         walls = []
         for i in range(CALIBRATION_RUNS):
-            refresh(i)
             if flush is not None:
                 flush.zero_()
             torch.cuda.synchronize()
@@ -414,13 +514,13 @@ class Evaluation:
             walls.append((time.perf_counter() - t0) * 1e3)
         return timing.calibration(walls[5:])  # the first exchanges warm the path up
 
-    def reference_timing(self, flush):
+    def reference_timing(self, flush, base):
         """(baseline key, reference timing): cached, or measured now in this process with the
-        same refresh and flush before every run as the kernel gets."""
+        same refresh and flush before every run as the kernel gets. `base` is a draw of the
+        inputs the refresh overwrites (fresh draws) or rotates (slow draws)."""
         import torch
 
         job = self.job
-        base = self.source.draw(self.seed + 2000)
         signature = [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
                      if isinstance(v, torch.Tensor)]
         key = timing.baseline_key(job["task_source"], self.result["device"], self.result["versions"], signature, job)
@@ -428,7 +528,7 @@ class Evaluation:
         if cached is not None:
             cached["cached"] = True
             return key, cached
-        buffers = tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, base)
+        buffers = base if self.first_draw_ms <= SLOW_DRAW_MS else clone_tree(base)
         refresh = self.refresher(base, buffers)
         try:
             with torch.no_grad():
@@ -455,6 +555,7 @@ class Evaluation:
                     end.record()
                     torch.cuda.synchronize()
                     events.append(start.elapsed_time(end))
+                self.meter.sample()
                 # The host-synchronized figure the kernel's host bound is compared with:
                 # forward and synchronize alone, as the worker's calibrated exchange leaves it.
                 for i in range(min(runs, 20)):
@@ -467,6 +568,8 @@ class Evaluation:
                     torch.cuda.synchronize()
                     host.append((time.perf_counter() - t0) * 1e3)
         except Exception as e:  # noqa: BLE001
+            if is_out_of_memory(e):
+                raise
             raise protocol.TaskFailure("timing the reference failed: %s: %s" % (type(e).__name__, e))
         reference = timing.stats(events)
         reference.update({"requested_runs": job["timing_trials"], "budget_limited": runs < job["timing_trials"],
@@ -476,14 +579,14 @@ class Evaluation:
         reference["cached"] = False
         return key, reference
 
-    def measure(self, calibration):
+    def measure(self, calibration, flush):
+        """The kernel's timed runs; returns the timing fields beside the reference's."""
         import torch
 
         job = self.job
-        flush = l2_flush_buffer(job, self.result, self.device)
-        key, reference = self.reference_timing(flush)
-        self.note_memory("reference timing")
-        refresh = self.refresher(self.source.draw(self.seed + 2000), self.inputs)
+        reference = self.reference_figures["reference"]
+        refresh = self.refresher(self.source.draw(self.seed + 2000) if self.first_draw_ms > SLOW_DRAW_MS else None,
+                                 self.inputs)
         for i in range(max(1, job["warmup"])):
             refresh(i)
             self.forward("check")
@@ -497,6 +600,7 @@ class Evaluation:
         self.progress("timing kernel: %d runs" % runs)
         walls, events = [], []
         for i in range(runs):
+            private = None  # the previous run's copy goes before the next draw
             private = refresh(i, keep=i in checked)
             if flush is not None:
                 flush.zero_()
@@ -510,18 +614,18 @@ class Evaluation:
             events.append(float(event))
             if i in checked:
                 ref_out = reference_forward(self.ref, private, self.device)
+                private = None
+                self.meter.sample()
                 self.compare("timed", i, ref_out, kernel_outputs(done, self.slots))
-                del ref_out, private
-        self.note_memory("kernel timing")
+                ref_out = None
+        self.meter.sample()
         kernel = timing.stats(events)
         host = timing.host_bound(walls, calibration["overhead_ms"])
         kernel.update({"requested_runs": job["timing_trials"], "budget_limited": runs < job["timing_trials"],
                        "host_median_ms": timing.stats(host)["median_ms"],
                        "wall_median_ms": timing.stats(walls)["median_ms"],
                        "checked_runs": sorted(checked)})
-        result = {"meaningful": True, "reference": reference, "kernel": kernel, "baseline_key": key,
-                  "flush_l2_bytes": flush.numel() if flush is not None else 0, "calibration": calibration,
-                  "score": timing.score(reference, kernel)}
+        result = {"kernel": kernel, "calibration": calibration, "score": timing.score(reference, kernel)}
         disagrees, allowed, bound, event = timing.disagreement(events, walls, calibration, job)
         result["allowed_gap_ms"] = allowed
         result["host_floor_ms"] = bound
@@ -543,35 +647,3 @@ class Evaluation:
             self.result["notes"].append("speedup %.1fx is above %gx: check the kernel does all of the work"
                                         % (result["score"], job["suspicious_speedup"]))
         return result
-
-    # -- the task alone --------------------------------------------------------------------
-
-    def reference_only(self, clock):
-        """Checks the task alone: builds Model, runs forward on its inputs, and (on a GPU)
-        times it. What `kforge run` shows before any LLM call."""
-        import torch
-
-        result = self.result
-        inputs = self.source.draw(self.seed + 1)
-        self.progress("reference forward")
-        out = reference_forward(self.ref, inputs, self.device)
-        outputs = []
-        for path, value in flatten_outputs(out):
-            if isinstance(value, torch.Tensor):
-                outputs.append({"output": path, "passed": True, "shape": list(value.shape),
-                                "dtype": str(value.dtype).replace("torch.", "")})
-        result["trials"].append({"kind": "reference", "index": 0, "passed": True, "outputs": outputs})
-        del out, inputs
-        if self.timing():
-            self.progress("timing reference")
-            flush = l2_flush_buffer(self.job, result, self.device)
-            key, reference = self.reference_timing(flush)
-            result["timing"] = {"meaningful": True, "reference": reference, "kernel": {}, "score": None,
-                                "baseline_key": key, "flush_l2_bytes": flush.numel() if flush is not None else 0}
-        self.note_memory("reference")
-        result["inputs_drawn_on"] = self.source.where
-        result["correct"] = True
-        result["status"] = "correct"
-        result["notes"].append("reference check only: no kernel was evaluated")
-        return result
-

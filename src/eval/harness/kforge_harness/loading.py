@@ -65,10 +65,14 @@ def task_init_inputs(task, result):
 
 
 def build_reference(task, init_inputs, seed, device):
+    from .memory import is_out_of_memory
+
     try:
         seed_everything(seed)
         return task.Model(*init_inputs).to(device)
     except Exception as e:  # noqa: BLE001
+        if is_out_of_memory(e):
+            raise
         raise TaskFailure("building the reference Model raised %s: %s" % (type(e).__name__, first_line(str(e))))
 
 
@@ -76,15 +80,38 @@ class InputSource:
     """Draws the task's inputs under a seed. On a GPU, `get_inputs()` runs with PyTorch's
     factory functions directed to the device (drawing 1.6G values on the host took 13 s,
     on the device 0.01 s); a task that cannot (numpy, explicit CPU tensors) is drawn on the
-    host and copied once. `where` says which, for the result."""
+    host and copied once. `where` says which, for the result; `draw_ms` is the time of the
+    latest draw. A draw that runs out of device memory is not retried on the host: the
+    judge turns it into an `oom` verdict."""
 
-    def __init__(self, task, device):
+    def __init__(self, task, device, draw_limit_s=None):
         self.task = task
         self.device = device
+        self.draw_limit_s = draw_limit_s
         self.where = None
+        self.draw_ms = None
 
     def draw(self, seed):
+        import time
+
+        from .device import sync
+
+        started = time.perf_counter()
+        values = self._draw(seed)
+        sync(self.device)
+        self.draw_ms = (time.perf_counter() - started) * 1e3
+        if self.draw_limit_s and self.draw_ms > self.draw_limit_s * 1e3:
+            raise TaskFailure(
+                "the task's get_inputs() took %.1f s for one call (limit %g s, [eval] input_draw_limit_s); an "
+                "evaluation draws inputs about a dozen times: build them with torch factory functions "
+                "(torch.rand, torch.randn, torch.randint), which kforge directs to the GPU"
+                % (self.draw_ms / 1e3, self.draw_limit_s))
+        return values
+
+    def _draw(self, seed):
         import torch
+
+        from .memory import is_out_of_memory
 
         seed_everything(seed)
         if self.device != "cpu" and self.where != "host":
@@ -93,19 +120,38 @@ class InputSource:
                     values = list(self.task.get_inputs())
                 self.where = "device"
                 return to_device(values, self.device)  # tensors a task built explicitly on the host
-            except Exception:  # noqa: BLE001 -- retried on the host, where a real error repeats
+            except Exception as e:  # noqa: BLE001 -- retried on the host, where a real error repeats
+                if is_out_of_memory(e):
+                    raise
                 self.where = "host"
                 seed_everything(seed)
         try:
             values = list(self.task.get_inputs())
         except Exception as e:  # noqa: BLE001
+            if is_out_of_memory(e):
+                raise
             raise TaskFailure("the task's get_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
         self.where = self.where or ("host" if self.device != "cpu" else "cpu")
         return to_device(values, self.device)
 
+    def meta_bytes(self):
+        """Bytes of one draw, found without allocating it (factories on the meta device), or
+        None when the task's get_inputs() cannot run that way."""
+        import torch
+
+        from .memory import tensor_bytes
+
+        try:
+            with torch.device("meta"):
+                return tensor_bytes(list(self.task.get_inputs()))
+        except Exception:  # noqa: BLE001 -- numpy, explicit devices: measured on the real draw
+            return None
+
 
 def reference_forward(ref, inputs, device):
     import torch
+
+    from .memory import is_out_of_memory
 
     try:
         with torch.no_grad():
@@ -114,6 +160,8 @@ def reference_forward(ref, inputs, device):
             torch.cuda.synchronize()
         return out
     except Exception as e:  # noqa: BLE001
+        if is_out_of_memory(e):
+            raise
         raise TaskFailure("the reference Model failed on the task's inputs: %s: %s" % (
             type(e).__name__, first_line(str(e))))
 

@@ -77,6 +77,7 @@ def new_result(job):
         "audit": None,
         "tolerance": None,
         "memory": {},
+        "footprint": None,
     }
 
 

@@ -503,8 +503,6 @@ def fail_static(result, category, report, syntax):
 
 def judge_main(job, result_fd, channel):
     """Body of the judge process. Never returns."""
-    from .judge import Evaluation
-
     status = 0
     writer = os.fdopen(result_fd, "w", buffering=1)
     started = time.time()
@@ -518,6 +516,8 @@ def judge_main(job, result_fd, channel):
             pass
 
     try:
+        from .judge import Evaluation  # a broken import is a `harness` result, not a silent exit
+
         Evaluation(job, progress, channel).run()
     except KernelFailure as f:
         fail(result, f.category, f.summary, f.message, f.details)

@@ -1,0 +1,119 @@
+"""How much device memory an evaluation needs, whether it fits, and how much it used.
+
+The plan (docs/eval-result.md, "Memory"): the judge lends the kernel one input buffer per
+input tensor (I bytes in all) and one slot per output (O), and keeps a private copy of one
+draw of the inputs (I) and of the reference's outputs (O) while a trial runs; the worker
+holds the kernel's own outputs (O). The reference's scratch beyond its inputs and outputs
+(R, measured on the first forward) is needed by the reference and, as an estimate, by the
+kernel. Both processes keep an L2 flush buffer. So an evaluation peaks at about
+
+    2 I + 3 O + 2 R + 2 flush
+
+plus the CUDA contexts, which are already in use when the plan is checked. A task whose
+plan does not fit in the memory that is free when the judge starts gets an `oom` verdict
+naming these figures before any kernel runs.
+"""
+
+GIB = float(1 << 30)
+
+
+def tensor_bytes(tree):
+    """Bytes of the tensors of a nested structure (views of one storage count once each)."""
+    import torch
+
+    from .tensors import flatten_outputs
+
+    return sum(v.numel() * v.element_size() for _, v in flatten_outputs(tree) if isinstance(v, torch.Tensor))
+
+
+def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes):
+    """Peak bytes of an evaluation beyond what was in use when the judge started."""
+    return 2 * inputs_bytes + 3 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
+
+
+def gib(n):
+    return "%.1f GiB" % (n / GIB) if n >= GIB / 10 else "%.0f MiB" % (n / float(1 << 20))
+
+
+def footprint(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, free_bytes, total_bytes):
+    """The record of the plan for the result (bytes throughout)."""
+    return {"inputs_bytes": int(inputs_bytes), "outputs_bytes": int(outputs_bytes),
+            "reference_scratch_bytes": int(reference_scratch_bytes), "flush_bytes": int(flush_bytes),
+            "planned_peak_bytes": int(plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes)),
+            "free_bytes": int(free_bytes), "total_bytes": int(total_bytes)}
+
+
+def does_not_fit(record, where):
+    """A one-line reason when the plan exceeds the free memory, else None."""
+    if record["planned_peak_bytes"] <= record["free_bytes"]:
+        return None
+    return ("the evaluation needs about %s of %s memory (inputs %s, outputs %s, reference scratch %s; the "
+            "judge and the kernel each hold copies) but %s of %s are free"
+            % (gib(record["planned_peak_bytes"]), where, gib(record["inputs_bytes"]), gib(record["outputs_bytes"]),
+               gib(record["reference_scratch_bytes"]), gib(record["free_bytes"]), gib(record["total_bytes"])))
+
+
+def out_of_memory_reason(what, error, free_bytes, total_bytes):
+    """One line for an allocation that failed: what was being done and the device's state."""
+    from .errors import first_line
+
+    return "%s ran out of device memory (%s free of %s): %s" % (
+        what, gib(free_bytes), gib(total_bytes), first_line(str(error))[:300])
+
+
+def is_out_of_memory(error):
+    import torch
+
+    from .exchange import DriverOutOfMemory
+
+    if isinstance(error, (torch.cuda.OutOfMemoryError, DriverOutOfMemory, MemoryError)):
+        return True
+    text = str(error)
+    return "out of memory" in text.lower() or "CUDA_ERROR_OUT_OF_MEMORY" in text
+
+
+def host_memory():
+    """(available, total) bytes of host memory, from /proc/meminfo; (0, 0) when unreadable."""
+    fields = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts:
+                    fields[name] = int(parts[0]) * 1024
+    except (OSError, ValueError):
+        return 0, 0
+    return fields.get("MemAvailable", 0), fields.get("MemTotal", 0)
+
+
+class Meter:
+    """Peak device memory in use per phase, sampled at the judge's steps: device-wide
+    (total - free), so it counts the kernel's process, lent buffers and CUDA contexts too.
+    Both processes keep freed memory in their caching allocators, so a sample after a step
+    sees what that step reserved."""
+
+    def __init__(self, device, record):
+        self.gpu = device != "cpu"
+        self.record = record
+        self.phase = None
+
+    def state(self):
+        """(free, total) bytes of the device (the host on the CPU)."""
+        if not self.gpu:
+            return host_memory()
+        import torch
+
+        return torch.cuda.mem_get_info()
+
+    def enter(self, phase):
+        self.phase = phase
+        self.sample()
+
+    def sample(self):
+        if self.phase is None or not self.gpu:
+            return
+        free, total = self.state()
+        used = int(total - free)
+        if used > self.record.get(self.phase, 0):
+            self.record[self.phase] = used
