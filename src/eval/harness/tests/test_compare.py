@@ -1,8 +1,15 @@
 """Comparison and the scale-aware tolerance."""
 
+import math
+import random
+import re
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
+from kforge_harness import compare
 from kforge_harness.compare import compare_outputs, effective_atol, weak_outputs
 
 
@@ -66,18 +73,12 @@ def test_meta_stand_ins_report_shape_without_reading_data():
 
 # --- Chunked comparison, checked against a whole-tensor float64 oracle ---------------------
 
-import math
-import random
-import re
-
-from kforge_harness import compare
-
 
 def oracle(r, n, atol, rtol, mode):
     """The comparison rules on whole tensors in float64: what compare_tensor must find."""
     if r.is_complex():
         r, n = torch.view_as_real(r), torch.view_as_real(n)
-    if not (r.is_floating_point()):
+    if not r.is_floating_point():
         differs = n != r
         first = differs.nonzero()[0].tolist() if differs.any() else None
         return {"category": "integer" if differs.any() else None, "bad": int(differs.sum()), "first": first}
@@ -329,7 +330,7 @@ def test_chunks_cover_tensors_in_logical_order(monkeypatch, limit):
             assert [c[0] + c[1].numel() for c in chunks][:-1] == offsets[1:]
 
 
-class LargestAllocation(torch.utils._python_dispatch.TorchDispatchMode):
+class LargestAllocation(TorchDispatchMode):
     """Records the largest storage an operation allocates (views and in-place results share
     their input's storage and do not count)."""
 
@@ -339,9 +340,8 @@ class LargestAllocation(torch.utils._python_dispatch.TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        leaves = torch.utils._pytree.tree_leaves
-        inputs = {t.untyped_storage().data_ptr() for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        for t in leaves(out):
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
                 if t.untyped_storage().nbytes() > self.largest:
                     self.largest, self.op = t.untyped_storage().nbytes(), func
@@ -367,3 +367,33 @@ def test_no_temporary_is_larger_than_a_few_chunks(monkeypatch, dtype, layout):
         assert passed == (new is not wrong), reason
         # A float64 or int64 chunk is 64 * 8 bytes; the tensors are 3,000 elements.
         assert spy.largest <= 2 * 64 * 8, "%s allocated %d bytes" % (spy.op, spy.largest)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the reads of a tensor's value by the host (.item(), float(), bool()): each one
+    waits for the GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
+def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch, dtype):
+    ref = (torch.randn(30, 40) * 10).to(dtype).t()
+    wrong = ref.contiguous()
+    wrong[3:, :] += 1
+    reads = []
+    for chunk in (7, 1 << 24):
+        monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
+        for new in (ref.contiguous(), wrong):
+            spy = HostReads()
+            with spy:
+                compare_outputs(ref, new, 1e-2, 1e-2)
+            reads.append(spy.count)
+    assert reads[:2] == reads[2:], reads  # 200 pieces or one: the same host reads
