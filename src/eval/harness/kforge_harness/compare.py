@@ -9,6 +9,10 @@ Tolerance modes:
   atol / SCALE_FRACTION) are judged exactly as KernelBench judges them.
 - `kernelbench`: atol_eff = atol, KernelBench's own rule (torch.allclose), for people who
   want its exact verdicts.
+
+Tensors are compared chunk by chunk (CHUNK_ELEMENTS) in the outputs' own precision: a first
+pass over the reference finds its scale, a second gathers the errors, counts and the first
+bad element. No temporary is larger than a few chunks, whatever the outputs' size or strides.
 """
 
 import math
@@ -93,102 +97,251 @@ def compare_outputs(ref_out, new_out, atol, rtol, mode="scaled"):
     return first_failure is None, reports, first_failure, tolerance
 
 
-def within_tolerance_fast(r, n, atol, rtol, report):
-    """The common case in a few passes and the outputs' own precision (float32 for half
-    types): everything finite and within tolerance. Fills the report's error statistics
-    and returns True; returns False (report untouched) when the full check must decide."""
-    import torch
-
-    work = torch.float64 if r.dtype == torch.float64 else torch.float32
-    rw, nw = r.to(work), n.to(work)
-    if not (bool(torch.isfinite(rw).all()) and bool(torch.isfinite(nw).all())):
-        return False
-    abs_err = (nw - rw).abs()
-    abs_ref = rw.abs()
-    if not bool((abs_err <= atol + rtol * abs_ref).all()):
-        return False
-    numel = r.numel()
-    rel = torch.where(abs_ref >= atol, abs_err / abs_ref.clamp_min(1e-30), torch.zeros_like(abs_err))
-    report["max_abs_err"] = float(abs_err.max()) if numel else 0.0
-    report["max_rel_err"] = float(rel.max()) if numel else 0.0
-    report["max_abs_ref"] = float(abs_ref.max()) if numel else 0.0
-    report["numel"] = numel
-    report["bad_elements"] = 0
-    return True
+# Comparison is done in chunks of the flattened outputs, at most this many elements each:
+# a KernelBench output can be 6 GiB (ReLU on 4096x393216 float32), and a few full-size
+# temporaries of it would not fit on the GPU beside the reference and the kernel.
+CHUNK_ELEMENTS = 1 << 24
+# Below this a denominator counts as zero (an atol of 0 would otherwise divide by zero).
+TINY = 1e-30
 
 
 def reference_scale(r):
     """The largest finite |ref| (0 for an empty or all non-finite output)."""
-    import torch
-
-    if r.numel() == 0:
-        return 0.0
-    a = r.detach().abs()
-    if a.is_floating_point():
-        a = torch.where(torch.isfinite(a), a, torch.zeros((), dtype=a.dtype, device=a.device))
-    return float(a.max())
+    return _reference_extent(r)[0]
 
 
 def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
+    """Compares two tensors of the same shape and dtype (strides may differ; n may be on
+    another device). Fills the report; returns the reason of the failure or None."""
     import torch
 
-    # Compared where the reference lives (float64 on a GPU is fast; copying large
-    # outputs to the host was most of a trial's time).
     r = r.detach()
-    n = n.detach().to(r.device)
+    n = n.detach()
     if r.is_complex():
         r, n = torch.view_as_real(r), torch.view_as_real(n)
     if not r.is_floating_point():
-        diff = (n != r)
-        bad = int(diff.sum())
-        report["bad_elements"] = bad
-        report["numel"] = r.numel()
-        if bad:
-            index = tuple(int(i) for i in diff.nonzero()[0])
-            return "%s: %d of %d elements differ (integer output must match exactly; first at %s: %s vs %s)" % (
-                path, bad, r.numel(), list(index), n[index].item(), r[index].item())
-        return None
+        return _compare_exactly(path, r, n, report)
     given_atol = atol
-    atol = effective_atol(given_atol, reference_scale(r), mode)
+    scale, ref_has_nonfinite = _reference_extent(r)
+    atol = effective_atol(given_atol, scale, mode)
     report["atol"] = given_atol
     report["atol_effective"] = atol
-    if within_tolerance_fast(r, n, atol, rtol, report):
-        return None
-    # Something is off: the full analysis in float64 (NaN/Inf placement, counts, first
-    # bad element). It is also the authority on borderline elements.
-    r64, n64 = r.double(), n.double()
-    ref_finite = torch.isfinite(r64)
-    new_finite = torch.isfinite(n64)
-    both = ref_finite & new_finite
-    abs_err = (n64 - r64).abs()
-    abs_err = torch.where(both, abs_err, torch.zeros_like(abs_err))
-    # Relative error only where the reference is larger than atol: near zero it explodes
-    # without meaning anything (atol governs there).
-    rel_err = torch.where(r64.abs() >= atol, abs_err / r64.abs().clamp_min(1e-30), torch.zeros_like(abs_err))
-    report["max_abs_err"] = float(abs_err.max()) if abs_err.numel() else 0.0
-    report["max_rel_err"] = float(torch.where(both, rel_err, torch.zeros_like(rel_err)).max()) if rel_err.numel() else 0.0
-    report["max_abs_ref"] = float(torch.where(ref_finite, r64.abs(), torch.zeros_like(r64)).max()) if r64.numel() else 0.0
+    tally = _FloatTally(r, atol, rtol, ref_has_nonfinite)
+    for offset, r_chunk, n_chunk in _chunk_pairs(r, n):
+        tally.add(offset, r_chunk, n_chunk)
+    totals = tally.totals()
+    report["max_abs_err"] = totals["max_abs_err"]
+    report["max_rel_err"] = totals["max_rel_err"]
+    report["max_abs_ref"] = scale
     report["numel"] = r.numel()
-    nonfinite_bad = ref_finite & ~new_finite
-    if bool(nonfinite_bad.any()):
-        count = int(nonfinite_bad.sum())
-        report["bad_elements"] = count
-        return "%s: %d elements are NaN/Inf where the reference is finite" % (path, count)
-    # Where the reference is NaN or +-Inf, the kernel must agree exactly.
-    special_bad = ~ref_finite & ~((torch.isnan(r64) & torch.isnan(n64)) | (r64 == n64))
-    if bool(special_bad.any()):
-        count = int(special_bad.sum())
-        report["bad_elements"] = count
-        return "%s: %d elements differ where the reference is NaN/Inf" % (path, count)
-    within = abs_err <= (atol + rtol * r64.abs())
-    bad = both & ~within
-    count = int(bad.sum())
-    report["bad_elements"] = count
-    if count:
-        index = tuple(int(i) for i in bad.nonzero()[0])
-        scaled = "" if atol == given_atol else " (atol %g scaled to the output's magnitude)" % given_atol
-        return ("%s: %d of %d elements outside tolerance (atol %g%s, rtol %g); max abs err %.3g, max rel err %.3g; "
-                "first at %s: %.6g vs reference %.6g") % (
-            path, count, r.numel(), atol, scaled, rtol, report["max_abs_err"], report["max_rel_err"],
-            list(index), n64[index].item(), r64[index].item())
-    return None
+    # The reasons in order of gravity: NaN/Inf in the kernel's output, then disagreement
+    # on the reference's own NaN/Inf, then values outside tolerance.
+    if totals["lost"]:
+        report["bad_elements"] = totals["lost"]
+        return "%s: %d elements are NaN/Inf where the reference is finite" % (path, totals["lost"])
+    if totals["special_bad"]:
+        report["bad_elements"] = totals["special_bad"]
+        return "%s: %d elements differ where the reference is NaN/Inf" % (path, totals["special_bad"])
+    report["bad_elements"] = totals["bad"]
+    if not totals["bad"]:
+        return None
+    index = _unravel(totals["first_bad"], r.shape)
+    scaled = "" if atol == given_atol else " (atol %g scaled to the output's magnitude)" % given_atol
+    return ("%s: %d of %d elements outside tolerance (atol %g%s, rtol %g); max abs err %.3g, max rel err %.3g; "
+            "first at %s: %.6g vs reference %.6g") % (
+        path, totals["bad"], r.numel(), atol, scaled, rtol, report["max_abs_err"], report["max_rel_err"],
+        list(index), n[index].item(), r[index].item())
+
+
+def _compare_exactly(path, r, n, report):
+    """Integer and bool outputs must match exactly."""
+    import torch
+
+    differing = torch.zeros((), dtype=torch.int64, device=r.device)
+    first = torch.full((), r.numel(), dtype=torch.int64, device=r.device)
+    for offset, r_chunk, n_chunk in _chunk_pairs(r, n):
+        differs = n_chunk != r_chunk
+        count = differs.sum()
+        differing += count
+        first = _earliest(first, differs, count, offset)
+    bad, first = (int(v) for v in _to_host(differing, first))
+    report["bad_elements"] = bad
+    report["numel"] = r.numel()
+    if not bad:
+        return None
+    index = _unravel(first, r.shape)
+    return "%s: %d of %d elements differ (integer output must match exactly; first at %s: %s vs %s)" % (
+        path, bad, r.numel(), list(index), n[index].item(), r[index].item())
+
+
+class _FloatTally:
+    """The running totals of one floating comparison, chunk by chunk. They stay on the
+    reference's device as 0-d tensors, so the chunks follow each other without a host sync.
+
+    Rules: where the reference is finite, the kernel's value must be finite and
+    |new - ref| <= atol + rtol * |ref|; where it is NaN or +-Inf, the kernel's must be the
+    same (NaN matches NaN). Errors are measured where both are finite, the relative error
+    only where |ref| >= atol (near zero it explodes without meaning anything: atol governs
+    there)."""
+
+    def __init__(self, r, atol, rtol, ref_has_nonfinite):
+        import torch
+
+        # The outputs' own precision: half types are widened to float32 chunk by chunk.
+        self.work = torch.float64 if r.dtype == torch.float64 else torch.float32
+        self.atol, self.rtol = atol, rtol
+        self.ref_has_nonfinite = ref_has_nonfinite
+
+        def count():
+            return torch.zeros((), dtype=torch.int64, device=r.device)
+
+        self.lost = count()  # NaN/Inf in the kernel's output where the reference is finite
+        self.special_bad = count()  # differing where the reference is NaN/Inf
+        self.bad = count()  # both finite, outside tolerance
+        self.first_bad = torch.full((), r.numel(), dtype=torch.int64, device=r.device)
+        self.max_abs_err = torch.zeros((), dtype=self.work, device=r.device)
+        self.max_rel_err = torch.zeros((), dtype=self.work, device=r.device)
+
+    def add(self, offset, r_chunk, n_chunk):
+        import torch
+
+        r_chunk, n_chunk = r_chunk.to(self.work), n_chunk.to(self.work)
+        unmeasured = self._check_nonfinite(r_chunk, n_chunk)
+        abs_err = (n_chunk - r_chunk).abs_()
+        abs_err.masked_fill_(unmeasured, 0)
+        abs_ref = r_chunk.abs()
+        # Where not both are finite abs_err is 0 and the bound is positive or NaN: not bad.
+        bad = abs_err > abs_ref.mul(self.rtol).add_(self.atol)
+        count = bad.sum()
+        self.bad += count
+        self.first_bad = _earliest(self.first_bad, bad, count, offset)
+        self.max_abs_err = torch.maximum(self.max_abs_err, abs_err.amax())
+        # Relative error: dividing by +inf where not |ref| >= atol (NaN included) leaves 0.
+        denominator = torch.where(abs_ref >= self.atol, abs_ref, math.inf)
+        if self.atol < TINY:
+            denominator.clamp_min_(TINY)
+        rel_err = abs_err.div_(denominator)  # abs_err is not needed any more
+        self.max_rel_err = torch.maximum(self.max_rel_err, rel_err.amax())
+
+    def _check_nonfinite(self, r_chunk, n_chunk):
+        """Counts the NaN/Inf failures of a chunk; returns the mask of elements whose error is
+        not measured (not both finite)."""
+        import torch
+
+        if not self.ref_has_nonfinite:
+            # The common case, known from the first pass: only the kernel's output can
+            # hold NaN/Inf, and each one is a failure.
+            new_nonfinite = torch.isfinite(n_chunk).logical_not_()
+            self.lost += new_nonfinite.sum()
+            return new_nonfinite
+        ref_finite = torch.isfinite(r_chunk)
+        new_finite = torch.isfinite(n_chunk)
+        both_finite = ref_finite & new_finite
+        self.lost += ref_finite.sum() - both_finite.sum()
+        same = (n_chunk == r_chunk) | (torch.isnan(n_chunk) & torch.isnan(r_chunk))
+        self.special_bad += (~ref_finite & ~same).sum()
+        return both_finite.logical_not_()
+
+    def totals(self):
+        """The totals as Python numbers (one host sync)."""
+        lost, special_bad, bad, first_bad, max_abs_err, max_rel_err = _to_host(
+            self.lost, self.special_bad, self.bad, self.first_bad, self.max_abs_err, self.max_rel_err)
+        return {"lost": int(lost), "special_bad": int(special_bad), "bad": int(bad), "first_bad": int(first_bad),
+                "max_abs_err": max_abs_err, "max_rel_err": max_rel_err}
+
+
+def _reference_extent(r):
+    """(largest finite |r|, whether r holds a NaN or Inf), in one chunked pass."""
+    import torch
+
+    if r.numel() == 0:
+        return 0.0, False
+    largest = None  # of the finite |r|
+    largest_any = None  # of all |r|: NaN or Inf when r holds one (maximum propagates NaN)
+    for _, chunk in _chunks(r.detach()):
+        magnitude = chunk.abs()
+        if magnitude.is_floating_point():
+            chunk_any = magnitude.amax()
+            largest_any = chunk_any if largest_any is None else torch.maximum(largest_any, chunk_any)
+            magnitude.nan_to_num_(nan=0.0, posinf=0.0)
+        chunk_largest = magnitude.amax()
+        largest = chunk_largest if largest is None else torch.maximum(largest, chunk_largest)
+    if largest_any is None:
+        return float(largest), False
+    largest, largest_any = _to_host(largest, largest_any)
+    return largest, not math.isfinite(largest_any)
+
+
+def _earliest(first, mask, count, offset):
+    """min(first, offset + position of mask's first True) when count (mask's number of
+    True) is not 0, else first; computed on the device without a host sync."""
+    import torch
+
+    # argmax returns the first maximal element; bool is viewed as bytes for it.
+    position = mask.view(torch.uint8).argmax() + offset
+    return torch.where(count > 0, torch.minimum(first, position), first)
+
+
+def _to_host(*scalars):
+    """0-d tensors of one device as Python numbers, in one transfer."""
+    import torch
+
+    return torch.stack([s.to(torch.float64) for s in scalars]).tolist()
+
+
+def _unravel(flat, shape):
+    """The multi-index of a flat row-major index."""
+    index = []
+    for size in reversed(tuple(shape)):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return tuple(reversed(index))
+
+
+def _chunk_pairs(r, n):
+    """(offset, r's chunk, n's chunk on r's device) over the same logical range of both."""
+    for offset, r_chunk, n_chunk in _chunks(r, n):
+        yield offset, r_chunk, n_chunk.to(r.device)
+
+
+def _chunks(*tensors):
+    """(flat offset, 1-D chunk of each tensor) covering tensors of one shape in logical
+    (row-major) order, at most CHUNK_ELEMENTS elements a chunk; the same elements in each.
+    Contiguous tensors are cut from their flat view (no copy); otherwise each tensor is cut
+    along its dimensions and only a piece at a time is copied into a flat chunk (reshaping
+    a strided tensor whole would copy it whole)."""
+    limit = max(1, CHUNK_ELEMENTS)
+    numel = tensors[0].numel()
+    if numel == 0:
+        return
+    if all(t.is_contiguous() for t in tensors):
+        flat = [t.view(-1) for t in tensors]
+        for start in range(0, numel, limit):
+            yield (start,) + tuple(f[start:start + limit] for f in flat)
+        return
+    offset = 0
+    for index in _piece_indices(tuple(tensors[0].shape), limit):
+        pieces = tuple(t[index].reshape(-1) for t in tensors)
+        yield (offset,) + pieces
+        offset += pieces[0].numel()
+
+
+def _piece_indices(shape, limit):
+    """Indices (ints, then one slice) that cut a tensor of this non-empty shape into pieces
+    of at most `limit` elements, in logical order: runs of whole slices along dim 0, or,
+    where one such slice alone is too big, each slice cut the same way one dim further in."""
+    if not shape:
+        yield ()
+        return
+
+    def cut(prefix, dim):
+        inner = math.prod(shape[dim + 1:])
+        if inner > limit:
+            for i in range(shape[dim]):
+                yield from cut(prefix + (i,), dim + 1)
+            return
+        step = limit // inner
+        for start in range(0, shape[dim], step):
+            yield prefix + (slice(start, start + step),)
+
+    yield from cut((), 0)

@@ -1,8 +1,15 @@
 """Comparison and the scale-aware tolerance."""
 
+import math
+import random
+import re
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
+from kforge_harness import compare
 from kforge_harness.compare import compare_outputs, effective_atol, weak_outputs
 
 
@@ -62,3 +69,331 @@ def test_meta_stand_ins_report_shape_without_reading_data():
     meta = torch.empty((5,), dtype=torch.float32, device="meta")
     passed, _, reason, _ = compare_outputs(torch.ones(3), meta, 1e-2, 1e-2)
     assert not passed and "shape [5]" in reason
+
+
+# --- Chunked comparison, checked against a whole-tensor float64 oracle ---------------------
+
+
+def oracle(r, n, atol, rtol, mode):
+    """The comparison rules on whole tensors in float64: what compare_tensor must find."""
+    if r.is_complex():
+        r, n = torch.view_as_real(r), torch.view_as_real(n)
+    if not r.is_floating_point():
+        differs = n != r
+        first = differs.nonzero()[0].tolist() if differs.any() else None
+        return {"category": "integer" if differs.any() else None, "bad": int(differs.sum()), "first": first}
+    r64, n64 = r.double(), n.double()
+    ref_finite, new_finite = torch.isfinite(r64), torch.isfinite(n64)
+    scale = float(r64.abs()[ref_finite].max()) if ref_finite.any() else 0.0
+    atol_eff = effective_atol(atol, scale, mode)
+    both = ref_finite & new_finite
+    abs_err = torch.where(both, (n64 - r64).abs(), torch.zeros_like(r64))
+    abs_ref = r64.abs()
+    rel_err = torch.where(both & (abs_ref >= atol_eff), abs_err / abs_ref.clamp_min(1e-30), torch.zeros_like(r64))
+    bad = both & (abs_err > atol_eff + rtol * abs_ref)
+    lost = int((ref_finite & ~new_finite).sum())
+    special = int((~ref_finite & ~((torch.isnan(r64) & torch.isnan(n64)) | (r64 == n64))).sum())
+    count = int(bad.sum())
+    if lost:
+        category, bad_elements = "lost", lost
+    elif special:
+        category, bad_elements = "special", special
+    else:
+        category, bad_elements = ("tolerance" if count else None), count
+    first = bad.nonzero()[0].tolist() if category == "tolerance" else None
+    return {"category": category, "bad": bad_elements, "first": first,
+            "max_abs_err": float(abs_err.max()) if r64.numel() else 0.0,
+            "max_rel_err": float(rel_err.max()) if r64.numel() else 0.0,
+            "max_abs_ref": scale, "atol_effective": atol_eff}
+
+
+REASON_PATTERNS = {
+    "lost": r"(\d+) elements are NaN/Inf where the reference is finite",
+    "special": r"(\d+) elements differ where the reference is NaN/Inf",
+    "tolerance": r"(\d+) of \d+ elements outside tolerance .* first at (\[[\d, ]*\]):",
+    "integer": r"(\d+) of \d+ elements differ \(integer output must match exactly; first at (\[[\d, ]*\]):",
+}
+
+
+def check_against_oracle(ref, new, atol, rtol, mode):
+    expected = oracle(ref, new, atol, rtol, mode)
+    passed, reports, reason, tolerance = compare_outputs(ref, new, atol, rtol, mode)
+    report = reports[0]
+    context = "expected %r, got %r / %r" % (expected, reason, report)
+    assert passed == (expected["category"] is None), context
+    assert report["bad_elements"] == expected["bad"], context
+    assert report["numel"] == (torch.view_as_real(ref) if ref.is_complex() else ref).numel()
+    if expected["category"] is not None:
+        match = re.search(REASON_PATTERNS[expected["category"]], reason)
+        assert match, context
+        assert int(match.group(1)) == expected["bad"], context
+        if expected["first"] is not None:
+            assert match.group(2) == str(expected["first"]), context
+    if "max_abs_err" in expected:
+        assert report["max_abs_ref"] == expected["max_abs_ref"]
+        assert report["atol_effective"] == expected["atol_effective"]
+        assert tolerance["effective_atol"]["out"] == expected["atol_effective"]
+        assert report["max_abs_err"] == pytest.approx(expected["max_abs_err"], rel=1e-5, abs=1e-30), context
+        assert report["max_rel_err"] == pytest.approx(expected["max_rel_err"], rel=1e-5, abs=1e-30), context
+    return expected
+
+
+SHAPES = [(), (0,), (1,), (1, 1), (13,), (5, 7), (7, 5), (3, 4, 5), (2, 1, 9, 3), (17, 11), (4, 0, 3), (64,)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.bool, torch.complex64]
+TOLERANCES = [(1e-2, 1e-2), (1e-3, 1e-3), (1e-4, 0.0), (0.0, 1e-2)]
+
+
+def laid_out(values, layout):
+    """The same logical values with other strides: transposed storage or a stepped slice."""
+    if layout == "transposed" and values.dim() >= 2:
+        order = list(reversed(range(values.dim())))
+        return values.permute(order).contiguous().permute(order)
+    if layout == "strided" and values.dim() >= 1:
+        big = torch.zeros([2 * s + 1 for s in values.shape], dtype=values.dtype)
+        view = big[tuple(slice(1, None, 2) for _ in values.shape)]
+        view.copy_(values)
+        return view
+    return values
+
+
+def random_reference(rng, shape, real_dtype, layout):
+    """A reference of these logical values; 'expanded' repeats values along some dims."""
+    base_shape = list(shape)
+    if layout == "expanded":
+        for d, size in enumerate(shape):
+            if size > 1 and rng.random() < 0.6:
+                base_shape[d] = 1
+    magnitude = rng.choice([1e-3, 1.0, 100.0])
+    base = torch.randn(base_shape, dtype=torch.float64) * magnitude
+    if rng.random() < 0.3 and base.numel():  # NaN/Inf in the reference
+        flat = base.view(-1)
+        for i in rng.sample(range(flat.numel()), max(1, flat.numel() // 10)):
+            flat[i] = rng.choice([math.nan, math.inf, -math.inf])
+    base = base.to(real_dtype)
+    return base.expand(shape) if layout == "expanded" else laid_out(base, layout)
+
+
+def random_new(rng, ref, atol, rtol, mode):
+    """The kernel's output: the reference within tolerance, some elements far outside it,
+    some NaN/Inf; none near a threshold (float32 and float64 rounding must agree)."""
+    r64 = ref.double()
+    ref_finite = torch.isfinite(r64)
+    scale = float(r64.abs()[ref_finite].max()) if ref_finite.any() else 0.0
+    atol_eff = effective_atol(atol, scale, mode)
+    bound = atol_eff + rtol * r64.abs()
+    shape = ref.shape
+    error = (torch.rand(shape, dtype=torch.float64) - 0.5) * bound
+    bad_rate = rng.choice([0.0, 0.0, 0.01, 0.2, 1.0])
+    far = torch.rand(shape, dtype=torch.float64) < bad_rate
+    sign = torch.where(torch.rand(shape) < 0.5, -1.0, 1.0).double()
+    error = torch.where(far, sign * (2 + 8 * torch.rand(shape, dtype=torch.float64)) * bound, error)
+    new = torch.where(ref_finite, r64 + error, r64).contiguous()
+    flat = new.view(-1)
+    if flat.numel() and rng.random() < 0.2:  # NaN/Inf in the kernel's output
+        for i in rng.sample(range(flat.numel()), max(1, flat.numel() // 20)):
+            flat[i] = rng.choice([math.nan, math.inf, -math.inf, 0.5])
+    special = (~ref_finite).reshape(-1).nonzero().view(-1).tolist()
+    if special and rng.random() < 0.4:  # not the reference's NaN/Inf
+        for i in rng.sample(special, rng.randint(1, len(special))):
+            flat[i] = rng.choice([v for v in (math.nan, math.inf, -math.inf, 0.5) if not (
+                v == flat[i] or (math.isnan(v) and math.isnan(flat[i])))])
+    new = new.to(ref.dtype)
+    # Rounding to the dtype may land an element on a threshold: make those exact.
+    n64 = new.double()
+    both = ref_finite & torch.isfinite(n64)
+    abs_err, abs_ref = (n64 - r64).abs(), r64.abs()
+    near = both & (((abs_err - bound).abs() <= 1e-3 * bound) | ((abs_ref - atol_eff).abs() <= 1e-3 * atol_eff))
+    return torch.where(near, ref.contiguous(), new)
+
+
+def random_case(rng, dtype):
+    shape = rng.choice(SHAPES)
+    atol, rtol = rng.choice(TOLERANCES)
+    mode = rng.choice(["scaled", "kernelbench"])
+    ref_layout = rng.choice(["contiguous", "transposed", "strided", "expanded"])
+    new_layout = rng.choice(["contiguous", "transposed", "strided"])
+    if not (dtype.is_floating_point or dtype.is_complex):
+        if dtype == torch.bool:
+            base = torch.rand(shape) < 0.5
+        else:
+            base = torch.randint(-50, 50, shape, dtype=dtype)
+        ref = laid_out(base, ref_layout) if ref_layout != "expanded" else base
+        new = base.clone()
+        if new.numel() and rng.random() < 0.6:
+            flat = new.view(-1)
+            for i in rng.sample(range(flat.numel()), rng.randint(1, flat.numel())):
+                flat[i] = (~flat[i]) if dtype == torch.bool else flat[i] + 1
+        return ref, laid_out(new, new_layout), atol, rtol, mode
+    if dtype.is_complex:
+        real_ref = random_reference(rng, tuple(shape) + (2,), torch.float32, "contiguous")
+        real_new = random_new(rng, real_ref, atol, rtol, mode)
+        ref = laid_out(torch.view_as_complex(real_ref), ref_layout if ref_layout != "expanded" else "strided")
+        return ref, laid_out(torch.view_as_complex(real_new.contiguous()), new_layout), atol, rtol, mode
+    ref = random_reference(rng, shape, dtype, ref_layout)
+    new = random_new(rng, ref, atol, rtol, mode)
+    return ref, laid_out(new, new_layout), atol, rtol, mode
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 24])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_chunked_comparison_matches_the_oracle(monkeypatch, dtype, chunk):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
+    rng = random.Random("%s/%d" % (dtype, chunk))
+    torch.manual_seed(rng.randrange(1 << 30))
+    categories = set()
+    for _ in range(60):
+        ref, new, atol, rtol, mode = random_case(rng, dtype)
+        categories.add(check_against_oracle(ref, new, atol, rtol, mode)["category"])
+    # The random cases reach every verdict the dtype can have.
+    if dtype.is_floating_point or dtype.is_complex:
+        assert categories == {None, "lost", "special", "tolerance"}
+    else:
+        assert categories == {None, "integer"}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_first_bad_element_at_every_position_across_chunk_boundaries(monkeypatch, layout):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
+    base = torch.rand(5, 8) + 1
+    ref = laid_out(base, layout)
+    for position in range(base.numel()):
+        new = base.clone()
+        new.view(-1)[position:] += 1  # bad from here to the end, over later chunks too
+        passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
+        assert not passed
+        assert reports[0]["bad_elements"] == base.numel() - position
+        assert "first at %s:" % [position // 8, position % 8] in reason
+        assert reports[0]["max_abs_err"] == pytest.approx(1.0, rel=1e-5)
+
+
+def test_bad_elements_on_both_sides_of_a_boundary(monkeypatch):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
+    ref = torch.ones(3, 10).t()  # (10, 3), transposed: pieces of 2 rows
+    new = ref.contiguous()
+    new[4, 2] = 5.0  # flat 14, the first element of a chunk of the contiguous kernel output
+    new[4, 1] = 3.0  # flat 13, the last of the one before
+    new[9, 0] = -1.0
+    passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
+    assert not passed and reports[0]["bad_elements"] == 3
+    assert "first at [4, 1]: 3 vs reference 1" in reason
+    assert reports[0]["max_abs_err"] == 4.0 and reports[0]["max_rel_err"] == 4.0
+    integers = torch.arange(30, dtype=torch.int32).view(10, 3)
+    changed = integers.t().contiguous().t().clone()
+    changed[4, 1] = -7
+    reason = compare_outputs(integers, changed, 1e-2, 1e-2)[2]
+    assert "1 of 30 elements differ" in reason and "first at [4, 1]: -7 vs 13" in reason
+
+
+def test_reference_nan_and_inf_must_be_matched_exactly():
+    ref = torch.tensor([1.0, math.nan, math.inf, -math.inf, 2.0])
+    assert compare_outputs(ref, ref.clone(), 1e-2, 1e-2)[0]
+    for i, value in [(1, 0.0), (2, -math.inf), (3, math.nan), (2, 1e30)]:
+        new = ref.clone()
+        new[i] = value
+        passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
+        assert not passed and "1 elements differ where the reference is NaN/Inf" in reason
+    new = ref.clone()
+    new[0] = math.inf
+    reason = compare_outputs(ref, new, 1e-2, 1e-2)[2]
+    assert "1 elements are NaN/Inf where the reference is finite" in reason
+
+
+def test_report_fields_of_a_passing_comparison():
+    ref = torch.tensor([[0.5, -4.0], [1e-5, 2.0]], dtype=torch.float64)
+    new = ref + torch.tensor([[0.001, -0.002], [0.0, 0.0]], dtype=torch.float64)
+    passed, reports, reason, tolerance = compare_outputs(ref, new, 1e-2, 1e-2)
+    assert passed and reason is None
+    report = reports[0]
+    assert report["max_abs_ref"] == 4.0 and report["numel"] == 4 and report["bad_elements"] == 0
+    assert report["atol"] == 1e-2 and report["atol_effective"] == 1e-2
+    assert report["max_abs_err"] == pytest.approx(0.002)
+    assert report["max_rel_err"] == pytest.approx(0.002)  # 0.001 / 0.5; 1e-5 is below atol
+    assert compare.reference_scale(torch.tensor([math.nan, -3.0, math.inf])) == 3.0
+    assert compare.reference_scale(torch.empty(0)) == 0.0
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 20, 1000])
+def test_chunks_cover_tensors_in_logical_order(monkeypatch, limit):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", limit)
+    torch.manual_seed(1)
+    x = torch.randn(4, 5, 6)
+    cases = [x, x.permute(2, 0, 1), x[:, ::2, 1:], torch.randn(5, 1).expand(5, 9), x[1], x[0, 0, 0],
+             torch.randn(3, 1, 200)[:, :, ::3]]
+    for t in cases:
+        for other in (t.contiguous(), laid_out(t.contiguous(), "transposed")):
+            chunks = list(compare._chunks(t, other))
+            offsets = [c[0] for c in chunks]
+            assert offsets == sorted(offsets) and (not chunks or offsets[0] == 0)
+            assert all(c[1].dim() == 1 and 0 < c[1].numel() <= limit for c in chunks)
+            assert torch.equal(torch.cat([c[1] for c in chunks]), t.reshape(-1))
+            assert torch.equal(torch.cat([c[2] for c in chunks]), t.reshape(-1))
+            assert [c[0] + c[1].numel() for c in chunks][:-1] == offsets[1:]
+
+
+class LargestAllocation(TorchDispatchMode):
+    """Records the largest storage an operation allocates (views and in-place results share
+    their input's storage and do not count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.op = 0, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
+                if t.untyped_storage().nbytes() > self.largest:
+                    self.largest, self.op = t.untyped_storage().nbytes(), func
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.complex64],
+                         ids=str)
+@pytest.mark.parametrize("layout", ["transposed", "expanded", "strided", "contiguous"])
+def test_no_temporary_is_larger_than_a_few_chunks(monkeypatch, dtype, layout):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 64)
+    torch.manual_seed(2)
+    if layout == "expanded":
+        ref = (torch.randn(1, 60) * 10).to(dtype).expand(50, 60)
+    else:
+        ref = laid_out((torch.randn(60, 50) * 10).to(dtype), layout)
+    wrong = ref.contiguous().clone()
+    wrong.view(-1)[-1] += 1  # the whole of both tensors is read before the verdict
+    for new in (ref.contiguous(), wrong):
+        spy = LargestAllocation()
+        with spy:
+            passed, _, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
+        assert passed == (new is not wrong), reason
+        # A float64 or int64 chunk is 64 * 8 bytes; the tensors are 3,000 elements.
+        assert spy.largest <= 2 * 64 * 8, "%s allocated %d bytes" % (spy.op, spy.largest)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the reads of a tensor's value by the host (.item(), float(), bool()): each one
+    waits for the GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
+def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch, dtype):
+    ref = (torch.randn(30, 40) * 10).to(dtype).t()
+    wrong = ref.contiguous()
+    wrong[3:, :] += 1
+    reads = []
+    for chunk in (7, 1 << 24):
+        monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
+        for new in (ref.contiguous(), wrong):
+            spy = HostReads()
+            with spy:
+                compare_outputs(ref, new, 1e-2, 1e-2)
+            reads.append(spy.count)
+    assert reads[:2] == reads[2:], reads  # 200 pieces or one: the same host reads
