@@ -152,37 +152,26 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
     let device = args.eval.device.pick(&evaluator).await?;
 
+    // The task is checked before anything is spent on it: a task that does not run, does
+    // not fit or draws its inputs too slowly is refused here, before any LLM call.
+    eprintln!("kforge: checking the task with the evaluator on {device} ...");
+    let check = check_task(&evaluator, &args.task, device, &eval_settings).await;
+    match &check {
+        TaskCheck::Ready(line) => eprintln!("kforge: task {} OK on {device}{line}", task.name),
+        TaskCheck::Refused(summary) => eprintln!("kforge: task {} refused: {summary}", task.name),
+        TaskCheck::EvaluatorFailed(err) => eprintln!("kforge: the evaluator failed: {err}"),
+    }
     let backend = match backend {
-        Ok(b) => b,
-        Err(e) => {
-            // No LLM: still show that the task and the evaluator work, then say exactly
-            // what to configure.
-            eprintln!("kforge: checking the task with the evaluator on {device} ...");
-            let mut request =
-                EvalRequest::new(&args.task, &args.task, device, eval_settings.clone());
-            request.reference_only = true;
-            let result = evaluator
-                .evaluate(request, CancellationToken::new(), None)
-                .await;
+        Ok(b) if matches!(check, TaskCheck::Ready(_)) => b,
+        Ok(_) => {
             evaluator.shutdown().await;
-            match result {
-                Ok(r) if r.correct => {
-                    let timing = r
-                        .timing
-                        .as_ref()
-                        .filter(|t| t.meaningful)
-                        .map(|t| {
-                            format!(
-                                ": the reference runs in {:.4} ms (median)",
-                                t.reference.median_ms
-                            )
-                        })
-                        .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into());
-                    eprintln!("kforge: task {} OK on {device}{timing}", task.name);
-                }
-                Ok(r) => eprintln!("kforge: the task does not run: {}", r.summary),
-                Err(err) => eprintln!("kforge: the evaluator failed: {err}"),
-            }
+            eprintln!("\nkforge: no session was started and no LLM call was made; fix the task and run again");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => {
+            // No LLM: the check above showed whether the task and the evaluator work; say
+            // exactly what to configure.
+            evaluator.shutdown().await;
             eprintln!("\nkforge cannot start the optimization: {e}");
             eprintln!(
                 "\nTo answer the prompts yourself instead, run:\n  kforge run {} --provider manual",
@@ -231,6 +220,46 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         &config.tui,
     )
     .await
+}
+
+/// What the task check before a session found.
+enum TaskCheck {
+    /// The task runs; the text says how fast the reference is, where it was timed.
+    Ready(String),
+    /// The task's own verdict (`task`, `oom`...): one line.
+    Refused(String),
+    /// No verdict: the evaluator itself could not run.
+    EvaluatorFailed(eval::EvalError),
+}
+
+/// Builds the task's Model, runs it on its inputs, plans its memory and (GPU) times it.
+async fn check_task(
+    evaluator: &eval::Evaluator,
+    task: &Path,
+    device: Device,
+    settings: &EvalConfig,
+) -> TaskCheck {
+    let mut request = EvalRequest::new(task, task, device, settings.clone());
+    request.reference_only = true;
+    match evaluator
+        .evaluate(request, CancellationToken::new(), None)
+        .await
+    {
+        Ok(r) if r.correct => TaskCheck::Ready(
+            r.timing
+                .as_ref()
+                .filter(|t| t.meaningful)
+                .map(|t| {
+                    format!(
+                        ": the reference runs in {:.4} ms (median)",
+                        t.reference.median_ms
+                    )
+                })
+                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
+        ),
+        Ok(r) => TaskCheck::Refused(r.summary),
+        Err(err) => TaskCheck::EvaluatorFailed(err),
+    }
 }
 
 /// Every stage needs its prompt template.

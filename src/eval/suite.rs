@@ -46,6 +46,8 @@ pub struct Case {
     /// time is refused when its score stays honest.
     pub max_score: Option<f64>,
     pub timeout_s: Option<f64>,
+    /// `[eval] input_draw_limit_s` for this case.
+    pub input_draw_limit_s: Option<f64>,
     pub why: Option<String>,
 }
 
@@ -175,6 +177,9 @@ pub async fn run(
         }
         if let Some(t) = case.tolerance {
             s.tolerance = t;
+        }
+        if let Some(limit) = case.input_draw_limit_s {
+            s.input_draw_limit_s = limit;
         }
         let request = EvalRequest::new(&case.task, &case.kernel, device, s);
         async move {

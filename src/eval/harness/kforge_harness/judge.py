@@ -14,7 +14,8 @@ from .device import device_description, l2_flush_buffer, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
                       task_init_inputs)
-from .memory import Meter, does_not_fit, footprint, gib, is_out_of_memory, out_of_memory_reason, tensor_bytes
+from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
+                     tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
 from .tensors import Placeholder, all_finite, clone_tree, flatten_outputs, rebuild, tree_map_pairs
 from .worker import WORKER_CATEGORIES
@@ -287,13 +288,10 @@ class Evaluation:
         flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 0
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
         expected = self.source.meta_bytes()
-        if expected is not None:
-            # Found without allocating: two copies of the inputs is the least any plan needs.
-            early = footprint(expected, 0, 0, flush_bytes, free, total)
-            reason = does_not_fit(early, where)
-            if reason:
-                result["footprint"] = early
-                raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": early})
+        reason = inputs_do_not_fit(expected, free, total, "%s %s" % (gib(total), where)) if expected else None
+        if reason:
+            raise KernelFailure("oom", "the task does not fit: " + reason,
+                                details={"inputs_bytes": expected, "free_bytes": int(free), "total_bytes": int(total)})
         self.progress("drawing inputs")
         first = self.source.draw(self.seed + 1)
         self.first_draw_ms = self.source.draw_ms

@@ -53,6 +53,15 @@ def does_not_fit(record, where):
                gib(record["reference_scratch_bytes"]), gib(record["free_bytes"]), gib(record["total_bytes"])))
 
 
+def inputs_do_not_fit(inputs_bytes, free_bytes, total_bytes, where):
+    """Before the first draw (its size found on the meta device): a one-line reason when
+    even the two copies of the inputs every evaluation holds do not fit, else None."""
+    if 2 * inputs_bytes <= free_bytes:
+        return None
+    return ("get_inputs() makes %s of inputs and an evaluation holds at least two copies (%s) but %s of %s "
+            "memory are free" % (gib(inputs_bytes), gib(2 * inputs_bytes), gib(free_bytes), where))
+
+
 def out_of_memory_reason(what, error, free_bytes, total_bytes):
     """One line for an allocation that failed: what was being done and the device's state."""
     from .errors import first_line

@@ -1,0 +1,79 @@
+"""The memory plan: its arithmetic, the refusal line, and what counts as out of memory."""
+
+import torch
+
+from kforge_harness import memory
+from kforge_harness.exchange import DriverOutOfMemory
+
+GIB = 1 << 30
+
+
+def test_plan_counts_two_inputs_three_outputs_two_scratch_two_flush():
+    assert memory.plan_bytes(10, 100, 1000, 10000) == 2 * 10 + 3 * 100 + 2 * 1000 + 2 * 10000
+
+
+def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one():
+    six = 6 * GIB  # 4096 x 393216 float32
+    flush = 256 << 20
+    h100 = memory.footprint(six, six, 0, flush, 78 * GIB, 80 * GIB)
+    assert h100["planned_peak_bytes"] == 30 * GIB + 2 * flush
+    assert memory.does_not_fit(h100, "H100 device") is None
+    small = memory.footprint(six, six, 0, flush, 20 * GIB, 24 * GIB)
+    reason = memory.does_not_fit(small, "host")
+    assert reason.startswith("the evaluation needs about 30.5 GiB of host memory (inputs 6.0 GiB, outputs 6.0 GiB")
+    assert reason.endswith("but 20.0 GiB of 24.0 GiB are free")
+
+
+def test_an_exact_fit_is_a_fit():
+    record = memory.footprint(GIB, GIB, 0, 0, 5 * GIB, 8 * GIB)
+    assert record["planned_peak_bytes"] == 5 * GIB
+    assert memory.does_not_fit(record, "x") is None
+    record["free_bytes"] -= 1
+    assert memory.does_not_fit(record, "x") is not None
+
+
+def test_small_sizes_read_in_mib():
+    assert memory.gib(3 << 20) == "3 MiB"
+    assert memory.gib(GIB + GIB // 2) == "1.5 GiB"
+
+
+def test_tensor_bytes_walks_nested_outputs():
+    tree = [torch.zeros(4, 4), (torch.zeros(2, dtype=torch.float16), 3), {"k": torch.zeros(1, dtype=torch.int64)}]
+    assert memory.tensor_bytes(tree) == 64 + 4 + 8
+
+
+def test_out_of_memory_errors_are_recognised_and_others_are_not():
+    assert memory.is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6 GiB"))
+    assert memory.is_out_of_memory(DriverOutOfMemory("cuMemAlloc: out of memory (CUDA_ERROR_OUT_OF_MEMORY)"))
+    assert memory.is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: "
+                                                "can't allocate memory: you tried to allocate 1 bytes. "
+                                                "Error code 12 (Cannot allocate memory); out of memory"))
+    assert not memory.is_out_of_memory(RuntimeError("shape mismatch"))
+    assert not memory.is_out_of_memory(ValueError("memory layout"))
+
+
+def test_host_memory_reads_proc_meminfo():
+    available, total = memory.host_memory()
+    assert 0 < available <= total
+
+
+def test_meter_keeps_the_peak_per_phase_on_a_gpu_and_nothing_on_the_cpu(monkeypatch):
+    record = {}
+    meter = memory.Meter("cuda:0", record)
+    states = iter([(70, 100), (40, 100), (60, 100), (90, 100)])
+    monkeypatch.setattr(meter, "state", lambda: next(states))
+    meter.enter("correctness")   # 30 used
+    meter.sample()               # 60 used
+    meter.sample()               # 40 used: the peak stays
+    meter.enter("timing")        # 10 used
+    assert record == {"correctness": 60, "timing": 10}
+    cpu = {}
+    memory.Meter("cpu", cpu).enter("correctness")
+    assert cpu == {}
+
+
+def test_inputs_alone_are_refused_when_two_copies_do_not_fit():
+    assert memory.inputs_do_not_fit(10 * GIB, 20 * GIB, 24 * GIB, "24.0 GiB host") is None
+    reason = memory.inputs_do_not_fit(4096 * GIB, 20 * GIB, 24 * GIB, "24.0 GiB host")
+    assert reason == ("get_inputs() makes 4096.0 GiB of inputs and an evaluation holds at least two copies "
+                      "(8192.0 GiB) but 20.0 GiB of 24.0 GiB host memory are free")
