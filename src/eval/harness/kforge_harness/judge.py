@@ -7,7 +7,7 @@ import os
 import select
 import time
 
-from . import protocol, timing
+from . import kbprotocol, protocol, timing
 from .alignment import plan_alignment
 from .compare import compare_outputs, weak_outputs
 from .device import device_description, l2_flush_buffer, sync
@@ -568,6 +568,18 @@ class Evaluation:
             key, reference = self.reference_timing(flush)
             result["timing"] = {"meaningful": True, "reference": reference, "kernel": {}, "score": None,
                                 "baseline_key": key, "flush_l2_bytes": flush.numel() if flush is not None else 0}
+            # -- KernelBench's own protocol beside kforge's (`kforge bench kernelbench`, issue 9) --
+            if self.job.get("kernelbench_protocol"):
+                self.progress("timing reference: KernelBench's protocol")
+                flush = None  # done with kforge's flush buffer; KernelBench allocates its own
+                kb_inputs = self.source.draw(self.seed)  # KernelBench seeds get_inputs() with its seed
+                try:
+                    result["timing"]["kernelbench"] = kbprotocol.time_model(self.ref, kb_inputs, self.device)
+                except Exception as e:  # noqa: BLE001 -- a failed comparison leaves kforge's figure standing
+                    result["notes"].append("timing with KernelBench's protocol failed: %s: %s"
+                                           % (type(e).__name__, (str(e).splitlines() or [""])[0]))
+                del kb_inputs
+            # -- end of KernelBench's protocol --
         self.note_memory("reference")
         result["inputs_drawn_on"] = self.source.where
         result["correct"] = True
