@@ -12,6 +12,8 @@ use crate::config::{Config, Executor};
 use crate::eval::suite::{self, Manifest};
 use crate::eval::{self, EvalRequest};
 
+mod kernelbench;
+
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -44,6 +46,10 @@ pub enum BenchKind {
         #[command(flatten)]
         device: DeviceArgs,
     },
+    /// Check every task of a KernelBench level: verdict, wall time, peak memory, and the
+    /// reference timed with kforge's protocol and with KernelBench's (issue 9).
+    #[command(name = "kernelbench")]
+    KernelBench(kernelbench::KernelBenchArgs),
 }
 
 pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
@@ -163,6 +169,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
                 ExitCode::from(1)
             }
         }
+        BenchKind::KernelBench(args) => kernelbench::run(args, &config, &evaluator).await?,
     };
     evaluator.shutdown().await;
     Ok(code)

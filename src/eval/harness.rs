@@ -24,6 +24,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "errors.py",
     "exchange.py",
     "judge.py",
+    "kbprotocol.py",
     "loading.py",
     "memory.py",
     "ncu.py",

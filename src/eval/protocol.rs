@@ -73,6 +73,9 @@ pub struct Job {
     pub executor: Executor,
     /// Check the task alone (build, forward, time the reference): no kernel involved.
     pub reference_only: bool,
+    /// In a task check with timing, also time the reference with KernelBench's own
+    /// protocol (`timing.kernelbench` in the result).
+    pub kernelbench_protocol: bool,
 }
 
 impl Job {
@@ -108,6 +111,7 @@ impl Job {
             profile: request.profile,
             executor: s.executor,
             reference_only: request.reference_only,
+            kernelbench_protocol: request.kernelbench_protocol,
         }
     }
 }
@@ -129,6 +133,8 @@ pub struct EvalRequest {
     pub profile: bool,
     /// Check the task alone; `kernel` is ignored.
     pub reference_only: bool,
+    /// With `reference_only` on a GPU: time the reference with KernelBench's protocol too.
+    pub kernelbench_protocol: bool,
 }
 
 impl EvalRequest {
@@ -146,6 +152,7 @@ impl EvalRequest {
             timing: true,
             profile: false,
             reference_only: false,
+            kernelbench_protocol: false,
         }
     }
 }
@@ -362,6 +369,26 @@ pub struct Timing {
     /// event time.
     pub host_floor_ms: Option<f64>,
     pub event_floor_ms: Option<f64>,
+    /// A task check asked for KernelBench's protocol: the reference timed that way too.
+    pub kernelbench: Option<KernelBenchTiming>,
+}
+
+/// The reference timed with KernelBench's published protocol (kbprotocol.py): CUDA events,
+/// `warmup` warm-up calls, a 256 MB L2 thrash before every trial, the same inputs every
+/// trial, the first `discarded` trials dropped; population std, unrounded figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct KernelBenchTiming {
+    pub median_ms: f64,
+    pub mean_ms: f64,
+    pub std_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    /// Trials kept.
+    pub runs: u32,
+    pub warmup: u32,
+    pub discarded: u32,
+    pub l2_thrash_bytes: u64,
 }
 
 /// The memory plan of an evaluation (docs/eval-result.md, "Memory"), in bytes.
@@ -582,6 +609,35 @@ mod tests {
         };
         assert_eq!(failed.score(), None, "no score for a failed kernel");
         assert_eq!(r.static_report.warnings[0].line, Some(3));
+    }
+
+    /// The harness reads `kernelbench_protocol` from the job JSON; it is off unless asked.
+    #[test]
+    fn kernelbench_protocol_reaches_the_job_json() {
+        let mut req = EvalRequest::new("t.py", "t.py", Device::Cuda(0), EvalConfig::default());
+        let off = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(off["kernelbench_protocol"], false);
+        req.reference_only = true;
+        req.kernelbench_protocol = true;
+        let on = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(on["kernelbench_protocol"], true);
+        assert_eq!(on["reference_only"], true);
+    }
+
+    #[test]
+    fn timing_with_and_without_kernelbench_figures_parses() {
+        let old: Timing =
+            serde_json::from_str(r#"{"meaningful":true,"reference":{"median_ms":2.0}}"#).unwrap();
+        assert_eq!(old.kernelbench, None);
+        let new: Timing = serde_json::from_str(
+            r#"{"meaningful":true,"reference":{"median_ms":2.0},
+                "kernelbench":{"median_ms":2.1,"mean_ms":2.2,"std_ms":0.1,"min_ms":2.0,"max_ms":2.9,
+                               "runs":100,"warmup":5,"discarded":1,"l2_thrash_bytes":268435456}}"#,
+        )
+        .unwrap();
+        let kb = new.kernelbench.unwrap();
+        assert_eq!((kb.median_ms, kb.runs, kb.warmup), (2.1, 100, 5));
+        assert_eq!(kb.l2_thrash_bytes, 256 << 20);
     }
 
     #[test]

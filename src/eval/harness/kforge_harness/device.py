@@ -35,11 +35,22 @@ def sync(device):
 
 
 def l2_flush_buffer(job, result, device):
-    """A buffer larger than L2 (at least 256 MB), zeroed by the judge before each timed run:
-    L2 is shared by every process on the GPU, so the worker cannot keep it warm."""
+    """A buffer larger than L2 (at least 256 MB), written by the judge before each timed run:
+    L2 is shared by every process on the GPU, so the worker cannot keep it warm. int64 and
+    written by `thrash_l2`, as KernelBench does: a zero fill becomes a memset, which is not
+    the same work on the GPU (on a tiny task the launch then showed in the timed region)."""
     import torch
 
     if not job["flush_l2"]:
         return None
     l2 = result["device"].get("l2_bytes") or 0
-    return torch.empty(max(256 << 20, 2 * l2), dtype=torch.int8, device=device)
+    return torch.empty(max(256 << 20, 2 * l2) // 8, dtype=torch.int64, device=device)
+
+
+def thrash_l2(buffer):
+    """KernelBench's L2 thrash: an in-place fill of a buffer larger than L2 with 42."""
+    buffer.fill_(42)
+
+
+def buffer_bytes(buffer):
+    return buffer.numel() * buffer.element_size() if buffer is not None else 0

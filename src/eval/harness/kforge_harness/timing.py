@@ -9,6 +9,10 @@ import random
 
 from .protocol import PROTOCOL
 
+# How a timed run is measured (flush, events, refresh). Part of the baseline key: a cached
+# reference timing measured another way is never compared with a kernel measured this way.
+TIMING_METHOD = "l2-fill-42-int64/events-after-thrash/fresh-inputs"
+
 
 def stats(values):
     ordered = sorted(values)
@@ -90,6 +94,7 @@ def baseline_key(task_source, device_info, versions, signature, job):
         "timing": [job["warmup"], job["timing_trials"], job["min_timing_trials"], job["timing_budget_s"],
                    job["flush_l2"]],
         "harness": PROTOCOL,
+        "method": TIMING_METHOD,
     }, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 

@@ -13,6 +13,7 @@ import socket
 import time
 
 from . import protocol
+from .device import thrash_l2
 from .errors import classify
 from .exchange import Borrower
 from .loading import load_module, seed_everything
@@ -70,7 +71,8 @@ class Worker:
 
         self.inputs = self.borrower.attach_tree(request["inputs"])
         self.outputs = self.borrower.attach_tree(request["outputs"])
-        self.flush = torch.empty(int(request.get("flush_bytes") or 1), dtype=torch.int8, device=self.device)
+        self.flush = torch.empty(max(int(request.get("flush_bytes") or 8) // 8, 1), dtype=torch.int64,
+                                 device=self.device)
         self.reply({"type": "attached"})
 
     def op_load(self, request):
@@ -131,7 +133,7 @@ class Worker:
                     # the flush in the same stream, which hides the launch overhead as it
                     # does there. The judge has flushed L2 itself already (this process could
                     # skip its own flush; it would only make its events include the launch).
-                    self.flush.zero_()
+                    thrash_l2(self.flush)
                 if mode == "null":
                     start.record()
                     end.record()

@@ -1,0 +1,99 @@
+"""KernelBench's published reference-timing protocol, reimplemented so kforge's own
+reference timing can be compared with it in the same process (`kforge bench kernelbench`).
+
+What it follows (KernelBench `src/kernelbench/timing.py`: `measure_ref_program_time` with
+its defaults, `time_execution_with_cuda_event`, `clear_l2_cache`, `get_timing_stats`):
+
+- the model runs under `torch.no_grad()` on the current CUDA device and stream;
+- `NUM_WARMUP` warm-up calls, each followed by a synchronize, then `torch.cuda.empty_cache()`;
+- `NUM_TRIALS + DISCARD_FIRST` timed trials: synchronize, create the two events, thrash L2
+  by allocating a 256 MB int64 tensor and filling it, record the start event, run the
+  model, record the end event, synchronize; the first `DISCARD_FIRST` trials are dropped;
+- the same inputs are reused by every trial (KernelBench draws them once);
+- statistics in ms: mean, population standard deviation (numpy's default), min, max, and
+  here also the median (kforge's figure).
+
+Where it differs, on purpose: KernelBench rounds its published statistics to three
+significant figures; these are kept unrounded so a difference of a fraction of a percent
+still shows. KernelBench also casts inputs and model to its `precision` (fp32 by default);
+the model and inputs here are the task's own, which for its fp32 tasks is the same thing.
+
+The pure parts (the trial count, the discard rule, the statistics) need no GPU and are
+unit-tested in tests/test_kbprotocol.py.
+"""
+
+import math
+
+NUM_WARMUP = 5  # measure_ref_program_time's default
+NUM_TRIALS = 100
+DISCARD_FIRST = 1
+L2_THRASH_SHAPE = (32, 1024, 1024)  # int64: 32 * 1024 * 1024 * 8 B = 256 MB
+L2_THRASH_BYTES = 32 * 1024 * 1024 * 8
+
+
+def total_trials(num_trials=NUM_TRIALS, discard_first=DISCARD_FIRST):
+    """How many timed trials run: the kept ones plus the ones discarded at the start."""
+    if num_trials < 1 or discard_first < 0:
+        raise ValueError("need at least one kept trial and a non-negative discard count")
+    return num_trials + discard_first
+
+
+def kept_trials(elapsed_ms, discard_first=DISCARD_FIRST):
+    """The trials that count: every one after the first `discard_first` (KernelBench keeps
+    trial i when i >= discard_first)."""
+    return [t for i, t in enumerate(elapsed_ms) if i >= discard_first]
+
+
+def timing_stats(elapsed_ms):
+    """KernelBench's statistics of the kept trials, unrounded, plus the median. The standard
+    deviation is the population one (numpy's `np.std` default, ddof=0), as theirs is."""
+    if not elapsed_ms:
+        raise ValueError("no timed trials to summarize")
+    ordered = sorted(float(t) for t in elapsed_ms)
+    n = len(ordered)
+    mid = n // 2
+    median = ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    mean = math.fsum(ordered) / n
+    variance = math.fsum((t - mean) ** 2 for t in ordered) / n
+    return {"mean_ms": mean, "std_ms": math.sqrt(variance), "min_ms": ordered[0], "max_ms": ordered[-1],
+            "median_ms": median, "runs": n}
+
+
+def clear_l2_cache(device):
+    """KernelBench's L2 thrash: a fresh 256 MB tensor, filled, then freed, before each trial."""
+    import torch
+
+    dummy = torch.empty(L2_THRASH_SHAPE, dtype=torch.int64, device=device)
+    dummy.fill_(42)
+    del dummy
+
+
+def time_model(model, inputs, device, num_warmup=NUM_WARMUP, num_trials=NUM_TRIALS,
+               discard_first=DISCARD_FIRST):
+    """Times `model(*inputs)` on CUDA `device` with KernelBench's protocol and returns its
+    statistics (see `timing_stats`) with the protocol's settings. Exceptions propagate."""
+    import torch
+
+    device = torch.device(device)
+    elapsed = []
+    with torch.no_grad(), torch.cuda.device(device):
+        torch.cuda.synchronize(device=device)
+        for _ in range(num_warmup):
+            model(*inputs)
+            torch.cuda.synchronize(device=device)
+        # Releases PyTorch's cached blocks only, as KernelBench does here; not an L2 flush.
+        torch.cuda.empty_cache()
+        for _ in range(total_trials(num_trials, discard_first)):
+            torch.cuda.synchronize(device=device)
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            clear_l2_cache(device)
+            start.record()
+            _ = model(*inputs)  # held until the next trial's output replaces it, as theirs is
+            end.record()
+            torch.cuda.synchronize(device=device)
+            elapsed.append(start.elapsed_time(end))
+        del _
+    stats = timing_stats(kept_trials(elapsed, discard_first))
+    stats.update({"warmup": num_warmup, "discarded": discard_first, "l2_thrash_bytes": L2_THRASH_BYTES})
+    return stats
