@@ -604,6 +604,34 @@ fn without_a_provider_run_checks_the_task_and_says_what_to_configure() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_does_not_fit_is_refused_before_any_llm_call() {
+    let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let (run, out) = run_to_end(run, "huge_inputs.py", &[]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "task huge_inputs refused: the task does not fit: get_inputs() makes 4096.0 GiB"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("no session was started and no LLM call was made"),
+        "{stderr}"
+    );
+    assert_eq!(mock.total(), 0, "refused before any LLM call");
+    assert!(
+        !run.sessions.path().join("s").exists()
+            || std::fs::read_dir(run.sessions.path().join("s"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no session directory"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_budget_ends_the_run_cleanly_with_everything_saved() {
     let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
     let run = Run::new(&mock);

@@ -165,7 +165,9 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         Ok(b) if matches!(check, TaskCheck::Ready(_)) => b,
         Ok(_) => {
             evaluator.shutdown().await;
-            eprintln!("\nkforge: no session was started and no LLM call was made; fix the task and run again");
+            eprintln!(
+                "\nkforge: no session was started and no LLM call was made; fix the task and run again"
+            );
             return Ok(ExitCode::from(2));
         }
         Err(e) => {

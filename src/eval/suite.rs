@@ -271,6 +271,7 @@ mod tests {
             tolerance: None,
             max_score: None,
             timeout_s: None,
+            input_draw_limit_s: None,
             why: None,
         }
     }

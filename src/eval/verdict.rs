@@ -224,6 +224,10 @@ pub fn render(
         _ => {}
     }
 
+    if let Some(line) = memory_line(result) {
+        let _ = writeln!(out, "{}  {line}", style.bold("memory"));
+    }
+
     for w in &result.static_report.warnings {
         let _ = writeln!(out, "{} {}", style.warn("warning:"), w.message);
     }
@@ -244,6 +248,25 @@ pub fn render(
         );
     }
     out
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// "peak 30.2 GiB of 79.1 GiB in use (planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB)":
+/// GPU results only (the device-wide peak is not sampled on the CPU).
+fn memory_line(result: &EvalResult) -> Option<String> {
+    let peak = result.memory.values().copied().max()?;
+    let plan = result.footprint.as_ref()?;
+    Some(format!(
+        "peak {} of {} in use (planned {}: inputs {}, outputs {})",
+        gib(peak),
+        gib(plan.total_bytes),
+        gib(plan.planned_peak_bytes),
+        gib(plan.inputs_bytes),
+        gib(plan.outputs_bytes)
+    ))
 }
 
 /// ", effective atol 2.0e-5 on out" where the scaled rule shrank atol for some output.
@@ -376,6 +399,34 @@ mod tests {
         assert!(text.contains("[cached baseline]"), "{text}");
         assert!(text.contains("NVIDIA H200"), "{text}");
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn gpu_verdict_shows_peak_memory_against_the_plan() {
+        let mut r = correct_gpu();
+        let gib = 1u64 << 30;
+        r.memory = [
+            ("startup".to_string(), gib),
+            ("correctness".to_string(), 31 * gib),
+        ]
+        .into_iter()
+        .collect();
+        r.footprint = Some(crate::eval::protocol::Footprint {
+            inputs_bytes: 6 * gib,
+            outputs_bytes: 6 * gib,
+            planned_peak_bytes: 30 * gib + gib / 2,
+            total_bytes: 79 * gib,
+            ..Default::default()
+        });
+        let text = render(&r, 1e-2, 1e-2, None, Style::plain());
+        assert!(
+            text.contains(
+                "memory  peak 31.0 GiB of 79.0 GiB in use (planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB)"
+            ),
+            "{text}"
+        );
+        r.memory.clear();
+        assert!(!render(&r, 1e-2, 1e-2, None, Style::plain()).contains("memory"));
     }
 
     #[test]
