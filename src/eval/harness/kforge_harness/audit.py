@@ -279,6 +279,14 @@ class _Audit:
                 "writers": {k: str(v)[:MAX_NAME] for k, v in self.writers(t).items()}}
 
 
+def no_dynamo():
+    """False: the dispatch modes here must not be wrapped in `torch._disable_dynamo`, whose
+    first call imports torch._dynamo and inductor (1.3 s on the CPU, ~3 s in a fresh GPU
+    worker: most of an evaluation's overhead). Nothing is compiled under these modes. (The
+    override is the one TorchDispatchMode._should_skip_dynamo documents.)"""
+    return False
+
+
 def _leaves(value, path, out):
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
@@ -313,6 +321,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
     audit = _Audit(atol, rtol)
 
     class Mode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return no_dynamo()
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
@@ -393,6 +405,10 @@ def gpu_time(model, inputs, triton_names):
                     spans.append((name, cls, start, end))
 
         class Timer(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls):
+                return no_dynamo()
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 name = func.overloadpacket.__name__
                 kind = op_kind(name)

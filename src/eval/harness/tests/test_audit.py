@@ -455,3 +455,25 @@ def test_no_launch_forward_is_torch_fallback(signed):
     _, rec, result = run(Model(torch.relu), signed)
     assert rec["triton_launches"] == 0 and result["verdict"] == "torch_fallback"
     assert rec["outputs"][0]["shares"]["aten"] == 1.0
+
+
+def test_the_audit_does_not_import_dynamo(tmp_path):
+    """The dispatch modes' first call must not import torch._dynamo (seconds of overhead in
+    every fresh worker). A fresh interpreter: other tests may have imported it already."""
+    import subprocess
+
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from kforge_harness import audit\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.relu(x) + 1\n"
+        "audit.audited_forward(M(), [torch.randn(8)], 'cpu', [])\n"
+        "audit.gpu_time(M(), [torch.randn(8)], [])\n"
+        "print('torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n")
+    harness = pathlib.Path(audit.__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(harness)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"], out.stdout
