@@ -126,6 +126,12 @@ def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
     atol = effective_atol(given_atol, scale, mode)
     report["atol"] = given_atol
     report["atol_effective"] = atol
+    if not ref_has_nonfinite and _identical(r, n):
+        # Every element equal (and finite): one pass instead of the tolerance analysis,
+        # which is most of a trial's time on the CPU for exact kernels (ReLU, copies).
+        report.update({"max_abs_err": 0.0, "max_rel_err": 0.0, "max_abs_ref": scale, "numel": r.numel(),
+                       "bad_elements": 0})
+        return None
     tally = _FloatTally(r, atol, rtol, ref_has_nonfinite)
     for offset, r_chunk, n_chunk in _chunk_pairs(r, n):
         tally.add(offset, r_chunk, n_chunk)
@@ -151,6 +157,14 @@ def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
             "first at %s: %.6g vs reference %.6g") % (
         path, totals["bad"], r.numel(), atol, scaled, rtol, report["max_abs_err"], report["max_rel_err"],
         list(index), n[index].item(), r[index].item())
+
+
+def _identical(r, n):
+    """Whether every element of n equals r's, chunk by chunk (stops at the first chunk that
+    differs)."""
+    import torch
+
+    return all(torch.equal(r_chunk, n_chunk) for _, r_chunk, n_chunk in _chunk_pairs(r, n))
 
 
 def _compare_exactly(path, r, n, report):

@@ -52,7 +52,13 @@ class Zygote:
         self.control = ours
         self.exited = {}  # id -> {"status", "strays"}
         self.hello = {}
-        ready, _, _ = __import__("select").select([ours], [], [], ZYGOTE_START_S)
+
+    def wait_ready(self):
+        """Waits for the zygote's hello (it imports torch and triton first: started early,
+        that import overlaps with the server's own and with the first job's arrival)."""
+        if self.hello:
+            return
+        ready, _, _ = __import__("select").select([self.control], [], [], ZYGOTE_START_S)
         hello = self.read() if ready else None
         if not hello or hello.get("type") != "hello" or not hello.get("ok"):
             self.stop()
@@ -62,7 +68,7 @@ class Zygote:
             except OSError:
                 pass
             raise HarnessError("the sandboxed worker process did not start (%s): %s" % (
-                info.kind, (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
+                self.info.kind, (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
         self.hello = hello
 
     def read(self):
@@ -200,11 +206,20 @@ class Server:
             triton_cache=os.environ.get("TRITON_CACHE_DIR") or os.path.join(self.exchange_root, "triton"),
             hidden_paths=self.hidden_paths, interpret=self.interpret, device_env=dict(os.environ))
 
+    def start_zygote(self):
+        """Starts the zygote without waiting for it (see Zygote.wait_ready)."""
+        if self.zygote:
+            self.zygote.stop()
+        self.zygote = Zygote(self.sandbox, self.policy())
+
     def ensure_zygote(self, fresh):
         if fresh or self.zygote is None or not self.zygote.alive():
-            if self.zygote:
-                self.zygote.stop()
-            self.zygote = Zygote(self.sandbox, self.policy())
+            self.start_zygote()
+        try:
+            self.zygote.wait_ready()
+        except HarnessError:
+            self.zygote = None
+            raise
         return self.zygote
 
     # -- evaluation ---------------------------------------------------------
@@ -634,16 +649,22 @@ def serve(hidden_paths):
     sys.stdout = sys.stderr
     scrub_environment(os.environ)
     started = time.time()
+    server = Server(proto, hidden_paths)
+    if server.sandbox.kind != "none":
+        # The zygote imports torch and triton in its sandbox while this process does the
+        # same: on a first evaluation the two imports overlap instead of adding up.
+        server.start_zygote()
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
     except BaseException as e:  # noqa: BLE001
+        if server.zygote:
+            server.zygote.stop()
         proto.write(json.dumps({"event": "hello", "ok": False, "protocol": PROTOCOL,
                                 "python": platform.python_version(), "executable": sys.executable,
                                 "error": "%s: %s" % (type(e).__name__, e)}) + "\n")
         proto.flush()
         return 3
-    server = Server(proto, hidden_paths)
     hello = {"event": "hello", "ok": True, "protocol": PROTOCOL, "pid": os.getpid(),
              "executable": sys.executable, "import_s": time.time() - started,
              "interpret": os.environ.get("TRITON_INTERPRET") == "1", "fork": hasattr(os, "fork"),

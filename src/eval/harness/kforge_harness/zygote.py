@@ -35,9 +35,9 @@ def serve(control_fd):
     # machinery (dynamo, sympy, fsdp): 4-6 s on an H100 host, paid by every fresh worker
     # unless it is imported once here, before the fork.
     started, preimport_error = time.time(), None
-    # (Not dynamo and inductor, which the first launch under a mode still imports, 2.6 s:
-    # imported before the fork they made every Triton launch in the worker ~80 us slower on
-    # an H100, torch 2.11, which the timing cross-check then rightly flagged.)
+    # (Not dynamo and inductor: the audit's modes opt out of the wrapper that imported them
+    # (audit.no_dynamo). Imported before the fork they made every Triton launch in the
+    # worker ~80 us slower on an H100, torch 2.11, which the timing cross-check flagged.)
     for name in ("torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap"):
         try:
             importlib.import_module(name)

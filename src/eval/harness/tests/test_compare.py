@@ -397,3 +397,21 @@ def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch, dtype):
                 compare_outputs(ref, new, 1e-2, 1e-2)
             reads.append(spy.count)
     assert reads[:2] == reads[2:], reads  # 200 pieces or one: the same host reads
+
+
+def test_identical_outputs_take_the_one_pass_path_with_the_same_report(monkeypatch):
+    import torch
+
+    r = torch.randn(37, 11).t()  # strided, as a reference may return
+    n = r.contiguous()
+    fast = compare.compare_outputs(r, n, 1e-2, 1e-2)
+    calls = []
+    monkeypatch.setattr(compare, "_FloatTally", lambda *a: calls.append(a) or (_ for _ in ()).throw(AssertionError))
+    assert compare.compare_outputs(r, n, 1e-2, 1e-2) == fast and not calls  # no tolerance analysis
+    monkeypatch.undo()
+    monkeypatch.setattr(compare, "_identical", lambda r, n: False)
+    assert compare.compare_outputs(r, n, 1e-2, 1e-2) == fast  # the full analysis agrees
+    n[3, 4] += 1.0
+    monkeypatch.undo()
+    passed, _, reason, _ = compare.compare_outputs(r, n, 1e-2, 1e-2)
+    assert not passed and "first at [3, 4]" in reason
