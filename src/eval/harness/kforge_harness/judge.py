@@ -202,6 +202,7 @@ class Evaluation:
         task = load_task(job["task_file"])
         self.source = InputSource(task, self.device, job.get("input_draw_limit_s"))
         init_inputs = task_init_inputs(task, result)
+        self.init_inputs = init_inputs
         self.ref = build_reference(task, init_inputs, self.seed, self.device)
         first, first_out = self.first_forward()
         flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
@@ -290,11 +291,18 @@ class Evaluation:
         free, total = self.meter.state()
         flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 0
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
-        expected = self.source.meta_bytes()
-        reason = inputs_do_not_fit(expected, free, total, "%s %s" % (gib(total), where)) if expected else None
-        if reason:
-            raise KernelFailure("oom", "the task does not fit: " + reason,
-                                details={"inputs_bytes": expected, "free_bytes": int(free), "total_bytes": int(total)})
+        inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs)
+        if outputs_bytes is not None:
+            early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total)
+            reason = does_not_fit(early, where)
+            if reason:
+                result["footprint"] = early
+                raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": early})
+        elif inputs_bytes:
+            reason = inputs_do_not_fit(inputs_bytes, free, total, "%s %s" % (gib(total), where))
+            if reason:
+                raise KernelFailure("oom", "the task does not fit: " + reason, details={
+                    "inputs_bytes": inputs_bytes, "free_bytes": int(free), "total_bytes": int(total)})
         self.progress("drawing inputs")
         first = self.source.draw(self.seed + 1)
         self.first_draw_ms = self.source.draw_ms

@@ -134,18 +134,26 @@ class InputSource:
         self.where = self.where or ("host" if self.device != "cpu" else "cpu")
         return to_device(values, self.device)
 
-    def meta_bytes(self):
-        """Bytes of one draw, found without allocating it (factories on the meta device), or
-        None when the task's get_inputs() cannot run that way."""
+    def meta_sizes(self, init_inputs):
+        """(bytes of one draw, bytes of the reference's outputs), found without allocating
+        either: the task's factories and a second Model run on PyTorch's meta device. Either
+        is None where the task cannot run that way (numpy inputs, ops without meta kernels,
+        data-dependent shapes): the real draw and forward measure it then."""
         import torch
 
         from .memory import tensor_bytes
 
         try:
             with torch.device("meta"):
-                return tensor_bytes(list(self.task.get_inputs()))
-        except Exception:  # noqa: BLE001 -- numpy, explicit devices: measured on the real draw
-            return None
+                inputs = list(self.task.get_inputs())
+        except Exception:  # noqa: BLE001 -- numpy, explicit devices
+            return None, None
+        try:
+            with torch.device("meta"), torch.no_grad():
+                outputs = self.task.Model(*init_inputs)(*inputs)
+            return tensor_bytes(inputs), tensor_bytes(outputs)
+        except Exception:  # noqa: BLE001
+            return tensor_bytes(inputs), None
 
 
 def reference_forward(ref, inputs, device):
