@@ -37,7 +37,10 @@ Record schema (version 1), plain JSON:
    "gpu": null | {"measured": false, "reason": str}
         | {"measured": true, "total_us": float, "shares": {"triton"|"library"|"aten"|"copy": float},
            "kernels": [{"name": str, "class": str, "us": float, "count": int}]},
-   "errors": [str]}                 # bookkeeping failures: the audit is incomplete
+   "errors": [str],                 # bookkeeping failures: the audit is incomplete
+   "snapshots": "device" | "host",  # where launches' snapshots were kept ("host": at least one staged)
+   "bookkeeping_peak_bytes": int}   # the most device bytes the audit's own bookkeeping held at once
+  The last two keys may be absent (records from workers before them); classify accepts both.
 """
 import math
 import re
@@ -467,10 +470,19 @@ def _shares(keys):
                       and sum(v.values()) <= 1 + 1e-6)
 
 
+class _Optional:
+    """In a {key: spec}: the key may be absent (records of workers from before it)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
 def _ok(value, spec):
-    """spec: a predicate, {key: spec} (exactly these keys) or [cap, item spec]."""
+    """spec: a predicate, {key: spec} (these keys, those marked _Optional may be absent) or [cap, item spec]."""
     if isinstance(spec, dict):
-        return isinstance(value, dict) and set(value) == set(spec) and all(_ok(value[k], s) for k, s in spec.items())
+        required = {k for k, s in spec.items() if not isinstance(s, _Optional)}
+        return (isinstance(value, dict) and required <= set(value) <= set(spec)
+                and all(_ok(value[k], spec[k].spec if isinstance(spec[k], _Optional) else spec[k]) for k in value))
     if isinstance(spec, list):
         return isinstance(value, list) and len(value) <= spec[0] and all(_ok(v, spec[1]) for v in value)
     return spec(value)
@@ -491,6 +503,7 @@ RECORD_SPEC = {
     "outputs": [MAX_OUTPUTS, OUTPUT_SPEC],
     "gpu": lambda v: v is None or any(_ok(v, s) for s in GPU_SPECS),
     "errors": [MAX_ERRORS, _name],
+    "snapshots": _Optional(_one_of("device", "host")), "bookkeeping_peak_bytes": _Optional(_count),
 }
 
 

@@ -190,6 +190,17 @@ def test_malformed_records_are_rejected(path, value):
     assert result["summary"].startswith("audit record rejected")
 
 
+def test_classify_accepts_records_with_and_without_the_memory_keys():
+    r = record()
+    assert audit.classify(r, False)["verdict"] == "ok"
+    r.update(snapshots="host", bookkeeping_peak_bytes=123)
+    assert audit.classify(r, False)["verdict"] == "ok"
+    for key, value in [("snapshots", "disk"), ("snapshots", None), ("bookkeeping_peak_bytes", -1),
+                       ("bookkeeping_peak_bytes", 1.5), ("bookkeeping_peak_bytes", True)]:
+        bad = dict(r, **{key: value})
+        assert audit.classify(bad, False)["verdict"] == "malformed", (key, value)
+
+
 @pytest.mark.parametrize("junk", [None, [], "ok", 1, {"verdict": "ok"}, [record()]])
 def test_non_records_are_rejected(junk):
     assert audit.classify(junk, False)["verdict"] == "malformed"
