@@ -27,7 +27,7 @@ honest as the worker (the static checks forbid the patching needed to forge it);
 any record.
 
 Memory (the worker shares the GPU with the judge's buffers; KernelBench has 6 GiB tensors): the
-audit's extra device bytes are bounded and counted (`bookkeeping_peak_bytes`).
+audit's extra device bytes are bounded and counted (`bookkeeping_peak_bytes`, `audit_extra_bytes`).
 - Labels: one byte per element of each storage written or allocated in the forward (a quarter of the
   bytes of fp32 data); inputs nobody writes have none.
 - Snapshots: per launch, one copy of the bytes its tensor arguments cover, per storage (views of one
@@ -777,6 +777,29 @@ def _leaves(value, path, out):
     else:
         out.append((path, value))
     return out
+
+
+def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
+    """The audit's expected extra device bytes at its peak, for a forward over these tensors whose
+    Triton launch takes them all (a ReLU: inputs [x], outputs [y]); what `bookkeeping_peak_bytes`
+    reports stays within it for such a forward. Per storage: one label byte per element (its shadow)
+    and, with snapshots="device", a copy of its bytes (the launch's snapshot; "host": staged in host
+    memory, no device bytes); labels once more for the outputs when the launch writes one storage while
+    another argument's attribution reads it (several outputs, or one output that is also an input);
+    and the temporaries of one chunk step (_chunk_cost). Not included: storages the forward makes in
+    between (each adds its labels, and the launches that take it its snapshot) and ops that move data
+    (index, gather, cat...: a transient label byte per element of their operands and result)."""
+    storages = {}
+    for t in list(inputs) + list(outputs):
+        storages.setdefault(_storage_key(t), (t.untyped_storage().nbytes(), t.element_size()))
+    if not storages:
+        return 0
+    labels = {key: -(-nbytes // size) for key, (nbytes, size) in storages.items()}
+    written, read = {_storage_key(t) for t in outputs}, {_storage_key(t) for t in inputs}
+    frozen = sum(labels[key] for key in written) if len(written) > 1 or written & read else 0
+    copies = sum(nbytes for nbytes, _ in storages.values()) if snapshots == "device" else 0
+    return (sum(labels.values()) + frozen + copies
+            + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
 def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2):

@@ -653,11 +653,13 @@ def test_bookkeeping_peak_of_a_relu(monkeypatch):
     peak, step = rec["bookkeeping_peak_bytes"], audit._chunk_cost(chunk, 4)
     assert result["verdict"] == "ok" and rec["snapshots"] == "device"
     assert size + size + size // 4 <= peak <= size + size + size // 4 + step
+    assert peak <= audit.audit_extra_bytes([x], [out]) == 2 * size + 2 * (size // 4) + step
     # host staging: the device holds the labels and a chunk step only
     monkeypatch.setattr(audit, "_device_free_bytes", lambda device: 0)
     out, rec, result = run(fixture("relu_ok"), x)
     assert result["verdict"] == "ok" and rec["snapshots"] == "host"
     assert size // 4 <= rec["bookkeeping_peak_bytes"] <= size // 4 + step
+    assert rec["bookkeeping_peak_bytes"] <= audit.audit_extra_bytes([x], [out], snapshots="host")
 
 
 def test_snapshots_are_per_storage_byte_range(signed):
