@@ -6,6 +6,7 @@ Run: cd src/eval/harness && TRITON_INTERPRET=1 PYTHONPATH=/work/pytest-site:. py
 import copy
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import sys
@@ -188,6 +189,17 @@ def test_malformed_records_are_rejected(path, value):
     result = audit.classify(mutate(path, value), True)
     assert result["verdict"] == "malformed", result
     assert result["summary"].startswith("audit record rejected")
+
+
+def test_classify_accepts_records_with_and_without_the_memory_keys():
+    r = record()
+    assert audit.classify(r, False)["verdict"] == "ok"
+    r.update(snapshots="host", bookkeeping_peak_bytes=123)
+    assert audit.classify(r, False)["verdict"] == "ok"
+    for key, value in [("snapshots", "disk"), ("snapshots", None), ("bookkeeping_peak_bytes", -1),
+                       ("bookkeeping_peak_bytes", 1.5), ("bookkeeping_peak_bytes", True)]:
+        bad = dict(r, **{key: value})
+        assert audit.classify(bad, False)["verdict"] == "malformed", (key, value)
 
 
 @pytest.mark.parametrize("junk", [None, [], "ok", 1, {"verdict": "ok"}, [record()]])
@@ -477,3 +489,274 @@ def test_the_audit_does_not_import_dynamo(tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(harness)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"], out.stdout
+
+
+# ---------------------------------------------------------------------------
+# Bounded memory: chunked passes, storage-granular snapshots, host staging, coarse labels
+# ---------------------------------------------------------------------------
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def xor_strided_kernel(x_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs * stride, tl.load(x_ptr + offs * stride, mask=mask) ^ 1, mask=mask)
+
+
+@triton.jit
+def scale_and_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # x *= 3 in place, and y = x's previous values: one launch writes two arguments
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x_ptr + offs, mask=mask)
+    tl.store(x_ptr + offs, v * 3.0, mask=mask)
+    tl.store(y_ptr + offs, v, mask=mask)
+
+
+def triton_copy(src, dst):
+    copy_kernel[(triton.cdiv(src.numel(), 64),)](src, dst, src.numel(), BLOCK=64)
+    return dst
+
+
+def scenario_fn(case):
+    """The forwards of the tests above (honest, attacks and mixed), by name."""
+    def fn(x):
+        if case == "epilogue":
+            y = triton_relu(x)
+            y.mul_(2.0)
+            return y
+        if case == "reads_torch_result":
+            y = torch.relu(x)
+            triton_relu(y, out=torch.empty_like(y))
+            return y
+        if case == "poke_one_element":
+            y = torch.relu(x)
+            z = y.view(-1)[:1]
+            relu_kernel[(1,)](z - 5.0, z, 1, BLOCK=64)
+            return y
+        if case == "torch_rows":
+            x = x.reshape(40, 20)
+            out = torch.empty_like(x)
+            out[:-1] = torch.relu(x[:-1])
+            out[-1:] = triton_relu(x[-1:].contiguous())
+            return out
+        if case == "nudge":
+            y = torch.relu(x)
+            out = torch.empty_like(y)
+            scale_kernel[(triton.cdiv(y.numel(), 64),)](y, out, y.numel(), 1.0 + 1e-4, BLOCK=64)
+            return out
+        if case == "triton_work":
+            y = torch.relu(x)
+            out = torch.empty_like(y)
+            scale_kernel[(triton.cdiv(y.numel(), 64),)](y, out, y.numel(), 3.0, BLOCK=64)
+            return out
+        if case == "transposed":  # strided arguments: a transposed input, a transposed output
+            out = torch.empty_like(x).t()
+            triton_relu(x.t().contiguous(), out=out)
+            return out, triton_relu(x.t().contiguous()).t()
+        if case == "views_copies_moves":
+            y = triton_relu(x.t().contiguous()).t()
+            z = triton_relu(x)
+            picked = torch.zeros_like(x)
+            picked[x > 0] = z[x > 0]
+            return y.clone().contiguous().reshape(-1), torch.cat([y, y]), y.to(torch.float64), y[1:3], picked
+        if case == "in_place_two_views":  # one storage, two arguments: its labels are frozen for both
+            y = torch.relu(x)
+            scale_kernel[(triton.cdiv(y.numel(), 64),)](y, y.view(y.shape), y.numel(), 3.0, BLOCK=64)
+            return y
+        if case == "two_outputs":  # one launch computes into y and copies y's previous (PyTorch) values
+            y = torch.relu(x)
+            b = torch.empty_like(y)
+            scale_and_copy_kernel[(triton.cdiv(y.numel(), 64),)](y, b, y.numel(), BLOCK=64)
+            return y, b
+        raise AssertionError(case)
+    return fn
+
+
+SCENARIOS = ["relu_ok", "relu_token_launch", "relu_torch_then_triton_copy", "relu_torch_ops", "epilogue",
+             "reads_torch_result", "poke_one_element", "torch_rows", "nudge", "triton_work", "transposed",
+             "views_copies_moves", "in_place_two_views", "two_outputs"]
+
+
+def scenario(case, x):
+    model = fixture(case) if case.startswith("relu_") else Model(scenario_fn(case))
+    _, rec, result = run(model, x)
+    assert not rec["errors"], rec["errors"]
+    return rec, result["verdict"]
+
+
+def attribution(rec):
+    """What the audit concluded, without the memory strategy that got it there."""
+    return {k: v for k, v in rec.items() if k not in ("snapshots", "bookkeeping_peak_bytes")}
+
+
+@pytest.mark.parametrize("case", SCENARIOS)
+def test_chunked_passes_give_the_unchunked_labels(signed, monkeypatch, case):
+    whole, verdict = scenario(case, signed)  # CHUNK_ELEMENTS far above these sizes: one chunk a tensor
+    for chunk in (1, 7, 64):
+        monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+        rec, chunked_verdict = scenario(case, signed)
+        assert attribution(rec) == attribution(whole), (case, chunk)
+        assert chunked_verdict == verdict
+
+
+def test_scenario_verdicts(signed):
+    # the expectations the scenarios above are compared under (so that "identical" means right)
+    verdicts = {case: scenario(case, signed)[1] for case in SCENARIOS}
+    ok = {"relu_ok", "relu_torch_ops", "triton_work", "transposed", "views_copies_moves", "in_place_two_views"}
+    assert verdicts == {case: "ok" if case in ok else "torch_fallback" for case in SCENARIOS}
+
+
+def test_a_launch_writing_two_arguments_attributes_each_against_the_labels_before_it(signed):
+    rec, _ = scenario("two_outputs", signed)
+    positive = float((signed > 0).float().mean())  # 0 * 3 == 0: unchanged, still PyTorch's
+    assert rec["outputs"][0]["shares"]["triton"] == pytest.approx(positive)
+    # the copy of y's previous values is PyTorch's, though y was relabeled (Triton's) first
+    assert rec["outputs"][1]["shares"]["aten"] == 1.0
+
+
+@pytest.mark.parametrize("case", SCENARIOS)
+def test_host_staged_snapshots_give_the_same_verdicts(signed, monkeypatch, case):
+    on_device, verdict = scenario(case, signed)
+    assert on_device["snapshots"] == "device"
+    monkeypatch.setattr(audit, "_device_free_bytes", lambda device: 0)  # no room: stage on the host
+    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", 7)
+    staged, staged_verdict = scenario(case, signed)
+    assert staged["snapshots"] == ("host" if on_device["triton_launches"] else "device")
+    assert attribution(staged) == attribution(on_device) and staged_verdict == verdict
+
+
+def test_device_snapshot_oom_falls_back_to_host(signed, monkeypatch):
+    fill = audit._Audit.fill
+
+    def no_device_memory(self, snap, intervals, host):
+        if not host:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return fill(self, snap, intervals, host)
+    monkeypatch.setattr(audit._Audit, "fill", no_device_memory)
+    rec, verdict = scenario("relu_ok", signed)
+    assert rec["snapshots"] == "host" and verdict == "ok" and rec["outputs"][0]["shares"]["triton"] == 1.0
+
+
+@pytest.mark.parametrize("where", ["snapshot", "output"])
+def test_bookkeeping_oom_is_an_incomplete_audit_not_the_kernels_oom(signed, monkeypatch, where):
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+    monkeypatch.setattr(audit._Audit, "snapshot" if where == "snapshot" else "output_entry", oom)
+    out, rec, result = run(fixture("relu_ok"), signed)  # no exception out of the audit
+    assert torch.equal(out, torch.relu(signed))
+    assert any("OutOfMemoryError" in e for e in rec["errors"])
+    assert result["verdict"] == "malformed" and "could not follow the forward" in result["summary"]
+
+
+def test_a_real_oom_in_the_forward_still_propagates(signed):
+    def fn(x):
+        triton_relu(x)
+        raise torch.OutOfMemoryError("CUDA out of memory (the model's own)")
+    with pytest.raises(torch.OutOfMemoryError):
+        audit.audited_forward(Model(fn), [signed], "cpu", [])
+
+
+def test_bookkeeping_peak_of_a_relu(monkeypatch):
+    # ReLU of I bytes into O bytes (fp32): the peak is the two snapshots, a label byte per output
+    # element (the input is never labeled: nothing writes it) and one chunk step's temporaries.
+    chunk = 1000
+    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+    torch.manual_seed(0)
+    x = torch.randn(64, 1000)
+    out, rec, result = run(fixture("relu_ok"), x)
+    size = x.numel() * 4  # I == O
+    peak, step = rec["bookkeeping_peak_bytes"], audit._chunk_cost(chunk, 4)
+    assert result["verdict"] == "ok" and rec["snapshots"] == "device"
+    assert size + size + size // 4 <= peak <= size + size + size // 4 + step
+    assert peak <= audit.audit_extra_bytes([x], [out]) == 2 * size + 2 * (size // 4) + step
+    # host staging: the device holds the labels and a chunk step only
+    monkeypatch.setattr(audit, "_device_free_bytes", lambda device: 0)
+    out, rec, result = run(fixture("relu_ok"), x)
+    assert result["verdict"] == "ok" and rec["snapshots"] == "host"
+    assert size // 4 <= rec["bookkeeping_peak_bytes"] <= size // 4 + step
+    assert rec["bookkeeping_peak_bytes"] <= audit.audit_extra_bytes([x], [out], snapshots="host")
+
+
+def test_snapshots_are_per_storage_byte_range(signed):
+    # two views of one storage share one snapshot of the bytes they cover; a far view gets its own
+    big = torch.zeros(4, 1000)
+    args = [big[0, :100], big[0, 50:200], big[3, 900:], signed]
+    intervals = audit._Snapshot.intervals(args)
+    assert sorted((hi - lo, idx) for lo, hi, _, idx in intervals) == [(400, [2]), (800, [0, 1]), (3200, [3])]
+
+
+@pytest.mark.parametrize("shape,make", [
+    ((6, 7), lambda t: t), ((7, 6), lambda t: t.t()), ((3, 4, 5), lambda t: t.permute(2, 0, 1)),
+    ((5, 1), lambda t: t.expand(5, 9)), ((10, 12), lambda t: t[1::3, ::2]), ((), lambda t: t),
+])
+def test_flat_and_put_walk_any_layout_in_logical_order(shape, make):
+    x = make(torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape))
+    expected = x.reshape(-1)
+    for step in (1, 4, 7, 1000):
+        got = torch.cat([audit._flat(x, a, b) for a, b in audit._ranges(x.numel(), step)])
+        assert torch.equal(got, expected)
+    if x.stride() and 0 in x.stride():
+        return  # an expanded tensor is not written into
+    y = torch.zeros_like(x)
+    for a, b in audit._ranges(x.numel(), 5):
+        audit._put(y, a, b, expected[a:b])
+    assert torch.equal(y, x)
+
+
+def byte_view_model(case):
+    def fn(x):
+        if case == "triton_int16":  # Triton's result written out through int16 views: Triton's
+            out = torch.empty_like(x)
+            triton_copy(triton_relu(x).view(torch.int16), out.view(torch.int16))
+            return out
+        if case == "triton_uint8":
+            out = torch.empty_like(x)
+            triton_copy(triton_relu(x).view(torch.uint8), out.view(torch.uint8))
+            return out
+        if case == "byte_buffer_as_float":  # labels per byte (first seen as uint8), written as floats
+            out = torch.empty(x.numel() * 4, dtype=torch.uint8).view(torch.float32).view(x.shape)
+            return triton_relu(x, out=out)
+        if case == "torch_int16":  # PyTorch's result copied by Triton through int16 views
+            out = torch.empty_like(x)
+            triton_copy(torch.relu(x).view(torch.int16), out.view(torch.int16))
+            return out
+        if case == "poke_low_bytes":  # Triton flips the lowest byte of each element of PyTorch's result,
+            y = torch.relu(x)           # given a view of those bytes alone (it covers its cells in part)
+            low = y.view(torch.uint8)[:, ::4]
+            xor_strided_kernel[(triton.cdiv(low.numel(), 64),)](low, low.numel(), 4, BLOCK=64)
+            return y
+        if case == "poke_half":  # the same with the low half of each element, given the whole int16 view
+            y = torch.relu(x)
+            halves = y.view(torch.int16)
+            xor_strided_kernel[(triton.cdiv(y.numel(), 64),)](halves, y.numel(), 2, BLOCK=64)
+            return y
+        raise AssertionError(case)
+    return Model(fn)
+
+
+@pytest.mark.parametrize("case", ["triton_int16", "triton_uint8", "byte_buffer_as_float", "torch_int16",
+                                  "poke_low_bytes", "poke_half"])
+def test_writes_through_narrower_views_coarsen_to_the_element(signed, monkeypatch, case):
+    results = []
+    for chunk in (1 << 24, 3, 8):
+        monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+        results.append(run(byte_view_model(case), signed))
+    (out, rec, result), shares = results[0], results[0][1]["outputs"][0]["shares"]
+    assert all(attribution(r[1]) == attribution(rec) for r in results[1:])  # chunking changes nothing
+    if case in ("triton_int16", "byte_buffer_as_float"):
+        assert torch.equal(out, torch.relu(signed))
+        assert shares["triton"] == 1.0 and result["verdict"] == "ok"
+    elif case == "triton_uint8":
+        # a cell is Triton's when all its bytes changed; bytes equal to the 0xFF sentinel did not
+        sentinel = (torch.relu(signed).view(torch.uint8).view(-1, 4) == 0xFF).any(1).float().mean().item()
+        assert shares == pytest.approx(dict(alloc=sentinel, input=0.0, aten=0.0, library=0.0, triton=1 - sentinel))
+        assert result["verdict"] == "ok"
+    else:  # a Triton copy of, or a byte poke into, PyTorch's result stays PyTorch's
+        assert shares["aten"] == 1.0 and result["verdict"] == "torch_fallback", (case, shares)
