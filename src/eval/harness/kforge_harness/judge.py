@@ -291,7 +291,7 @@ class Evaluation:
         free, total = self.meter.state()
         flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 0
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
-        inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs)
+        inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs, free)
         if outputs_bytes is not None:
             early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total)
             reason = does_not_fit(early, where)

@@ -134,11 +134,13 @@ class InputSource:
         self.where = self.where or ("host" if self.device != "cpu" else "cpu")
         return to_device(values, self.device)
 
-    def meta_sizes(self, init_inputs):
+    def meta_sizes(self, init_inputs, free_bytes):
         """(bytes of one draw, bytes of the reference's outputs), found without allocating
         either: the task's factories and a second Model run on PyTorch's meta device. Either
         is None where the task cannot run that way (numpy inputs, ops without meta kernels,
-        data-dependent shapes): the real draw and forward measure it then."""
+        data-dependent shapes): the real draw and forward measure it then. The forward is
+        only run for inputs over a tenth of the free memory: its first call imports torch's
+        meta kernels (about 1 s), and smaller tasks are measured soon enough for real."""
         import torch
 
         from .memory import tensor_bytes
@@ -148,6 +150,8 @@ class InputSource:
                 inputs = list(self.task.get_inputs())
         except Exception:  # noqa: BLE001 -- numpy, explicit devices
             return None, None
+        if tensor_bytes(inputs) * 10 < free_bytes:
+            return tensor_bytes(inputs), None
         try:
             with torch.device("meta"), torch.no_grad():
                 outputs = self.task.Model(*init_inputs)(*inputs)
