@@ -17,7 +17,7 @@ from .loading import (InputSource, build_reference, copy_into, load_task, refere
 from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
                      tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
-from .tensors import Placeholder, all_finite, clone_tree, flatten_outputs, rebuild, tree_map_pairs
+from .tensors import Placeholder, all_finite, clone_tree, flatten_outputs, rebuild, tree_map, tree_map_pairs
 from .worker import WORKER_CATEGORIES
 
 CALIBRATION_RUNS = 40
@@ -117,6 +117,15 @@ def kernel_outputs(done, slots):
         return resolve(path, value)
 
     return walk(tree, "out")
+
+
+def shapes_of(tree):
+    """The tree with each tensor replaced by a meta tensor of its shape and dtype (what the
+    lender needs to allocate alike)."""
+    import torch
+
+    return tree_map(lambda v: torch.empty(v.shape, dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor)
+                    else v, tree)
 
 
 class UnsupportedOutput:
@@ -224,11 +233,17 @@ class Evaluation:
                     self.kernelbench_timing()
             return self.reference_only(first_out)
 
+        # Only the shapes of the first draw and outputs are needed from here on (every trial
+        # draws again): they go back to the device before the lent buffers are allocated,
+        # which the driver gives out, not torch's cache.
+        input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
+        del first, first_out
+        if self.gpu:
+            torch.cuda.empty_cache()
         self.lender = Lender("cuda_ipc" if self.gpu else "file", self.device, job["exchange_dir"])
         self.meter.enter("buffers")
-        self.inputs, input_desc = self.lender.like(first)
-        self.slots, slot_desc = self.lender.like(first_out)
-        del first, first_out  # only their shapes were needed; every trial draws again
+        self.inputs, input_desc = self.lender.like(input_shapes)
+        self.slots, slot_desc = self.lender.like(output_shapes)
         self.meter.sample()
         self.progress("starting the kernel's process")
         self.link.receive("hello")
