@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
 use crate::eval::verdict::{self, Style};
-use crate::eval::{self, Category, EvalError, EvalProgress, EvalRequest};
+use crate::eval::{self, EvalError, EvalProgress, EvalRequest};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
@@ -145,10 +145,12 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
             )
         );
     }
-    Ok(match (result.correct, result.category) {
-        (true, _) => ExitCode::SUCCESS,
-        (false, Some(Category::Task)) => ExitCode::from(2),
-        (false, _) => ExitCode::from(1),
+    Ok(if result.correct {
+        ExitCode::SUCCESS
+    } else if result.is_task_fault() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::from(1)
     })
 }
 

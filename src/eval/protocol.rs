@@ -503,6 +503,18 @@ pub struct EvalResult {
 }
 
 impl EvalResult {
+    /// Whether the failure is the task's, not the kernel's: a broken task file, or a task
+    /// whose memory plan does not fit (an `oom` from the judge before any kernel ran).
+    pub fn is_task_fault(&self) -> bool {
+        match self.category {
+            Some(Category::Task) => true,
+            Some(Category::Oom) => {
+                self.details.get("kernel_loaded") == Some(&serde_json::Value::Bool(false))
+            }
+            _ => false,
+        }
+    }
+
     /// The speedup over the reference, when timing was measured.
     pub fn score(&self) -> Option<f64> {
         // A kernel that failed any check has no speedup, even when its timed runs
@@ -556,6 +568,24 @@ pub struct Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_that_does_not_fit_is_the_tasks_fault_and_a_kernel_oom_is_not() {
+        let mut r = EvalResult {
+            category: Some(Category::Oom),
+            details: serde_json::json!({"kernel_loaded": false}),
+            ..Default::default()
+        };
+        assert!(r.is_task_fault());
+        r.details = serde_json::json!({"kernel_loaded": true});
+        assert!(!r.is_task_fault());
+        r.details = serde_json::json!({"requested": 1});
+        assert!(!r.is_task_fault(), "the kernel's own oom");
+        r.category = Some(Category::Task);
+        assert!(r.is_task_fault());
+        r.category = Some(Category::Mismatch);
+        assert!(!r.is_task_fault());
+    }
 
     #[test]
     fn categories_round_trip_their_wire_names() {

@@ -119,7 +119,7 @@ pub fn render(
         }
     } else {
         let category = result.category.unwrap_or(Category::Harness);
-        let label = if category == Category::Task {
+        let label = if result.is_task_fault() {
             "TASK ERROR"
         } else {
             "FAILED"

@@ -312,12 +312,14 @@ class Evaluation:
             reason = does_not_fit(early, where)
             if reason:
                 result["footprint"] = early
-                raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": early})
+                raise KernelFailure("oom", "the task does not fit: " + reason,
+                                    details={"footprint": early, "kernel_loaded": False})
         elif inputs_bytes:
             reason = inputs_do_not_fit(inputs_bytes, free, total, "%s %s" % (gib(total), where))
             if reason:
                 raise KernelFailure("oom", "the task does not fit: " + reason, details={
-                    "inputs_bytes": inputs_bytes, "free_bytes": int(free), "total_bytes": int(total)})
+                    "inputs_bytes": inputs_bytes, "free_bytes": int(free), "total_bytes": int(total),
+                    "kernel_loaded": False})
         self.progress("drawing inputs")
         first = self.source.draw(self.seed + 1)
         self.first_draw_ms = self.source.draw_ms
@@ -336,7 +338,8 @@ class Evaluation:
         result["footprint"] = record
         reason = does_not_fit(record, where)
         if reason:
-            raise KernelFailure("oom", "the task does not fit: " + reason, details={"footprint": record})
+            raise KernelFailure("oom", "the task does not fit: " + reason,
+                                details={"footprint": record, "kernel_loaded": False})
         return first, first_out
 
     def kernelbench_timing(self):
