@@ -215,6 +215,11 @@ class Evaluation:
         self.ref = build_reference(task, init_inputs, self.seed, self.device)
         first, first_out = self.first_forward()
         flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
+        if self.link is not None:
+            # The worker starts (its CUDA context included) while the judge loads the task and
+            # draws; it is idle, with no kernel imported, from its hello until it is attached.
+            self.progress("starting the kernel's process")
+            self.link.receive("hello")
         if self.timing():
             # The reference is timed before the kernel is loaded: nothing of the kernel's
             # can run on the GPU meanwhile.
@@ -245,8 +250,6 @@ class Evaluation:
         self.inputs, input_desc = self.lender.like(input_shapes)
         self.slots, slot_desc = self.lender.like(output_shapes)
         self.meter.sample()
-        self.progress("starting the kernel's process")
-        self.link.receive("hello")
         flush_bytes = buffer_bytes(flush) or 8
         self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
                         "flush_bytes": flush_bytes}, "attached")
