@@ -18,8 +18,11 @@ inputs, parameters), aten (PyTorch compute), library (PyTorch GEMM/conv/attentio
 - A launch whose writes all lie within the evaluation's tolerance of one source (the tensor's own
   previous values, or another argument of the launch) wrote nothing the evaluation could miss: the
   values keep that source's labels. This catches Triton copies, nudges and "recomputations" of a
-  result PyTorch handed to the kernel. Elements copied bit-for-bit from PyTorch-computed arguments
-  keep their labels too (a launch that copies most of torch's result and computes a sliver).
+  result PyTorch handed to the kernel. Otherwise, element by element: a changed element within
+  tolerance of what PyTorch computed at the same position (the tensor's own previous value or
+  another argument's) keeps PyTorch's label (a launch that copies most of torch's result and
+  computes a sliver, or merges and nudges torch's result handed over in pieces). Values are read
+  as PyTorch last wrote the storage: a nudge through `y.view(torch.int32)` is a nudge.
 Not seen: values moved to other positions by Triton (a transpose of torch's result counts as Triton
 work), and invertible obfuscation over several launches (add 1, then subtract it). Run the audit on
 inputs with negative values: an honest ReLU of non-negative inputs IS a copy. The record is only as
@@ -70,7 +73,6 @@ MAX_OPS, MAX_LAUNCH_NAMES, MAX_OUTPUTS, MAX_KERNELS, MAX_ERRORS, MAX_NAME = 64, 
 # of every output that PyTorch computes any of, and on GPU hold this much of the time when aten dominates.
 MEANINGFUL = 0.10
 ATEN_DOMINANT = 0.5  # GPU: non-library PyTorch kernels with this share of the time "dominate"
-COPY_RTOL = 1e-6     # per element "the same value": a copy, a few float32 ulps of slack
 # Memory: the audit's full-size work goes CHUNK_ELEMENTS elements at a time (its temporaries are a
 # few chunks, see _chunk_cost); a launch's snapshots stay on the device only with this much left free
 # beside them: SNAPSHOT_MARGIN_BYTES plus SNAPSHOT_MARGIN_FRACTION of their size plus one chunk step.
@@ -296,11 +298,14 @@ class _Shadow:
       honest byte-view writers at most some Triton share, never a PyTorch result some Triton credit.
     """
 
-    def __init__(self, labels, cell, nbytes, writers=None):
+    def __init__(self, labels, cell, nbytes, writers=None, value_dtype=None):
         self.labels, self.cell, self.nbytes, self.writers = labels, cell, nbytes, dict(writers or {})
+        # The floating dtype PyTorch last wrote this storage as: a Triton launch that changes it
+        # through an integer view of the same width is judged on those values (see value_view).
+        self.value_dtype = value_dtype
 
     def copy(self):
-        return _Shadow(self.labels.clone(), self.cell, self.nbytes, self.writers)
+        return _Shadow(self.labels.clone(), self.cell, self.nbytes, self.writers, self.value_dtype)
 
     def layout(self, t):
         """("grid", view of shape t.shape + (r,), r cells per element) or ("cells", k, whole) for views
@@ -472,6 +477,18 @@ class _Audit:
             with self.temp(_chunk_cost(b - a, 1)):
                 shadow.write(t, a, b, labels if isinstance(labels, int) else _flat(labels, a, b).to(t.device))
         shadow.writers.update(writers)
+        if t.is_floating_point():
+            shadow.value_dtype = t.dtype
+
+    def value_view(self, x, like):
+        """x (a chunk of argument `like`) as the values last written into like's storage: an integer
+        view of the same width over a float result (`y.view(torch.int32)`) is read as those floats, so
+        that adding 1 to the bits (one ulp) is a nudge of PyTorch's values, not Triton's work."""
+        shadow = self.shadow(like, False)
+        dtype = shadow.value_dtype if shadow is not None else None
+        if dtype is not None and not (x.is_floating_point() or x.is_complex()) and x.element_size() == dtype.itemsize:
+            return x.view(dtype)
+        return x
 
     def labels_full(self, t):
         """All of t's labels as one tensor of t's shape (for data-movement ops rerun on labels); the
@@ -496,6 +513,8 @@ class _Audit:
             with self.temp(_chunk_cost(b - a, 1)):
                 shadow.write(t, a, b, self.read(source, a, b).to(t.device))  # _to_copy: across devices
         shadow.writers.update(writers)
+        if t.is_floating_point():
+            shadow.value_dtype = t.dtype
 
     def on_op(self, func, args, kwargs, out):
         """Called from the dispatch mode after the op ran (the mode is off meanwhile)."""
@@ -700,15 +719,23 @@ class _Audit:
         def chunk(x, a, b):
             return _flat(x, a, b).to(device)
 
+        def previous_values(source, old, a, b):
+            """The values a changed element is compared with: t's own from before the launch (source
+            None) or another argument's, each read as the values last written into its storage."""
+            if source is None:
+                return self.value_view(old, t)
+            return self.value_view(chunk(values[source], a, b), args[source])
+
         fits = [True] * (1 + len(sources))
         for a, b in _ranges(n, step):
             with self.temp(cost):
                 now, old = _flat(t, a, b), chunk(before, a, b)
                 unchanged = ~_differs(old, now)
+                value_now = self.value_view(now, t)
                 for k, source in enumerate([None] + sources):
                     if fits[k]:
-                        previous = old if source is None else chunk(values[source], a, b)
-                        fits[k] = bool((_close(previous, now, self.atol, self.rtol) | unchanged).all())
+                        previous = previous_values(source, old, a, b)
+                        fits[k] = bool((_close(previous, value_now, self.atol, self.rtol) | unchanged).all())
             if not any(fits):
                 break
         winner = next((k for k, fit in enumerate(fits) if fit), None)
@@ -725,15 +752,21 @@ class _Audit:
                     if winner:
                         new = self.read(args[sources[winner - 1]], a, b, frozen).where(changed, new)
                 else:
+                    # Element by element: a changed element within the evaluation's tolerance of what
+                    # PyTorch computed at the same position (t's own previous value, or another
+                    # argument's) keeps PyTorch's label. No source holds all of them when PyTorch's
+                    # result arrives in pieces (two halves merged and nudged by one launch).
                     open_ = changed
-                    for source in sources:  # elements copied bit for bit from PyTorch's results keep them
-                        labels = self.read(args[source], a, b, frozen)
-                        copied = (open_ & _close(chunk(values[source], a, b), now, 0.0, COPY_RTOL)
-                                  & ((labels == ATEN) | (labels == LIBRARY)))
-                        if bool(copied.any()):
-                            new = labels.where(copied, new)
-                            copied_from.add(source)
-                            open_ = open_ & ~copied
+                    value_now = self.value_view(now, t)
+                    for source in [None] + sources:
+                        labels = new if source is None else self.read(args[source], a, b, frozen)
+                        kept = (open_ & _close(previous_values(source, old, a, b), value_now, self.atol, self.rtol)
+                                & ((labels == ATEN) | (labels == LIBRARY)))
+                        if bool(kept.any()):
+                            new = labels.where(kept, new)
+                            if source is not None:
+                                copied_from.add(source)
+                            open_ = open_ & ~kept
                     new.masked_fill_(open_, TRITON)
                     credited += int(open_.sum())
                 shadow.write(t, a, b, new)

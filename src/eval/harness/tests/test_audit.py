@@ -425,9 +425,14 @@ def test_triton_work_on_a_pytorch_result_is_credited(signed):
         scale_kernel[(triton.cdiv(y.numel(), 64),)](y, out, y.numel(), 3.0, BLOCK=64)
         return out
     _, rec, result = run(Model(fn), signed)
-    zeros = float((torch.relu(signed) == 0).float().mean())  # 0 * 3 == 0: those elements are copies
     assert result["verdict"] == "ok", result["summary"]
-    assert rec["outputs"][0]["shares"]["triton"] == pytest.approx(1 - zeros)
+    assert rec["outputs"][0]["shares"]["triton"] == pytest.approx(beyond_tolerance(torch.relu(signed), 3.0))
+
+
+def beyond_tolerance(y, factor, atol=1e-2, rtol=1e-2):
+    """The share of elements a launch writing factor * y computed beyond the audit's tolerance of
+    y (0 * 3 == 0, and 3y for |y| below ~0.005, are indistinguishable from PyTorch's y)."""
+    return float((~torch.isclose(y * factor, y, atol=atol, rtol=rtol)).float().mean())
 
 
 def test_fresh_buffers_hold_the_sentinel(signed):
@@ -615,8 +620,7 @@ def test_scenario_verdicts(signed):
 
 def test_a_launch_writing_two_arguments_attributes_each_against_the_labels_before_it(signed):
     rec, _ = scenario("two_outputs", signed)
-    positive = float((signed > 0).float().mean())  # 0 * 3 == 0: unchanged, still PyTorch's
-    assert rec["outputs"][0]["shares"]["triton"] == pytest.approx(positive)
+    assert rec["outputs"][0]["shares"]["triton"] == pytest.approx(beyond_tolerance(torch.relu(signed), 3.0))
     # the copy of y's previous values is PyTorch's, though y was relabeled (Triton's) first
     assert rec["outputs"][1]["shares"]["aten"] == 1.0
 
@@ -760,3 +764,67 @@ def test_writes_through_narrower_views_coarsen_to_the_element(signed, monkeypatc
         assert result["verdict"] == "ok"
     else:  # a Triton copy of, or a byte poke into, PyTorch's result stays PyTorch's
         assert shares["aten"] == 1.0 and result["verdict"] == "torch_fallback", (case, shares)
+
+
+# --- PyTorch's result nudged through an integer view, or handed over in pieces and merged:
+# both computed nothing the evaluation would see (found while bounding the audit's memory).
+
+@triton.jit
+def _add_one_to_bits(p, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(p + offs, tl.load(p + offs, mask=m) + 1, mask=m)
+
+
+@triton.jit
+def _merge_and_nudge(a, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out + offs, (tl.load(a + offs, mask=m) + tl.load(out + offs, mask=m)) * 1.0001, mask=m)
+
+
+def _bits_nudge(x):
+    y = torch.relu(x)
+    bits = y.view(torch.int32)  # one ulp up on every float: the values stay PyTorch's
+    _add_one_to_bits[(triton.cdiv(bits.numel(), 64),)](bits, bits.numel(), BLOCK=64)
+    return y
+
+
+def _pieces_merged(x):
+    r = torch.relu(x)
+    a = r.clone()
+    a[4:] = 0
+    out = r.clone()
+    out[:4] = 0
+    _merge_and_nudge[(triton.cdiv(x.numel(), 64),)](a, out, x.numel(), BLOCK=64)
+    return out
+
+
+def _honest_bias_relu_epilogue(x):
+    # PyTorch's matmul (a library op), Triton's epilogue: a legal hybrid, Triton's share real.
+    y = x @ torch.ones(x.shape[1], x.shape[1]) / x.shape[1] ** 0.5
+    _epilogue[(triton.cdiv(y.numel(), 64),)](y, y.numel(), BLOCK=64)
+    return y
+
+
+@triton.jit
+def _epilogue(p, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(p + offs, mask=m)
+    tl.store(p + offs, tl.maximum(v + 0.5, 0.0), mask=m)
+
+
+@pytest.mark.parametrize("fn", [_bits_nudge, _pieces_merged])
+def test_pytorch_result_nudged_or_merged_by_triton_is_torch_fallback(fn):
+    x = torch.randn(8, 100, generator=torch.Generator().manual_seed(0))
+    out, rec, result = run(Model(fn), x)
+    assert torch.allclose(out, torch.relu(x), atol=1e-2, rtol=1e-2)  # the output would pass
+    assert result["verdict"] == "torch_fallback", (rec["outputs"][0]["shares"], result["summary"])
+    assert rec["outputs"][0]["shares"]["triton"] < 0.1
+
+
+def test_a_triton_epilogue_on_a_torch_matmul_keeps_its_share():
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1))
+    _, rec, result = run(Model(_honest_bias_relu_epilogue), x)
+    assert rec["outputs"][0]["shares"]["triton"] > 0.5, rec["outputs"][0]["shares"]
