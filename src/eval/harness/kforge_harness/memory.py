@@ -66,19 +66,20 @@ def out_of_memory_reason(what, error, free_bytes, total_bytes):
     """One line for an allocation that failed: what was being done and the device's state."""
     from .errors import first_line
 
-    return "%s ran out of device memory (%s free of %s): %s" % (
+    return "%s ran out of memory (%s free of %s): %s" % (
         what, gib(free_bytes), gib(total_bytes), first_line(str(error))[:300])
 
 
 def is_out_of_memory(error):
     import torch
 
+    from .errors import OOM_PATTERNS
     from .exchange import DriverOutOfMemory
 
     if isinstance(error, (torch.cuda.OutOfMemoryError, DriverOutOfMemory, MemoryError)):
         return True
     text = str(error)
-    return "out of memory" in text.lower() or "CUDA_ERROR_OUT_OF_MEMORY" in text
+    return any(p in text for p in OOM_PATTERNS)  # the kernel's failures are classified by the same words
 
 
 def host_memory():

@@ -45,9 +45,10 @@ def test_tensor_bytes_walks_nested_outputs():
 def test_out_of_memory_errors_are_recognised_and_others_are_not():
     assert memory.is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6 GiB"))
     assert memory.is_out_of_memory(DriverOutOfMemory("cuMemAlloc: out of memory (CUDA_ERROR_OUT_OF_MEMORY)"))
-    assert memory.is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: "
-                                                "can't allocate memory: you tried to allocate 1 bytes. "
-                                                "Error code 12 (Cannot allocate memory); out of memory"))
+    # torch's CPU allocator, word for word (torch 2.15)
+    assert memory.is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: "
+                                                "can't allocate memory: you tried to allocate 1099511627776 bytes. "
+                                                "Error code 12 (Cannot allocate memory)"))
     assert not memory.is_out_of_memory(RuntimeError("shape mismatch"))
     assert not memory.is_out_of_memory(ValueError("memory layout"))
 
