@@ -19,6 +19,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "__main__.py",
     "alignment.py",
     "audit.py",
+    "audit_rules.py",
     "compare.py",
     "device.py",
     "errors.py",

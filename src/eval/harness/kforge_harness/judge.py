@@ -476,7 +476,7 @@ class Evaluation:
     def audit(self, clock):
         """Classifies the audited forward (run now if the signed trial did not run it); on a
         GPU adds each class's share of GPU time from one more forward."""
-        from .audit import classify as classify_audit
+        from .audit_rules import classify as classify_audit
 
         record = self.audit_record
         if record is None:

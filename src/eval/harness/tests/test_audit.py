@@ -27,8 +27,7 @@ def load(path, name):
     return module
 
 
-# By path: works with the monolithic kforge_harness.py beside the package directory, and without torch.
-audit = load(HERE.parent / "kforge_harness" / "audit.py", "kforge_audit_under_test")
+from kforge_harness import audit, audit_rules  # noqa: E402 -- the worker's side and the judge's
 
 
 # ---------------------------------------------------------------------------
@@ -64,20 +63,20 @@ def gpu(triton, library, aten, copy_=0.0):
 
 
 def test_triton_output_is_ok():
-    result = audit.classify(record(), False)
+    result = audit_rules.classify(record(), False)
     assert result["verdict"] == "ok"
     assert "out: 100% Triton (relu_kernel)" in result["summary"]
     assert result["triton_share"] is None  # no GPU time on the CPU
 
 
 def test_no_launch_is_torch_fallback():
-    result = audit.classify(record(launches=0, outputs=[output(aten=1.0, writers={"aten": "relu"})]), False)
+    result = audit_rules.classify(record(launches=0, outputs=[output(aten=1.0, writers={"aten": "relu"})]), False)
     assert result["verdict"] == "torch_fallback"
     assert "no Triton kernel was launched" in result["summary"]
 
 
 def test_token_launch_with_aten_output_is_torch_fallback():
-    result = audit.classify(record(outputs=[output(aten=1.0, writers={"aten": "relu"})]), False)
+    result = audit_rules.classify(record(outputs=[output(aten=1.0, writers={"aten": "relu"})]), False)
     assert result["verdict"] == "torch_fallback"
     assert "out was computed by PyTorch (100%)" in result["summary"]
     assert "(relu)" in result["summary"]
@@ -85,13 +84,13 @@ def test_token_launch_with_aten_output_is_torch_fallback():
 
 def test_library_output_is_torch_fallback():
     # torch.matmul's result returned as is: a library GEMM beside Triton is legal, AS the output is not
-    result = audit.classify(record(outputs=[output(library=1.0, writers={"library": "mm"})]), False)
+    result = audit_rules.classify(record(outputs=[output(library=1.0, writers={"library": "mm"})]), False)
     assert result["verdict"] == "torch_fallback"
 
 
 def test_any_output_of_several():
     outs = [output("out[0]", triton=1.0), output("out[1]", aten=1.0)]
-    result = audit.classify(record(outputs=outs), False)
+    result = audit_rules.classify(record(outputs=outs), False)
     assert result["verdict"] == "torch_fallback"
     assert "out[1] was computed by PyTorch" in result["summary"]
     assert "out[0] was" not in result["summary"]
@@ -105,11 +104,11 @@ def test_any_output_of_several():
     (dict(input=0.95, aten=0.05), "ok"),                  # PyTorch computed less than a meaningful part
 ])
 def test_output_shares(split, verdict):
-    assert audit.classify(record(outputs=[output(**split)]), False)["verdict"] == verdict
+    assert audit_rules.classify(record(outputs=[output(**split)]), False)["verdict"] == verdict
 
 
 def test_gpu_hybrid_shares_are_legal_and_reported():
-    result = audit.classify(record(gpu=gpu(triton=0.3, library=0.68, aten=0.02)), True)
+    result = audit_rules.classify(record(gpu=gpu(triton=0.3, library=0.68, aten=0.02)), True)
     assert result["verdict"] == "ok"
     assert (result["triton_share"], result["library_share"], result["aten_share"]) == (0.3, 0.68, 0.02)
     assert "Triton kernels: 30% of GPU time; cuBLAS/cuDNN: 68%; other PyTorch kernels: 2%" in result["summary"]
@@ -117,22 +116,22 @@ def test_gpu_hybrid_shares_are_legal_and_reported():
 
 def test_gpu_small_triton_share_beside_library_is_legal():
     # cuBLAS input projection dominating a short Triton recurrence that writes the output
-    assert audit.classify(record(gpu=gpu(triton=0.03, library=0.97, aten=0.0)), True)["verdict"] == "ok"
+    assert audit_rules.classify(record(gpu=gpu(triton=0.03, library=0.97, aten=0.0)), True)["verdict"] == "ok"
 
 
 def test_gpu_negligible_triton_share_with_aten_dominating_is_torch_fallback():
-    result = audit.classify(record(gpu=gpu(triton=0.02, library=0.0, aten=0.9, copy_=0.08)), True)
+    result = audit_rules.classify(record(gpu=gpu(triton=0.02, library=0.0, aten=0.9, copy_=0.08)), True)
     assert result["verdict"] == "torch_fallback"
     assert "Triton kernels hold 2% of GPU time, other PyTorch kernels 90%" in result["summary"]
 
 
 def test_gpu_aten_not_dominating_is_ok():
-    assert audit.classify(record(gpu=gpu(triton=0.05, library=0.65, aten=0.3)), True)["verdict"] == "ok"
+    assert audit_rules.classify(record(gpu=gpu(triton=0.05, library=0.65, aten=0.3)), True)["verdict"] == "ok"
 
 
 def test_gpu_not_measured_relies_on_provenance():
     r = record(gpu={"measured": False, "reason": "RuntimeError: CUPTI unavailable"})
-    result = audit.classify(r, True)
+    result = audit_rules.classify(r, True)
     assert result["verdict"] == "ok" and result["triton_share"] is None
     assert "GPU time not measured: RuntimeError: CUPTI unavailable" in result["summary"]
 
@@ -140,7 +139,7 @@ def test_gpu_not_measured_relies_on_provenance():
 def test_audit_errors_fail_closed():
     r = record()
     r["errors"] = ["aten.add: RuntimeError: boom"]
-    result = audit.classify(r, False)
+    result = audit_rules.classify(r, False)
     assert result["verdict"] == "malformed"
     assert "could not follow the forward" in result["summary"]
 
@@ -186,30 +185,30 @@ def mutate(path, value):
     (("extra",), 1), (("gpu",), KeyError),
 ])
 def test_malformed_records_are_rejected(path, value):
-    result = audit.classify(mutate(path, value), True)
+    result = audit_rules.classify(mutate(path, value), True)
     assert result["verdict"] == "malformed", result
     assert result["summary"].startswith("audit record rejected")
 
 
 def test_classify_accepts_records_with_and_without_the_memory_keys():
     r = record()
-    assert audit.classify(r, False)["verdict"] == "ok"
+    assert audit_rules.classify(r, False)["verdict"] == "ok"
     r.update(snapshots="host", bookkeeping_peak_bytes=123)
-    assert audit.classify(r, False)["verdict"] == "ok"
+    assert audit_rules.classify(r, False)["verdict"] == "ok"
     for key, value in [("snapshots", "disk"), ("snapshots", None), ("bookkeeping_peak_bytes", -1),
                        ("bookkeeping_peak_bytes", 1.5), ("bookkeeping_peak_bytes", True)]:
         bad = dict(r, **{key: value})
-        assert audit.classify(bad, False)["verdict"] == "malformed", (key, value)
+        assert audit_rules.classify(bad, False)["verdict"] == "malformed", (key, value)
 
 
 @pytest.mark.parametrize("junk", [None, [], "ok", 1, {"verdict": "ok"}, [record()]])
 def test_non_records_are_rejected(junk):
-    assert audit.classify(junk, False)["verdict"] == "malformed"
+    assert audit_rules.classify(junk, False)["verdict"] == "malformed"
 
 
 def test_device_mismatch_is_rejected():
     # a worker must not dodge the GPU-time rule by calling itself a CPU run
-    assert audit.classify(record(), True)["verdict"] == "malformed"
+    assert audit_rules.classify(record(), True)["verdict"] == "malformed"
 
 
 def test_classify_survives_any_field_value():
@@ -229,7 +228,7 @@ def test_classify_survives_any_field_value():
             for key in path[:-1]:
                 target = target[key]
             target[path[-1]] = value
-            result = audit.classify(r, True)  # must not raise
+            result = audit_rules.classify(r, True)  # must not raise
             assert result["verdict"] in ("ok", "torch_fallback", "malformed")
             json.dumps(result)
 
@@ -246,7 +245,7 @@ tl = pytest.importorskip("triton.language")
 def run(model, *inputs):
     outputs, rec = audit.audited_forward(model, list(inputs), "cpu", [])
     json.loads(json.dumps(rec))  # plain JSON, as it will cross the process boundary
-    result = audit.classify(rec, False)
+    result = audit_rules.classify(rec, False)
     return outputs, rec, result
 
 

@@ -1,0 +1,160 @@
+"""The judge's side of the audit (audit.py runs in the worker): validates the record an untrusted
+worker sent and rules on it. Pure Python, no torch: `classify(record, device_is_gpu)` survives any
+record, and a record it cannot read is `malformed`, never a pass. The record's schema is in audit.py's
+docstring.
+"""
+
+import math
+
+from .audit import (ATEN_DOMINANT, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS, MAX_LAUNCH_NAMES, MAX_NAME,
+                    MAX_OPS, MAX_OUTPUTS, MEANINGFUL, OP_KINDS, VERSION)
+
+def _count(v):
+    return type(v) is int and 0 <= v < 1 << 62
+
+
+def _number(v):
+    return type(v) in (int, float) and math.isfinite(v) and v >= 0
+
+
+def _fraction(v):
+    return _number(v) and v <= 1.0
+
+
+def _name(v):
+    return type(v) is str and len(v) <= MAX_NAME
+
+
+def _one_of(*values):
+    return lambda v: any(type(v) is type(x) and v == x for x in values)
+
+
+def _shares(keys):
+    return lambda v: (isinstance(v, dict) and set(v) == set(keys) and all(_fraction(x) for x in v.values())
+                      and sum(v.values()) <= 1 + 1e-6)
+
+
+class _Optional:
+    """In a {key: spec}: the key may be absent (records of workers from before it)."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+
+def _ok(value, spec):
+    """spec: a predicate, {key: spec} (these keys, those marked _Optional may be absent) or [cap, item spec]."""
+    if isinstance(spec, dict):
+        required = {k for k, s in spec.items() if not isinstance(s, _Optional)}
+        return (isinstance(value, dict) and required <= set(value) <= set(spec)
+                and all(_ok(value[k], spec[k].spec if isinstance(spec[k], _Optional) else spec[k]) for k in value))
+    if isinstance(spec, list):
+        return isinstance(value, list) and len(value) <= spec[0] and all(_ok(v, spec[1]) for v in value)
+    return spec(value)
+
+
+OUTPUT_SPEC = {"path": _name, "shape": [16, _count], "dtype": _name, "numel": _count, "shares": _shares(LABELS),
+               "writers": lambda v: (isinstance(v, dict) and set(v) <= {"aten", "library", "triton"}
+                                     and all(_name(w) for w in v.values()))}
+GPU_SPECS = ({"measured": _one_of(False), "reason": _name},
+             {"measured": _one_of(True), "total_us": lambda v: _number(v) and 0 < v < 1e15,
+              "shares": _shares(GPU_CLASSES),
+              "kernels": [MAX_KERNELS, {"name": _name, "class": _one_of(*GPU_CLASSES), "us": _number, "count": _count}]})
+RECORD_SPEC = {
+    "version": _one_of(VERSION), "device": _one_of("cpu", "cuda"),
+    "aten_ops": [MAX_OPS, {"name": _name, "count": _count, "kind": _one_of(*OP_KINDS)}],
+    "aten_ops_dropped": _count, "triton_launches": _count,
+    "launches": [MAX_LAUNCH_NAMES, {"name": _name, "count": _count, "elements_written": _count}],
+    "outputs": [MAX_OUTPUTS, OUTPUT_SPEC],
+    "gpu": lambda v: v is None or any(_ok(v, s) for s in GPU_SPECS),
+    "errors": [MAX_ERRORS, _name],
+    "snapshots": _Optional(_one_of("device", "host")), "bookkeeping_peak_bytes": _Optional(_count),
+}
+
+
+def _validate(record, device_is_gpu):
+    """The first problem with the record, or None."""
+    if not _ok(record, RECORD_SPEC):
+        return "it does not follow the schema"
+    if record["device"] != ("cuda" if device_is_gpu else "cpu"):
+        return "its device is not the evaluation's"
+    if sum(x["count"] for x in record["launches"]) > record["triton_launches"]:
+        return "its launch counts exceed its total"
+    if any(o["numel"] > 0 and abs(sum(o["shares"].values()) - 1) > 1e-6 for o in record["outputs"]):
+        return "an output's shares do not add up"
+    gpu = record["gpu"]
+    if gpu and gpu["measured"] and (abs(sum(gpu["shares"].values()) - 1) > 1e-6
+                                    or any(k["us"] > gpu["total_us"] * (1 + 1e-6) for k in gpu["kernels"])):
+        return "its GPU times do not add up"
+    return None
+
+
+def _percent(share):
+    # never round a sliver away: "<1%" and ">99%" say that the other part is not nothing
+    return "<1%" if 0 < share < 0.005 else ">99%" if 0.995 <= share < 1 else "%d%%" % round(share * 100)
+
+
+def _describe_output(o):
+    words = {"alloc": "never written", "input": "copied from inputs", "aten": "PyTorch",
+             "library": "PyTorch library", "triton": "Triton"}
+    parts = ["%s %s%s" % (_percent(o["shares"][k]), words[k], " (%s)" % o["writers"][k] if k in o["writers"] else "")
+             for k in sorted(LABELS, key=lambda k: -o["shares"][k]) if o["shares"][k] > 0]
+    return "%s: %s" % (o["path"], ", ".join(parts) or "empty")
+
+
+def _result(verdict, summary, shares, details):
+    return {"verdict": verdict, "summary": summary[:1000], "triton_share": shares.get("triton"),
+            "library_share": shares.get("library"), "aten_share": shares.get("aten"), "details": details}
+
+
+def classify(record, device_is_gpu):
+    """Verdict on an audit record: "ok", "torch_fallback", or "malformed" (with the reason)."""
+    try:
+        problem = _validate(record, device_is_gpu)
+    except (RecursionError, TypeError, ValueError, OverflowError) as exc:  # hostile nesting, huge ints
+        problem = "it cannot be read (%s)" % type(exc).__name__
+    if problem:
+        return _result("malformed", "audit record rejected: " + problem, {}, {"reason": problem})
+    if record["errors"]:
+        # An audit that lost track of the forward cannot vouch for it; failing closed also means a
+        # kernel gains nothing by making the audit trip.
+        reason = "the audit could not follow the forward: " + record["errors"][0]
+        return _result("malformed", reason, {}, {"reason": reason, "errors": record["errors"]})
+
+    compute_ops = sum(o["count"] for o in record["aten_ops"] if o["kind"] in ("compute", "library"))
+    launches = ", ".join("%s x%d" % (x["name"], x["count"]) for x in record["launches"][:4])
+    gpu, shares = record["gpu"], {}
+    if gpu and gpu["measured"]:
+        shares = gpu["shares"]
+        parts = ["Triton kernels: %s of GPU time; cuBLAS/cuDNN: %s; other PyTorch kernels: %s; copies: %s"
+                 % tuple(_percent(shares[k]) for k in GPU_CLASSES)]
+    else:
+        parts = ["%d Triton launch(es)%s, %d PyTorch compute op(s)"
+                 % (record["triton_launches"], " (%s)" % launches if launches else "", compute_ops)]
+        if gpu:
+            parts.append("GPU time not measured: " + gpu["reason"])
+    parts += [_describe_output(o) for o in record["outputs"][:4]]
+    details = {"triton_launches": record["triton_launches"], "aten_compute_ops": compute_ops,
+               "launches": record["launches"], "outputs": record["outputs"], "gpu": gpu}
+
+    reasons = []
+    if record["triton_launches"] == 0:
+        reasons.append("no Triton kernel was launched")
+    for o in record["outputs"]:
+        # PyTorch's output: PyTorch (aten or a library) computed a meaningful part of it and Triton
+        # less than that. Allocations, views, .contiguous() and copies of inputs are not PyTorch
+        # compute; a Triton copy of PyTorch's result is. An aten epilogue on a Triton result (Triton
+        # GEMM, then `out + bias` in torch) counts as PyTorch's as well: allowing it would let a
+        # trivial Triton pre-pass launder any torch op. The repair prompt can name the op (writers).
+        pytorch = o["shares"]["aten"] + o["shares"]["library"]
+        if o["numel"] > 0 and o["shares"]["triton"] < MEANINGFUL <= pytorch:
+            reasons.append("%s was computed by PyTorch (%s), Triton wrote %s of it"
+                           % (o["path"], _percent(pytorch), _percent(o["shares"]["triton"])))
+    if shares and shares["triton"] < MEANINGFUL and shares["aten"] >= ATEN_DOMINANT:
+        # Library GEMM/conv time is not held against a kernel (hybrids are legal); plain PyTorch
+        # compute kernels dwarfing the Triton ones mean the Triton part is decoration.
+        reasons.append("Triton kernels hold %s of GPU time, other PyTorch kernels %s"
+                       % (_percent(shares["triton"]), _percent(shares["aten"])))
+    if reasons:
+        details["reasons"] = reasons
+        return _result("torch_fallback", "; ".join(reasons + parts), shares, details)
+    return _result("ok", "; ".join(parts), shares, details)
