@@ -17,7 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "eval", "harness"))
 
-from kforge_harness.memory import plan_bytes, tensor_bytes  # noqa: E402
+from kforge_harness.loading import InputSource  # noqa: E402
+from kforge_harness.memory import plan_bytes  # noqa: E402
 
 GIB = float(1 << 30)
 FLUSH = 256 << 20
@@ -31,24 +32,16 @@ def task_files(directory):
 
 
 def plan_of(path):
-    """(inputs bytes, outputs bytes or None, note)."""
-    import torch
-
+    """(inputs bytes, outputs bytes or None, note): the judge's own meta-device sizing
+    (InputSource.meta_sizes), told that no memory is free so that it always runs the forward."""
     spec = importlib.util.spec_from_file_location("kb_task", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with torch.device("meta"):
-        inputs = list(module.get_inputs())
-        init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
-    inputs_bytes = tensor_bytes(inputs)
-    try:
-        with torch.device("meta"):
-            model = module.Model(*init)
-        with torch.no_grad():
-            out = model(*inputs)
-        return inputs_bytes, tensor_bytes(out), ""
-    except Exception as e:  # noqa: BLE001 -- an op without a meta kernel: outputs unknown
-        return inputs_bytes, None, "outputs unknown on meta: %s" % (str(e).splitlines() or [type(e).__name__])[0][:80]
+    init = list(module.get_init_inputs()) if hasattr(module, "get_init_inputs") else []
+    inputs_bytes, outputs_bytes = InputSource(module, "cpu").meta_sizes(init, free_bytes=0)
+    if inputs_bytes is None:
+        raise ValueError("get_inputs() does not run on the meta device")
+    return inputs_bytes, outputs_bytes, "" if outputs_bytes is not None else "outputs unknown on meta"
 
 
 def main():

@@ -105,6 +105,19 @@ CHUNK_ELEMENTS = 1 << 24
 TINY = 1e-30
 
 
+def all_finite(tree):
+    """Whether every floating or complex tensor of a tree is free of NaN and Inf: the same
+    chunked pass that finds a reference's scale (no full-size temporary, strided outputs
+    cut along their dims)."""
+    import torch
+
+    for _, v in flatten_outputs(tree):
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+            if _reference_extent(torch.view_as_real(v) if v.is_complex() else v)[1]:
+                return False
+    return True
+
+
 def reference_scale(r):
     """The largest finite |ref| (0 for an empty or all non-finite output)."""
     return _reference_extent(r)[0]

@@ -34,23 +34,25 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def l2_flush_bytes(job, result):
+    """Bytes of the L2 flush buffer: at least 256 MB and twice L2; 0 when flushing is off."""
+    if not job["flush_l2"]:
+        return 0
+    return max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0))
+
+
 def l2_flush_buffer(job, result, device):
-    """A buffer larger than L2 (at least 256 MB), written by the judge before each timed run:
+    """A buffer larger than L2 (l2_flush_bytes), written by the judge before each timed run:
     L2 is shared by every process on the GPU, so the worker cannot keep it warm. int64 and
     written by `thrash_l2`, as KernelBench does: a zero fill becomes a memset, which is not
     the same work on the GPU (on a tiny task the launch then showed in the timed region)."""
     import torch
 
-    if not job["flush_l2"]:
-        return None
-    l2 = result["device"].get("l2_bytes") or 0
-    return torch.empty(max(256 << 20, 2 * l2) // 8, dtype=torch.int64, device=device)
+    nbytes = l2_flush_bytes(job, result)
+    return torch.empty(nbytes // 8, dtype=torch.int64, device=device) if nbytes else None
 
 
 def thrash_l2(buffer):
     """KernelBench's L2 thrash: an in-place fill of a buffer larger than L2 with 42."""
     buffer.fill_(42)
 
-
-def buffer_bytes(buffer):
-    return buffer.numel() * buffer.element_size() if buffer is not None else 0

@@ -9,15 +9,15 @@ import time
 
 from . import kbprotocol, protocol, timing
 from .alignment import plan_alignment
-from .compare import compare_outputs, weak_outputs
-from .device import buffer_bytes, device_description, l2_flush_buffer, sync, thrash_l2
+from .compare import all_finite, compare_outputs, weak_outputs
+from .device import device_description, l2_flush_buffer, l2_flush_bytes, sync, thrash_l2
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
                       task_init_inputs)
 from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
                      tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
-from .tensors import Placeholder, all_finite, clone_tree, flatten_outputs, rebuild, tree_map, tree_map_pairs
+from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map, tree_map_pairs
 from .worker import WORKER_CATEGORIES
 
 CALIBRATION_RUNS = 40
@@ -228,7 +228,7 @@ class Evaluation:
             key, reference = self.reference_timing(flush, first)
             self.reference_figures = {"meaningful": True, "kernel": {}, "score": None, "baseline_key": key,
                                       "reference": reference,
-                                      "flush_l2_bytes": buffer_bytes(flush)}
+                                      "flush_l2_bytes": tensor_bytes(flush)}
         clock.mark("reference")
         if job.get("reference_only"):
             if self.timing():
@@ -250,7 +250,7 @@ class Evaluation:
         self.inputs, input_desc = self.lender.like(input_shapes)
         self.slots, slot_desc = self.lender.like(output_shapes)
         self.meter.sample()
-        flush_bytes = buffer_bytes(flush) or 8
+        flush_bytes = tensor_bytes(flush) or 8
         self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
                         "flush_bytes": flush_bytes}, "attached")
         self.meter.sample()
@@ -307,7 +307,7 @@ class Evaluation:
         result = self.result
         self.meter.enter("reference")
         free, total = self.meter.state()
-        flush_bytes = max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0)) if self.timing() else 0
+        flush_bytes = l2_flush_bytes(self.job, result) if self.timing() else 0
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
         inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs, free)
         if outputs_bytes is not None:

@@ -24,6 +24,8 @@ unit-tested in tests/test_kbprotocol.py.
 
 import math
 
+from . import timing
+
 NUM_WARMUP = 5  # measure_ref_program_time's default
 NUM_TRIALS = 100
 DISCARD_FIRST = 1
@@ -45,18 +47,15 @@ def kept_trials(elapsed_ms, discard_first=DISCARD_FIRST):
 
 
 def timing_stats(elapsed_ms):
-    """KernelBench's statistics of the kept trials, unrounded, plus the median. The standard
-    deviation is the population one (numpy's `np.std` default, ddof=0), as theirs is."""
+    """KernelBench's statistics of the kept trials, unrounded, plus the median: kforge's own
+    `timing.stats`, with the standard deviation KernelBench reports, the population one
+    (numpy's `np.std` default, ddof=0) instead of kforge's sample one."""
     if not elapsed_ms:
         raise ValueError("no timed trials to summarize")
-    ordered = sorted(float(t) for t in elapsed_ms)
-    n = len(ordered)
-    mid = n // 2
-    median = ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
-    mean = math.fsum(ordered) / n
-    variance = math.fsum((t - mean) ** 2 for t in ordered) / n
-    return {"mean_ms": mean, "std_ms": math.sqrt(variance), "min_ms": ordered[0], "max_ms": ordered[-1],
-            "median_ms": median, "runs": n}
+    stats = timing.stats([float(t) for t in elapsed_ms])
+    mean = stats["mean_ms"]
+    stats["std_ms"] = math.sqrt(math.fsum((float(t) - mean) ** 2 for t in elapsed_ms) / len(elapsed_ms))
+    return stats
 
 
 def clear_l2_cache(device):

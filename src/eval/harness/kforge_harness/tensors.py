@@ -41,20 +41,6 @@ def clone_tree(value):
     return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
 
 
-def all_finite(value, chunk=1 << 24):
-    """Whether every floating or complex tensor of a tree is finite, checked in chunks of
-    the flattened tensor (no full-size boolean temporary)."""
-    import torch
-
-    for _, v in flatten_outputs(value):
-        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
-            flat = v.detach().reshape(-1)  # a view for the contiguous outputs models return
-            for start in range(0, flat.numel(), chunk):
-                if not bool(torch.isfinite(flat[start:start + chunk]).all()):
-                    return False
-    return True
-
-
 def signed_like(value):
     """Standard-normal values for floating tensors; integer and bool inputs unchanged."""
     import torch

@@ -415,3 +415,20 @@ def test_identical_outputs_take_the_one_pass_path_with_the_same_report(monkeypat
     monkeypatch.undo()
     passed, _, reason, _ = compare.compare_outputs(r, n, 1e-2, 1e-2)
     assert not passed and "first at [3, 4]" in reason
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided", "contiguous"])
+def test_all_finite_finds_nan_and_inf_anywhere_without_a_full_size_temporary(monkeypatch, layout):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 64)
+    values = torch.randn(60, 50)
+    assert compare.all_finite([laid_out(values, layout), (torch.arange(4), 3)])
+    for bad in (math.nan, math.inf, -math.inf):
+        poisoned = values.clone()
+        poisoned[59, 49] = bad  # the last element in logical order
+        tensor = laid_out(poisoned, layout)
+        spy = LargestAllocation()
+        with spy:
+            assert not compare.all_finite({"out": [torch.ones(3), tensor]})
+        assert spy.largest <= 2 * 64 * 8, "%s allocated %d bytes" % (spy.op, spy.largest)
+    assert not compare.all_finite(torch.complex(torch.zeros(4), torch.tensor([0.0, 0.0, math.nan, 0.0])))
+    assert compare.all_finite(torch.complex(torch.zeros(4), torch.ones(4)))
