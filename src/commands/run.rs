@@ -241,8 +241,7 @@ async fn check_task(
     device: Device,
     settings: &EvalConfig,
 ) -> TaskCheck {
-    let mut request = EvalRequest::new(task, task, device, settings.clone());
-    request.reference_only = true;
+    let request = EvalRequest::task_check(task, device, settings.clone());
     match evaluator
         .evaluate(request, CancellationToken::new(), None)
         .await

@@ -155,6 +155,16 @@ impl EvalRequest {
             kernelbench_protocol: false,
         }
     }
+
+    /// A task check: the task's Model built, run, its memory planned and (GPU) timed; no
+    /// kernel (the task file stands in where a kernel path is expected).
+    pub fn task_check(task: impl Into<PathBuf>, device: Device, settings: EvalConfig) -> Self {
+        let task = task.into();
+        EvalRequest {
+            reference_only: true,
+            ..EvalRequest::new(task.clone(), task, device, settings)
+        }
+    }
 }
 
 /// Why a candidate failed. `Task` is the task file's fault, not the kernel's.
@@ -503,6 +513,11 @@ pub struct EvalResult {
 }
 
 impl EvalResult {
+    /// The highest device memory in use in any phase (GPU results only).
+    pub fn peak_memory_bytes(&self) -> Option<u64> {
+        self.memory.values().copied().max()
+    }
+
     /// Whether the failure is the task's, not the kernel's: a broken task file, or a task
     /// whose memory plan does not fit (an `oom` from the judge before any kernel ran).
     pub fn is_task_fault(&self) -> bool {

@@ -257,7 +257,7 @@ fn gib(bytes: u64) -> String {
 /// "peak 30.2 GiB of 79.1 GiB in use (planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB)":
 /// GPU results only (the device-wide peak is not sampled on the CPU).
 fn memory_line(result: &EvalResult) -> Option<String> {
-    let peak = result.memory.values().copied().max()?;
+    let peak = result.peak_memory_bytes()?;
     let plan = result.footprint.as_ref()?;
     Some(format!(
         "peak {} of {} in use (planned {}: inputs {}, outputs {})",

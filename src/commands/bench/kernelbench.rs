@@ -304,8 +304,7 @@ async fn check_task(
         record.summary = one_line(&format!("{e:#}"));
         return Some(record);
     }
-    let mut request = EvalRequest::new(path, path, device, settings.clone());
-    request.reference_only = true;
+    let mut request = EvalRequest::task_check(path, device, settings.clone());
     request.kernelbench_protocol = true;
     let started = Instant::now();
     let outcome = evaluator.evaluate(request, cancel.clone(), None).await;
@@ -320,7 +319,7 @@ async fn check_task(
             if !result.correct {
                 record.summary = one_line(&result.summary);
             }
-            record.peak_memory_bytes = peak_memory(&result);
+            record.peak_memory_bytes = result.peak_memory_bytes();
             record.device_name = result.device.name.clone();
             if let Some(timing) = result.timing.filter(|t| t.meaningful) {
                 record.difference_pct = timing
@@ -365,7 +364,7 @@ async fn evaluate_kernel(
             if !result.correct {
                 record.summary = one_line(&result.summary);
             }
-            record.peak_memory_bytes = peak_memory(&result);
+            record.peak_memory_bytes = result.peak_memory_bytes();
             record.score = result.score();
         }
         Err(EvalError::Cancelled) => return None,
@@ -379,10 +378,6 @@ async fn evaluate_kernel(
 
 fn verdict_of(result: &EvalResult) -> String {
     crate::eval::suite::verdict_of(result)
-}
-
-fn peak_memory(result: &EvalResult) -> Option<u64> {
-    result.memory.values().copied().max()
 }
 
 fn difference_pct(kforge_ms: f64, kernelbench_ms: f64) -> Option<f64> {
