@@ -4,10 +4,11 @@
 //! an abort), a summary, and the JSON file. The run gets its own cache and config dirs;
 //! only the Python environment is shared with the user's.
 
+mod eval_common;
+
+use eval_common::interpreter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-use kforge::config::Config;
 
 const GOOD: &str = r#"import torch
 import torch.nn as nn
@@ -62,17 +63,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 "#;
-
-/// The interpreter a user's kforge would use (the managed environment when nothing else
-/// is configured); the test's own kforge gets it through KFORGE_PYTHON.
-fn interpreter() -> PathBuf {
-    let cache = kforge::paths::cache_dir();
-    kforge::eval::python_env::resolve(&Config::default().python, &cache, &mut |line| {
-        eprintln!("{line}")
-    })
-    .expect("an interpreter with torch and triton (or the managed environment)")
-    .executable
-}
 
 struct Workspace {
     root: tempfile::TempDir,

@@ -3,28 +3,20 @@
 //! and a daemon left behind. The kernel (tests/fixtures/kernels/sandbox_escape.py) runs
 //! with the static filter off, so only the sandbox stands between it and these targets.
 
+mod eval_common;
+
+use eval_common::{evaluator, fixtures};
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kforge::config::{Config, EvalConfig};
-use kforge::eval::{Category, Device, EvalRequest, Evaluator};
+use kforge::config::EvalConfig;
+use kforge::eval::{Category, Device, EvalRequest};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "sk-kforge-adversarial-0123456789abcdef";
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn evaluator() -> Evaluator {
-    let cache = kforge::paths::cache_dir();
-    kforge::eval::evaluator_from_config(&Config::default(), &cache, &mut |line| eprintln!("{line}"))
-        .expect("an interpreter with torch and triton (or the managed environment)")
-}
 
 /// Processes on this machine whose command line contains `needle`.
 fn processes_with(needle: &str) -> Vec<String> {

@@ -3,23 +3,15 @@
 //! Uses the same interpreter resolution as users (KFORGE_PYTHON, config, python3 with
 //! torch, else the managed environment, created on first use).
 
-use std::path::{Path, PathBuf};
+mod eval_common;
+
+use eval_common::{evaluator, fixtures};
 use std::time::Duration;
 
-use kforge::config::{Config, EvalConfig, Executor};
+use kforge::config::{EvalConfig, Executor};
 use kforge::eval::suite::{self, Manifest};
-use kforge::eval::{Category, Device, EvalError, EvalProgress, EvalRequest, Evaluator};
+use kforge::eval::{Category, Device, EvalError, EvalProgress, EvalRequest};
 use tokio_util::sync::CancellationToken;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn evaluator() -> Evaluator {
-    let cache = kforge::paths::cache_dir();
-    kforge::eval::evaluator_from_config(&Config::default(), &cache, &mut |line| eprintln!("{line}"))
-        .expect("an interpreter with torch and triton (or the managed environment)")
-}
 
 fn settings() -> EvalConfig {
     EvalConfig {

@@ -2,19 +2,11 @@
 //! interpreter kforge uses. pytest is installed on first use into the build directory
 //! (target/pytest-site), never into the user's environment or cache.
 
+mod eval_common;
+
+use eval_common::interpreter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use kforge::config::Config;
-
-fn interpreter() -> PathBuf {
-    let cache = kforge::paths::cache_dir();
-    kforge::eval::python_env::resolve(&Config::default().python, &cache, &mut |line| {
-        eprintln!("{line}")
-    })
-    .expect("an interpreter with torch and triton (or the managed environment)")
-    .executable
-}
 
 fn pytest_site(python: &Path) -> PathBuf {
     let site = Path::new(env!("CARGO_TARGET_TMPDIR"))
