@@ -1,16 +1,16 @@
 //! `kforge eval` and `kforge doctor` as a user runs them: exit codes, verdict text,
 //! `--json`, clear errors for bad task files, and no secrets in the evaluation process.
 
-use std::path::{Path, PathBuf};
+mod eval_common;
+
 use std::process::{Command, Output};
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+use eval_common::{fixtures, isolate};
 
 fn kforge(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
     c.args(args);
+    isolate(&mut c);
     c
 }
 

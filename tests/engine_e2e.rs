@@ -4,6 +4,7 @@
 //! gates in step mode answered through the control file.
 
 mod engine_common;
+mod eval_common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use kforge::session::store::SessionDir;
 fn kforge(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
     c.args(args);
+    eval_common::isolate(&mut c);
     c.env_remove("KFORGE_PROVIDER")
         .env_remove("KFORGE_MODEL")
         .env_remove("KFORGE_BASE_URL");

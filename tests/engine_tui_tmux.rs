@@ -4,6 +4,7 @@
 //! Skipped with a message when tmux is not installed (`.ci/run` installs it).
 
 mod engine_common;
+mod eval_common;
 
 use std::path::Path;
 use std::process::Command;
@@ -131,18 +132,13 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     )
     .unwrap();
     std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let mut env = format!(
-        "env TERM=xterm-256color EDITOR={} VISUAL={} KFORGE_CACHE_DIR={}",
+    let env = format!(
+        "env TERM=xterm-256color EDITOR={} VISUAL={} KFORGE_CACHE_DIR={} KFORGE_PYTHON={}",
         shell_quote(&editor),
         shell_quote(&editor),
-        shell_quote(&kforge::paths::cache_dir())
+        shell_quote(&eval_common::test_cache()),
+        shell_quote(&eval_common::interpreter())
     );
-    if let Some(python) = std::env::var_os("KFORGE_PYTHON") {
-        env.push_str(&format!(
-            " KFORGE_PYTHON={}",
-            shell_quote(Path::new(&python))
-        ));
-    }
     let command = format!(
         "{env} {} run {} --cpu --mode step --seeds 1 --stages '' --provider mock --config {} --sessions-dir {}",
         shell_quote(Path::new(env!("CARGO_BIN_EXE_kforge"))),

@@ -1,24 +1,38 @@
-//! What the evaluator's integration tests share: the fixtures directory, the evaluator a
-//! user's kforge would build, and the interpreter it would run (the managed environment
-//! when nothing else is configured; tests share only that environment).
+//! What the evaluator's integration tests share: the fixtures directory, a cache of their
+//! own (under the build's target dir, never the user's `~/.cache/kforge`), and the one thing
+//! they do share with the user, the Python environment.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
-use kforge::config::Config;
+use kforge::config::{Config, PythonConfig};
 use kforge::eval::Evaluator;
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// The tests' cache: harness copies, logs, baselines and exchange files land here.
+pub fn test_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("kforge-cache")
+}
+
+/// An evaluator as a user's kforge builds it, on the tests' own cache.
 pub fn evaluator() -> Evaluator {
-    let cache = kforge::paths::cache_dir();
-    kforge::eval::evaluator_from_config(&Config::default(), &cache, &mut |line| eprintln!("{line}"))
+    let config = Config {
+        python: PythonConfig {
+            interpreter: Some(interpreter()),
+        },
+        ..Config::default()
+    };
+    kforge::eval::evaluator_from_config(&config, &test_cache(), &mut |line| eprintln!("{line}"))
         .expect("an interpreter with torch and triton (or the managed environment)")
 }
 
+/// The interpreter a user's kforge would use: `KFORGE_PYTHON`, a configured or system one
+/// with torch and triton, else the managed environment in the user's cache (created when
+/// missing: the only thing the tests share with the user).
 pub fn interpreter() -> PathBuf {
     let cache = kforge::paths::cache_dir();
     kforge::eval::python_env::resolve(&Config::default().python, &cache, &mut |line| {
@@ -26,4 +40,11 @@ pub fn interpreter() -> PathBuf {
     })
     .expect("an interpreter with torch and triton (or the managed environment)")
     .executable
+}
+
+/// A `kforge` process on the tests' cache and the shared interpreter.
+pub fn isolate(command: &mut std::process::Command) -> &mut std::process::Command {
+    command
+        .env("KFORGE_CACHE_DIR", test_cache())
+        .env("KFORGE_PYTHON", interpreter())
 }
