@@ -113,6 +113,25 @@ fn task_that_raises_at_import_is_a_task_error() {
 }
 
 #[test]
+fn a_task_that_does_not_fit_is_a_task_error_not_the_kernels() {
+    for (task, says) in [
+        (
+            "huge_inputs.py",
+            "TASK ERROR  oom: the task does not fit: the evaluation needs about",
+        ),
+        (
+            "huge_scratch.py",
+            "TASK ERROR  oom: the task (during reference forward, before any kernel ran) ran out of memory",
+        ),
+    ] {
+        let out = eval(task, "relu_ok.py", &[]);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(2), "{task}: {stdout}");
+        assert!(stdout.contains(says), "{task}: {stdout}");
+    }
+}
+
+#[test]
 fn missing_kernel_file_is_a_clear_error() {
     let f = fixtures();
     let out = kforge(&[
