@@ -76,6 +76,9 @@ pub struct Job {
     /// In a task check with timing, also time the reference with KernelBench's own
     /// protocol (`timing.kernelbench` in the result).
     pub kernelbench_protocol: bool,
+    /// With `kernelbench_protocol`: how many times both protocols time the reference, in
+    /// alternating order (`timing.rounds`); 1 times each once.
+    pub kernelbench_rounds: u32,
 }
 
 impl Job {
@@ -112,6 +115,7 @@ impl Job {
             executor: s.executor,
             reference_only: request.reference_only,
             kernelbench_protocol: request.kernelbench_protocol,
+            kernelbench_rounds: request.kernelbench_rounds.max(1),
         }
     }
 }
@@ -135,6 +139,8 @@ pub struct EvalRequest {
     pub reference_only: bool,
     /// With `reference_only` on a GPU: time the reference with KernelBench's protocol too.
     pub kernelbench_protocol: bool,
+    /// With `kernelbench_protocol`: rounds of both protocols in alternating order.
+    pub kernelbench_rounds: u32,
 }
 
 impl EvalRequest {
@@ -153,6 +159,7 @@ impl EvalRequest {
             profile: false,
             reference_only: false,
             kernelbench_protocol: false,
+            kernelbench_rounds: 1,
         }
     }
 
@@ -381,6 +388,28 @@ pub struct Timing {
     pub event_floor_ms: Option<f64>,
     /// A task check asked for KernelBench's protocol: the reference timed that way too.
     pub kernelbench: Option<KernelBenchTiming>,
+    /// A task check asked for rounds: both protocols' medians per round, round one first
+    /// (its figures are `reference` and `kernelbench`).
+    pub rounds: Vec<ProtocolRound>,
+}
+
+/// Which protocol timed the reference first in a round.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RoundOrder {
+    #[default]
+    KforgeFirst,
+    KernelbenchFirst,
+}
+
+/// One round of `kforge bench kernelbench --rounds N`: the reference's median under each
+/// protocol, timed back to back in the same judge.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProtocolRound {
+    pub order: RoundOrder,
+    pub kforge_ms: f64,
+    pub kernelbench_ms: f64,
 }
 
 /// The reference timed with KernelBench's published protocol (kbprotocol.py): CUDA events,
@@ -667,6 +696,34 @@ mod tests {
         let on = serde_json::to_value(Job::new(&req, None)).unwrap();
         assert_eq!(on["kernelbench_protocol"], true);
         assert_eq!(on["reference_only"], true);
+        assert_eq!(on["kernelbench_rounds"], 1);
+        req.kernelbench_rounds = 0;
+        let at_least_one = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(
+            at_least_one["kernelbench_rounds"], 1,
+            "a round count of 0 times once"
+        );
+    }
+
+    /// The judge's `timing.rounds` (kbprotocol.round_orders' names) parse into the typed rounds.
+    #[test]
+    fn timing_rounds_parse_with_their_order() {
+        let t: Timing = serde_json::from_str(
+            r#"{"meaningful":true,"rounds":[
+                {"order":"kforge_first","kforge_ms":2.0,"kernelbench_ms":2.1},
+                {"order":"kernelbench_first","kforge_ms":2.2,"kernelbench_ms":2.05}]}"#,
+        )
+        .unwrap();
+        assert_eq!(t.rounds.len(), 2);
+        assert_eq!(t.rounds[1].order, RoundOrder::KernelbenchFirst);
+        assert_eq!(t.rounds[1].kforge_ms, 2.2);
+        let python = crate::eval::harness::PACKAGE
+            .iter()
+            .find(|(name, _)| *name == "kbprotocol.py")
+            .map(|(_, source)| *source)
+            .expect("kbprotocol.py is embedded");
+        assert!(python.contains(r#"KFORGE_FIRST = "kforge_first""#));
+        assert!(python.contains(r#"KERNELBENCH_FIRST = "kernelbench_first""#));
     }
 
     #[test]

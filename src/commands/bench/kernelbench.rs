@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::common::DeviceArgs;
 use crate::config::{Config, EvalConfig};
-use crate::eval::protocol::{KernelBenchTiming, TimingStats};
+use crate::eval::protocol::{KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::eval::{Device, EvalError, EvalRequest, EvalResult, Evaluator};
 use crate::task::TaskFile;
 
@@ -40,6 +40,10 @@ pub struct KernelBenchArgs {
     /// each task).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Time the reference N times with each protocol, alternating which goes first, and
+    /// report each protocol's spread over the rounds: a difference within it is noise.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -63,10 +67,66 @@ pub struct TaskRecord {
     /// kforge's reference timing, and the reference timed with KernelBench's protocol.
     pub reference: Option<TimingStats>,
     pub kernelbench: Option<KernelBenchTiming>,
-    /// (KernelBench median - kforge median) / kforge median, in percent.
+    /// (KernelBench median - kforge median) / kforge median, in percent; with rounds, of
+    /// the medians of each protocol's round medians.
     pub difference_pct: Option<f64>,
+    /// With `--rounds N`: both protocols' medians per round, and their spread.
+    pub rounds: Vec<ProtocolRound>,
+    pub spread: Option<RoundSpread>,
     pub notes: Vec<String>,
     pub kernel: Option<KernelRecord>,
+}
+
+/// How far each protocol's median moved over the rounds: (max - min) / median of the round
+/// medians, in percent.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RoundSpread {
+    pub kforge_pct: f64,
+    pub kernelbench_pct: f64,
+    /// The median over the rounds of each protocol's median, in ms.
+    pub kforge_ms: f64,
+    pub kernelbench_ms: f64,
+}
+
+impl RoundSpread {
+    /// The spread of the given rounds, or None with fewer than two.
+    fn of(rounds: &[ProtocolRound]) -> Option<RoundSpread> {
+        if rounds.len() < 2 {
+            return None;
+        }
+        let kforge: Vec<f64> = rounds.iter().map(|r| r.kforge_ms).collect();
+        let kernelbench: Vec<f64> = rounds.iter().map(|r| r.kernelbench_ms).collect();
+        let spread = |values: &[f64]| {
+            let median = super::median(values);
+            let (min, max) = values
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                    (lo.min(*v), hi.max(*v))
+                });
+            (
+                median,
+                if median > 0.0 {
+                    100.0 * (max - min) / median
+                } else {
+                    0.0
+                },
+            )
+        };
+        let (kforge_ms, kforge_pct) = spread(&kforge);
+        let (kernelbench_ms, kernelbench_pct) = spread(&kernelbench);
+        Some(RoundSpread {
+            kforge_pct,
+            kernelbench_pct,
+            kforge_ms,
+            kernelbench_ms,
+        })
+    }
+
+    /// The larger of the two spreads: the noise a difference between the protocols is
+    /// measured against.
+    fn noise_pct(&self) -> f64 {
+        self.kforge_pct.max(self.kernelbench_pct)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -78,6 +138,22 @@ pub struct KernelRecord {
     pub wall_s: f64,
     pub peak_memory_bytes: Option<u64>,
     pub score: Option<f64>,
+    /// The judge's phase times, and the wall time beyond the kernel's own work
+    /// (`kernel_work_s`: correctness trials with the compile, timed runs, re-check).
+    pub phases_s: std::collections::BTreeMap<String, f64>,
+    pub overhead_s: Option<f64>,
+}
+
+/// Seconds of an evaluation spent on the kernel itself: its correctness trials (the first
+/// includes Triton's compile), its timed runs and the re-check after timing. What is left of
+/// the wall time is overhead (docs/benchmarks.md, issue 9's 1 s target).
+fn kernel_work_s(phases: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
+    let correctness = phases.get("correctness")?;
+    Some(
+        correctness
+            + phases.get("timing").copied().unwrap_or(0.0)
+            + phases.get("recheck").copied().unwrap_or(0.0),
+    )
 }
 
 /// The figures the summary lines show, kept in the JSON file too.
@@ -98,6 +174,10 @@ pub struct Summary {
     pub largest_abs_difference_pct: Option<TaskFigure>,
     pub median_abs_difference_pct: Option<f64>,
     pub compared: usize,
+    /// With rounds: the tasks timed in two rounds or more, and those whose |difference|
+    /// was larger than the larger of the two spreads (value: the difference in percent).
+    pub compared_in_rounds: usize,
+    pub beyond_noise: Vec<TaskFigure>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -176,7 +256,9 @@ pub async fn run(
         if cancel.is_cancelled() {
             break;
         }
-        let Some(mut record) = check_task(evaluator, path, device, &settings, &cancel).await else {
+        let Some(mut record) =
+            check_task(evaluator, path, device, &settings, args.rounds, &cancel).await
+        else {
             break;
         };
         if record.verdict == "ok"
@@ -290,6 +372,7 @@ async fn check_task(
     path: &Path,
     device: Device,
     settings: &EvalConfig,
+    rounds: u32,
     cancel: &CancellationToken,
 ) -> Option<TaskRecord> {
     let mut record = TaskRecord {
@@ -306,6 +389,7 @@ async fn check_task(
     }
     let mut request = EvalRequest::task_check(path, device, settings.clone());
     request.kernelbench_protocol = true;
+    request.kernelbench_rounds = rounds;
     let started = Instant::now();
     let outcome = evaluator.evaluate(request, cancel.clone(), None).await;
     record.wall_s = started.elapsed().as_secs_f64();
@@ -328,6 +412,11 @@ async fn check_task(
                     .and_then(|kb| difference_pct(timing.reference.median_ms, kb.median_ms));
                 record.kernelbench = timing.kernelbench;
                 record.reference = Some(timing.reference);
+                record.spread = RoundSpread::of(&timing.rounds);
+                if let Some(spread) = &record.spread {
+                    record.difference_pct = difference_pct(spread.kforge_ms, spread.kernelbench_ms);
+                }
+                record.rounds = timing.rounds;
             }
             record.notes = result.notes;
         }
@@ -366,6 +455,8 @@ async fn evaluate_kernel(
             }
             record.peak_memory_bytes = result.peak_memory_bytes();
             record.score = result.score();
+            record.overhead_s = kernel_work_s(&result.phases_s).map(|work| wall_s - work);
+            record.phases_s = result.phases_s;
         }
         Err(EvalError::Cancelled) => return None,
         Err(e @ EvalError::Unavailable(_)) => {
@@ -422,8 +513,16 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
         record.verdict,
         record.wall_s,
         gib(record.peak_memory_bytes),
-        ms(record.reference.as_ref().map(|r| r.median_ms)),
-        ms(record.kernelbench.as_ref().map(|k| k.median_ms)),
+        ms(record
+            .spread
+            .as_ref()
+            .map(|s| s.kforge_ms)
+            .or(record.reference.as_ref().map(|r| r.median_ms))),
+        ms(record
+            .spread
+            .as_ref()
+            .map(|s| s.kernelbench_ms)
+            .or(record.kernelbench.as_ref().map(|k| k.median_ms))),
         record
             .difference_pct
             .map_or("-".into(), |d| format!("{d:+.2}")),
@@ -431,6 +530,19 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
     )];
     if !record.summary.is_empty() {
         lines.push(format!("    {}", record.summary));
+    }
+    if let (Some(spread), Some(difference)) = (&record.spread, record.difference_pct) {
+        lines.push(format!(
+            "    {} rounds (medians of round medians): spread kforge {:.2}%, KB {:.2}%; difference {}",
+            record.rounds.len(),
+            spread.kforge_pct,
+            spread.kernelbench_pct,
+            if difference.abs() <= spread.noise_pct() {
+                "within the noise"
+            } else {
+                "beyond the noise"
+            }
+        ));
     }
     // On a GPU with kforge's figure but not KernelBench's, the note says why.
     if record.reference.is_some() && record.kernelbench.is_none() {
@@ -440,10 +552,12 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
     }
     if let Some(k) = &record.kernel {
         let mut line = format!(
-            "    kernel {}: {}, {:.2} s, peak {}, score {}",
+            "    kernel {}: {}, {:.2} s{}, peak {}, score {}",
             file_name(&k.file),
             k.verdict,
             k.wall_s,
+            k.overhead_s
+                .map_or(String::new(), |o| format!(" (overhead {o:.2} s)")),
             k.peak_memory_bytes
                 .map_or("-".into(), |b| format!("{} GiB", gib(Some(b)))),
             k.score.map_or("-".into(), |s| format!("{s:.3}x"))
@@ -522,6 +636,18 @@ fn summarize(records: &[TaskRecord], total_wall_s: f64) -> Summary {
                 value: *d,
             });
     let abs: Vec<f64> = differences.iter().map(|(_, d)| *d).collect();
+    let in_rounds: Vec<(&TaskRecord, &RoundSpread, f64)> = records
+        .iter()
+        .filter_map(|r| Some((r, r.spread.as_ref()?, r.difference_pct?)))
+        .collect();
+    let beyond_noise = in_rounds
+        .iter()
+        .filter(|(_, spread, d)| d.abs() > spread.noise_pct())
+        .map(|(r, _, d)| TaskFigure {
+            task: r.task.clone(),
+            value: *d,
+        })
+        .collect();
     Summary {
         tasks: records.len(),
         ok: records.iter().filter(|r| r.verdict == "ok").count(),
@@ -537,6 +663,8 @@ fn summarize(records: &[TaskRecord], total_wall_s: f64) -> Summary {
         largest_abs_difference_pct,
         median_abs_difference_pct: (!abs.is_empty()).then(|| super::median(&abs)),
         compared: abs.len(),
+        compared_in_rounds: in_rounds.len(),
+        beyond_noise,
     }
 }
 
@@ -593,6 +721,22 @@ fn summary_lines(s: &Summary, gpu: bool) -> Vec<String> {
         _ if gpu => "KernelBench vs kforge reference median: no task was timed both ways".into(),
         _ => "KernelBench vs kforge reference median: - (no timing on the CPU)".into(),
     });
+    if s.compared_in_rounds > 0 {
+        let mut line = format!(
+            "beyond the noise of the rounds: {} of {} task(s)",
+            s.beyond_noise.len(),
+            s.compared_in_rounds
+        );
+        if !s.beyond_noise.is_empty() {
+            let listed: Vec<String> = s
+                .beyond_noise
+                .iter()
+                .map(|t| format!("{} {:+.2}%", t.task, t.value))
+                .collect();
+            line.push_str(&format!(" ({})", listed.join(", ")));
+        }
+        lines.push(line);
+    }
     lines
 }
 
@@ -721,6 +865,7 @@ mod tests {
             wall_s: 5.5,
             peak_memory_bytes: Some(1 << 31),
             score: Some(1.2345),
+            overhead_s: Some(0.75),
             ..Default::default()
         });
         assert_eq!(
@@ -731,7 +876,7 @@ mod tests {
             record_lines(&ok),
             [
                 "ok             3.21     3.00     3.0000     3.0600    +2.00  19_ReLU",
-                "    kernel 19_ReLU.py: correct, 5.50 s, peak 2.00 GiB, score 1.234x",
+                "    kernel 19_ReLU.py: correct, 5.50 s (overhead 0.75 s), peak 2.00 GiB, score 1.234x",
             ]
         );
         let cpu = TaskRecord {
@@ -786,6 +931,7 @@ mod tests {
             wall_s: 4.0,
             peak_memory_bytes: Some(5 << 30),
             score: None,
+            ..Default::default()
         });
         let records = [
             timed("1_a", 1.0, 2 << 30, 2.0, 2.1),
@@ -857,6 +1003,100 @@ mod tests {
                 "KernelBench vs kforge reference median: - (no timing on the CPU)",
             ]
         );
+    }
+
+    fn round(kforge_ms: f64, kernelbench_ms: f64) -> ProtocolRound {
+        ProtocolRound {
+            kforge_ms,
+            kernelbench_ms,
+            ..Default::default()
+        }
+    }
+
+    /// Spread is (max - min) / median of each protocol's round medians; the difference is
+    /// taken between the medians over the rounds.
+    #[test]
+    fn rounds_give_each_protocol_its_spread() {
+        assert_eq!(
+            RoundSpread::of(&[round(2.0, 2.0)]),
+            None,
+            "one round: no spread"
+        );
+        let s = RoundSpread::of(&[round(2.0, 2.2), round(2.1, 2.0), round(1.9, 2.1)]).unwrap();
+        assert!((s.kforge_ms - 2.0).abs() < 1e-9);
+        assert!((s.kernelbench_ms - 2.1).abs() < 1e-9);
+        assert!((s.kforge_pct - 10.0).abs() < 1e-9);
+        assert!((s.kernelbench_pct - 100.0 * 0.2 / 2.1).abs() < 1e-9);
+        assert!((s.noise_pct() - 10.0).abs() < 1e-9);
+    }
+
+    fn in_rounds(task: &str, rounds: &[ProtocolRound]) -> TaskRecord {
+        let mut r = timed(
+            task,
+            1.0,
+            1 << 30,
+            rounds[0].kforge_ms,
+            rounds[0].kernelbench_ms,
+        );
+        r.rounds = rounds.to_vec();
+        r.spread = RoundSpread::of(rounds);
+        let spread = r.spread.as_ref().unwrap();
+        r.difference_pct = difference_pct(spread.kforge_ms, spread.kernelbench_ms);
+        r
+    }
+
+    /// A task whose protocols differ by less than their spread is noise; one whose
+    /// difference exceeds both spreads is listed, with its sign.
+    #[test]
+    fn rounds_tell_noise_from_a_difference_between_protocols() {
+        // 1 ms +-5% both ways: +2% apart.
+        let noisy = in_rounds(
+            "1_noisy",
+            &[round(1.0, 1.07), round(1.05, 1.02), round(0.98, 1.0)],
+        );
+        // Steady within 1%, 10% apart.
+        let apart = in_rounds(
+            "2_apart",
+            &[round(2.0, 2.2), round(2.01, 2.21), round(1.99, 2.2)],
+        );
+        assert_eq!(
+            record_lines(&noisy)[1],
+            "    3 rounds (medians of round medians): spread kforge 7.00%, KB 6.86%; difference within the noise"
+        );
+        assert_eq!(
+            record_lines(&apart)[0],
+            "ok             1.00     1.00     2.0000     2.2000   +10.00  2_apart"
+        );
+        assert!(record_lines(&apart)[1].ends_with("difference beyond the noise"));
+        let s = summarize(
+            &[noisy, apart, timed("3_once", 1.0, 1 << 30, 1.0, 1.5)],
+            3.0,
+        );
+        assert_eq!(s.compared_in_rounds, 2);
+        assert_eq!(s.beyond_noise.len(), 1);
+        assert_eq!(
+            summary_lines(&s, true).last().unwrap(),
+            "beyond the noise of the rounds: 1 of 2 task(s) (2_apart +10.00%)"
+        );
+    }
+
+    /// The kernel's own work is its correctness trials, timed runs and re-check; a result
+    /// without a correctness phase (it failed before) has no overhead figure.
+    #[test]
+    fn kernel_work_counts_correctness_timing_and_recheck() {
+        let phases: std::collections::BTreeMap<String, f64> = [
+            ("startup", 0.07),
+            ("reference", 0.4),
+            ("correctness", 1.5),
+            ("timing", 0.5),
+            ("recheck", 0.01),
+            ("audit", 0.02),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .into();
+        assert!((kernel_work_s(&phases).unwrap() - 2.01).abs() < 1e-9);
+        let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
+        assert_eq!(kernel_work_s(&failed), None);
     }
 
     #[test]

@@ -234,8 +234,12 @@ class Evaluation:
             if self.timing():
                 result["timing"] = self.reference_figures
                 if job.get("kernelbench_protocol"):
-                    del first, flush  # KernelBench draws its own inputs and allocates its own flush
-                    self.kernelbench_timing()
+                    rounds = max(1, int(job.get("kernelbench_rounds") or 1))
+                    if rounds == 1:
+                        del first, flush  # KernelBench draws its own inputs and allocates its own flush
+                        self.kernelbench_timing()
+                    else:
+                        self.kernelbench_rounds(rounds, flush, first)
             return self.reference_only(first_out)
 
         # Only the shapes of the first draw and outputs are needed from here on (every trial
@@ -350,14 +354,62 @@ class Evaluation:
         `kforge bench kernelbench` (issue 9): the figure users compare kforge's with."""
         result = self.result
         self.progress("timing reference: KernelBench's protocol")
-        inputs = self.source.draw(self.seed)  # KernelBench seeds get_inputs() with its seed
         try:
-            result["timing"]["kernelbench"] = kbprotocol.time_model(self.ref, inputs, self.device)
+            # KernelBench seeds get_inputs() with its seed: kernelbench_once draws the same way.
+            result["timing"]["kernelbench"] = self.kernelbench_once()
         except Exception as e:  # noqa: BLE001 -- a failed comparison leaves kforge's figure standing
             if is_out_of_memory(e):
                 raise
             result["notes"].append("timing with KernelBench's protocol failed: %s: %s"
                                    % (type(e).__name__, (str(e).splitlines() or [""])[0]))
+
+    def kernelbench_rounds(self, rounds, flush, first):
+        """Both protocols in alternating order, `rounds` times in this process (`kforge bench
+        kernelbench --rounds N`): the spread of each protocol's medians over the rounds says
+        how much of a difference between them is noise of the reference on this machine.
+        Round one's figures stay the task check's; the rounds go to `timing.rounds`. Both
+        draws (kforge's `first`, KernelBench's own) are alive at once here: a round that runs
+        out of memory ends the rounds with a note, not the task check."""
+        result = self.result
+        figures = self.reference_figures
+        try:
+            self.kernelbench_timing()
+        except Exception as e:  # noqa: BLE001
+            if not is_out_of_memory(e):
+                raise
+            result["notes"].append("timing with KernelBench's protocol ran out of memory with both "
+                                   "protocols' inputs alive: run with one round")
+            return
+        kernelbench = result["timing"].get("kernelbench")
+        if kernelbench is None:
+            return
+        done = [{"order": kbprotocol.KFORGE_FIRST, "kforge_ms": figures["reference"]["median_ms"],
+                 "kernelbench_ms": kernelbench["median_ms"]}]
+        for n, order in enumerate(kbprotocol.round_orders(rounds)[1:], start=2):
+            self.progress("timing reference: round %d of %d (%s)" % (n, rounds, order.replace("_", " ")))
+            try:
+                if order == kbprotocol.KERNELBENCH_FIRST:
+                    kb = self.kernelbench_once()
+                    _, kf = self.reference_timing(flush, first)
+                else:
+                    _, kf = self.reference_timing(flush, first)
+                    kb = self.kernelbench_once()
+            except Exception as e:  # noqa: BLE001 -- the first round's figures stand
+                if not is_out_of_memory(e):
+                    raise
+                result["notes"].append("the timing rounds stopped after %d of %d: out of memory with both "
+                                       "protocols' inputs alive" % (len(done), rounds))
+                break
+            done.append({"order": order, "kforge_ms": kf["median_ms"], "kernelbench_ms": kb["median_ms"]})
+        result["timing"]["rounds"] = done
+
+    def kernelbench_once(self):
+        """The reference timed once with KernelBench's protocol on its own fresh draw."""
+        inputs = self.source.draw(self.seed)
+        try:
+            return kbprotocol.time_model(self.ref, inputs, self.device)
+        finally:
+            del inputs
 
     def reference_only(self, first_out):
         """The task check: Model built, run on its inputs, timed (GPU), footprint planned.

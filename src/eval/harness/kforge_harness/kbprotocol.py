@@ -58,6 +58,21 @@ def timing_stats(elapsed_ms):
     return stats
 
 
+KFORGE_FIRST = "kforge_first"
+KERNELBENCH_FIRST = "kernelbench_first"
+
+
+def round_orders(rounds):
+    """Which protocol times the reference first in each round of `rounds` (at least one):
+    kforge's first, then the two alternate, so a drift of the GPU or host over the rounds
+    (clocks, temperature, other work) falls on both protocols alike instead of showing as a
+    difference between them. Round one is kforge's first because its timing also serves the
+    task check."""
+    if rounds < 1:
+        raise ValueError("need at least one round")
+    return [KFORGE_FIRST if i % 2 == 0 else KERNELBENCH_FIRST for i in range(rounds)]
+
+
 def clear_l2_cache(device):
     """KernelBench's L2 thrash: a fresh 256 MB tensor, filled, then freed, before each trial."""
     import torch

@@ -119,3 +119,14 @@ def test_each_trial_thrashes_l2_between_the_event_creation_and_the_start_event(m
     assert (stats["min_ms"], stats["median_ms"], stats["max_ms"], stats["mean_ms"]) == (2.0, 3.0, 4.0, 3.0)
     assert stats["warmup"] == 2 and stats["discarded"] == 1
     assert stats["l2_thrash_bytes"] == 256 * 1024 * 1024
+
+
+def test_rounds_start_with_kforge_and_alternate():
+    assert kbprotocol.round_orders(1) == [kbprotocol.KFORGE_FIRST]
+    assert kbprotocol.round_orders(4) == [kbprotocol.KFORGE_FIRST, kbprotocol.KERNELBENCH_FIRST,
+                                          kbprotocol.KFORGE_FIRST, kbprotocol.KERNELBENCH_FIRST]
+
+
+def test_rounds_need_at_least_one():
+    with pytest.raises(ValueError):
+        kbprotocol.round_orders(0)
