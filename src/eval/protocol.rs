@@ -524,6 +524,10 @@ pub struct EvalResult {
     /// initialization), `load` (importing task and kernel), `build`, `correctness` (trials,
     /// including the first compile), `timing`, `recheck`.
     pub phases_s: std::collections::BTreeMap<String, f64>,
+    /// Seconds of the server around the judge: `worker_start` (waiting for the sandboxed
+    /// zygote and forking the kernel's process), `judge` (the judge process, start to
+    /// result), `teardown` (ending the judge, the kernel's process and what it started).
+    pub server_phases_s: std::collections::BTreeMap<String, f64>,
     /// The sandbox the kernel ran in (None: a result from before sandboxing, or a static
     /// check that ran nothing).
     pub sandbox: Option<SandboxInfo>,

@@ -141,6 +141,7 @@ pub struct KernelRecord {
     /// The judge's phase times, and the wall time beyond the kernel's own work
     /// (`kernel_work_s`: correctness trials with the compile, timed runs, re-check).
     pub phases_s: std::collections::BTreeMap<String, f64>,
+    pub server_phases_s: std::collections::BTreeMap<String, f64>,
     pub overhead_s: Option<f64>,
 }
 
@@ -457,6 +458,7 @@ async fn evaluate_kernel(
             record.score = result.score();
             record.overhead_s = kernel_work_s(&result.phases_s).map(|work| wall_s - work);
             record.phases_s = result.phases_s;
+            record.server_phases_s = result.server_phases_s;
         }
         Err(EvalError::Cancelled) => return None,
         Err(e @ EvalError::Unavailable(_)) => {

@@ -287,6 +287,9 @@ class Server:
         spawn = job.get("executor", "fork") == "spawn"
         if job.get("reference_only"):
             return self.run_judge_alone(rid, job, private)
+        # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
+        server_s = result.setdefault("server_phases_s", {})
+        mark = time.time()
         try:
             zygote = self.ensure_zygote(fresh=spawn)
         except HarnessError as e:
@@ -308,6 +311,8 @@ class Server:
             worker_end.close()
             return fail(result, "harness", "cannot start the kernel's process: %s" % e)
         worker_end.close()
+        server_s["worker_start"] = time.time() - mark
+        mark = time.time()
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the judge
@@ -325,11 +330,16 @@ class Server:
         self.send({"event": "started", "id": rid, "pid": pid, "executor": "spawn" if spawn else "fork",
                    "sandbox": self.sandbox.kind})
         final, ended_by = self.watch(rid, job, read_fd)
+        server_s["judge"] = time.time() - mark
+        mark = time.time()
         kill_group(pid)
         status = reap(pid)
         if ended_by or final is None or not final.get("correct"):
             zygote.kill(rid)
         worker = self.await_worker(zygote, rid)
+        server_s["teardown"] = time.time() - mark
+        if final is not None:
+            final["server_phases_s"] = server_s
         log = read_log(judge_log) + read_log(worker_log)
         if spawn:
             zygote.stop()
