@@ -6,7 +6,7 @@
 
 mod eval_common;
 
-use eval_common::interpreter;
+use eval_common::{interpreter, text};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -107,10 +107,6 @@ impl Workspace {
             .output()
             .unwrap()
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The table row of `task`: the line that ends with its name.

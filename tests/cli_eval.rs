@@ -5,7 +5,7 @@ mod eval_common;
 
 use std::process::{Command, Output};
 
-use eval_common::{fixtures, isolate};
+use eval_common::{fixtures, isolate, text};
 
 fn kforge(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
@@ -26,10 +26,6 @@ fn eval(task: &str, kernel: &str, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     kforge(&args).output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 mod engine_common;
 mod eval_common;
+use eval_common::text;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -100,10 +101,6 @@ async fn run_to_end(run: Run, task: &'static str, extra: &'static [&'static str]
 
 fn state_of(session: &SessionDir) -> SessionState {
     SessionState::from_records(&session.read_events().unwrap().records)
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// The happy script: seeds (one broken), a repair, analyses saying yes, optimized

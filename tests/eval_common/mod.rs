@@ -48,3 +48,8 @@ pub fn isolate(command: &mut std::process::Command) -> &mut std::process::Comman
         .env("KFORGE_CACHE_DIR", test_cache())
         .env("KFORGE_PYTHON", interpreter())
 }
+
+/// A command's stdout or stderr as text, for assertions and their messages.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

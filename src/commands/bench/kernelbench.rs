@@ -77,6 +77,27 @@ pub struct TaskRecord {
     pub kernel: Option<KernelRecord>,
 }
 
+impl TaskRecord {
+    /// The (kforge, KernelBench) reference medians the task's row compares: the medians of
+    /// the round medians with `--rounds`, round one's figures otherwise.
+    fn compared_medians(&self) -> (Option<f64>, Option<f64>) {
+        match &self.spread {
+            Some(s) => (Some(s.kforge_ms), Some(s.kernelbench_ms)),
+            None => (
+                self.reference.as_ref().map(|r| r.median_ms),
+                self.kernelbench.as_ref().map(|k| k.median_ms),
+            ),
+        }
+    }
+
+    fn compared_difference_pct(&self) -> Option<f64> {
+        match self.compared_medians() {
+            (Some(kforge), Some(kernelbench)) => difference_pct(kforge, kernelbench),
+            _ => None,
+        }
+    }
+}
+
 /// How far each protocol's median moved over the rounds: (max - min) / median of the round
 /// medians, in percent.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -96,29 +117,11 @@ impl RoundSpread {
         }
         let kforge: Vec<f64> = rounds.iter().map(|r| r.kforge_ms).collect();
         let kernelbench: Vec<f64> = rounds.iter().map(|r| r.kernelbench_ms).collect();
-        let spread = |values: &[f64]| {
-            let median = super::median(values);
-            let (min, max) = values
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-                    (lo.min(*v), hi.max(*v))
-                });
-            (
-                median,
-                if median > 0.0 {
-                    100.0 * (max - min) / median
-                } else {
-                    0.0
-                },
-            )
-        };
-        let (kforge_ms, kforge_pct) = spread(&kforge);
-        let (kernelbench_ms, kernelbench_pct) = spread(&kernelbench);
         Some(RoundSpread {
-            kforge_pct,
-            kernelbench_pct,
-            kforge_ms,
-            kernelbench_ms,
+            kforge_pct: super::spread(&kforge),
+            kernelbench_pct: super::spread(&kernelbench),
+            kforge_ms: super::median(&kforge),
+            kernelbench_ms: super::median(&kernelbench),
         })
     }
 
@@ -139,22 +142,10 @@ pub struct KernelRecord {
     pub peak_memory_bytes: Option<u64>,
     pub score: Option<f64>,
     /// The judge's phase times, and the wall time beyond the kernel's own work
-    /// (`kernel_work_s`: correctness trials with the compile, timed runs, re-check).
+    /// (`kernel_work_seconds`: correctness trials with the compile, timed runs, re-check).
     pub phases_s: std::collections::BTreeMap<String, f64>,
     pub server_phases_s: std::collections::BTreeMap<String, f64>,
     pub overhead_s: Option<f64>,
-}
-
-/// Seconds of an evaluation spent on the kernel itself: its correctness trials (the first
-/// includes Triton's compile), its timed runs and the re-check after timing. What is left of
-/// the wall time is overhead (docs/benchmarks.md, issue 9's 1 s target).
-fn kernel_work_s(phases: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
-    let correctness = phases.get("correctness")?;
-    Some(
-        correctness
-            + phases.get("timing").copied().unwrap_or(0.0)
-            + phases.get("recheck").copied().unwrap_or(0.0),
-    )
 }
 
 /// The figures the summary lines show, kept in the JSON file too.
@@ -407,17 +398,11 @@ async fn check_task(
             record.peak_memory_bytes = result.peak_memory_bytes();
             record.device_name = result.device.name.clone();
             if let Some(timing) = result.timing.filter(|t| t.meaningful) {
-                record.difference_pct = timing
-                    .kernelbench
-                    .as_ref()
-                    .and_then(|kb| difference_pct(timing.reference.median_ms, kb.median_ms));
                 record.kernelbench = timing.kernelbench;
                 record.reference = Some(timing.reference);
                 record.spread = RoundSpread::of(&timing.rounds);
-                if let Some(spread) = &record.spread {
-                    record.difference_pct = difference_pct(spread.kforge_ms, spread.kernelbench_ms);
-                }
                 record.rounds = timing.rounds;
+                record.difference_pct = record.compared_difference_pct();
             }
             record.notes = result.notes;
         }
@@ -456,7 +441,8 @@ async fn evaluate_kernel(
             }
             record.peak_memory_bytes = result.peak_memory_bytes();
             record.score = result.score();
-            record.overhead_s = kernel_work_s(&result.phases_s).map(|work| wall_s - work);
+            record.overhead_s =
+                super::kernel_work_seconds(&result.phases_s).map(|work| wall_s - work);
             record.phases_s = result.phases_s;
             record.server_phases_s = result.server_phases_s;
         }
@@ -515,16 +501,8 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
         record.verdict,
         record.wall_s,
         gib(record.peak_memory_bytes),
-        ms(record
-            .spread
-            .as_ref()
-            .map(|s| s.kforge_ms)
-            .or(record.reference.as_ref().map(|r| r.median_ms))),
-        ms(record
-            .spread
-            .as_ref()
-            .map(|s| s.kernelbench_ms)
-            .or(record.kernelbench.as_ref().map(|k| k.median_ms))),
+        ms(record.compared_medians().0),
+        ms(record.compared_medians().1),
         record
             .difference_pct
             .map_or("-".into(), |d| format!("{d:+.2}")),
@@ -1042,8 +1020,7 @@ mod tests {
         );
         r.rounds = rounds.to_vec();
         r.spread = RoundSpread::of(rounds);
-        let spread = r.spread.as_ref().unwrap();
-        r.difference_pct = difference_pct(spread.kforge_ms, spread.kernelbench_ms);
+        r.difference_pct = r.compared_difference_pct();
         r
     }
 
@@ -1080,25 +1057,6 @@ mod tests {
             summary_lines(&s, true).last().unwrap(),
             "beyond the noise of the rounds: 1 of 2 task(s) (2_apart +10.00%)"
         );
-    }
-
-    /// The kernel's own work is its correctness trials, timed runs and re-check; a result
-    /// without a correctness phase (it failed before) has no overhead figure.
-    #[test]
-    fn kernel_work_counts_correctness_timing_and_recheck() {
-        let phases: std::collections::BTreeMap<String, f64> = [
-            ("startup", 0.07),
-            ("reference", 0.4),
-            ("correctness", 1.5),
-            ("timing", 0.5),
-            ("recheck", 0.01),
-            ("audit", 0.02),
-        ]
-        .map(|(k, v)| (k.to_string(), v))
-        .into();
-        assert!((kernel_work_s(&phases).unwrap() - 2.01).abs() < 1e-9);
-        let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
-        assert_eq!(kernel_work_s(&failed), None);
     }
 
     #[test]

@@ -128,6 +128,11 @@ def shapes_of(tree):
                     else v, tree)
 
 
+def task_does_not_fit(reason, **details):
+    """The `oom` verdict for a task whose plan or inputs do not fit, before any kernel ran."""
+    return KernelFailure("oom", "the task does not fit: " + reason, details=dict(details, kernel_loaded=False))
+
+
 class UnsupportedOutput:
     def __init__(self, name):
         self.name = name
@@ -319,14 +324,12 @@ class Evaluation:
             reason = does_not_fit(early, where)
             if reason:
                 result["footprint"] = early
-                raise KernelFailure("oom", "the task does not fit: " + reason,
-                                    details={"footprint": early, "kernel_loaded": False})
+                raise task_does_not_fit(reason, footprint=early)
         elif inputs_bytes:
             reason = inputs_do_not_fit(inputs_bytes, free, total, "%s %s" % (gib(total), where))
             if reason:
-                raise KernelFailure("oom", "the task does not fit: " + reason, details={
-                    "inputs_bytes": inputs_bytes, "free_bytes": int(free), "total_bytes": int(total),
-                    "kernel_loaded": False})
+                raise task_does_not_fit(reason, inputs_bytes=inputs_bytes, free_bytes=int(free),
+                                        total_bytes=int(total))
         self.progress("drawing inputs")
         first = self.source.draw(self.seed + 1)
         self.first_draw_ms = self.source.draw_ms
@@ -345,8 +348,7 @@ class Evaluation:
         result["footprint"] = record
         reason = does_not_fit(record, where)
         if reason:
-            raise KernelFailure("oom", "the task does not fit: " + reason,
-                                details={"footprint": record, "kernel_loaded": False})
+            raise task_does_not_fit(reason, footprint=record)
         return first, first_out
 
     def kernelbench_timing(self):
@@ -405,11 +407,7 @@ class Evaluation:
 
     def kernelbench_once(self):
         """The reference timed once with KernelBench's protocol on its own fresh draw."""
-        inputs = self.source.draw(self.seed)
-        try:
-            return kbprotocol.time_model(self.ref, inputs, self.device)
-        finally:
-            del inputs
+        return kbprotocol.time_model(self.ref, self.source.draw(self.seed), self.device)
 
     def reference_only(self, first_out):
         """The task check: Model built, run on its inputs, timed (GPU), footprint planned.
