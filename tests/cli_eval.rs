@@ -84,6 +84,21 @@ fn json_output_is_the_full_result() {
         "both tuple outputs are compared"
     );
     assert!(v["timing"].is_null());
+    // The server's own time around the judge, for the overhead figures of
+    // docs/benchmarks.md: each part present, and together within the evaluation's duration.
+    let server = &v["server_phases_s"];
+    let part = |name: &str| {
+        server[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("server_phases_s.{name} missing: {server}"))
+    };
+    let (start, judge, teardown) = (part("worker_start"), part("judge"), part("teardown"));
+    assert!(start >= 0.0 && judge > 0.0 && teardown >= 0.0, "{server}");
+    assert!(
+        start + judge + teardown <= v["duration_s"].as_f64().unwrap(),
+        "{server} vs duration_s {}",
+        v["duration_s"]
+    );
 }
 
 #[test]
