@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine_common::*;
-use kforge::engine::events::Event;
 use kforge::eval::EvalResult;
+use kforge::protocol::Event;
 use kforge::session::store::SessionDir;
 
 fn main() {

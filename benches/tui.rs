@@ -111,7 +111,7 @@ fn main() {
     // cache for every kernel so the frames measure what the UI thread does.
     let t = Instant::now();
     let theme = h.app.theme.syntax.clone();
-    let ids: Vec<u32> = h.app.state.candidates.keys().copied().collect();
+    let ids: Vec<_> = h.app.state.candidates.keys().copied().collect();
     for id in &ids {
         if let Some(code) = h.app.candidate_code(*id) {
             h.app.highlighter.get(&code, theme.as_deref());

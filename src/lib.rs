@@ -12,6 +12,7 @@ pub mod llm;
 pub mod logging;
 pub mod paths;
 pub mod prompts;
+pub mod protocol;
 pub mod report;
 pub mod session;
 pub mod task;

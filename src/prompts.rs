@@ -17,11 +17,11 @@ use minijinja::{Environment, TemplateSource, UndefinedBehavior, context};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::events::CallKind;
 use crate::engine::hints::hints_for;
 use crate::engine::persistent::{LogicalLine, block, functions, logical_lines};
 use crate::eval::protocol::EvalResult;
 use crate::llm::extract::Analysis;
+use crate::protocol::CallKind;
 
 /// Every template file kforge ships, with its embedded default. Names starting with `_`
 /// are partials (included or extended by the others).
@@ -47,6 +47,7 @@ pub const DEFAULT_TEMPLATES: &[(&str, &str)] = &[
         include_str!("../prompts/stage_memory_and_tuning.j2"),
     ),
     ("instructed.j2", include_str!("../prompts/instructed.j2")),
+    ("followup.j2", include_str!("../prompts/followup.j2")),
     ("_rules.j2", include_str!("../prompts/_rules.j2")),
     ("_output.j2", include_str!("../prompts/_output.j2")),
     ("_reference.j2", include_str!("../prompts/_reference.j2")),
@@ -75,10 +76,12 @@ pub enum TemplateName {
     StageBlockTiling,
     StageMemoryAndTuning,
     Instructed,
+    /// Asks again, in the same conversation, after an answer kforge could not use.
+    Followup,
 }
 
 impl TemplateName {
-    pub const ALL: [TemplateName; 9] = [
+    pub const ALL: [TemplateName; 10] = [
         TemplateName::System,
         TemplateName::Seed,
         TemplateName::Repair,
@@ -88,6 +91,7 @@ impl TemplateName {
         TemplateName::StageBlockTiling,
         TemplateName::StageMemoryAndTuning,
         TemplateName::Instructed,
+        TemplateName::Followup,
     ];
 
     /// The stage names, in pipeline order.
@@ -106,6 +110,7 @@ impl TemplateName {
             TemplateName::StageBlockTiling => "stage_block_tiling",
             TemplateName::StageMemoryAndTuning => "stage_memory_and_tuning",
             TemplateName::Instructed => "instructed",
+            TemplateName::Followup => "followup",
         }
     }
 
@@ -127,7 +132,7 @@ impl TemplateName {
     /// The kind of LLM call this template is for (`System` has none of its own).
     pub fn call_kind(self) -> Option<CallKind> {
         Some(match self {
-            TemplateName::System => return None,
+            TemplateName::System | TemplateName::Followup => return None,
             TemplateName::Seed => CallKind::Seed,
             TemplateName::Repair => CallKind::Repair,
             TemplateName::Analysis => CallKind::Analysis,
@@ -268,6 +273,18 @@ pub struct PromptContext {
     pub instruction: Option<String>,
     /// The GPU, in words (`NVIDIA H200`), when known.
     pub device: Option<String>,
+    /// Why the previous answer could not be used (the follow-up prompt).
+    pub unusable_answer: Option<UnusableAnswer>,
+}
+
+/// An answer kforge could not use, for the follow-up prompt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UnusableAnswer {
+    /// What extraction said (`no code block found ...`).
+    pub error: String,
+    /// `code` or `analysis`.
+    pub expected: String,
 }
 
 /// Lines and characters kept of the current failure's message and of each earlier one.
@@ -292,6 +309,24 @@ impl PromptContext {
             forward_returns: forward_returns(task_source),
             ..Default::default()
         }
+    }
+
+    /// The candidate's kernel source.
+    pub fn with_kernel(mut self, source: Option<String>) -> PromptContext {
+        self.kernel_source = source;
+        self
+    }
+
+    /// Whether latencies are measured in this run (GPU); `with_eval` refines it per result.
+    pub fn with_timing_meaningful(mut self, meaningful: bool) -> PromptContext {
+        self.timing.meaningful = meaningful;
+        self
+    }
+
+    /// Earlier attempts of the repair loop, oldest first.
+    pub fn with_attempts(mut self, attempts: Vec<AttemptFailure>) -> PromptContext {
+        self.attempts = attempts;
+        self
     }
 
     /// Takes what an evaluation says about the candidate: the failure with its hints when

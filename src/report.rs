@@ -10,7 +10,7 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::engine::events::{CallKind, CandidateId, CandidateKind, TokenUsage};
+use crate::protocol::{CallKind, CandidateId, CandidateKind, TokenUsage};
 use crate::session::state::{Call, Candidate, CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
@@ -75,25 +75,13 @@ fn cell(text: &str, max: usize) -> String {
     cut.replace('|', "\\|")
 }
 
-/// `seed 1`, `repair 2`, `algorithm`, `stage block_tiling`, `manual`, `instructed`.
-pub fn kind_label(kind: &CandidateKind) -> String {
-    match kind {
-        CandidateKind::Seed { index } => format!("seed {index}"),
-        CandidateKind::Repair { attempt } => format!("repair {attempt}"),
-        CandidateKind::Algorithm => "algorithm".into(),
-        CandidateKind::Stage { name, .. } => format!("stage {name}"),
-        CandidateKind::Manual => "manual".into(),
-        CandidateKind::Instructed { .. } => "instructed".into(),
-    }
-}
-
 /// `correct`, `failed (compile)`, `dropped`, `pending`, `evaluating`.
 pub fn status_label(c: &Candidate) -> String {
     match c.status {
         CandidateStatus::Pending => "pending".into(),
         CandidateStatus::Evaluating => "evaluating".into(),
         CandidateStatus::Correct => "correct".into(),
-        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category.as_deref()) {
+        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category) {
             Some(category) => format!("failed ({category})"),
             None => "failed".into(),
         },
@@ -150,25 +138,6 @@ fn delivered(state: &SessionState, id: CandidateId) -> Option<(CandidateId, Opti
                 .total_cmp(&b.score().unwrap_or(f64::MIN))
         })
         .map(|c| (c.id, c.score()))
-}
-
-fn worth_optimizing(analysis: &Value) -> String {
-    let value = analysis
-        .get("worth_optimizing")
-        .or_else(|| analysis.get("worth_optimising"));
-    match value {
-        Some(Value::Bool(true)) => "yes".into(),
-        Some(Value::Bool(false)) => "no".into(),
-        Some(Value::String(s)) => s.trim().to_lowercase(),
-        Some(other) => other.to_string(),
-        None => "not given".into(),
-    }
-}
-
-fn analysis_field<'a>(analysis: &'a Value, keys: &[&str]) -> Option<&'a str> {
-    keys.iter()
-        .find_map(|k| analysis.get(*k).and_then(|v| v.as_str()))
-        .filter(|s| !s.trim().is_empty())
 }
 
 /// Token usage and cost of a group of calls; the cost is unknown when any finished call
@@ -255,7 +224,7 @@ fn best_line(state: &SessionState) -> String {
             } else {
                 "score n/a (CPU interpreter: correctness only)".into()
             };
-            format!("#{} ({}), {score}, `{}`", c.id, kind_label(&c.kind), c.file)
+            format!("#{} ({}), {score}, `{}`", c.id, c.kind.label(), c.file)
         }
         None => "none (no correct kernel)".into(),
     }
@@ -327,7 +296,7 @@ pub fn render_report(state: &SessionState) -> String {
                 out,
                 "| {}{best} | {} | {} | {} | {} | {} |",
                 c.id,
-                kind_label(&c.kind),
+                c.kind.label(),
                 c.parent.map_or("-".into(), |p| p.to_string()),
                 status_label(c),
                 score_text(c.score()),
@@ -447,12 +416,16 @@ fn contributions(state: &SessionState) -> Vec<String> {
                 "  - #{} ({}): worth optimizing: {}",
                 c.id,
                 score_text(c.score()),
-                worth_optimizing(a)
+                a.worth_text()
             );
-            if let Some(b) = analysis_field(a, &["bottleneck"]) {
+            if let Some(b) = a.bottleneck.as_deref().filter(|b| !b.trim().is_empty()) {
                 let _ = write!(line, "; bottleneck: {}", cell(b, 120));
             }
-            if let Some(s) = analysis_field(a, &["expected_speedup"]) {
+            if let Some(s) = a
+                .expected_speedup
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+            {
                 let _ = write!(line, "; expected: {}", cell(s, 40));
             }
             lines.push(line);
@@ -550,7 +523,7 @@ pub fn summary_json(state: &SessionState) -> Value {
         json!({
             "id": c.id,
             "kind": c.kind.word(),
-            "label": kind_label(&c.kind),
+            "label": c.kind.label(),
             "parent": c.parent,
             "status": status_label(c),
             "correct": c.is_correct(),
@@ -634,7 +607,9 @@ pub fn usage_csv(state: &SessionState) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::events::{EngineState, EvalSummary, Event, EventRecord, Mode};
+    use crate::protocol::{
+        Analysis, CallId, Category, EngineState, EvalSummary, Event, EventRecord, Mode,
+    };
 
     /// Builds records one second apart from 2026-11-21 08:00:00 UTC.
     struct Log(Vec<EventRecord>);
@@ -659,16 +634,16 @@ mod tests {
             ok: bool,
         ) -> &mut Self {
             self.push(Event::LlmCallStarted {
-                call,
+                call: CallId(call),
                 key: format!("call{call}"),
                 kind,
-                candidate,
+                candidate: candidate.map(CandidateId),
                 provider: "deepseek".into(),
                 model: "deepseek-reasoner".into(),
                 prompt_file: format!("llm/{call}.prompt.md"),
             });
             self.push(Event::LlmCallFinished {
-                call,
+                call: CallId(call),
                 ok,
                 error: (!ok).then(|| "read timeout".to_string()),
                 usage: TokenUsage {
@@ -692,12 +667,12 @@ mod tests {
         ) -> &mut Self {
             let file = format!("kernels/{id}-{}.py", kind.word());
             self.push(Event::CandidateCreated {
-                id,
+                id: CandidateId(id),
                 key: format!("candidate{id}"),
-                parent,
+                parent: parent.map(CandidateId),
                 kind,
                 file,
-                call,
+                call: call.map(CallId),
             })
         }
 
@@ -709,11 +684,11 @@ mod tests {
             score: Option<f64>,
         ) -> &mut Self {
             self.push(Event::EvalFinished {
-                candidate: id,
+                candidate: CandidateId(id),
                 result_file: format!("eval/{id}.json"),
                 summary: EvalSummary {
                     correct: category.is_none(),
-                    category: category.map(str::to_string),
+                    category: category.map(|c| Category::parse(c).expect("a category")),
                     summary: summary.into(),
                     score,
                     kernel_ms: score.map(|s| 42.2 / s),
@@ -744,44 +719,91 @@ mod tests {
         .call(3, CallKind::Repair, Some(1), None, true)
         .candidate(3, Some(1), CandidateKind::Repair { attempt: 1 }, Some(3))
         .eval(3, None, "correct", Some(0.9))
-        .push(Event::BestChanged { candidate: 3, score: Some(0.9) })
+        .push(Event::BestChanged {
+            candidate: CandidateId(3),
+            score: Some(0.9),
+        })
         .call(4, CallKind::Analysis, Some(3), Some(0.005), true)
         .push(Event::AnalysisReady {
-            candidate: 3,
-            call: 4,
-            analysis: json!({"worth_optimizing": "Yes", "bottleneck": "grid over batch only", "expected_speedup": "3x"}),
+            candidate: CandidateId(3),
+            call: CallId(4),
+            analysis: Analysis {
+                worth_optimizing: Some(true),
+                bottleneck: Some("grid over batch only".into()),
+                expected_speedup: Some("3x".into()),
+                ..Default::default()
+            },
         })
         .call(5, CallKind::Optimize, Some(3), Some(0.03), true)
         .candidate(4, Some(3), CandidateKind::Algorithm, Some(5))
-        .eval(4, Some("mismatch"), "signed-input trial: output: max abs error 0.8", None)
+        .eval(
+            4,
+            Some("mismatch"),
+            "signed-input trial: output: max abs error 0.8",
+            None,
+        )
         .call(6, CallKind::Repair, Some(4), Some(0.005), true)
         .candidate(5, Some(4), CandidateKind::Repair { attempt: 1 }, Some(6))
         .eval(5, None, "correct", Some(1.37))
-        .push(Event::BestChanged { candidate: 5, score: Some(1.37) })
-        .push(Event::PersistentCheck { candidate: 5, persistent: false, reasons: vec![] })
+        .push(Event::BestChanged {
+            candidate: CandidateId(5),
+            score: Some(1.37),
+        })
+        .push(Event::PersistentCheck {
+            candidate: CandidateId(5),
+            persistent: false,
+            reasons: vec![],
+        })
         .call(7, CallKind::Stage, Some(5), Some(0.01), true)
-        .candidate(6, Some(5), CandidateKind::Stage { name: "grid_and_parallel".into(), index: 1 }, Some(7))
+        .candidate(
+            6,
+            Some(5),
+            CandidateKind::Stage {
+                name: "grid_and_parallel".into(),
+                index: 1,
+            },
+            Some(7),
+        )
         .eval(6, None, "correct", Some(1.52))
         .push(Event::StageFinished {
             stage: "grid_and_parallel".into(),
-            base: 5,
-            result: Some(6),
+            base: CandidateId(5),
+            result: Some(CandidateId(6)),
             accepted: true,
             reason: "faster".into(),
         })
-        .push(Event::BestChanged { candidate: 6, score: Some(1.52) })
+        .push(Event::BestChanged {
+            candidate: CandidateId(6),
+            score: Some(1.52),
+        })
         .call(8, CallKind::Stage, Some(6), None, false)
         .push(Event::StageFinished {
             stage: "block_tiling".into(),
-            base: 6,
+            base: CandidateId(6),
             result: None,
             accepted: false,
             reason: "the LLM call failed".into(),
         })
-        .candidate(7, Some(6), CandidateKind::Instructed { instruction: "try | BLOCK=64".into() }, None)
-        .push(Event::CandidateDropped { id: 7, reason: "rejected at the gate".into() })
-        .push(Event::SessionFinished { best: Some(6), reason: "all steps done".into() })
-        .push(Event::StateChanged { state: EngineState::Finished });
+        .candidate(
+            7,
+            Some(6),
+            CandidateKind::Instructed {
+                instruction: "try | BLOCK=64".into(),
+            },
+            None,
+        )
+        .push(Event::CandidateDropped {
+            id: CandidateId(7),
+            reason: "rejected at the gate".into(),
+        })
+        .push(Event::SessionFinished {
+            best: Some(CandidateId(6)),
+            reason: "all steps done".into(),
+            end: None,
+        })
+        .push(Event::StateChanged {
+            state: EngineState::Finished,
+        });
         SessionState::from_records(&log.0)
     }
 
@@ -801,7 +823,7 @@ mod tests {
             "| Started | 2026-11-21 08:01:00 UTC |",
             "| Ended | 2026-11-21 08:40:00 UTC (after 39m 00s) |",
             "| Final state | finished: all steps done |",
-            "| Best | #6 (stage grid_and_parallel), score 1.52x, `kernels/6-stage.py` |",
+            "| Best | #6 (stage 1 grid_and_parallel), score 1.52x, `kernels/6-stage.py` |",
         ] {
             assert!(has_line(&r, line), "missing {line:?} in\n{r}");
         }
@@ -815,7 +837,7 @@ mod tests {
             "| 2 | seed 2 | - | correct | 0.25x | correct |",
             "| 3 | repair 1 | 1 | correct | 0.90x | correct |",
             "| 4 | algorithm | 3 | failed (mismatch) | n/a | signed-input trial: output: max abs error 0.8 |",
-            "| 6 ★ | stage grid_and_parallel | 5 | correct | 1.52x | correct |",
+            "| 6 ★ | stage 1 grid_and_parallel | 5 | correct | 1.52x | correct |",
             "| 7 | instructed | 6 | dropped | n/a | instruction: try \\| BLOCK=64; dropped: rejected at the gate |",
         ] {
             assert!(has_line(&r, line), "missing {line:?} in\n{r}");
@@ -923,7 +945,7 @@ mod tests {
         .candidate(1, None, CandidateKind::Manual, None)
         .eval(1, None, "correct", None)
         .push(Event::BestChanged {
-            candidate: 1,
+            candidate: CandidateId(1),
             score: None,
         });
         let r = render_report(&SessionState::from_records(&log.0));
@@ -955,9 +977,7 @@ mod tests {
     #[test]
     fn write_all_writes_the_three_files() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = SessionDir {
-            path: tmp.path().to_path_buf(),
-        };
+        let dir = SessionDir::create(tmp.path(), "t", "p", "m").unwrap();
         let state = session();
         write_all(&dir, &state).unwrap();
         assert_eq!(dir.read_file(REPORT_FILE).unwrap(), render_report(&state));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine_common::*;
-use kforge::engine::events::{
+use kforge::protocol::{
     CandidateKind, Command as EngineCommand, Decision, EngineState, Event, GateKind,
 };
 use kforge::session::state::{CandidateStatus, SessionState};
@@ -227,7 +227,7 @@ async fn full_pipeline_on_cpu() {
     assert!(best_code.contains("stage kernel memory_and_tuning"));
     let summary: serde_json::Value =
         serde_json::from_str(&session.read_file("summary.json").unwrap()).unwrap();
-    assert_eq!(summary["best"]["id"], best);
+    assert_eq!(summary["best"]["id"], best.0);
     let usage = session.read_file("usage.csv").unwrap();
     assert_eq!(
         usage.lines().count(),
@@ -273,7 +273,7 @@ async fn not_worth_optimizing_skips_the_optimization() {
         .values()
         .find_map(|c| c.analysis.clone())
         .unwrap();
-    assert_eq!(analysis["worth_optimizing"], false);
+    assert_eq!(analysis.worth_optimizing, Some(false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,7 +406,7 @@ async fn kill_9_then_resume_reaches_the_same_tree_without_resending_answered_cal
         ("during the stages", |s| {
             s.calls
                 .values()
-                .any(|c| c.kind == kforge::engine::events::CallKind::Stage)
+                .any(|c| c.kind == kforge::protocol::CallKind::Stage)
         }),
     ];
     for (what, point) in points {
@@ -515,7 +515,7 @@ async fn step_mode_gates_answered_through_the_control_file() {
             }
             let decision = match gate.kind {
                 // The first prompt is rewritten by the person.
-                GateKind::LlmCall if gate.id == 1 => Decision::Rewrite {
+                GateKind::LlmCall if gate.id.0 == 1 => Decision::Rewrite {
                     text: "REWRITTEN PROMPT: write a ReLU".into(),
                 },
                 // The seed kernel is edited before it is evaluated.
@@ -759,7 +759,7 @@ async fn manual_provider_waits_for_answer_files() {
                     continue;
                 }
                 let prompt = session.read_file(&call.prompt_file).unwrap();
-                let answer = if call.kind == kforge::engine::events::CallKind::Analysis {
+                let answer = if call.kind == kforge::protocol::CallKind::Analysis {
                     assert!(prompt.contains("worth_optimizing"));
                     analysis_json("no")
                 } else {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine_common::*;
-use kforge::engine::events::{Decision, EngineState, GateKind};
+use kforge::protocol::{Decision, EngineState, GateKind};
 use kforge::session::state::SessionState;
 use kforge::session::store::SessionDir;
 

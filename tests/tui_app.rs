@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kforge::engine::events::{
-    CallKind, CandidateKind, Command, Decision, EngineState, Event, EventRecord, GateKind,
+use kforge::protocol::{
+    CallId, CallKind, CandidateId, CandidateKind, Command, Decision, EngineState, Event,
+    EventRecord, GateId, GateKind,
 };
 use kforge::session::store::SessionDir;
 use kforge::tui::TuiExit;
@@ -50,7 +51,7 @@ fn live_until(until: impl Fn(&Event) -> bool, mut o: HarnessOptions) -> Harness 
 }
 
 fn gate_opened(n: u32) -> impl Fn(&Event) -> bool {
-    move |e| matches!(e, Event::GateOpened { gate, .. } if *gate == n)
+    move |e| matches!(e, Event::GateOpened { gate, .. } if gate.0 == n)
 }
 
 fn snapshot(h: &Harness) -> String {
@@ -70,7 +71,7 @@ fn code_of(id: u32) -> String {
 fn select(h: &mut Harness, id: u32) {
     h.key("g");
     for _ in 0..20 {
-        if h.app.selected == Some(id) {
+        if h.app.selected == Some(CandidateId(id)) {
             return;
         }
         h.key("j");
@@ -182,22 +183,26 @@ fn too_small_terminal_says_so_and_recovers() {
 #[test]
 fn opens_on_the_best_and_navigates_the_tree() {
     let mut h = open(120, 40);
-    assert_eq!(h.app.selected, Some(9));
+    assert_eq!(h.app.selected, Some(CandidateId(9)));
     h.key("g");
-    assert_eq!(h.app.selected, Some(1));
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
     assert!(!h.app.follow, "moving stops following");
     h.key("j");
-    assert_eq!(h.app.selected, Some(3));
+    assert_eq!(h.app.selected, Some(CandidateId(3)));
     h.key("h"); // a leaf: goes to the parent
-    assert_eq!(h.app.selected, Some(1));
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
     h.key("h"); // collapses #1 and its subtree
     assert!(!h.screen().contains("#3 rep"));
     h.key("j");
-    assert_eq!(h.app.selected, Some(2), "collapsed rows are skipped");
+    assert_eq!(
+        h.app.selected,
+        Some(CandidateId(2)),
+        "collapsed rows are skipped"
+    );
     h.keys(&["k", "l"]);
     assert!(h.screen().contains("#3 rep"));
     h.key("G");
-    assert_eq!(h.app.selected, Some(2));
+    assert_eq!(h.app.selected, Some(CandidateId(2)));
     assert!(h.app.follow, "G follows again");
 }
 
@@ -207,11 +212,11 @@ fn chart_points_select_candidates() {
     h.key("tab");
     assert_eq!(h.app.focus, Focus::Chart);
     h.key("h");
-    assert_eq!(h.app.selected, Some(8));
+    assert_eq!(h.app.selected, Some(CandidateId(8)));
     h.key("g");
-    assert_eq!(h.app.selected, Some(1));
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
     h.key("l");
-    assert_eq!(h.app.selected, Some(2));
+    assert_eq!(h.app.selected, Some(CandidateId(2)));
 }
 
 #[test]
@@ -364,7 +369,7 @@ fn gate_dialog_approves() {
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: 2,
+            gate: GateId(2),
             decision: Decision::Approve
         }]
     );
@@ -378,14 +383,14 @@ fn gate_dialog_rejects_and_can_wait() {
     assert!(!h.screen().contains("Waiting for you"));
     // Browsing while it waits.
     h.key("g");
-    assert_eq!(h.app.selected, Some(1));
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
     h.key("a");
     assert!(h.screen().contains("Waiting for you — gate 1"));
     h.key("n");
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: 1,
+            gate: GateId(1),
             decision: Decision::Reject
         }]
     );
@@ -404,7 +409,7 @@ fn gate_rewrite_in_the_editor_and_inline() {
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: 3,
+            gate: GateId(3),
             decision: Decision::Rewrite {
                 text: "# rewritten\n".into()
             }
@@ -420,7 +425,7 @@ fn gate_rewrite_in_the_editor_and_inline() {
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: 3,
+            gate: GateId(3),
             decision: Decision::Rewrite { text: expected }
         }]
     );
@@ -454,18 +459,24 @@ fn candidate_actions_send_commands() {
         h.host.commands,
         vec![
             Command::Repair {
-                candidate: 1,
+                candidate: CandidateId(1),
                 instruction: "use a constexpr BLOCK".into()
             },
             Command::Optimize {
-                candidate: 1,
+                candidate: CandidateId(1),
                 instruction: "two rows per program".into()
             },
-            Command::Reevaluate { candidate: 1 },
-            Command::Profile { candidate: 1 },
-            Command::MarkFinal { candidate: 1 },
+            Command::Reevaluate {
+                candidate: CandidateId(1)
+            },
+            Command::Profile {
+                candidate: CandidateId(1)
+            },
+            Command::MarkFinal {
+                candidate: CandidateId(1)
+            },
             Command::Manual {
-                parent: Some(1),
+                parent: Some(CandidateId(1)),
                 code: "print('manual')\n".into()
             },
         ]
@@ -486,9 +497,9 @@ fn pause_resume_and_cancel() {
     assert!(h.screen().contains("no LLM call in flight"));
     h.event(Event::LlmCallStarted {
         key: String::new(),
-        call: 11,
+        call: CallId(11),
         kind: CallKind::Repair,
-        candidate: Some(9),
+        candidate: Some(CandidateId(9)),
         provider: "deepseek".into(),
         model: "deepseek-chat".into(),
         prompt_file: "llm/10.prompt.md".into(),
@@ -499,7 +510,9 @@ fn pause_resume_and_cancel() {
         vec![
             Command::Pause,
             Command::Resume,
-            Command::CancelCall { call: Some(11) }
+            Command::CancelCall {
+                call: Some(CallId(11))
+            }
         ]
     );
 }
@@ -512,9 +525,9 @@ fn the_person_answers_calls_of_the_manual_provider() {
     assert!(h.screen().contains("no call of the manual provider"));
     h.event(Event::LlmCallStarted {
         key: String::new(),
-        call: 11,
+        call: CallId(11),
         kind: CallKind::Repair,
-        candidate: Some(9),
+        candidate: Some(CandidateId(9)),
         provider: "manual".into(),
         model: "you".into(),
         prompt_file: "llm/10.prompt.md".into(),
@@ -530,7 +543,7 @@ fn the_person_answers_calls_of_the_manual_provider() {
     assert_eq!(
         h.host.commands,
         vec![Command::ManualAnswer {
-            call: 11,
+            call: CallId(11),
             text: "```python\nprint(1)\n```\n".into()
         }]
     );
@@ -568,20 +581,20 @@ fn follows_new_candidates_until_the_user_moves() {
     let created = |id| Event::CandidateCreated {
         key: String::new(),
         id,
-        parent: Some(9),
+        parent: Some(CandidateId(9)),
         kind: CandidateKind::Manual,
         file: format!("kernels/{id}-manual.py"),
         call: None,
     };
-    h.event(created(10));
-    assert_eq!(h.app.selected, Some(10));
+    h.event(created(CandidateId(10)));
+    assert_eq!(h.app.selected, Some(CandidateId(10)));
     h.key("k");
     let here = h.app.selected;
-    h.event(created(11));
+    h.event(created(CandidateId(11)));
     assert_eq!(h.app.selected, here);
     assert!(h.screen().contains("#11 manual"));
     h.key("f");
-    assert_eq!(h.app.selected, Some(11));
+    assert_eq!(h.app.selected, Some(CandidateId(11)));
 }
 
 #[test]
@@ -590,9 +603,9 @@ fn streaming_text_shows_live_and_redraws_only_when_visible() {
     h.key("esc");
     h.event(Event::LlmCallStarted {
         key: String::new(),
-        call: 11,
+        call: CallId(11),
         kind: CallKind::Repair,
-        candidate: Some(9),
+        candidate: Some(CandidateId(9)),
         provider: "deepseek".into(),
         model: "deepseek-chat".into(),
         prompt_file: "llm/10.prompt.md".into(),
@@ -600,7 +613,7 @@ fn streaming_text_shows_live_and_redraws_only_when_visible() {
     // The Code tab is showing: deltas do not redraw.
     let frames = h.frames;
     let delta = |t: &str| Event::LlmDelta {
-        call: 11,
+        call: CallId(11),
         text: t.into(),
         reasoning: String::new(),
     };
@@ -632,7 +645,7 @@ fn mouse_clicks_select_rows_and_tabs() {
         })
     };
     h.input(click(5, 1)); // first tree row
-    assert_eq!(h.app.selected, Some(1));
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
     let (_, r) = h.app.areas.tabs[4];
     h.input(click(r.x + 1, r.y));
     assert_eq!(h.app.tab, Tab::Eval);
@@ -644,7 +657,7 @@ fn key_release_events_are_ignored() {
     let mut k = key_event("g");
     k.kind = crossterm::event::KeyEventKind::Release;
     h.input(Input::Key(k));
-    assert_eq!(h.app.selected, Some(9));
+    assert_eq!(h.app.selected, Some(CandidateId(9)));
 }
 
 #[test]
@@ -661,7 +674,7 @@ fn the_async_loop_runs_to_quit() {
     }
     let exit = rt.block_on(run_loop(&mut h.terminal, &mut h.app, &mut rx, &mut h.host));
     assert_eq!(exit.unwrap(), TuiExit::Quit);
-    assert_eq!(h.app.selected, Some(3));
+    assert_eq!(h.app.selected, Some(CandidateId(3)));
     assert_eq!(h.app.tab, Tab::Diff);
 }
 
@@ -727,9 +740,9 @@ fn attach_follows_appended_events_and_growing_answers() {
             ts: all[20].ts,
             event: Event::LlmCallStarted {
                 key: String::new(),
-                call: 77,
+                call: CallId(77),
                 kind: CallKind::Repair,
-                candidate: Some(1),
+                candidate: Some(CandidateId(1)),
                 provider: "p".into(),
                 model: "m".into(),
                 prompt_file: "llm/77.prompt.md".into(),
@@ -749,7 +762,7 @@ fn attach_follows_appended_events_and_growing_answers() {
             .unwrap();
         match r.event {
             Event::LlmDelta { call, text, .. } => {
-                assert_eq!((call, text.as_str()), (77, "partial answ"));
+                assert_eq!((call, text.as_str()), (CallId(77), "partial answ"));
             }
             other => panic!("{other:?}"),
         }
@@ -795,9 +808,9 @@ fn gate_kinds_are_described() {
         h.key("esc");
         h.event(Event::GateOpened {
             key: String::new(),
-            gate: 9,
+            gate: GateId(9),
             kind,
-            candidate: Some(9),
+            candidate: Some(CandidateId(9)),
             call: None,
             question: "go on?".into(),
             file: Some("llm/10.prompt.md".into()),

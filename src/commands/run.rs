@@ -13,11 +13,12 @@ use tokio_util::sync::CancellationToken;
 use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig};
 use crate::engine::config::{Accept, AnalyzeWhen, PipelineConfig};
-use crate::engine::events::{Command, EngineState, Event, EventRecord, LogLevel, Mode};
-use crate::engine::llm_backend::LlmBackend;
+use crate::engine::llm_backend::{ClientLlm, ManualLlm};
+use crate::engine::ports::LlmPort;
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome, write_session_files};
 use crate::eval::{self, Device, EvalRequest};
 use crate::prompts::PromptSet;
+use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, Mode, RunEnd};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir};
 use crate::task::TaskFile;
@@ -142,10 +143,10 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     check_stages(&pipeline)?;
     let prompts = load_prompts(&config)?;
     let backend = match args.provider.as_deref() {
-        Some("manual") => Ok(LlmBackend::Manual),
+        Some("manual") => Ok(Provider::Manual),
         provider => crate::llm::resolve(&config, provider, args.model.as_deref())
             .and_then(crate::llm::LlmClient::new)
-            .map(LlmBackend::Client),
+            .map(Provider::Client),
     };
     let cache = crate::paths::cache_dir();
     let evaluator =
@@ -156,11 +157,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     // not fit or draws its inputs too slowly is refused here, before any LLM call.
     eprintln!("kforge: checking the task with the evaluator on {device} ...");
     let check = check_task(&evaluator, &args.task, device, &eval_settings).await;
-    match &check {
-        TaskCheck::Ready(line) => eprintln!("kforge: task {} OK on {device}{line}", task.name),
-        TaskCheck::Refused(summary) => eprintln!("kforge: task {} refused: {summary}", task.name),
-        TaskCheck::EvaluatorFailed(err) => eprintln!("kforge: the evaluator failed: {err}"),
-    }
+    check.report(&task.name, device);
     let backend = match backend {
         Ok(b) if matches!(check, TaskCheck::Ready(_)) => b,
         Ok(_) => {
@@ -185,6 +182,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
 
     let (provider, model) = backend.label();
     let session = SessionDir::create(&pipeline.sessions_dir(), &task.name, &provider, &model)?;
+    let backend = backend.port(&session);
     let lock = session.lock()?;
     let description = json!({
         "task": task.name,
@@ -207,7 +205,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         session,
         prior: SessionState::default(),
         task,
-        evaluator: evaluator.clone(),
+        evaluator: Arc::new(evaluator.clone()),
         device,
         eval: eval_settings,
         pipeline,
@@ -224,6 +222,28 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     .await
 }
 
+/// Who answers the prompts, before the session that names it exists.
+enum Provider {
+    Client(crate::llm::LlmClient),
+    Manual,
+}
+
+impl Provider {
+    fn label(&self) -> (String, String) {
+        match self {
+            Provider::Client(c) => (c.provider().name.clone(), c.provider().model.clone()),
+            Provider::Manual => ("manual".into(), "you".into()),
+        }
+    }
+
+    fn port(self, session: &SessionDir) -> Arc<dyn LlmPort> {
+        match self {
+            Provider::Client(c) => Arc::new(ClientLlm(c)),
+            Provider::Manual => Arc::new(ManualLlm::new(session.clone())),
+        }
+    }
+}
+
 /// What the task check before a session found.
 enum TaskCheck {
     /// The task runs; the text says how fast the reference is, where it was timed.
@@ -232,6 +252,16 @@ enum TaskCheck {
     Refused(String),
     /// No verdict: the evaluator itself could not run.
     EvaluatorFailed(eval::EvalError),
+}
+
+impl TaskCheck {
+    fn report(&self, task: &str, device: Device) {
+        match self {
+            TaskCheck::Ready(line) => eprintln!("kforge: task {task} OK on {device}{line}"),
+            TaskCheck::Refused(summary) => eprintln!("kforge: task {task} refused: {summary}"),
+            TaskCheck::EvaluatorFailed(err) => eprintln!("kforge: the evaluator failed: {err}"),
+        }
+    }
 }
 
 /// Builds the task's Model, runs it on its inputs, plans its memory and (GPU) times it.
@@ -315,18 +345,30 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let backend = if provider == "manual" {
-        LlmBackend::Manual
+    let backend: Arc<dyn LlmPort> = if provider == "manual" {
+        Arc::new(ManualLlm::new(session.clone()))
     } else {
         let resolved = crate::llm::resolve(&config, Some(&provider), Some(&model))
             .with_context(|| format!("the session used provider `{provider}`"))?;
-        LlmBackend::Client(crate::llm::LlmClient::new(resolved)?)
+        Arc::new(ClientLlm(crate::llm::LlmClient::new(resolved)?))
     };
     let prompts = load_prompts(&config)?;
     prompts.snapshot_into(&session.file("prompts"))?;
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+    // The task is checked again before any LLM call: the environment, the device or the
+    // task file may have changed since the session started.
+    eprintln!("kforge: checking the task with the evaluator on {device} ...");
+    let check = check_task(&evaluator, &session.file("task.py"), device, &eval_settings).await;
+    check.report(&task.name, device);
+    if !matches!(check, TaskCheck::Ready(_)) {
+        evaluator.shutdown().await;
+        eprintln!(
+            "\nkforge: the session was not resumed and no LLM call was made; fix the task (or the evaluator) and resume again"
+        );
+        return Ok(ExitCode::from(2));
+    }
     eprintln!(
         "kforge: resuming {} ({} events so far)",
         session.path.display(),
@@ -336,7 +378,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         session,
         prior,
         task,
-        evaluator: evaluator.clone(),
+        evaluator: Arc::new(evaluator.clone()),
         device,
         eval: eval_settings,
         pipeline,
@@ -426,11 +468,13 @@ async fn drive(
             session.path.display()
         );
     }
-    Ok(match outcome.state {
-        EngineState::Failed => ExitCode::from(1),
-        _ if interrupted.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(130),
-        _ => ExitCode::SUCCESS,
-    })
+    Ok(
+        if interrupted.load(std::sync::atomic::Ordering::SeqCst) && outcome.end == RunEnd::Stopped {
+            ExitCode::from(130)
+        } else {
+            ExitCode::from(outcome.end.exit_code())
+        },
+    )
 }
 
 async fn run_headless(

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::events::Mode;
+use crate::protocol::Mode;
 
 /// Which runnable seeds get an algorithm analysis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
@@ -53,6 +53,11 @@ pub struct PipelineConfig {
     pub max_tokens: Option<u64>,
     pub max_cost_usd: Option<f64>,
     pub max_wall_s: Option<f64>,
+    /// How often a failed LLM call (after the client's own retries) is asked again by
+    /// the pipeline before its step gives up.
+    pub call_reasks: u32,
+    /// Seconds to wait before asking a failed call again.
+    pub reask_delay_s: f64,
     /// Collect Nsight Compute metrics for correct kernels (GPU only); they feed the
     /// analysis and stage prompts.
     pub profile: bool,
@@ -78,6 +83,8 @@ impl Default for PipelineConfig {
             max_tokens: None,
             max_cost_usd: None,
             max_wall_s: None,
+            call_reasks: 1,
+            reask_delay_s: 10.0,
             profile: false,
             sessions_dir: None,
         }

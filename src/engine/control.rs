@@ -1,5 +1,4 @@
-//! How commands reach a running engine: gates waiting for decisions, answers for the
-//! manual provider, pause, cancellation of calls in flight, stop, and the person's own
+//! How commands reach a running engine: gates waiting for decisions, pause, cancellation of calls in flight, stop, and the person's own
 //! actions (repair / optimize / manual candidates ...), queued for the action worker.
 
 use std::collections::HashMap;
@@ -8,11 +7,10 @@ use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::events::{CallId, Command, Decision, GateId, Mode};
+use crate::protocol::{CallId, Command, Decision, GateId, Mode};
 
 pub struct Control {
     gates: Mutex<HashMap<GateId, oneshot::Sender<Decision>>>,
-    manual: Mutex<HashMap<CallId, oneshot::Sender<String>>>,
     calls: Mutex<HashMap<CallId, CancellationToken>>,
     paused: watch::Sender<bool>,
     mode: Mutex<Mode>,
@@ -32,7 +30,6 @@ impl Control {
         let (actions, rx) = mpsc::unbounded_channel();
         let control = Control {
             gates: Mutex::new(HashMap::new()),
-            manual: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             paused: watch::channel(false).0,
             mode: Mutex::new(mode),
@@ -72,12 +69,6 @@ impl Control {
         rx
     }
 
-    pub fn expect_manual_answer(&self, call: CallId) -> oneshot::Receiver<String> {
-        let (tx, rx) = oneshot::channel();
-        self.manual.lock().expect("manual lock").insert(call, tx);
-        rx
-    }
-
     /// A token for one LLM call, cancelled by `CancelCall` or by stop.
     pub fn call_token(&self, call: CallId) -> CancellationToken {
         let token = self.stop.child_token();
@@ -90,7 +81,6 @@ impl Control {
 
     pub fn call_done(&self, call: CallId) {
         self.calls.lock().expect("calls lock").remove(&call);
-        self.manual.lock().expect("manual lock").remove(&call);
     }
 
     pub fn dispatch(&self, command: Command) -> Dispatched {
@@ -104,16 +94,9 @@ impl Control {
                     None => Dispatched::Ignored(format!("gate {gate} is not open")),
                 }
             }
-            Command::ManualAnswer { call, text } => {
-                match self.manual.lock().expect("manual lock").remove(&call) {
-                    Some(tx) => {
-                        let _ = tx.send(text);
-                        Dispatched::Handled(format!("answer for call {call} received"))
-                    }
-                    None => Dispatched::Ignored(format!(
-                        "call {call} is not waiting for a manual answer"
-                    )),
-                }
+            // The engine hands manual answers to its LLM port before they get here.
+            Command::ManualAnswer { call, .. } => {
+                Dispatched::Ignored(format!("call {call} is not waiting for a manual answer"))
             }
             Command::Pause => {
                 self.paused.send_replace(true);
@@ -161,7 +144,8 @@ impl Control {
             | Command::Manual { .. }
             | Command::Reevaluate { .. }
             | Command::Profile { .. }
-            | Command::MarkFinal { .. }) => {
+            | Command::MarkFinal { .. }
+            | Command::Reask { .. }) => {
                 let what = format!("{action:?}");
                 if self.actions.send(action).is_ok() {
                     Dispatched::Handled(format!(
@@ -179,45 +163,41 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::CandidateId;
 
     #[tokio::test]
     async fn gates_answers_pause_and_stop() {
         let (control, mut actions) = Control::new(Mode::Step);
-        let gate = control.open_gate(1);
+        let gate = control.open_gate(GateId(1));
         assert!(matches!(
             control.dispatch(Command::Resolve {
-                gate: 2,
+                gate: GateId(2),
                 decision: Decision::Approve
             }),
             Dispatched::Ignored(_)
         ));
         assert!(matches!(
             control.dispatch(Command::Resolve {
-                gate: 1,
+                gate: GateId(1),
                 decision: Decision::Approve
             }),
             Dispatched::Handled(_)
         ));
         assert_eq!(gate.await.unwrap(), Decision::Approve);
 
-        let answer = control.expect_manual_answer(5);
-        control.dispatch(Command::ManualAnswer {
-            call: 5,
-            text: "code".into(),
-        });
-        assert_eq!(answer.await.unwrap(), "code");
-
         control.dispatch(Command::Pause);
         assert!(control.is_paused());
         control.dispatch(Command::Resume);
         control.wait_unpaused().await;
 
-        let token = control.call_token(9);
-        control.dispatch(Command::CancelCall { call: Some(9) });
+        let token = control.call_token(CallId(9));
+        control.dispatch(Command::CancelCall {
+            call: Some(CallId(9)),
+        });
         assert!(token.is_cancelled());
 
         control.dispatch(Command::Repair {
-            candidate: 1,
+            candidate: CandidateId(1),
             instruction: "x".into(),
         });
         assert!(matches!(
@@ -225,7 +205,7 @@ mod tests {
             Command::Repair { .. }
         ));
 
-        let pending = control.open_gate(3);
+        let pending = control.open_gate(GateId(3));
         control.dispatch(Command::Stop);
         assert!(control.stop.is_cancelled());
         assert_eq!(

@@ -1,12 +1,20 @@
 //! The optimization engine (DESIGN.md sections 1 and 2). It knows nothing of the
-//! terminal: it emits `events::Event`s and obeys `events::Command`s.
+//! terminal: it emits `protocol::Event`s and obeys `protocol::Command`s.
 
+mod actions;
 pub mod config;
 pub mod control;
-pub mod events;
+pub mod fakes;
 pub mod hints;
 pub mod llm_backend;
+pub mod outcome;
 pub mod persistent;
+pub mod ports;
 pub mod prompting;
 pub mod recorder;
+pub mod replay;
 pub mod runner;
+mod steps;
+
+#[cfg(test)]
+mod tests;

@@ -9,7 +9,7 @@ use anyhow::Result;
 use chrono::Utc;
 use tokio::sync::mpsc;
 
-use super::events::{Event, EventRecord, LogLevel};
+use crate::protocol::{Event, EventRecord, LogLevel};
 use crate::session::state::SessionState;
 use crate::session::store::{EventWriter, SessionDir};
 
@@ -120,7 +120,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::events::EngineState;
+    use crate::protocol::EngineState;
 
     #[test]
     fn emits_to_disk_state_console_and_subscribers() {
@@ -133,7 +133,7 @@ mod tests {
         });
         r.log(LogLevel::Warn, "seed 1", "compile error");
         r.emit(Event::LlmDelta {
-            call: 1,
+            call: crate::protocol::CallId(1),
             text: "x".into(),
             reasoning: String::new(),
         });

@@ -1,31 +1,29 @@
-//! The hybrid pipeline (DESIGN.md section 1): seeds -> evaluate -> repair -> analysis ->
-//! optimize from analysis -> select -> persistent-kernel check -> stages -> finish.
+//! The engine: the hybrid pipeline's plan (DESIGN.md section 1) and the shared core its
+//! steps (`steps.rs`) and the person's actions (`actions.rs`) run on.
 //!
-//! Every step has a stable key (`seed1`, `seed1/repair2`, `analysis3`, `opt3`,
-//! `stage/block_tiling`...). A resumed run replays the pipeline from the start and, step
-//! by step, reuses what the earlier run saved under the same key: an answered LLM call is
-//! read back from `llm/`, an evaluated candidate from `eval/`, a resolved gate from its
-//! decision. Only unfinished work is done again.
+//! Plan: seeds -> evaluate -> repair -> analysis -> optimize from analysis -> select ->
+//! persistent-kernel check -> stages -> finish. Every step has a stable key (`seed1`,
+//! `seed1/repair2`, `analysis3`, `opt3`, `stage/block_tiling`...); a resumed run replays
+//! the plan from the start and `replay::Replay` answers, by key, what is already done.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::config::{Accept, AnalyzeWhen, PipelineConfig};
+use super::config::{AnalyzeWhen, PipelineConfig};
 use super::control::{Control, Dispatched};
-use super::events::*;
-use super::llm_backend::{CallFailure, LlmBackend};
-use super::prompting::{self, Attempt, StepContext};
+use super::outcome::{EndFacts, Step, decide_end, step};
+use super::persistent;
+use super::ports::{EvalPort, LlmPort};
 use super::recorder::Recorder;
-use super::{hints, persistent};
+use super::replay::Replay;
+use super::steps::{Evaluated, Want};
 use crate::config::EvalConfig;
-use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult, Evaluator};
-use crate::prompts::PromptSet;
-use crate::session::state::{CandidateStatus, SessionState};
+use crate::eval::Device;
+use crate::prompts::{PromptContext, PromptSet};
+use crate::protocol::*;
+use crate::session::state::SessionState;
 use crate::session::store::SessionDir;
 use crate::task::TaskFile;
 
@@ -35,17 +33,18 @@ pub struct EngineSetup {
     /// The fold of events already on disk (empty for a new session).
     pub prior: SessionState,
     pub task: TaskFile,
-    pub evaluator: Evaluator,
+    pub evaluator: Arc<dyn EvalPort>,
     pub device: Device,
     pub eval: EvalConfig,
     pub pipeline: PipelineConfig,
-    pub llm: LlmBackend,
+    pub llm: Arc<dyn LlmPort>,
     pub prompts: PromptSet,
 }
 
 /// How the run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
+    pub end: RunEnd,
     pub state: EngineState,
     pub best: Option<CandidateId>,
     pub reason: String,
@@ -57,38 +56,31 @@ pub struct Engine {
     action_worker: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-struct Inner {
-    session: SessionDir,
-    prior: SessionState,
-    prior_calls: HashMap<String, CallId>,
-    prior_candidates: HashMap<String, CandidateId>,
-    prior_gates: HashMap<String, GateId>,
-    task: TaskFile,
-    evaluator: Evaluator,
-    device: Device,
-    eval: EvalConfig,
-    pipeline: PipelineConfig,
-    llm: LlmBackend,
-    prompts: PromptSet,
-    recorder: Mutex<Recorder>,
-    control: Control,
-    next_candidate: AtomicU32,
-    next_call: AtomicU32,
-    next_gate: AtomicU32,
-    next_action: AtomicU32,
-    call_slots: Semaphore,
-    /// Set when a step failed in a way that ends the run (bad key, unknown model...).
-    fatal: Mutex<Option<String>>,
-    final_choice: Mutex<Option<CandidateId>>,
+/// Ids handed out by this run, after those of earlier runs.
+pub(super) struct Ids {
+    pub candidate: IdCounter,
+    pub call: IdCounter,
+    pub gate: IdCounter,
+    pub action: IdCounter,
 }
 
-/// The outcome of one candidate's evaluation as the pipeline needs it.
-#[derive(Clone)]
-struct Evaluated {
-    id: CandidateId,
-    correct: bool,
-    score: Option<f64>,
-    result: Option<EvalResult>,
+pub(super) struct Inner {
+    pub session: SessionDir,
+    pub replay: Replay,
+    pub task: TaskFile,
+    pub evaluator: Arc<dyn EvalPort>,
+    pub device: Device,
+    pub eval: EvalConfig,
+    pub pipeline: PipelineConfig,
+    pub llm: Arc<dyn LlmPort>,
+    pub prompts: PromptSet,
+    recorder: Mutex<Recorder>,
+    pub control: Control,
+    pub ids: Ids,
+    pub call_slots: Semaphore,
+    /// Set when something ends the run (the provider refuses it, the evaluator broke, a
+    /// write failed).
+    fatal: Mutex<Option<String>>,
 }
 
 impl Engine {
@@ -106,57 +98,22 @@ impl Engine {
         } = setup;
         let recorder = Recorder::open(&session, prior.clone())?;
         let (control, actions) = Control::new(pipeline.mode);
-        let latest = |pairs: Vec<(String, u32)>| {
-            let mut map = HashMap::new();
-            for (k, v) in pairs {
-                if !k.is_empty() {
-                    map.insert(k, v);
-                }
-            }
-            map
+        let highest = |ids: Vec<u32>| ids.into_iter().max();
+        let ids = Ids {
+            candidate: IdCounter::after(highest(prior.candidates.keys().map(|i| i.0).collect())),
+            call: IdCounter::after(highest(prior.calls.keys().map(|i| i.0).collect())),
+            gate: IdCounter::after(highest(prior.gates.keys().map(|i| i.0).collect())),
+            action: IdCounter::default(),
         };
-        let prior_calls = latest(
-            prior
-                .calls
-                .values()
-                .filter(|c| c.ok == Some(true) && c.response_file.is_some())
-                .map(|c| (c.key.clone(), c.id))
-                .collect(),
-        );
-        let prior_candidates = latest(
-            prior
-                .candidates
-                .values()
-                .map(|c| (c.key.clone(), c.id))
-                .collect(),
-        );
-        let prior_gates = latest(
-            prior
-                .gates
-                .values()
-                .filter(|g| g.decision.is_some())
-                .map(|g| (g.key.clone(), g.id))
-                .collect(),
-        );
-        let next = |max: Option<u32>| AtomicU32::new(max.unwrap_or(0) + 1);
+        let replay = Replay::new(prior, session.clone());
+        let ids = Ids {
+            action: IdCounter::after(Some(replay.actions())),
+            ..ids
+        };
         let inner = Inner {
-            next_candidate: next(prior.candidates.keys().max().copied()),
-            next_call: next(prior.calls.keys().max().copied()),
-            next_gate: next(prior.gates.keys().max().copied()),
-            next_action: AtomicU32::new(
-                prior
-                    .candidates
-                    .values()
-                    .filter(|c| c.key.starts_with("user"))
-                    .count() as u32
-                    + 1,
-            ),
             call_slots: Semaphore::new(pipeline.max_concurrent_calls.max(1) as usize),
             session,
-            prior,
-            prior_calls,
-            prior_candidates,
-            prior_gates,
+            replay,
             task,
             evaluator,
             device,
@@ -166,8 +123,8 @@ impl Engine {
             prompts,
             recorder: Mutex::new(recorder),
             control,
+            ids,
             fatal: Mutex::new(None),
-            final_choice: Mutex::new(None),
         };
         Ok(Engine {
             inner: Arc::new(inner),
@@ -183,12 +140,7 @@ impl Engine {
 
     /// The state so far (prior events included).
     pub fn state(&self) -> SessionState {
-        self.inner
-            .recorder
-            .lock()
-            .expect("recorder")
-            .state()
-            .clone()
+        self.inner.state()
     }
 
     pub fn session(&self) -> &SessionDir {
@@ -240,20 +192,24 @@ impl Engine {
     }
 }
 
+// -- the core every step uses ------------------------------------------------------------
+
 impl Inner {
-    fn emit(&self, event: Event) -> EventRecord {
+    /// Records an event: appended to `events.jsonl`, folded, sent to subscribers. A write
+    /// that fails ends the run (everything before it stays intact and resumable).
+    pub fn emit(&self, event: Event) -> EventRecord {
         let mut recorder = self.recorder.lock().expect("recorder");
         let record = recorder.emit(event);
         if let Some(error) = recorder.write_error.take() {
             drop(recorder);
             self.fail(format!(
-                "cannot write the session ({error}); stopping so nothing more is lost"
+                "cannot write the session ({error}); stopped so that nothing more is lost: free space and `kforge resume` it"
             ));
         }
         record
     }
 
-    fn log(&self, level: LogLevel, tag: &str, message: impl Into<String>) {
+    pub fn log(&self, level: LogLevel, tag: &str, message: impl Into<String>) {
         self.emit(Event::Log {
             level,
             tag: tag.to_string(),
@@ -261,20 +217,53 @@ impl Inner {
         });
     }
 
-    fn sync(&self) {
-        self.recorder.lock().expect("recorder").sync();
+    /// Forces the events written so far to disk (step boundaries).
+    pub fn sync(&self) {
+        let mut recorder = self.recorder.lock().expect("recorder");
+        recorder.sync();
+        if let Some(error) = recorder.write_error.take() {
+            drop(recorder);
+            self.fail(format!("cannot write the session ({error})"));
+        }
     }
 
-    fn state(&self) -> SessionState {
+    /// Writes a session file; a failure ends the run and is returned as the step's failure.
+    pub fn write(&self, file: &str, contents: &[u8]) -> Step<()> {
+        match self.session.write_file(file, contents) {
+            Ok(()) => Step::Done(()),
+            Err(e) => {
+                let message = format!(
+                    "cannot write {file} ({:#}); stopped so that nothing more is lost: free space and `kforge resume` it",
+                    e
+                );
+                self.fail(message.clone());
+                Step::Failed(message)
+            }
+        }
+    }
+
+    pub fn state(&self) -> SessionState {
         self.recorder.lock().expect("recorder").state().clone()
     }
 
     /// A look at the live state without copying it.
-    fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
+    pub fn with_state<R>(&self, f: impl FnOnce(&SessionState) -> R) -> R {
         f(self.recorder.lock().expect("recorder").state())
     }
 
     fn command(&self, command: Command) {
+        // The manual provider takes its answers itself.
+        if let Command::ManualAnswer { call, text } = command {
+            match self.llm.manual_answer(call, text) {
+                Ok(()) => self.log(
+                    LogLevel::Info,
+                    "you",
+                    format!("answer for call {call} received"),
+                ),
+                Err(why) => self.log(LogLevel::Warn, "you", format!("answer ignored: {why}")),
+            }
+            return;
+        }
         let text = format!("{command:?}");
         match self.control.dispatch(command.clone()) {
             Dispatched::Handled(message) => {
@@ -307,7 +296,8 @@ impl Inner {
         }
     }
 
-    fn fail(&self, message: String) {
+    /// Ends the run: the first reason given is the one reported.
+    pub fn fail(&self, message: String) {
         let mut fatal = self.fatal.lock().expect("fatal");
         if fatal.is_none() {
             *fatal = Some(message);
@@ -316,7 +306,7 @@ impl Inner {
         self.control.stop.cancel();
     }
 
-    fn budget_exhausted(&self, what: String) {
+    pub fn budget_exhausted(&self, what: String) {
         if self.control.stop.is_cancelled() {
             return;
         }
@@ -329,18 +319,92 @@ impl Inner {
         self.control.stop.cancel();
     }
 
-    fn stopping(&self) -> bool {
+    pub fn stopping(&self) -> bool {
         self.control.stop.is_cancelled()
     }
 
-    fn timing_meaningful(&self) -> bool {
+    pub fn timing_meaningful(&self) -> bool {
         self.device.is_gpu()
     }
 
-    // -- the pipeline --------------------------------------------------------------
+    pub fn score_text(&self, id: CandidateId) -> String {
+        match self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())) {
+            Some(s) => format!("{s:.2}x"),
+            None => "score n/a".into(),
+        }
+    }
+
+    pub fn kernel_source(&self, id: CandidateId) -> Option<String> {
+        let file = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone()))?;
+        self.session.read_file(&file).ok()
+    }
+
+    /// The prompt context of a step on candidate `id`: the task, the kernel, and what its
+    /// evaluation said (failure and hints, or timing and metrics).
+    pub fn context_for(&self, id: Option<CandidateId>) -> PromptContext {
+        let mut ctx = PromptContext::for_task(&self.task.name, &self.task.source)
+            .with_timing_meaningful(self.timing_meaningful());
+        if let Some(id) = id {
+            ctx = ctx.with_kernel(self.kernel_source(id));
+            if let Some(result) = self.load_result(id) {
+                ctx = ctx.with_eval(&result);
+            }
+        }
+        ctx
+    }
+
+    /// A candidate's saved evaluation result (`eval/<id>.json`), when it has one.
+    pub fn load_result(&self, id: CandidateId) -> Option<crate::eval::EvalResult> {
+        let file = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval_file.clone()))?;
+        serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
+    }
+
+    // -- the plan ------------------------------------------------------------------------
 
     async fn pipeline(self: Arc<Self>) -> RunOutcome {
-        if self.prior.info.is_none() {
+        self.announce_start();
+
+        // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis and
+        // optimization as soon as it has a correct kernel, without waiting for the others.
+        self.evaluator.prepare(self.device).await;
+        let lineages = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
+        let lineages = futures::future::join_all(lineages).await;
+        if !lineages
+            .iter()
+            .any(|l| matches!(l, Step::Done(e) if e.correct))
+            && !self.stopping()
+        {
+            self.log(
+                LogLevel::Warn,
+                "engine",
+                "no seed produced a correct kernel",
+            );
+        }
+        self.sync();
+
+        // 6-8. Select the best, check it for a persistent kernel, run the stages on it.
+        if let Some(best) = self.best_evaluated()
+            && !self.stopping()
+            && !self.pipeline.stages.is_empty()
+        {
+            self.clone().tune(best).await;
+        }
+
+        // 9. Finish.
+        self.finish().await
+    }
+
+    fn announce_start(&self) {
+        if self.replay.is_resume() {
+            self.emit(Event::SessionResumed {
+                previous_seq: self.replay.prior().last_seq,
+            });
+            self.log(
+                LogLevel::Info,
+                "engine",
+                "resuming: saved answers and evaluations are reused",
+            );
+        } else {
             let (provider, model) = self.llm.label();
             self.emit(Event::SessionStarted {
                 task: self.task.name.clone(),
@@ -351,15 +415,6 @@ impl Inner {
                 device: self.device.to_string(),
                 timing_meaningful: self.timing_meaningful(),
             });
-        } else {
-            self.emit(Event::SessionResumed {
-                previous_seq: self.prior.last_seq,
-            });
-            self.log(
-                LogLevel::Info,
-                "engine",
-                "resuming: saved answers and evaluations are reused",
-            );
         }
         self.emit(Event::StateChanged {
             state: EngineState::Running,
@@ -371,271 +426,101 @@ impl Inner {
                 "no GPU timing: kernels run through Triton's interpreter, candidates are ranked by correctness and scores show as n/a",
             );
         }
-
-        // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis
-        // and optimization as soon as it has a correct kernel, without waiting for the
-        // other seeds' repairs.
-        self.evaluator.prepare(self.device).await;
-        let lineages = (1..=self.pipeline.seeds).map(|i| {
-            let inner = self.clone();
-            async move {
-                match inner.clone().seed_lineage(i).await {
-                    Some(seed) if seed.correct => {
-                        inner.algorithm_step(seed).await;
-                        true
-                    }
-                    _ => false,
-                }
-            }
-        });
-        let correct = futures::future::join_all(lineages).await;
-        if !correct.contains(&true) && !self.stopping() {
-            self.log(
-                LogLevel::Warn,
-                "engine",
-                "no seed produced a correct kernel",
-            );
-        }
-        self.sync();
-
-        // 6. Select.
-        let mut best = self.select_best();
-
-        // 7-8. Persistent-kernel check, then the stages on the best kernel.
-        if let Some(base) = best.clone()
-            && !self.stopping()
-            && !self.pipeline.stages.is_empty()
-        {
-            let source = self.kernel_source(base.id).unwrap_or_default();
-            let check = persistent::check(&source);
-            self.emit(Event::PersistentCheck {
-                candidate: base.id,
-                persistent: check.persistent,
-                reasons: check.reasons.clone(),
-            });
-            // Without timing the score condition cannot be checked: a correct persistent
-            // kernel is taken to meet it, so the flow is the same on the CPU.
-            let fast_enough = base.score.is_none_or(|s| s >= 1.0);
-            if check.persistent && fast_enough {
-                self.log(
-                    LogLevel::Info,
-                    "engine",
-                    format!(
-                        "candidate {} is a persistent kernel ({}): skipping the stages, tuning would break it",
-                        base.id,
-                        check.reasons.join("; ")
-                    ),
-                );
-            } else {
-                let question = format!(
-                    "Run the {} tuning stages on candidate {}?",
-                    self.pipeline.stages.len(),
-                    base.id
-                );
-                if self
-                    .review_gate("stages", GateKind::Stages, Some(base.id), question)
-                    .await
-                {
-                    best = Some(self.clone().stages(base).await);
-                } else {
-                    self.log(LogLevel::Info, "stages", "skipped by your decision");
-                }
-            }
-        }
-
-        // 9. Finish.
-        let marked = *self.final_choice.lock().expect("final");
-        let mut chosen = marked.or(best.as_ref().map(|b| b.id));
-        if let Some(id) = chosen
-            && marked.is_none()
-            && !self.stopping()
-        {
-            let score = self.score_text(id);
-            let question = format!("Declare candidate {id} ({score}) the final best?");
-            if !self
-                .review_gate("final", GateKind::FinalBest, Some(id), question)
-                .await
-            {
-                self.log(
-                    LogLevel::Info,
-                    "engine",
-                    "no final kernel declared (rejected); mark one with MarkFinal",
-                );
-                chosen = None;
-            }
-        }
-        // A candidate the person marked final wins, also when marked during the gate.
-        if let Some(marked) = *self.final_choice.lock().expect("final") {
-            chosen = Some(marked);
-        }
-        self.finish(chosen).await
     }
 
-    async fn finish(&self, best: Option<CandidateId>) -> RunOutcome {
-        let fatal = self.fatal.lock().expect("fatal").clone();
-        let budget = self.with_state(|s| s.budget_exhausted.clone());
-        let (end_state, reason) = match (&fatal, self.stopping(), &budget) {
-            (Some(f), _, _) => (EngineState::Failed, f.clone()),
-            (None, true, Some(b)) => (EngineState::Stopped, format!("budget reached: {b}")),
-            (None, true, None) => (EngineState::Stopped, "stopped".to_string()),
-            (None, false, _) => (EngineState::Finished, "pipeline complete".to_string()),
-        };
-        if let Some(id) = best {
-            if let Some(source) = self.kernel_source(id) {
-                let _ = self.session.write_file("best_kernel.py", source.as_bytes());
-            }
-            self.log(
-                LogLevel::Info,
-                "engine",
-                format!("best: candidate {id} ({})", self.score_text(id)),
-            );
-        } else {
-            self.log(LogLevel::Warn, "engine", "no correct kernel");
-        }
-        if let Some(f) = &fatal {
-            self.log(LogLevel::Error, "engine", f.clone());
-        }
-        self.emit(Event::SessionFinished {
-            best,
-            reason: reason.clone(),
-        });
-        self.emit(Event::StateChanged { state: end_state });
-        self.sync();
-        let state = self.state();
-        if let Err(e) = crate::report::write_all(&self.session, &state) {
-            self.log(
-                LogLevel::Error,
-                "engine",
-                format!("cannot write the report files: {e:#}"),
-            );
-        }
-        RunOutcome {
-            state: end_state,
-            best,
-            reason,
-        }
-    }
-
-    fn select_best(&self) -> Option<Evaluated> {
-        let state = self.state();
-        // Rank by score; without timing every correct kernel ties and the latest wins
-        // (later kernels come from more refined steps).
-        let best = state
-            .candidates
-            .values()
-            .filter(|c| c.status == CandidateStatus::Correct)
-            .max_by(|a, b| {
-                a.score()
-                    .unwrap_or(0.0)
-                    .total_cmp(&b.score().unwrap_or(0.0))
-                    .then(a.id.cmp(&b.id))
-            })?;
-        Some(Evaluated {
-            id: best.id,
-            correct: true,
-            score: best.score(),
-            result: None,
-        })
-    }
-
-    fn score_text(&self, id: CandidateId) -> String {
-        match self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())) {
-            Some(s) => format!("{s:.2}x"),
-            None => "score n/a".into(),
-        }
-    }
-
-    fn kernel_source(&self, id: CandidateId) -> Option<String> {
-        let file = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone()))?;
-        self.session.read_file(&file).ok()
-    }
-
-    // -- lineages --------------------------------------------------------------------
-
-    async fn seed_lineage(self: Arc<Self>, index: u32) -> Option<Evaluated> {
+    /// Steps 1-5 for one seed: generate, evaluate, repair, then analysis and optimization
+    /// of a correct kernel. Returns the lineage's last seed-line candidate.
+    async fn seed_lineage(self: Arc<Self>, index: u32) -> Step<Evaluated> {
         let key = format!("seed{index}");
         let tag = format!("seed {index}");
-        let ctx = self.base_context(CallKind::Seed);
-        let code = self
-            .generate_code(&key, &tag, CallKind::Seed, None, ctx)
-            .await?;
-        let first = self.new_candidate(&key, None, CandidateKind::Seed { index }, &code.0, code.1);
-        let evaluated = self.evaluate(first, &tag).await?;
-        self.repair_loop(evaluated, &key, &tag, self.pipeline.seed_repairs)
-            .await
+        let (code, call) = step!(
+            self.ask_for_code(&key, &tag, CallKind::Seed, None, self.context_for(None))
+                .await
+        );
+        let first =
+            step!(self.new_candidate(&key, None, CandidateKind::Seed { index }, &code, call));
+        let evaluated = step!(self.evaluate(first, &tag).await);
+        let seed = step!(
+            self.repair_loop(evaluated, &key, &tag, self.pipeline.seed_repairs)
+                .await
+        );
+        if seed.correct {
+            match self.clone().algorithm_step(seed.clone()).await {
+                Step::Stopped => return Step::Stopped,
+                Step::Failed(e) => self.log(LogLevel::Warn, "analysis", e),
+                Step::Done(()) | Step::Skipped(_) => {}
+            }
+        }
+        Step::Done(seed)
     }
 
-    /// Repairs `current` until it is correct or `attempts` are spent. Returns the last
-    /// candidate of the lineage.
+    /// Step 3: repairs `current` until it is correct or `attempts` are spent. Returns the
+    /// lineage's last candidate.
     async fn repair_loop(
         &self,
         mut current: Evaluated,
         key: &str,
         tag: &str,
         attempts: u32,
-    ) -> Option<Evaluated> {
-        let mut history: Vec<Attempt> = Vec::new();
+    ) -> Step<Evaluated> {
+        let mut history = Vec::new();
         for attempt in 1..=attempts {
-            if current.correct || self.stopping() {
+            if current.correct {
                 break;
             }
-            let result = current
-                .result
-                .clone()
-                .unwrap_or_else(|| self.load_result(current.id));
-            history.push(Attempt::from_result(history.len() as u32 + 1, &result));
-            let mut ctx = self.base_context(CallKind::Repair);
-            ctx.kernel = self.kernel_source(current.id);
-            ctx.error = Some(prompting::ErrorInfo::from_result(&result));
-            ctx.hints = hints::hints_for(
-                result
-                    .category
-                    .map(|c| c.to_string())
-                    .as_deref()
-                    .unwrap_or("runtime"),
-                &format!("{}\n{}", result.summary, result.message),
-            );
-            ctx.history = history[..history.len() - 1].to_vec();
+            if self.stopping() {
+                return Step::Stopped;
+            }
+            history.push(crate::prompts::AttemptFailure::from_eval(
+                history.len() as u32 + 1,
+                &current.result,
+            ));
+            let ctx = self
+                .context_for(Some(current.id))
+                .with_attempts(history[..history.len() - 1].to_vec());
             let step_key = format!("{key}/repair{attempt}");
-            let step_tag = tag;
             self.log(
                 LogLevel::Info,
-                step_tag,
+                tag,
                 format!(
                     "repair {attempt}/{attempts}: {}",
-                    result.summary.chars().take(160).collect::<String>()
+                    current.result.summary.chars().take(160).collect::<String>()
                 ),
             );
-            let Some((code, call)) = self
-                .generate_code(&step_key, step_tag, CallKind::Repair, Some(current.id), ctx)
-                .await
-            else {
-                continue;
+            let generated = self
+                .ask_for_code(&step_key, tag, CallKind::Repair, Some(current.id), ctx)
+                .await;
+            let (code, call) = match generated {
+                Step::Done(g) => g,
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, tag, format!("repair {attempt}: {why}"));
+                    continue;
+                }
             };
-            let id = self.new_candidate(
-                &step_key,
-                Some(current.id),
-                CandidateKind::Repair { attempt },
-                &code,
-                call,
-            );
-            match self.evaluate(id, step_tag).await {
-                Some(e) => current = e,
-                None => continue,
+            let kind = CandidateKind::Repair { attempt };
+            let id = step!(self.new_candidate(&step_key, Some(current.id), kind, &code, call));
+            match self.evaluate(id, tag).await {
+                Step::Done(e) => current = e,
+                Step::Skipped(_) => continue,
+                other => return other,
             }
         }
-        Some(current)
+        Step::Done(current)
     }
 
-    /// Analysis and optimization of a correct seed, when the configuration (and, in
-    /// review mode, the person) wants it.
-    async fn algorithm_step(self: Arc<Self>, seed: Evaluated) {
+    /// Steps 4-5 for a correct seed, when the configuration (and, in review mode, the
+    /// person) wants them.
+    async fn algorithm_step(self: Arc<Self>, seed: Evaluated) -> Step<()> {
         let wanted = match self.pipeline.analyze {
             AnalyzeWhen::All => true,
             AnalyzeWhen::Slow => seed.score.is_none_or(|s| s < 1.0),
         };
-        if !wanted || self.stopping() {
-            return;
+        if !wanted {
+            return Step::Skipped("the configuration analyzes only slow seeds".into());
+        }
+        if self.stopping() {
+            return Step::Stopped;
         }
         let question = format!(
             "Run algorithm analysis and optimization on candidate {} ({})?",
@@ -643,7 +528,7 @@ impl Inner {
             self.score_text(seed.id)
         );
         let key = format!("algorithm{}", seed.id);
-        if self
+        if !self
             .review_gate(
                 &key,
                 GateKind::AlgorithmOptimization,
@@ -652,68 +537,56 @@ impl Inner {
             )
             .await
         {
-            self.analyze_and_optimize(seed).await;
-        } else {
             self.log(
                 LogLevel::Info,
                 "analysis",
                 format!("candidate {}: skipped by your decision", seed.id),
             );
+            return Step::Skipped("rejected".into());
         }
+        let analysis = step!(self.analyze(&seed).await);
+        self.optimize(&seed, analysis).await
     }
 
-    async fn analyze_and_optimize(self: Arc<Self>, seed: Evaluated) {
-        let tag = "analysis".to_string();
-        let mut ctx = self.base_context(CallKind::Analysis);
-        ctx.kernel = self.kernel_source(seed.id);
-        self.fill_timing(&mut ctx, seed.id);
+    /// Step 4: the analysis of a correct kernel; `Skipped` when it is not worth optimizing.
+    async fn analyze(&self, seed: &Evaluated) -> Step<Analysis> {
+        let tag = "analysis";
         let key = format!("analysis{}", seed.id);
-        let Some((answer, call)) = self
-            .call_llm(&key, &tag, CallKind::Analysis, Some(seed.id), ctx)
+        let ctx = self.context_for(Some(seed.id));
+        let (answer, call) = step!(
+            self.ask(
+                &key,
+                tag,
+                CallKind::Analysis,
+                Some(seed.id),
+                ctx,
+                Want::Analysis
+            )
             .await
-        else {
-            return;
-        };
+        );
         let analysis = match crate::llm::extract_analysis(&answer) {
             Ok(a) => a,
-            Err(e) => {
-                self.log(
-                    LogLevel::Error,
-                    &tag,
-                    format!("candidate {}: the analysis answer is unusable ({e}); no algorithm optimization for it", seed.id),
-                );
-                return;
-            }
+            Err(e) => return Step::Failed(format!("the analysis answer is unusable: {e}")),
         };
-        let json = serde_json::to_value(&analysis).unwrap_or_default();
-        let already = self
-            .prior
-            .candidates
-            .get(&seed.id)
-            .and_then(|c| c.analysis.as_ref())
-            .is_some();
-        if !already {
+        if !self.replay.has_analysis(seed.id) {
             self.emit(Event::AnalysisReady {
                 candidate: seed.id,
                 call,
-                analysis: json.clone(),
+                analysis: analysis.clone(),
             });
         }
         if analysis.worth_optimizing == Some(false) {
+            let reason = analysis.reason.as_deref().unwrap_or("no reason given");
             self.log(
                 LogLevel::Info,
-                &tag,
-                format!(
-                    "candidate {}: not worth optimizing: {}",
-                    seed.id,
-                    analysis.reason.as_deref().unwrap_or("no reason given")
-                ),
+                tag,
+                format!("candidate {}: not worth optimizing: {reason}", seed.id),
             );
-            return;
+            return Step::Skipped(format!("not worth optimizing: {reason}"));
         }
         self.log(
             LogLevel::Info,
-            &tag,
+            tag,
             format!(
                 "candidate {}: {} (expected {})",
                 seed.id,
@@ -725,74 +598,138 @@ impl Inner {
                 analysis.expected_speedup.as_deref().unwrap_or("?")
             ),
         );
-        let opt_tag = format!("opt {}", seed.id);
-        let mut ctx = self.base_context(CallKind::Optimize);
-        ctx.kernel = self.kernel_source(seed.id);
-        ctx.analysis = Some(json);
-        self.fill_timing(&mut ctx, seed.id);
-        let key = format!("opt{}", seed.id);
-        let Some((code, call)) = self
-            .generate_code(&key, &opt_tag, CallKind::Optimize, Some(seed.id), ctx)
-            .await
-        else {
-            return;
-        };
-        let id = self.new_candidate(&key, Some(seed.id), CandidateKind::Algorithm, &code, call);
-        if let Some(e) = self.evaluate(id, &opt_tag).await {
-            let last = self
-                .repair_loop(e, &key, &opt_tag, self.pipeline.algorithm_repairs)
-                .await;
-            if let Some(last) = last {
-                let before = self.score_text(seed.id);
-                let after = if last.correct {
-                    self.score_text(last.id)
-                } else {
-                    "failed".into()
-                };
-                self.log(
-                    LogLevel::Info,
-                    &opt_tag,
-                    format!("algorithm optimization: {before} -> {after}"),
-                );
-            }
-        }
+        Step::Done(analysis)
     }
 
-    async fn stages(self: Arc<Self>, start: Evaluated) -> Evaluated {
+    /// Step 5: a new kernel from the analysis plus the PyTorch reference, repaired when
+    /// it fails.
+    async fn optimize(&self, seed: &Evaluated, analysis: Analysis) -> Step<()> {
+        let tag = format!("opt {}", seed.id);
+        let key = format!("opt{}", seed.id);
+        let mut ctx = self.context_for(Some(seed.id));
+        ctx.analysis = Some(analysis);
+        let (code, call) = step!(
+            self.ask_for_code(&key, &tag, CallKind::Optimize, Some(seed.id), ctx)
+                .await
+        );
+        let id =
+            step!(self.new_candidate(&key, Some(seed.id), CandidateKind::Algorithm, &code, call));
+        let first = step!(self.evaluate(id, &tag).await);
+        let last = step!(
+            self.repair_loop(first, &key, &tag, self.pipeline.algorithm_repairs)
+                .await
+        );
+        let after = if last.correct {
+            self.score_text(last.id)
+        } else {
+            "failed".into()
+        };
+        self.log(
+            LogLevel::Info,
+            &tag,
+            format!(
+                "algorithm optimization: {} -> {after}",
+                self.score_text(seed.id)
+            ),
+        );
+        Step::Done(())
+    }
+
+    /// Step 6: the best correct candidate so far, by the session's one notion of best.
+    fn best_evaluated(&self) -> Option<Evaluated> {
+        let id = self.with_state(|s| s.best)?;
+        Some(Evaluated {
+            id,
+            correct: true,
+            score: self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())),
+            result: self.load_result(id)?,
+        })
+    }
+
+    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first).
+    async fn tune(self: Arc<Self>, base: Evaluated) -> Step<Evaluated> {
+        let source = self.kernel_source(base.id).unwrap_or_default();
+        let check = persistent::check(&source);
+        if !self.replay.has_persistent_check(base.id) {
+            self.emit(Event::PersistentCheck {
+                candidate: base.id,
+                persistent: check.persistent,
+                reasons: check.reasons.clone(),
+            });
+        }
+        // Without timing the score condition cannot be checked: a correct persistent
+        // kernel is taken to meet it, so the flow is the same on the CPU.
+        if check.persistent && base.score.is_none_or(|s| s >= 1.0) {
+            self.log(
+                LogLevel::Info,
+                "engine",
+                format!(
+                    "candidate {} is a persistent kernel ({}): skipping the stages, tuning would break it",
+                    base.id,
+                    check.reasons.join("; ")
+                ),
+            );
+            return Step::Skipped("persistent kernel".into());
+        }
+        let question = format!(
+            "Run the {} tuning stages on candidate {}?",
+            self.pipeline.stages.len(),
+            base.id
+        );
+        if !self
+            .review_gate("stages", GateKind::Stages, Some(base.id), question)
+            .await
+        {
+            self.log(LogLevel::Info, "stages", "skipped by your decision");
+            return Step::Skipped("rejected".into());
+        }
+        self.stages(base).await
+    }
+
+    /// Step 8: each stage rewrites the current base; with regression protection only a
+    /// correct, faster kernel becomes the new base.
+    async fn stages(&self, start: Evaluated) -> Step<Evaluated> {
         let mut base = start;
         let total = self.pipeline.stages.len();
-        for (i, stage) in self.pipeline.stages.clone().iter().enumerate() {
+        for (i, stage) in self.pipeline.stages.iter().enumerate() {
             if self.stopping() {
-                break;
+                return Step::Stopped;
             }
             let tag = format!("stage {}/{total}", i + 1);
             let key = format!("stage/{stage}");
-            let mut ctx = self.base_context(CallKind::Stage);
+            let mut ctx = self.context_for(Some(base.id));
             ctx.stage = Some(stage.clone());
-            ctx.kernel = self.kernel_source(base.id);
-            self.fill_timing(&mut ctx, base.id);
-            let generated = self
-                .generate_code(&key, &tag, CallKind::Stage, Some(base.id), ctx)
-                .await;
-            let mut last = None;
-            if let Some((code, call)) = generated {
-                let kind = CandidateKind::Stage {
-                    name: stage.clone(),
-                    index: i as u32 + 1,
-                };
-                let id = self.new_candidate(&key, Some(base.id), kind, &code, call);
-                if let Some(e) = self.evaluate(id, &tag).await {
-                    last = self
-                        .repair_loop(e, &key, &tag, self.pipeline.stage_repairs)
-                        .await;
+            let last = match self
+                .ask_for_code(&key, &tag, CallKind::Stage, Some(base.id), ctx)
+                .await
+            {
+                Step::Done((code, call)) => {
+                    let kind = CandidateKind::Stage {
+                        name: stage.clone(),
+                        index: i as u32 + 1,
+                    };
+                    let id = step!(self.new_candidate(&key, Some(base.id), kind, &code, call));
+                    match self.evaluate(id, &tag).await {
+                        Step::Done(e) => step!(
+                            self.repair_loop(e, &key, &tag, self.pipeline.stage_repairs)
+                                .await
+                        )
+                        .into(),
+                        Step::Skipped(_) => None,
+                        other => return other,
+                    }
                 }
-            }
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, &tag, why);
+                    None
+                }
+            };
             let (accepted, reason) = match &last {
                 None => (false, "no kernel".to_string()),
                 Some(l) => stage_verdict(self.pipeline.accept, l.correct, l.score, base.score),
             };
-            let already = self.prior.stages.iter().any(|s| &s.stage == stage);
-            if !already {
+            if !self.replay.stage_recorded(stage) {
                 self.emit(Event::StageFinished {
                     stage: stage.clone(),
                     base: base.id,
@@ -814,688 +751,97 @@ impl Inner {
             }
             self.sync();
         }
-        base
+        Step::Done(base)
     }
 
-    // -- steps ------------------------------------------------------------------------
-
-    fn base_context(&self, kind: CallKind) -> StepContext {
-        StepContext::new(kind, &self.task, self.timing_meaningful())
-    }
-
-    fn fill_timing(&self, ctx: &mut StepContext, id: CandidateId) {
-        if let Some(eval) = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval.clone()))
+    /// Step 9: declare the final kernel (review mode asks, unless the person marked one),
+    /// write `best_kernel.py`, the end event and the report.
+    async fn finish(&self) -> RunOutcome {
+        let (marked, best) = self.with_state(|s| (s.final_marked, s.best));
+        let mut declared = best;
+        if let Some(id) = best
+            && marked.is_none()
+            && !self.stopping()
         {
-            ctx.kernel_ms = eval.kernel_ms;
-            ctx.reference_ms = eval.reference_ms;
-            ctx.score = eval.score;
-        }
-        let result = self.load_result(id);
-        ctx.metrics = result
-            .profile
-            .filter(|p| p.get("available").and_then(|a| a.as_bool()) == Some(true));
-    }
-
-    fn load_result(&self, id: CandidateId) -> EvalResult {
-        let file = format!("eval/{id}.json");
-        self.session
-            .read_file(&file)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_else(|| {
-                EvalResult::harness_failure("?", "the evaluation result is missing", "")
-            })
-    }
-
-    fn new_candidate(
-        &self,
-        key: &str,
-        parent: Option<CandidateId>,
-        kind: CandidateKind,
-        code: &str,
-        call: Option<CallId>,
-    ) -> CandidateId {
-        if let Some(id) = self.prior_candidates.get(key) {
-            return *id;
-        }
-        let id = self.next_candidate.fetch_add(1, Ordering::Relaxed);
-        let file = format!("kernels/{id}-{}.py", kind.word());
-        if let Err(e) = self.session.write_file(&file, code.as_bytes()) {
-            self.fail(format!("cannot write {file}: {e:#}"));
-        }
-        self.emit(Event::CandidateCreated {
-            id,
-            key: key.to_string(),
-            parent,
-            kind,
-            file,
-            call,
-        });
-        id
-    }
-
-    /// Evaluates a candidate (reusing a saved evaluation on resume). `None` when the
-    /// candidate was dropped at a gate or the run is stopping.
-    async fn evaluate(&self, id: CandidateId, tag: &str) -> Option<Evaluated> {
-        let candidate = self.with_state(|s| s.candidates.get(&id).cloned())?;
-        if let (Some(summary), true) = (
-            &candidate.eval,
-            self.prior
-                .candidates
-                .get(&id)
-                .is_some_and(|c| c.eval.is_some()),
-        ) {
-            return Some(Evaluated {
-                id,
-                correct: summary.correct,
-                score: summary.score,
-                result: None,
-            });
-        }
-        if candidate.status == CandidateStatus::Dropped || self.stopping() {
-            return None;
-        }
-        if self.control.mode() == Mode::Step {
-            let question = format!("Evaluate candidate {id} ({})?", candidate.kind.word());
-            match self
-                .gate(
-                    &format!("eval{id}"),
-                    GateKind::Evaluation,
-                    Some(id),
-                    None,
-                    question,
-                    Some(candidate.file.clone()),
-                )
+            let question = format!(
+                "Declare candidate {id} ({}) the final best?",
+                self.score_text(id)
+            );
+            if !self
+                .review_gate("final", GateKind::FinalBest, Some(id), question)
                 .await
             {
-                Decision::Approve => {}
-                Decision::Reject => {
-                    self.emit(Event::CandidateDropped {
-                        id,
-                        reason: "rejected before evaluation".into(),
-                    });
-                    return None;
-                }
-                Decision::Rewrite { text } => {
-                    if let Err(e) = self.session.write_file(&candidate.file, text.as_bytes()) {
-                        self.fail(format!("cannot write {}: {e:#}", candidate.file));
-                        return None;
-                    }
-                    self.log(
-                        LogLevel::Info,
-                        tag,
-                        format!("candidate {id} edited by you before evaluation"),
-                    );
-                }
-            }
-        }
-        self.control.wait_unpaused().await;
-        if self.stopping() {
-            return None;
-        }
-        let profile = self.pipeline.profile;
-        let result = self.run_evaluation(id, &candidate.file, profile).await?;
-        let summary = self.record_result(id, tag, &result);
-        Some(Evaluated {
-            id,
-            correct: summary.correct,
-            score: summary.score,
-            result: Some(result),
-        })
-    }
-
-    /// Runs one evaluation of a candidate's kernel file, its live phases going out as
-    /// events. `None` when cancelled or when the evaluator itself failed (the run stops).
-    async fn run_evaluation(
-        &self,
-        id: CandidateId,
-        file: &str,
-        profile: bool,
-    ) -> Option<EvalResult> {
-        self.emit(Event::EvalStarted { candidate: id });
-        let mut request = EvalRequest::new(
-            self.session.file("task.py"),
-            self.session.file(file),
-            self.device,
-            self.eval.clone(),
-        );
-        request.profile = profile && self.device.is_gpu();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let evaluation =
-            self.evaluator
-                .evaluate(request, self.control.stop.child_token(), Some(tx));
-        tokio::pin!(evaluation);
-        let outcome = loop {
-            tokio::select! {
-                outcome = &mut evaluation => break outcome,
-                Some(progress) = rx.recv() => {
-                    if let EvalProgress::Phase(phase) = progress {
-                        self.emit(Event::EvalPhase { candidate: id, phase });
-                    }
-                }
-            }
-        };
-        match outcome {
-            Ok(result) => Some(result),
-            Err(EvalError::Cancelled) => None,
-            Err(e) => {
-                self.fail(format!("the evaluator failed: {e}"));
-                None
-            }
-        }
-    }
-
-    /// Saves a result as `eval/<id>.json`, announces it (event and console line) and
-    /// updates the best candidate.
-    fn record_result(&self, id: CandidateId, tag: &str, result: &EvalResult) -> EvalSummary {
-        let result_file = format!("eval/{id}.json");
-        if let Ok(json) = serde_json::to_vec_pretty(result) {
-            let _ = self.session.write_file(&result_file, &json);
-        }
-        let summary = summarize(result);
-        let line = if summary.correct {
-            match (summary.score, summary.kernel_ms, summary.reference_ms) {
-                (Some(s), Some(k), Some(r)) => {
-                    format!("candidate {id}: correct, {s:.2}x ({k:.4} ms vs {r:.4} ms)")
-                }
-                _ => format!("candidate {id}: correct (score n/a)"),
-            }
-        } else {
-            format!(
-                "candidate {id}: {}: {}",
-                summary.category.as_deref().unwrap_or("failed"),
-                summary.summary.chars().take(200).collect::<String>()
-            )
-        };
-        let level = if summary.correct {
-            LogLevel::Info
-        } else {
-            LogLevel::Warn
-        };
-        for flag in &summary.flags {
-            self.log(
-                LogLevel::Warn,
-                tag,
-                format!("candidate {id}: flagged {flag}"),
-            );
-        }
-        self.emit(Event::EvalFinished {
-            candidate: id,
-            result_file,
-            summary: summary.clone(),
-        });
-        self.log(level, tag, line);
-        if summary.correct {
-            self.update_best(id, summary.score);
-        }
-        self.sync();
-        summary
-    }
-
-    fn update_best(&self, id: CandidateId, score: Option<f64>) {
-        let (best, current_score) = self.with_state(|s| {
-            (
-                s.best,
-                s.best.and_then(|b| s.candidates.get(&b)).map(|c| c.score()),
-            )
-        });
-        let better = match current_score {
-            None => true,
-            Some(current) => {
-                score.unwrap_or(0.0) > current.unwrap_or(0.0)
-                    || (score.is_none() && current.is_none())
-            }
-        };
-        if better && best != Some(id) {
-            self.emit(Event::BestChanged {
-                candidate: id,
-                score,
-            });
-        }
-    }
-
-    /// Asks for code; a malformed answer (no code) is logged and the step gives up.
-    async fn generate_code(
-        &self,
-        key: &str,
-        tag: &str,
-        kind: CallKind,
-        candidate: Option<CandidateId>,
-        ctx: StepContext,
-    ) -> Option<(String, Option<CallId>)> {
-        if let Some(id) = self.prior_candidates.get(key) {
-            // Resumed: the candidate exists; its code is on disk.
-            let c = self.prior.candidates.get(id)?;
-            self.log(
-                LogLevel::Info,
-                tag,
-                format!("reusing candidate {id}, saved before the interruption"),
-            );
-            return Some((self.session.read_file(&c.file).ok()?, c.call));
-        }
-        let (answer, call) = self.call_llm(key, tag, kind, candidate, ctx).await?;
-        match crate::llm::extract_code(&answer) {
-            Ok(code) => Some((code, Some(call))),
-            Err(e) => {
-                self.log(LogLevel::Error, tag, format!("call {call}: {e}"));
-                None
-            }
-        }
-    }
-
-    /// One LLM call through the gates, budgets and concurrency limit. Returns the answer
-    /// text (a truncated answer's partial text, with a warning) and the call id.
-    async fn call_llm(
-        &self,
-        key: &str,
-        tag: &str,
-        kind: CallKind,
-        candidate: Option<CandidateId>,
-        ctx: StepContext,
-    ) -> Option<(String, CallId)> {
-        if let Some(call) = self.prior_calls.get(key) {
-            let state = &self.prior;
-            let file = state.calls.get(call)?.response_file.clone()?;
-            if let Ok(text) = self.session.read_file(&file) {
                 self.log(
                     LogLevel::Info,
-                    tag,
-                    format!("reusing the saved answer of call {call}"),
-                );
-                return Some((text, *call));
-            }
-        }
-        if self.stopping() {
-            return None;
-        }
-        let _slot = tokio::select! {
-            permit = self.call_slots.acquire() => permit.ok()?,
-            _ = self.control.stop.cancelled() => return None,
-        };
-        self.control.wait_unpaused().await;
-        if self.stopping() || !self.within_budget() {
-            return None;
-        }
-        let call = self.next_call.fetch_add(1, Ordering::Relaxed);
-        let (system, mut user) = match prompting::render(&self.prompts, &ctx) {
-            Ok(p) => p,
-            Err(e) => {
-                self.fail(format!("cannot render the {} prompt: {e:#}", kind.word()));
-                return None;
-            }
-        };
-        let prompt_file = format!("llm/{call}.prompt.md");
-        let _ = self
-            .session
-            .write_file(&format!("llm/{call}.system.md"), system.as_bytes());
-        let _ = self.session.write_file(&prompt_file, user.as_bytes());
-        if self.control.mode() == Mode::Step {
-            let question = format!("Send the {} prompt ({tag})?", kind.word());
-            match self
-                .gate(
-                    &format!("call/{key}"),
-                    GateKind::LlmCall,
-                    candidate,
-                    Some(call),
-                    question,
-                    Some(prompt_file.clone()),
-                )
-                .await
-            {
-                Decision::Approve => {}
-                Decision::Reject => {
-                    self.log(
-                        LogLevel::Info,
-                        tag,
-                        format!("{} call skipped by your decision", kind.word()),
-                    );
-                    return None;
-                }
-                Decision::Rewrite { text } => {
-                    user = text;
-                    let _ = self.session.write_file(&prompt_file, user.as_bytes());
-                }
-            }
-        }
-        let (provider, model) = self.llm.label();
-        self.emit(Event::LlmCallStarted {
-            call,
-            key: key.to_string(),
-            kind,
-            candidate,
-            provider,
-            model,
-            prompt_file: prompt_file.clone(),
-        });
-        if matches!(self.llm, LlmBackend::Manual) {
-            self.log(
-                LogLevel::Info,
-                tag,
-                format!(
-                    "call {call} is yours: read {} and write your answer to {}",
-                    self.session.file(&prompt_file).display(),
-                    self.session
-                        .file(&format!("llm/{call}.answer.md"))
-                        .display()
-                ),
-            );
-        }
-        let token = self.control.call_token(call);
-        let response_file = format!("llm/{call}.response.md");
-        let reasoning_file = format!("llm/{call}.reasoning.md");
-        let started = Instant::now();
-        let result = self
-            .llm
-            .complete(
-                &self.session,
-                call,
-                &system,
-                &user,
-                self.pipeline.max_output_tokens,
-                &token,
-                &self.control,
-                |text, reasoning| {
-                    self.emit(Event::LlmDelta {
-                        call,
-                        text: text.to_string(),
-                        reasoning: reasoning.to_string(),
-                    });
-                },
-                &response_file,
-                &reasoning_file,
-            )
-            .await;
-        self.control.call_done(call);
-        let latency_s = started.elapsed().as_secs_f64();
-        match result {
-            Ok(answer) => {
-                self.emit(Event::LlmCallFinished {
-                    call,
-                    ok: true,
-                    error: None,
-                    usage: answer.usage,
-                    cost_usd: answer.cost_usd,
-                    latency_s,
-                    response_file: Some(response_file),
-                });
-                if let Some(warning) = &answer.warning {
-                    self.log(LogLevel::Warn, tag, format!("call {call}: {warning}"));
-                }
-                self.check_budget_after_call();
-                Some((answer.text, call))
-            }
-            Err(failure) => {
-                let (message, usage, cost) = match &failure {
-                    CallFailure::Cancelled => {
-                        ("cancelled".to_string(), TokenUsage::default(), None)
-                    }
-                    CallFailure::Failed {
-                        message,
-                        usage,
-                        cost_usd,
-                    }
-                    | CallFailure::Fatal {
-                        message,
-                        usage,
-                        cost_usd,
-                    } => (message.clone(), *usage, *cost_usd),
-                };
-                self.emit(Event::LlmCallFinished {
-                    call,
-                    ok: false,
-                    error: Some(message.clone()),
-                    usage,
-                    cost_usd: cost,
-                    latency_s,
-                    response_file: None,
-                });
-                self.log(
-                    LogLevel::Error,
-                    tag,
-                    format!("call {call} failed: {message}"),
-                );
-                if let CallFailure::Fatal { message, .. } = failure {
-                    self.fail(format!("the LLM provider refuses the run: {message}"));
-                }
-                None
-            }
-        }
-    }
-
-    fn within_budget(&self) -> bool {
-        let (usage, cost) = self.with_state(|s| (s.total_usage(), s.total_cost()));
-        if let Some(max) = self.pipeline.max_tokens
-            && usage.input + usage.output >= max
-        {
-            self.budget_exhausted(format!("{} tokens of {max}", usage.input + usage.output));
-            return false;
-        }
-        if let Some(max) = self.pipeline.max_cost_usd
-            && let Some(cost) = cost
-            && cost >= max
-        {
-            self.budget_exhausted(format!("${cost:.4} of ${max}"));
-            return false;
-        }
-        true
-    }
-
-    fn check_budget_after_call(&self) {
-        if self.pipeline.max_cost_usd.is_some() && self.with_state(|s| s.total_cost().is_none()) {
-            self.log(
-                LogLevel::Warn,
-                "engine",
-                "the cost of a call is unknown: the cost budget cannot be enforced exactly",
-            );
-        }
-        self.within_budget();
-    }
-
-    /// A gate that review and step modes stop at.
-    async fn review_gate(
-        &self,
-        key: &str,
-        kind: GateKind,
-        candidate: Option<CandidateId>,
-        question: String,
-    ) -> bool {
-        if self.control.mode() == Mode::Auto {
-            return true;
-        }
-        !matches!(
-            self.gate(key, kind, candidate, None, question, None).await,
-            Decision::Reject
-        )
-    }
-
-    async fn gate(
-        &self,
-        key: &str,
-        kind: GateKind,
-        candidate: Option<CandidateId>,
-        call: Option<CallId>,
-        question: String,
-        file: Option<String>,
-    ) -> Decision {
-        if let Some(gate) = self.prior_gates.get(key)
-            && let Some(decision) = self.prior.gates.get(gate).and_then(|g| g.decision.clone())
-        {
-            return decision;
-        }
-        if self.stopping() {
-            return Decision::Reject;
-        }
-        let gate = self.next_gate.fetch_add(1, Ordering::Relaxed);
-        let answer = self.control.open_gate(gate);
-        self.emit(Event::GateOpened {
-            gate,
-            key: key.to_string(),
-            kind,
-            candidate,
-            call,
-            question: question.clone(),
-            file,
-        });
-        self.emit(Event::StateChanged {
-            state: EngineState::Waiting,
-        });
-        self.log(
-            LogLevel::Info,
-            "you",
-            format!("waiting for you: {question}"),
-        );
-        self.sync();
-        let decision = tokio::select! {
-            d = answer => d.unwrap_or(Decision::Reject),
-            _ = self.control.stop.cancelled() => Decision::Reject,
-        };
-        self.emit(Event::GateResolved {
-            gate,
-            decision: decision.clone(),
-        });
-        if !self.stopping() {
-            self.emit(Event::StateChanged {
-                state: if self.control.is_paused() {
-                    EngineState::Paused
-                } else {
-                    EngineState::Running
-                },
-            });
-        }
-        decision
-    }
-
-    // -- the person's actions -----------------------------------------------------------
-
-    async fn serve_actions(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Command>) {
-        while let Some(action) = rx.recv().await {
-            let inner = self.clone();
-            // Each action runs on its own: a long repair must not block a re-evaluation.
-            tokio::spawn(async move { inner.act(action).await });
-        }
-    }
-
-    async fn act(self: Arc<Self>, action: Command) {
-        let n = self.next_action.fetch_add(1, Ordering::Relaxed);
-        let key = format!("user{n}-{}", std::process::id());
-        let tag = "you";
-        match action {
-            Command::Repair {
-                candidate,
-                instruction,
-            } => self.instructed(&key, candidate, instruction, true).await,
-            Command::Optimize {
-                candidate,
-                instruction,
-            } => self.instructed(&key, candidate, instruction, false).await,
-            Command::Manual { parent, code } => {
-                let id = self.new_candidate(&key, parent, CandidateKind::Manual, &code, None);
-                self.evaluate(id, tag).await;
-            }
-            Command::Reevaluate { candidate } => self.reevaluate(candidate, false).await,
-            Command::Profile { candidate } => self.reevaluate(candidate, true).await,
-            Command::MarkFinal { candidate } => {
-                if self
-                    .state()
-                    .candidates
-                    .get(&candidate)
-                    .is_some_and(|c| c.is_correct())
-                {
-                    *self.final_choice.lock().expect("final") = Some(candidate);
-                    let score = self
-                        .state()
-                        .candidates
-                        .get(&candidate)
-                        .and_then(|c| c.score());
-                    self.emit(Event::BestChanged { candidate, score });
-                    self.log(
-                        LogLevel::Info,
-                        tag,
-                        format!("candidate {candidate} marked final"),
-                    );
-                } else {
-                    self.log(
-                        LogLevel::Warn,
-                        tag,
-                        format!("candidate {candidate} is not correct: not marked final"),
-                    );
-                }
-            }
-            _ => {}
-        }
-        // On a finished run the result files follow what the person did.
-        let state = self.state();
-        if state.state.is_over() {
-            if let Some(best) = state.best
-                && let Some(source) = self.kernel_source(best)
-            {
-                let _ = self.session.write_file("best_kernel.py", source.as_bytes());
-            }
-            if let Err(e) = crate::report::write_all(&self.session, &state) {
-                self.log(
-                    LogLevel::Error,
                     "engine",
-                    format!("cannot write the report files: {e:#}"),
+                    "no final kernel declared (rejected); mark one with MarkFinal",
                 );
+                declared = None;
             }
         }
-    }
-
-    /// Repair (`repair`) or optimize a candidate following the person's instruction.
-    async fn instructed(
-        &self,
-        key: &str,
-        candidate: CandidateId,
-        instruction: String,
-        repair: bool,
-    ) {
-        let tag = "you";
-        let mut ctx = self.base_context(CallKind::Instructed);
-        ctx.kernel = self.kernel_source(candidate);
-        ctx.instruction = Some(instruction.clone());
-        ctx.instruction_mode = Some(if repair { "repair" } else { "optimize" }.to_string());
-        if repair
-            && self
-                .state()
-                .candidates
-                .get(&candidate)
-                .is_some_and(|c| c.eval.is_some())
-        {
-            let result = self.load_result(candidate);
-            if !result.correct {
-                ctx.error = Some(prompting::ErrorInfo::from_result(&result));
+        // A candidate the person marked final wins, also when marked during the gate.
+        if let Some(marked) = self.with_state(|s| s.final_marked) {
+            declared = Some(marked);
+        }
+        if let Some(id) = declared {
+            if let Some(source) = self.kernel_source(id) {
+                let _ = self.write("best_kernel.py", source.as_bytes());
             }
-        }
-        self.fill_timing(&mut ctx, candidate);
-        if let Some((code, call)) = self
-            .generate_code(key, tag, CallKind::Instructed, Some(candidate), ctx)
-            .await
-        {
-            let kind = CandidateKind::Instructed { instruction };
-            let id = self.new_candidate(key, Some(candidate), kind, &code, call);
-            self.evaluate(id, tag).await;
-        }
-    }
-
-    async fn reevaluate(&self, id: CandidateId, profile: bool) {
-        let Some(file) = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone())) else {
-            return;
-        };
-        if profile && !self.device.is_gpu() {
-            self.log(
-                LogLevel::Warn,
-                "you",
-                "profiling needs a GPU: re-evaluating without it",
-            );
-        }
-        if let Some(result) = self.run_evaluation(id, &file, profile).await {
-            self.record_result(id, "you", &result);
             self.log(
                 LogLevel::Info,
-                "you",
-                format!("candidate {id} re-evaluated"),
+                "engine",
+                format!("best: candidate {id} ({})", self.score_text(id)),
+            );
+        } else {
+            self.log(LogLevel::Warn, "engine", "no correct kernel");
+        }
+        let (end, reason) = decide_end(&self.end_facts());
+        if end == RunEnd::Failed || end == RunEnd::NoAnswer || end == RunEnd::NothingEvaluated {
+            self.log(LogLevel::Error, "engine", reason.clone());
+        }
+        self.emit(Event::SessionFinished {
+            best: declared,
+            reason: reason.clone(),
+            end: Some(end),
+        });
+        self.emit(Event::StateChanged { state: end.state() });
+        self.sync();
+        let state = self.state();
+        if let Err(e) = crate::report::write_all(&self.session, &state) {
+            self.log(
+                LogLevel::Error,
+                "engine",
+                format!("cannot write the report files: {e:#} (`kforge report` writes them again)"),
             );
         }
+        // A write that failed at the very end still makes the run a failure.
+        let (end, reason) = match self.fatal.lock().expect("fatal").clone() {
+            Some(f) if end != RunEnd::Failed => (RunEnd::Failed, f),
+            _ => (end, reason),
+        };
+        RunOutcome {
+            end,
+            state: end.state(),
+            best: declared,
+            reason,
+        }
+    }
+
+    fn end_facts(&self) -> EndFacts {
+        let fatal = self.fatal.lock().expect("fatal").clone();
+        self.with_state(|s| {
+            let finished: Vec<_> = s.calls.values().filter(|c| c.ok.is_some()).collect();
+            EndFacts {
+                fatal,
+                stopped: self.stopping(),
+                budget: s.budget_exhausted.clone(),
+                calls_answered: finished.iter().filter(|c| c.ok == Some(true)).count(),
+                calls_failed: finished.iter().filter(|c| c.ok == Some(false)).count(),
+                last_call_error: finished.iter().rev().find_map(|c| c.error.clone()),
+                evaluated: s.candidates.values().filter(|c| c.eval.is_some()).count(),
+                has_best: s.best.is_some(),
+            }
+        })
     }
 }
 
@@ -1503,11 +849,12 @@ impl Inner {
 /// protection: only a correct kernel that is faster wins; without timing (CPU) a correct
 /// kernel is accepted because there is nothing to compare.
 pub fn stage_verdict(
-    accept: Accept,
+    accept: super::config::Accept,
     correct: bool,
     new: Option<f64>,
     old: Option<f64>,
 ) -> (bool, String) {
+    use super::config::Accept;
     if !correct {
         return (false, "not correct".to_string());
     }
@@ -1521,33 +868,6 @@ pub fn stage_verdict(
             format!("{old:.3}x -> {new:.3}x is no improvement: keeping the base"),
         ),
         (Accept::Improve, _, _) => (true, "correct (no timing to compare)".to_string()),
-    }
-}
-
-/// The part of a result the events carry.
-pub fn summarize(result: &EvalResult) -> EvalSummary {
-    EvalSummary {
-        correct: result.correct,
-        category: result.category.map(|c| c.to_string()),
-        summary: result.summary.clone(),
-        score: result.score(),
-        kernel_ms: result
-            .timing
-            .as_ref()
-            .filter(|t| t.meaningful)
-            .map(|t| t.kernel.median_ms),
-        reference_ms: result
-            .timing
-            .as_ref()
-            .filter(|t| t.meaningful)
-            .map(|t| t.reference.median_ms),
-        flags: result.flags.clone(),
-        warnings: result
-            .static_report
-            .warnings
-            .iter()
-            .map(|w| w.message.clone())
-            .collect(),
     }
 }
 
@@ -1568,6 +888,7 @@ pub fn write_session_files(
 
 #[cfg(test)]
 mod tests {
+    use super::super::config::Accept;
     use super::*;
 
     #[test]

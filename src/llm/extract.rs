@@ -6,7 +6,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
+
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,32 +128,7 @@ pub fn extract_code(answer: &str) -> Result<String, ExtractError> {
     Ok(join(&lines[first..]))
 }
 
-/// The analysis an LLM returns for a kernel (DESIGN.md section 1, step 4). Keys are
-/// matched loosely: case, spaces, hyphens and British spellings do not matter.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Analysis {
-    pub worth_optimizing: Option<bool>,
-    pub reason: Option<String>,
-    pub bottleneck: Option<String>,
-    pub optimization_method: Option<String>,
-    pub modification_plan: Option<String>,
-    pub expected_speedup: Option<String>,
-    pub output_requirement: Option<String>,
-    /// The object as the model wrote it.
-    pub raw: Value,
-}
-
-impl Analysis {
-    /// The first number in `expected_speedup` (`"~1.5x"` -> 1.5).
-    pub fn expected_speedup_factor(&self) -> Option<f64> {
-        static NUM: LazyLock<Regex> =
-            LazyLock::new(|| Regex::new(r"\d+(\.\d+)?").expect("valid regex"));
-        NUM.find(self.expected_speedup.as_deref()?)?
-            .as_str()
-            .parse()
-            .ok()
-    }
-}
+pub use crate::protocol::Analysis;
 
 /// `Optimisation Method` -> `optimization_method`, with a few aliases.
 fn normalize_key(key: &str) -> String {

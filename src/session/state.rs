@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::engine::events::{
-    CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary, Event,
-    EventRecord, GateId, GateKind, LogLevel, Mode, TokenUsage,
+use crate::protocol::{
+    Analysis, CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary,
+    Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -44,10 +44,16 @@ pub struct Candidate {
     pub eval_file: Option<String>,
     /// Live phase while evaluating.
     pub phase: Option<String>,
-    pub analysis: Option<serde_json::Value>,
+    pub analysis: Option<Analysis>,
     pub persistent: Option<(bool, Vec<String>)>,
     pub dropped_reason: Option<String>,
     pub created: DateTime<Utc>,
+}
+
+/// (has a score, score, id): the order `best_candidate` ranks correct candidates by.
+fn rank(c: &Candidate) -> (bool, f64, CandidateId) {
+    let score = c.score().filter(|s| s.is_finite());
+    (score.is_some(), score.unwrap_or(0.0), c.id)
 }
 
 impl Candidate {
@@ -75,6 +81,8 @@ pub struct Call {
     pub usage: TokenUsage,
     pub cost_usd: Option<f64>,
     pub latency_s: f64,
+    /// Retries the client made before the answer (or the failure), with their causes.
+    pub retries: Vec<String>,
     /// Live text while streaming (from transient deltas).
     pub live_text: String,
     pub live_reasoning: String,
@@ -118,12 +126,18 @@ pub struct SessionState {
     pub calls: BTreeMap<CallId, Call>,
     pub gates: BTreeMap<GateId, Gate>,
     pub stages: Vec<StageOutcome>,
+    /// The session's best candidate: see `SessionState::best_candidate`. Kept up to date
+    /// by the fold; every view reads this one field.
     pub best: Option<CandidateId>,
+    /// The candidate the person marked final, if any.
+    pub final_marked: Option<CandidateId>,
     pub log: Vec<LogLine>,
     pub started: Option<DateTime<Utc>>,
     pub last_ts: Option<DateTime<Utc>>,
     pub last_seq: u64,
     pub finished: Option<(Option<CandidateId>, String)>,
+    /// How the last run ended, when it recorded it.
+    pub end: Option<RunEnd>,
     pub budget_exhausted: Option<String>,
     pub resumes: u32,
 }
@@ -158,6 +172,26 @@ impl SessionState {
             .values()
             .filter(|c| c.ok.is_some())
             .try_fold(0.0, |sum, c| c.cost_usd.map(|x| sum + x))
+    }
+
+    /// The one notion of "best": the candidate the person marked final, else the correct
+    /// candidate with the highest score. A measured score beats none, and on a tie the
+    /// later candidate wins (it comes from a more refined step; on the CPU every correct
+    /// kernel ties, so the latest one is best).
+    pub fn best_candidate(&self) -> Option<CandidateId> {
+        if self.final_marked.is_some() {
+            return self.final_marked;
+        }
+        self.candidates
+            .values()
+            .filter(|c| c.is_correct())
+            .max_by(|a, b| rank(a).partial_cmp(&rank(b)).expect("ranks are not NaN"))
+            .map(|c| c.id)
+    }
+
+    /// Whether the person marked this candidate final.
+    pub fn is_final(&self, id: CandidateId) -> bool {
+        self.final_marked == Some(id)
     }
 
     pub fn children(&self, id: CandidateId) -> impl Iterator<Item = &Candidate> {
@@ -253,6 +287,7 @@ impl SessionState {
                         usage: TokenUsage::default(),
                         cost_usd: None,
                         latency_s: 0.0,
+                        retries: Vec::new(),
                         live_text: String::new(),
                         live_reasoning: String::new(),
                     },
@@ -344,7 +379,20 @@ impl SessionState {
                 accepted: *accepted,
                 reason: reason.clone(),
             }),
-            Event::BestChanged { candidate, .. } => self.best = Some(*candidate),
+            // The best follows from the candidates (`best_candidate`); this event only
+            // announces a change.
+            Event::BestChanged { .. } => {}
+            Event::FinalMarked { candidate } => self.final_marked = Some(*candidate),
+            Event::LlmRetry {
+                call,
+                attempt,
+                reason,
+                ..
+            } => {
+                if let Some(c) = self.calls.get_mut(call) {
+                    c.retries.push(format!("attempt {}: {reason}", attempt - 1));
+                }
+            }
             Event::GateOpened {
                 gate,
                 key,
@@ -384,13 +432,12 @@ impl SessionState {
                 message: message.clone(),
             }),
             Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
-            Event::SessionFinished { best, reason } => {
+            Event::SessionFinished { best, reason, end } => {
                 self.finished = Some((*best, reason.clone()));
-                if best.is_some() {
-                    self.best = *best;
-                }
+                self.end = *end;
             }
         }
+        self.best = self.best_candidate();
     }
 }
 
@@ -412,22 +459,22 @@ mod tests {
             rec(
                 1,
                 Event::CandidateCreated {
-                    id: 1,
+                    id: CandidateId(1),
                     key: "k1".into(),
                     parent: None,
                     kind: CandidateKind::Seed { index: 1 },
                     file: "kernels/1-seed.py".into(),
-                    call: Some(1),
+                    call: Some(CallId(1)),
                 },
             ),
             rec(
                 2,
                 Event::EvalFinished {
-                    candidate: 1,
+                    candidate: CandidateId(1),
                     result_file: "eval/1.json".into(),
                     summary: EvalSummary {
                         correct: false,
-                        category: Some("compile".into()),
+                        category: Some(crate::protocol::Category::Compile),
                         ..Default::default()
                     },
                 },
@@ -435,18 +482,18 @@ mod tests {
             rec(
                 3,
                 Event::CandidateCreated {
-                    id: 2,
+                    id: CandidateId(2),
                     key: "k2".into(),
-                    parent: Some(1),
+                    parent: Some(CandidateId(1)),
                     kind: CandidateKind::Repair { attempt: 1 },
                     file: "kernels/2-repair.py".into(),
-                    call: Some(2),
+                    call: Some(CallId(2)),
                 },
             ),
             rec(
                 4,
                 Event::EvalFinished {
-                    candidate: 2,
+                    candidate: CandidateId(2),
                     result_file: "eval/2.json".into(),
                     summary: EvalSummary {
                         correct: true,
@@ -458,14 +505,14 @@ mod tests {
             rec(
                 5,
                 Event::BestChanged {
-                    candidate: 2,
+                    candidate: CandidateId(2),
                     score: Some(1.4),
                 },
             ),
             rec(
                 6,
                 Event::LlmCallStarted {
-                    call: 1,
+                    call: CallId(1),
                     key: "c1".into(),
                     kind: CallKind::Seed,
                     candidate: None,
@@ -477,7 +524,7 @@ mod tests {
             rec(
                 7,
                 Event::LlmCallFinished {
-                    call: 1,
+                    call: CallId(1),
                     ok: true,
                     error: None,
                     usage: TokenUsage {
@@ -492,10 +539,16 @@ mod tests {
             ),
         ];
         let s = SessionState::from_records(&events);
-        assert_eq!(s.candidates[&1].status, CandidateStatus::Failed);
-        assert_eq!(s.candidates[&2].score(), Some(1.4));
-        assert_eq!(s.children(1).map(|c| c.id).collect::<Vec<_>>(), vec![2]);
-        assert_eq!(s.best, Some(2));
+        assert_eq!(
+            s.candidates[&CandidateId(1)].status,
+            CandidateStatus::Failed
+        );
+        assert_eq!(s.candidates[&CandidateId(2)].score(), Some(1.4));
+        assert_eq!(
+            s.children(CandidateId(1)).map(|c| c.id).collect::<Vec<_>>(),
+            vec![CandidateId(2)]
+        );
+        assert_eq!(s.best, Some(CandidateId(2)));
         assert_eq!(s.total_usage().input, 10);
         assert_eq!(s.total_cost(), Some(0.5));
         assert_eq!(s.last_seq, 7);
@@ -507,7 +560,7 @@ mod tests {
             rec(
                 1,
                 Event::LlmCallStarted {
-                    call: 1,
+                    call: CallId(1),
                     key: "c1".into(),
                     kind: CallKind::Seed,
                     candidate: None,
@@ -519,7 +572,7 @@ mod tests {
             rec(
                 2,
                 Event::LlmCallFinished {
-                    call: 1,
+                    call: CallId(1),
                     ok: true,
                     error: None,
                     usage: TokenUsage::default(),
@@ -531,7 +584,7 @@ mod tests {
             rec(
                 3,
                 Event::GateOpened {
-                    gate: 1,
+                    gate: GateId(1),
                     key: "g1".into(),
                     kind: GateKind::Stages,
                     candidate: None,
@@ -543,11 +596,11 @@ mod tests {
         ];
         let mut s = SessionState::from_records(&events);
         assert_eq!(s.total_cost(), None);
-        assert_eq!(s.open_gate().map(|g| g.id), Some(1));
+        assert_eq!(s.open_gate().map(|g| g.id), Some(GateId(1)));
         s.apply(&rec(
             4,
             Event::GateResolved {
-                gate: 1,
+                gate: GateId(1),
                 decision: Decision::Approve,
             },
         ));

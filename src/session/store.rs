@@ -7,11 +7,13 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result, bail};
 use chrono::Utc;
 
-use crate::engine::events::{Command, Event, EventRecord};
+use crate::protocol::{Command, Event, EventRecord};
 
 pub const EVENTS_FILE: &str = "events.jsonl";
 pub const CONTROL_FILE: &str = "control.jsonl";
@@ -20,6 +22,55 @@ pub const LOCK_FILE: &str = "session.lock";
 #[derive(Debug, Clone)]
 pub struct SessionDir {
     pub path: PathBuf,
+    /// A stand-in for a disk that fills up (tests): see `with_write_limit`.
+    limit: Option<Arc<WriteLimit>>,
+}
+
+/// Bytes this session may still write before every write fails as a full disk does.
+#[derive(Debug)]
+struct WriteLimit(AtomicU64);
+
+impl WriteLimit {
+    /// Writes what the limit allows of `bytes`; fails with ENOSPC when that is not all,
+    /// leaving the partial write behind as a real full disk does.
+    fn write(&self, file: &mut File, bytes: &[u8]) -> std::io::Result<()> {
+        let allowed = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                Some(left.saturating_sub(bytes.len() as u64))
+            })
+            .unwrap_or(0)
+            .min(bytes.len() as u64) as usize;
+        file.write_all(&bytes[..allowed])?;
+        if allowed < bytes.len() {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        Ok(())
+    }
+}
+
+/// A file of the session opened for appending (events, console, a streaming answer):
+/// every write goes through the session's write limit, if it has one.
+pub struct AppendFile {
+    file: File,
+    limit: Option<Arc<WriteLimit>>,
+}
+
+impl AppendFile {
+    pub fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match &self.limit {
+            Some(limit) => limit.write(&mut self.file, bytes),
+            None => self.file.write_all(bytes),
+        }
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+
+    pub fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
 }
 
 /// Events read from disk, and the torn last line if there was one.
@@ -82,7 +133,7 @@ impl SessionDir {
                     for sub in ["kernels", "llm", "eval", "prompts"] {
                         std::fs::create_dir_all(path.join(sub))?;
                     }
-                    return Ok(SessionDir { path });
+                    return Ok(SessionDir { path, limit: None });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
@@ -106,6 +157,31 @@ impl SessionDir {
         }
         Ok(SessionDir {
             path: path.to_path_buf(),
+            limit: None,
+        })
+    }
+
+    /// The same session on a disk that holds only `bytes` more bytes: every write through
+    /// this handle after that fails with ENOSPC, as a full disk does (a partial write
+    /// first). This is how tests fill the disk without a tmpfs.
+    pub fn with_write_limit(mut self, bytes: u64) -> SessionDir {
+        self.limit = Some(Arc::new(WriteLimit(AtomicU64::new(bytes))));
+        self
+    }
+
+    /// Opens a session file for appending (created when missing; `truncate` empties it).
+    pub fn append_file(&self, relative: &str, truncate: bool) -> Result<AppendFile> {
+        let path = self.file(relative);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(!truncate)
+            .write(true)
+            .truncate(truncate)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(AppendFile {
+            file,
+            limit: self.limit.clone(),
         })
     }
 
@@ -120,14 +196,17 @@ impl SessionDir {
             std::fs::create_dir_all(parent)?;
         }
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        {
-            let mut f =
-                File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-            f.write_all(contents)
-                .with_context(|| format!("cannot write {}", tmp.display()))?;
-            f.sync_data().ok();
+        let written = File::create(&tmp).and_then(|mut f| {
+            match &self.limit {
+                Some(limit) => limit.write(&mut f, contents)?,
+                None => f.write_all(contents)?,
+            }
+            f.sync_data()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
+            std::fs::remove_file(&tmp).ok();
+            return Err(e).with_context(|| format!("cannot write {}", path.display()));
         }
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
         Ok(())
     }
 
@@ -236,8 +315,11 @@ pub fn parse_events(text: &str) -> ReadEvents {
 
 /// Appends events to `events.jsonl`.
 pub struct EventWriter {
-    file: File,
+    file: AppendFile,
     next_seq: u64,
+    /// Set by a failed append: the file may end in a partial line, so nothing more is
+    /// appended (resume cuts the torn line off before writing again).
+    broken: bool,
 }
 
 impl EventWriter {
@@ -261,9 +343,11 @@ impl EventWriter {
                 file.set_len(keep as u64)?;
             }
         }
+        drop(file);
         Ok(EventWriter {
-            file,
+            file: dir.append_file(EVENTS_FILE, false)?,
             next_seq: last_seq + 1,
+            broken: false,
         })
     }
 
@@ -274,12 +358,19 @@ impl EventWriter {
             ts: Utc::now(),
             event,
         };
+        if self.broken {
+            bail!("events.jsonl is not written to after a failed write");
+        }
         let mut line = serde_json::to_string(&record)?;
         line.push('\n');
-        self.file
+        if let Err(e) = self
+            .file
             .write_all(line.as_bytes())
-            .context("cannot append to events.jsonl (is the disk full?)")?;
-        self.file.flush()?;
+            .and_then(|()| self.file.flush())
+        {
+            self.broken = true;
+            return Err(e).context("cannot append to events.jsonl");
+        }
         self.next_seq += 1;
         Ok(record)
     }
@@ -347,7 +438,7 @@ impl LineFollower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::events::EngineState;
+    use crate::protocol::EngineState;
 
     #[test]
     fn names_are_sanitized() {

@@ -11,10 +11,10 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent};
 use ratatui::layout::Rect;
 
-use crate::engine::events::{
+use crate::eval::protocol::EvalResult;
+use crate::protocol::{
     CallId, CandidateId, Command, Decision, EngineState, Event, EventRecord, GateId,
 };
-use crate::eval::protocol::EvalResult;
 use crate::session::state::{Call, Candidate, CandidateStatus, Gate, SessionState};
 use crate::session::store::SessionDir;
 

@@ -12,7 +12,7 @@ use chrono::Utc;
 use tokio::sync::mpsc::{self, UnboundedSender};
 use tokio::task::JoinHandle;
 
-use crate::engine::events::{CallId, Command, Event, EventRecord};
+use crate::protocol::{CallId, Command, Event, EventRecord};
 use crate::session::store::{EVENTS_FILE, LineFollower, SessionDir, parse_events};
 
 pub const POLL_INTERVAL: Duration = Duration::from_millis(100);

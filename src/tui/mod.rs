@@ -23,7 +23,7 @@ pub mod theme;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::engine::events::{Command, EventRecord};
+use crate::protocol::{Command, EventRecord};
 use crate::session::store::SessionDir;
 
 pub use config::TuiConfig;

@@ -10,7 +10,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Clear, Dataset, GraphType, Paragraph};
 
-use crate::engine::events::{CandidateKind, EngineState, GateKind, LogLevel};
+use crate::protocol::{CallId, CandidateId, Category, EngineState, GateKind, LogLevel};
 use crate::session::state::{Candidate, CandidateStatus};
 
 use super::app::{App, ConfirmKind, DiffLayout, EditPurpose, Focus, Overlay, Tab};
@@ -112,27 +112,6 @@ fn fmt_tokens(n: u64) -> String {
     }
 }
 
-/// A short label for the tree: stage names by their first word (`stage 1 grid`).
-pub fn short_kind_label(kind: &CandidateKind) -> String {
-    match kind {
-        CandidateKind::Stage { name, index } => {
-            format!("stage {index} {}", name.split('_').next().unwrap_or(name))
-        }
-        other => kind_label(other),
-    }
-}
-
-pub fn kind_label(kind: &CandidateKind) -> String {
-    match kind {
-        CandidateKind::Seed { index } => format!("seed {index}"),
-        CandidateKind::Repair { attempt } => format!("repair {attempt}"),
-        CandidateKind::Algorithm => "algorithm".into(),
-        CandidateKind::Stage { name, index } => format!("stage {index} {name}"),
-        CandidateKind::Manual => "manual".into(),
-        CandidateKind::Instructed { .. } => "instructed".into(),
-    }
-}
-
 /// Glyph and its theme role for a candidate.
 pub fn glyph(app: &App, c: &Candidate) -> (&'static str, &'static str) {
     match c.status {
@@ -153,9 +132,9 @@ fn outcome(c: &Candidate) -> String {
             .score()
             .map(|s| format!("{s:.2}x"))
             .unwrap_or_else(|| "ok".into()),
-        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category.as_deref()) {
-            Some("out_of_resources") => "resources".into(),
-            Some("static_check") => "static".into(),
+        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category) {
+            Some(Category::OutOfResources) => "resources".into(),
+            Some(Category::StaticCheck) => "static".into(),
             Some(cat) => cat.to_string(),
             None => "failed".into(),
         },
@@ -200,7 +179,7 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
         let mark = if app.marked == Some(c.id) { "◆" } else { "" };
         let right = outcome(c);
         let left_fixed = format!("{indent}{fold}");
-        let label = format!(" #{} {}{mark}", c.id, short_kind_label(&c.kind));
+        let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
         let room = width.saturating_sub(left_fixed.chars().count() + 1 + right.chars().count() + 1);
         let label = truncate(&label, room);
         let pad = width.saturating_sub(
@@ -340,7 +319,7 @@ fn draw_chart(app: &mut App, frame: &mut Frame, area: Rect) {
 fn draw_detail(app: &mut App, frame: &mut Frame, area: Rect) {
     let sel_title = app
         .selected_candidate()
-        .map(|c| format!(" #{} {} ", c.id, kind_label(&c.kind)))
+        .map(|c| format!(" #{} {} ", c.id, c.kind.label()))
         .unwrap_or_else(|| " no candidate ".into());
     let block = pane_block(app, sel_title, Focus::Detail);
     let inner = block.inner(area);
@@ -671,14 +650,14 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
     }
 }
 
-fn metric_rows(app: &mut App, id: u32) -> Vec<String> {
+fn metric_rows(app: &mut App, id: CandidateId) -> Vec<String> {
     let Some(c) = app.state.candidates.get(&id).cloned() else {
         return vec![String::new(); 6];
     };
     let e = c.eval.clone().unwrap_or_default();
     let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4} ms"));
     vec![
-        format!("#{} {}", c.id, kind_label(&c.kind)),
+        format!("#{} {}", c.id, c.kind.label()),
         format!("{} {}", glyph(app, &c).0, outcome(&c)),
         c.score().map_or("–".into(), |s| format!("{s:.3}x")),
         ms(e.kernel_ms),
@@ -793,7 +772,7 @@ fn section(app: &App, title: &str) -> Line<'static> {
     Line::styled(format!("── {title} ──"), app.theme.get("accent"))
 }
 
-fn llm_files(prompt_file: &str, call: u32) -> (String, String) {
+fn llm_files(prompt_file: &str, call: CallId) -> (String, String) {
     match prompt_file.strip_suffix(".prompt.md") {
         Some(stem) => (
             format!("{stem}.response.md"),
@@ -807,7 +786,7 @@ fn llm_files(prompt_file: &str, call: u32) -> (String, String) {
 }
 
 fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
-    let calls: Vec<u32> = app.calls_of_selected().iter().map(|c| c.id).collect();
+    let calls: Vec<CallId> = app.calls_of_selected().iter().map(|c| c.id).collect();
     let Some(call) = app.shown_call().cloned() else {
         frame.render_widget(
             Paragraph::new("no LLM call for this candidate (it was written by hand)")
@@ -974,10 +953,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
     let verdict = if summary.correct {
         "correct".to_string()
     } else {
-        format!(
-            "failed: {}",
-            summary.category.clone().unwrap_or_else(|| "?".into())
-        )
+        format!("failed: {}", summary.category.map_or("?", |c| c.as_str()))
     };
     lines.push(Line::from(vec![
         Span::styled(format!("{:<12}", "verdict"), app.theme.get("muted")),
@@ -1141,43 +1117,20 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
     lines
 }
 
-const ANALYSIS_KEYS: [&str; 7] = [
-    "worth_optimizing",
-    "reason",
-    "bottleneck",
-    "optimisation_method",
-    "modification_plan",
-    "expected_speedup",
-    "output_requirement",
-];
-
 fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
     let Some(c) = app.selected_candidate().cloned() else {
         return vec![];
     };
     let mut lines = Vec::new();
     match &c.analysis {
-        Some(serde_json::Value::Object(map)) => {
+        Some(analysis) => {
             lines.push(section(app, "algorithm analysis"));
-            let mut keys: Vec<&String> = ANALYSIS_KEYS
-                .iter()
-                .filter_map(|k| map.get_key_value(*k).map(|(k, _)| k))
-                .collect();
-            keys.extend(map.keys().filter(|k| !ANALYSIS_KEYS.contains(&k.as_str())));
-            for k in keys {
-                let v = match &map[k] {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+            for (k, v) in analysis.rows() {
                 lines.push(Line::styled(k.replace('_', " "), app.theme.get("accent")));
-                let role = if k == "worth_optimizing" {
-                    if v.to_lowercase().starts_with('y') || v == "true" {
-                        "ok"
-                    } else {
-                        "warn"
-                    }
-                } else {
-                    "text"
+                let role = match (k, analysis.worth_optimizing) {
+                    ("worth_optimizing", Some(true)) => "ok",
+                    ("worth_optimizing", _) => "warn",
+                    _ => "text",
                 };
                 lines.extend(
                     wrap(&v, width.saturating_sub(2))
@@ -1186,7 +1139,6 @@ fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
                 );
             }
         }
-        Some(other) => lines.push(Line::from(other.to_string())),
         None => lines.push(Line::styled(
             "no analysis of this candidate",
             app.theme.get("muted"),
@@ -1500,12 +1452,7 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
         .collect();
     if let Some(c) = gate.candidate.and_then(|c| app.state.candidates.get(&c)) {
         lines.push(Line::styled(
-            format!(
-                "candidate #{} {} — {}",
-                c.id,
-                kind_label(&c.kind),
-                outcome(c)
-            ),
+            format!("candidate #{} {} — {}", c.id, c.kind.label(), outcome(c)),
             app.theme.get("muted"),
         ));
     }

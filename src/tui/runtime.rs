@@ -20,7 +20,7 @@ use super::highlight::Highlighter;
 use super::keymap::Keymap;
 use super::theme::{self, Theme};
 use super::{TuiConfig, TuiExit, TuiLink};
-use crate::engine::events::Command;
+use crate::protocol::Command;
 
 /// Side effects that need the outside world.
 pub trait Host {

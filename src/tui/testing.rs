@@ -21,9 +21,9 @@ use super::keymap::{Key, Keymap};
 use super::runtime::{self, Host};
 use super::theme::Theme;
 use super::{TuiConfig, TuiExit};
-use crate::engine::events::{
-    CallKind, CandidateKind, Command, EngineState, EvalSummary, Event, EventRecord, LogLevel, Mode,
-    TokenUsage,
+use crate::protocol::{
+    CallId, CallKind, CandidateId, CandidateKind, Category, Command, EngineState, EvalSummary,
+    Event, EventRecord, LogLevel, Mode, TokenUsage,
 };
 use crate::session::store::SessionDir;
 
@@ -389,7 +389,11 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
     let mut logs_written = 0u32;
     let mut t = 10i64;
     for id in 1..=candidates {
-        let parent = if id % 10 == 1 { None } else { Some(id - 1) };
+        let parent = if id % 10 == 1 {
+            None
+        } else {
+            Some(CandidateId(id - 1))
+        };
         let kind = match id % 10 {
             1 => CandidateKind::Seed { index: id / 10 + 1 },
             2..=4 => CandidateKind::Repair {
@@ -415,7 +419,7 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
         t += 50;
         emit(
             Event::LlmCallStarted {
-                call: id,
+                call: CallId(id),
                 key: format!("step{id}"),
                 kind: CallKind::Seed,
                 candidate: parent,
@@ -427,7 +431,7 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
         )?;
         emit(
             Event::LlmCallFinished {
-                call: id,
+                call: CallId(id),
                 ok: true,
                 error: None,
                 usage: TokenUsage {
@@ -443,12 +447,12 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
         )?;
         emit(
             Event::CandidateCreated {
-                id,
+                id: CandidateId(id),
                 key: format!("step{id}"),
                 parent,
                 kind,
                 file,
-                call: Some(id),
+                call: Some(CallId(id)),
             },
             t + 11,
         )?;
@@ -456,7 +460,7 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
         let score = correct.then(|| 0.5 + ((id * 37) % 200) as f64 / 100.0);
         let summary = EvalSummary {
             correct,
-            category: (!correct).then(|| "mismatch".to_string()),
+            category: (!correct).then_some(Category::Mismatch),
             summary: if correct {
                 "correct".into()
             } else {
@@ -472,10 +476,15 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
             serde_json::json!({"schema":1,"correct":correct,"status": if correct {"correct"} else {"failed"},
                 "summary": summary.summary, "message": if correct {""} else {"max abs error 0.5"}}).to_string(),
         )?;
-        emit(Event::EvalStarted { candidate: id }, t + 12)?;
+        emit(
+            Event::EvalStarted {
+                candidate: CandidateId(id),
+            },
+            t + 12,
+        )?;
         emit(
             Event::EvalFinished {
-                candidate: id,
+                candidate: CandidateId(id),
                 result_file: format!("eval/{id}.json"),
                 summary,
             },
@@ -487,7 +496,7 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
             best = Some((id, s));
             emit(
                 Event::BestChanged {
-                    candidate: id,
+                    candidate: CandidateId(id),
                     score: Some(s),
                 },
                 t + 21,
@@ -522,8 +531,9 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
     )?;
     emit(
         Event::SessionFinished {
-            best: best.map(|b| b.0),
+            best: best.map(|b| CandidateId(b.0)),
             reason: "done".into(),
+            end: None,
         },
         t + 101,
     )?;

@@ -1,5 +1,5 @@
-//! The one event type and the one command type between the engine and anything that
-//! shows or steers it (headless console, TUI, another process attached to a session).
+//! The one event type between the engine and anything that shows or reads it (headless
+//! console, TUI, another process attached to a session, the report).
 //!
 //! Events are self-contained: each line of `events.jsonl` is one `EventRecord`, and the
 //! whole session state is a fold over them (`session::state`). Transient events (live
@@ -9,9 +9,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-pub type CandidateId = u32;
-pub type CallId = u32;
-pub type GateId = u32;
+use super::{Analysis, CallId, CallKind, CandidateId, CandidateKind, Category, Decision, GateId};
 
 /// How much the engine stops for the person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
@@ -24,63 +22,6 @@ pub enum Mode {
     Review,
     /// Stops before every LLM call and every evaluation.
     Step,
-}
-
-/// What produced a candidate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum CandidateKind {
-    /// One of the N independent first generations.
-    Seed { index: u32 },
-    /// A repair of its parent; `attempt` counts from 1 within the repair loop.
-    Repair { attempt: u32 },
-    /// Written from an algorithm analysis of its parent.
-    Algorithm,
-    /// One of the tuning stages (`grid_and_parallel`, `block_tiling`, `memory_and_tuning`).
-    Stage { name: String, index: u32 },
-    /// Written or edited by the person.
-    Manual,
-    /// Repair or optimization of its parent with the person's instruction.
-    Instructed { instruction: String },
-}
-
-impl CandidateKind {
-    /// Short word for tags and file names: `seed`, `repair`, `algorithm`, `stage`, ...
-    pub fn word(&self) -> &'static str {
-        match self {
-            CandidateKind::Seed { .. } => "seed",
-            CandidateKind::Repair { .. } => "repair",
-            CandidateKind::Algorithm => "algorithm",
-            CandidateKind::Stage { .. } => "stage",
-            CandidateKind::Manual => "manual",
-            CandidateKind::Instructed { .. } => "instructed",
-        }
-    }
-}
-
-/// What an LLM call is for; also the name of its prompt template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallKind {
-    Seed,
-    Repair,
-    Analysis,
-    Optimize,
-    Stage,
-    Instructed,
-}
-
-impl CallKind {
-    pub fn word(&self) -> &'static str {
-        match self {
-            CallKind::Seed => "seed",
-            CallKind::Repair => "repair",
-            CallKind::Analysis => "analysis",
-            CallKind::Optimize => "optimize",
-            CallKind::Stage => "stage",
-            CallKind::Instructed => "instructed",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -120,18 +61,6 @@ pub enum GateKind {
     FinalBest,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-pub enum Decision {
-    Approve,
-    /// Skip the step or drop the candidate.
-    Reject,
-    /// Use this text instead (an edited prompt or kernel).
-    Rewrite {
-        text: String,
-    },
-}
-
 /// Token usage of one call, normalized across providers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -147,8 +76,8 @@ pub struct TokenUsage {
 #[serde(default)]
 pub struct EvalSummary {
     pub correct: bool,
-    /// Failure category (`compile`, `mismatch`, ...), `None` when correct.
-    pub category: Option<String>,
+    /// Failure category, `None` when correct.
+    pub category: Option<Category>,
     pub summary: String,
     /// Speedup over the reference; `None` without meaningful timing (CPU) or on failure.
     pub score: Option<f64>,
@@ -262,11 +191,11 @@ pub enum Event {
         #[serde(flatten)]
         summary: EvalSummary,
     },
-    /// The analysis JSON of a candidate (fields as the LLM gave them, normalized keys).
+    /// The algorithm analysis of a candidate (normalized keys; `raw` as the LLM gave it).
     AnalysisReady {
         candidate: CandidateId,
         call: CallId,
-        analysis: serde_json::Value,
+        analysis: Analysis,
     },
     PersistentCheck {
         candidate: CandidateId,
@@ -310,10 +239,73 @@ pub enum Event {
     BudgetExhausted {
         what: String,
     },
+    /// An LLM call failed before its first token and is tried again after `delay_s`
+    /// (the client's own retries with backoff).
+    LlmRetry {
+        call: CallId,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        delay_s: f64,
+        /// Why the previous attempt failed.
+        reason: String,
+    },
+    /// The person made this candidate the final answer: it stays the session's best through
+    /// re-evaluations, resume and the report.
+    FinalMarked {
+        candidate: CandidateId,
+    },
     SessionFinished {
         best: Option<CandidateId>,
         reason: String,
+        /// How the run ended (absent in sessions written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<RunEnd>,
     },
+}
+
+/// How a run ended. Each has its own exit code (`kforge run --help`, docs/usage.md): a run
+/// that produced nothing never ends like one that succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunEnd {
+    /// Every step ran and a correct kernel was found.
+    Complete,
+    /// Stopped by the person (the session is resumable).
+    Stopped,
+    /// A token, cost or wall-time budget was reached (resumable).
+    BudgetReached,
+    /// Every LLM call failed: the provider never answered (resumable once it is back).
+    NoAnswer,
+    /// The LLM answered but no candidate was ever evaluated (answers without code,
+    /// candidates dropped at gates).
+    NothingEvaluated,
+    /// Candidates were evaluated and none was correct.
+    NoCorrectKernel,
+    /// The run could not go on: the provider refuses it, the evaluator broke, the disk is
+    /// full. Resumable once the cause is fixed.
+    Failed,
+}
+
+impl RunEnd {
+    /// The process exit code of `kforge run` / `kforge resume`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            RunEnd::Complete | RunEnd::Stopped | RunEnd::BudgetReached => 0,
+            RunEnd::Failed => 1,
+            RunEnd::NoAnswer | RunEnd::NothingEvaluated => 3,
+            RunEnd::NoCorrectKernel => 4,
+        }
+    }
+
+    /// The engine state a run ending this way is left in. Only a complete run, or one that
+    /// judged kernels and found none correct, is `Finished`; the others can be resumed.
+    pub fn state(self) -> EngineState {
+        match self {
+            RunEnd::Complete | RunEnd::NoCorrectKernel => EngineState::Finished,
+            RunEnd::Stopped | RunEnd::BudgetReached => EngineState::Stopped,
+            RunEnd::NoAnswer | RunEnd::NothingEvaluated | RunEnd::Failed => EngineState::Failed,
+        }
+    }
 }
 
 impl Event {
@@ -321,58 +313,6 @@ impl Event {
     pub fn is_transient(&self) -> bool {
         matches!(self, Event::LlmDelta { .. } | Event::EvalPhase { .. })
     }
-}
-
-/// What a front end asks of the engine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-pub enum Command {
-    /// Answer an open gate.
-    Resolve {
-        gate: GateId,
-        decision: Decision,
-    },
-    /// Repair a candidate with an instruction (empty: the usual repair prompt).
-    Repair {
-        candidate: CandidateId,
-        instruction: String,
-    },
-    /// Optimize a candidate with an instruction.
-    Optimize {
-        candidate: CandidateId,
-        instruction: String,
-    },
-    /// Evaluate this code as a new manual candidate.
-    Manual {
-        parent: Option<CandidateId>,
-        code: String,
-    },
-    Reevaluate {
-        candidate: CandidateId,
-    },
-    Profile {
-        candidate: CandidateId,
-    },
-    /// Make this candidate the final answer.
-    MarkFinal {
-        candidate: CandidateId,
-    },
-    Pause,
-    Resume,
-    /// Cancel the LLM call in flight (all calls when `None`).
-    CancelCall {
-        call: Option<CallId>,
-    },
-    SetMode {
-        mode: Mode,
-    },
-    /// The answer to a call of the `manual` provider.
-    ManualAnswer {
-        call: CallId,
-        text: String,
-    },
-    /// End the run cleanly (the session stays resumable).
-    Stop,
 }
 
 #[cfg(test)]
@@ -387,12 +327,12 @@ mod tests {
                 .unwrap()
                 .with_timezone(&Utc),
             event: Event::CandidateCreated {
-                id: 3,
+                id: CandidateId(3),
                 key: "seed1/repair2".into(),
-                parent: Some(1),
+                parent: Some(CandidateId(1)),
                 kind: CandidateKind::Repair { attempt: 2 },
                 file: "kernels/3-repair.py".into(),
-                call: Some(4),
+                call: Some(CallId(4)),
             },
         };
         let line = serde_json::to_string(&record).unwrap();
@@ -402,34 +342,11 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<EventRecord>(&line).unwrap(), record);
     }
-
-    #[test]
-    fn commands_round_trip() {
-        for c in [
-            Command::Resolve {
-                gate: 1,
-                decision: Decision::Rewrite { text: "x".into() },
-            },
-            Command::Repair {
-                candidate: 2,
-                instruction: "use BLOCK=256".into(),
-            },
-            Command::Stop,
-        ] {
-            let s = serde_json::to_string(&c).unwrap();
-            assert_eq!(serde_json::from_str::<Command>(&s).unwrap(), c);
-        }
-        assert_eq!(
-            serde_json::to_string(&Command::Pause).unwrap(),
-            r#"{"command":"pause"}"#
-        );
-    }
-
     #[test]
     fn transient_events_are_marked() {
         assert!(
             Event::LlmDelta {
-                call: 1,
+                call: CallId(1),
                 text: "a".into(),
                 reasoning: String::new()
             }

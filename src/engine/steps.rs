@@ -1,0 +1,734 @@
+//! The steps every part of the plan is made of: ask the LLM (with its gate, budget,
+//! retries and re-asks), make a candidate, evaluate it, open a gate. Each returns a
+//! `Step`, reuses what `Replay` says is done, and writes its files before the events that
+//! name them.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::outcome::{Step, step};
+use super::ports::{CallFailure, CallProgress, LlmCall};
+use super::prompting;
+use super::runner::Inner;
+use crate::eval::{EvalProgress, EvalRequest, EvalResult};
+use crate::llm::{ChatRequest, Message};
+use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
+use crate::protocol::*;
+use crate::session::state::CandidateStatus;
+
+/// A candidate's evaluation as the pipeline needs it.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    pub id: CandidateId,
+    pub correct: bool,
+    pub score: Option<f64>,
+    pub result: EvalResult,
+}
+
+/// What an answer must contain to be usable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    Code,
+    Analysis,
+}
+
+impl Want {
+    fn word(self) -> &'static str {
+        match self {
+            Want::Code => "code",
+            Want::Analysis => "analysis",
+        }
+    }
+
+    /// Why `answer` is unusable, if it is.
+    fn problem(self, answer: &str) -> Option<String> {
+        match self {
+            Want::Code => crate::llm::extract_code(answer)
+                .err()
+                .map(|e| e.to_string()),
+            Want::Analysis => crate::llm::extract_analysis(answer)
+                .err()
+                .map(|e| e.to_string()),
+        }
+    }
+}
+
+impl Inner {
+    /// Asks for a kernel; the step `key` reuses its candidate's code on resume.
+    pub async fn ask_for_code(
+        &self,
+        key: &str,
+        tag: &str,
+        kind: CallKind,
+        candidate: Option<CandidateId>,
+        ctx: PromptContext,
+    ) -> Step<(String, Option<CallId>)> {
+        if let Some((c, code)) = self.replay.candidate(key) {
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!("reusing candidate {}, saved before the interruption", c.id),
+            );
+            return Step::Done((code, c.call));
+        }
+        let (answer, call) = step!(self.ask(key, tag, kind, candidate, ctx, Want::Code).await);
+        match crate::llm::extract_code(&answer) {
+            Ok(code) => Step::Done((code, Some(call))),
+            Err(e) => Step::Failed(format!("call {call}: {e}")),
+        }
+    }
+
+    /// One prompt, asked until the answer is usable: a call that fails is asked again
+    /// (`[pipeline] call_reasks` times), and an answer without the wanted content gets one
+    /// follow-up in the same conversation carrying the extraction error.
+    pub async fn ask(
+        &self,
+        key: &str,
+        tag: &str,
+        kind: CallKind,
+        candidate: Option<CandidateId>,
+        ctx: PromptContext,
+        want: Want,
+    ) -> Step<(String, CallId)> {
+        let (system, user) = match prompting::render(&self.prompts, kind, &ctx) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = format!("cannot render the {} prompt: {e:#}", kind.word());
+                self.fail(message.clone());
+                return Step::Failed(message);
+            }
+        };
+        let mut request = ChatRequest::prompt(user).with_system(system);
+        request.max_tokens = self.pipeline.max_output_tokens;
+        let (answer, call) = step!(
+            self.call_with_reasks(key, tag, kind, candidate, request.clone(), None)
+                .await
+        );
+        let Some(problem) = want.problem(&answer) else {
+            return Step::Done((answer, call));
+        };
+        self.log(
+            LogLevel::Warn,
+            tag,
+            format!("call {call}: {problem}; asking again once"),
+        );
+        let mut followup_ctx = PromptContext::for_task(&self.task.name, &self.task.source);
+        followup_ctx.unusable_answer = Some(UnusableAnswer {
+            error: problem,
+            expected: want.word().into(),
+        });
+        let followup = match self.prompts.render(TemplateName::Followup, &followup_ctx) {
+            Ok(p) => p.user,
+            Err(e) => {
+                let message = format!("cannot render the follow-up prompt: {e:#}");
+                self.fail(message.clone());
+                return Step::Failed(message);
+            }
+        };
+        request.messages.push(Message::assistant(answer));
+        request.messages.push(Message::user(followup));
+        let again = format!("{key}/again");
+        let (answer, call) = step!(
+            self.call_with_reasks(&again, tag, kind, candidate, request, Some(call))
+                .await
+        );
+        match want.problem(&answer) {
+            None => Step::Done((answer, call)),
+            Some(problem) => {
+                Step::Failed(format!("call {call}: {problem} (also when asked again)"))
+            }
+        }
+    }
+
+    /// A call, asked again after a pause when it fails (the provider is down, a stream
+    /// broke), at most `call_reasks` times. Reuses a saved answer on resume.
+    async fn call_with_reasks(
+        &self,
+        key: &str,
+        tag: &str,
+        kind: CallKind,
+        candidate: Option<CandidateId>,
+        request: ChatRequest,
+        follows: Option<CallId>,
+    ) -> Step<(String, CallId)> {
+        if let Some(saved) = self.replay.answer(key) {
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!("reusing the saved answer of call {}", saved.call),
+            );
+            return Step::Done((saved.text, saved.call));
+        }
+        let mut last_error = String::new();
+        for round in 0..=self.pipeline.call_reasks {
+            if round > 0 {
+                let wait = Duration::from_secs_f64(self.pipeline.reask_delay_s.max(0.0));
+                self.log(
+                    LogLevel::Warn,
+                    tag,
+                    format!(
+                        "asking again in {:.0}s ({round} of {}) after: {last_error}",
+                        wait.as_secs_f64(),
+                        self.pipeline.call_reasks
+                    ),
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.control.stop.cancelled() => return Step::Stopped,
+                }
+            }
+            match self
+                .call(key, tag, kind, candidate, request.clone(), follows)
+                .await
+            {
+                Step::Failed(e) => last_error = e,
+                other => return other,
+            }
+        }
+        Step::Failed(format!(
+            "the {} call failed {} time{}; the last: {last_error}",
+            kind.word(),
+            self.pipeline.call_reasks + 1,
+            if self.pipeline.call_reasks == 0 {
+                ""
+            } else {
+                "s"
+            }
+        ))
+    }
+
+    /// One LLM call through the step gate, the budgets and the concurrency limit. The
+    /// prompt is written before the call's event, the answer before its end event.
+    pub async fn call(
+        &self,
+        key: &str,
+        tag: &str,
+        kind: CallKind,
+        candidate: Option<CandidateId>,
+        mut request: ChatRequest,
+        follows: Option<CallId>,
+    ) -> Step<(String, CallId)> {
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        let _slot = tokio::select! {
+            permit = self.call_slots.acquire() => match permit {
+                Ok(p) => p,
+                Err(_) => return Step::Stopped,
+            },
+            _ = self.control.stop.cancelled() => return Step::Stopped,
+        };
+        self.control.wait_unpaused().await;
+        if self.stopping() || !self.within_budget() {
+            return Step::Stopped;
+        }
+        let call = CallId(self.ids.call.take());
+        let prompt_file = format!("llm/{call}.prompt.md");
+        let last_user = request.messages.last().map(|m| m.content.clone());
+        let mut shown = last_user.unwrap_or_default();
+        if let Some(first) = follows {
+            shown = format!(
+                "<!-- follow-up to call {first}: its prompt and answer are llm/{first}.prompt.md and llm/{first}.response.md -->\n\n{shown}"
+            );
+        }
+        step!(self.write(
+            &format!("llm/{call}.system.md"),
+            request.system.clone().unwrap_or_default().as_bytes()
+        ));
+        step!(self.write(&prompt_file, shown.as_bytes()));
+        if self.control.mode() == Mode::Step {
+            let question = format!("Send the {} prompt ({tag})?", kind.word());
+            match self
+                .gate(
+                    &format!("call/{key}"),
+                    GateKind::LlmCall,
+                    candidate,
+                    Some(call),
+                    question,
+                    Some(prompt_file.clone()),
+                )
+                .await
+            {
+                Decision::Approve => {}
+                Decision::Reject => {
+                    self.log(
+                        LogLevel::Info,
+                        tag,
+                        format!("{} call skipped by your decision", kind.word()),
+                    );
+                    return Step::Skipped("rejected".into());
+                }
+                Decision::Rewrite { text } => {
+                    step!(self.write(&prompt_file, text.as_bytes()));
+                    if let Some(last) = request.messages.last_mut() {
+                        last.content = text;
+                    }
+                }
+            }
+        }
+        let (provider, model) = self.llm.label();
+        self.emit(Event::LlmCallStarted {
+            call,
+            key: key.to_string(),
+            kind,
+            candidate,
+            provider,
+            model,
+            prompt_file: prompt_file.clone(),
+        });
+        if let Some(answer_file) = self.llm.manual_answer_file(call) {
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!(
+                    "call {call} is yours: read {} and write your answer to {}",
+                    self.session.file(&prompt_file).display(),
+                    self.session.file(&answer_file).display()
+                ),
+            );
+        }
+        let token = self.control.call_token(call);
+        let response_file = format!("llm/{call}.response.md");
+        let reasoning_file = format!("llm/{call}.reasoning.md");
+        // The answer streams into its file so a process attached to the session can
+        // follow it; a failed write there ends the run like any other.
+        let mut live = self.session.append_file(&response_file, true);
+        let mut reasoning = None;
+        let mut write_error: Option<String> = None;
+        let started = Instant::now();
+        let llm_call = LlmCall {
+            call,
+            key: key.to_string(),
+            kind,
+            request,
+        };
+        let mut on_progress = |progress: CallProgress| match progress {
+            CallProgress::Text(text) => {
+                if let Ok(f) = live.as_mut()
+                    && let Err(e) = f.write_all(text.as_bytes()).and_then(|()| f.flush())
+                {
+                    write_error.get_or_insert(format!("cannot write {response_file}: {e}"));
+                }
+                self.emit(Event::LlmDelta {
+                    call,
+                    text,
+                    reasoning: String::new(),
+                });
+            }
+            CallProgress::Reasoning(text) => {
+                let file = reasoning
+                    .get_or_insert_with(|| self.session.append_file(&reasoning_file, true));
+                if let Ok(f) = file.as_mut()
+                    && let Err(e) = f.write_all(text.as_bytes()).and_then(|()| f.flush())
+                {
+                    write_error.get_or_insert(format!("cannot write {reasoning_file}: {e}"));
+                }
+                self.emit(Event::LlmDelta {
+                    call,
+                    text: String::new(),
+                    reasoning: text,
+                });
+            }
+            CallProgress::Retrying {
+                attempt,
+                delay_s,
+                reason,
+            } => {
+                self.emit(Event::LlmRetry {
+                    call,
+                    attempt,
+                    delay_s,
+                    reason: reason.clone(),
+                });
+                self.log(
+                    LogLevel::Warn,
+                    tag,
+                    format!(
+                        "call {call}: attempt {} failed ({reason}); retrying in {delay_s:.1}s",
+                        attempt - 1
+                    ),
+                );
+            }
+        };
+        let result = self.llm.complete(&llm_call, &token, &mut on_progress).await;
+        self.control.call_done(call);
+        let latency_s = started.elapsed().as_secs_f64();
+        if let Some(e) = write_error {
+            self.fail(e.clone());
+            return Step::Failed(e);
+        }
+        match result {
+            Ok(answer) => {
+                // The whole answer, in case a retry left pieces of an earlier attempt.
+                step!(self.write(&response_file, answer.text.as_bytes()));
+                self.emit(Event::LlmCallFinished {
+                    call,
+                    ok: true,
+                    error: None,
+                    usage: answer.usage,
+                    cost_usd: answer.cost_usd,
+                    latency_s,
+                    response_file: Some(response_file),
+                });
+                if let Some(warning) = &answer.warning {
+                    self.log(LogLevel::Warn, tag, format!("call {call}: {warning}"));
+                }
+                self.check_budget_after_call();
+                self.sync();
+                Step::Done((answer.text, call))
+            }
+            Err(failure) => {
+                let (message, usage, cost_usd) = failure.parts();
+                self.emit(Event::LlmCallFinished {
+                    call,
+                    ok: false,
+                    error: Some(message.clone()),
+                    usage,
+                    cost_usd,
+                    latency_s,
+                    response_file: None,
+                });
+                self.log(
+                    LogLevel::Error,
+                    tag,
+                    format!("call {call} failed: {message}"),
+                );
+                match failure {
+                    CallFailure::Cancelled if self.stopping() => Step::Stopped,
+                    CallFailure::Cancelled => Step::Skipped(format!("call {call} cancelled")),
+                    CallFailure::Fatal { .. } => {
+                        self.fail(format!("the LLM provider refuses the run: {message}"));
+                        Step::Stopped
+                    }
+                    CallFailure::Failed { .. } => Step::Failed(message),
+                }
+            }
+        }
+    }
+
+    fn within_budget(&self) -> bool {
+        let (usage, cost) = self.with_state(|s| (s.total_usage(), s.total_cost()));
+        if let Some(max) = self.pipeline.max_tokens
+            && usage.input + usage.output >= max
+        {
+            self.budget_exhausted(format!("{} tokens of {max}", usage.input + usage.output));
+            return false;
+        }
+        if let Some(max) = self.pipeline.max_cost_usd
+            && let Some(cost) = cost
+            && cost >= max
+        {
+            self.budget_exhausted(format!("${cost:.4} of ${max}"));
+            return false;
+        }
+        true
+    }
+
+    fn check_budget_after_call(&self) {
+        if self.pipeline.max_cost_usd.is_some() && self.with_state(|s| s.total_cost().is_none()) {
+            self.log(
+                LogLevel::Warn,
+                "engine",
+                "the cost of a call is unknown: the cost budget cannot be enforced exactly",
+            );
+        }
+        self.within_budget();
+    }
+
+    /// A new candidate: its kernel file is written first, then the event that names it.
+    /// The step `key` reuses the candidate an earlier run made.
+    pub fn new_candidate(
+        &self,
+        key: &str,
+        parent: Option<CandidateId>,
+        kind: CandidateKind,
+        code: &str,
+        call: Option<CallId>,
+    ) -> Step<CandidateId> {
+        if let Some((c, _)) = self.replay.candidate(key) {
+            return Step::Done(c.id);
+        }
+        let id = CandidateId(self.ids.candidate.take());
+        let file = format!("kernels/{id}-{}.py", kind.word());
+        step!(self.write(&file, code.as_bytes()));
+        self.emit(Event::CandidateCreated {
+            id,
+            key: key.to_string(),
+            parent,
+            kind,
+            file,
+            call,
+        });
+        Step::Done(id)
+    }
+
+    /// Evaluates a candidate (an earlier run's evaluation is reused). `Skipped` when it
+    /// was dropped at the gate.
+    pub async fn evaluate(&self, id: CandidateId, tag: &str) -> Step<Evaluated> {
+        if let Some(result) = self.replay.evaluation(id) {
+            return Step::Done(Evaluated {
+                id,
+                correct: result.correct,
+                score: result.score(),
+                result,
+            });
+        }
+        let Some(candidate) = self.with_state(|s| s.candidates.get(&id).cloned()) else {
+            return Step::Failed(format!("no candidate {id}"));
+        };
+        if candidate.status == CandidateStatus::Dropped {
+            return Step::Skipped(format!("candidate {id} was dropped"));
+        }
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        if self.control.mode() == Mode::Step {
+            let question = format!("Evaluate candidate {id} ({})?", candidate.kind.label());
+            match self
+                .gate(
+                    &format!("eval{id}"),
+                    GateKind::Evaluation,
+                    Some(id),
+                    None,
+                    question,
+                    Some(candidate.file.clone()),
+                )
+                .await
+            {
+                Decision::Approve => {}
+                Decision::Reject => {
+                    self.emit(Event::CandidateDropped {
+                        id,
+                        reason: "rejected before evaluation".into(),
+                    });
+                    return Step::Skipped("rejected before evaluation".into());
+                }
+                Decision::Rewrite { text } => {
+                    step!(self.write(&candidate.file, text.as_bytes()));
+                    self.log(
+                        LogLevel::Info,
+                        tag,
+                        format!("candidate {id} edited by you before evaluation"),
+                    );
+                }
+            }
+        }
+        self.control.wait_unpaused().await;
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        let result = step!(
+            self.run_evaluation(id, &candidate.file, self.pipeline.profile)
+                .await
+        );
+        let summary = step!(self.record_result(id, tag, &result));
+        Step::Done(Evaluated {
+            id,
+            correct: summary.correct,
+            score: summary.score,
+            result,
+        })
+    }
+
+    /// Runs one evaluation of a candidate's kernel file, its live phases going out as
+    /// events.
+    pub async fn run_evaluation(
+        &self,
+        id: CandidateId,
+        file: &str,
+        profile: bool,
+    ) -> Step<EvalResult> {
+        self.emit(Event::EvalStarted { candidate: id });
+        let mut request = EvalRequest::new(
+            self.session.file("task.py"),
+            self.session.file(file),
+            self.device,
+            self.eval.clone(),
+        );
+        request.profile = profile && self.device.is_gpu();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let evaluation =
+            self.evaluator
+                .evaluate(request, self.control.stop.child_token(), Some(tx));
+        tokio::pin!(evaluation);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut evaluation => break outcome,
+                Some(progress) = rx.recv() => {
+                    if let EvalProgress::Phase(phase) = progress {
+                        self.emit(Event::EvalPhase { candidate: id, phase });
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(result) => Step::Done(result),
+            Err(crate::eval::EvalError::Cancelled) => Step::Stopped,
+            Err(e) => {
+                let message = format!("the evaluator failed: {e}");
+                self.fail(message.clone());
+                Step::Failed(message)
+            }
+        }
+    }
+
+    /// Saves a result as `eval/<id>.json`, then announces it (event and console line).
+    pub fn record_result(
+        &self,
+        id: CandidateId,
+        tag: &str,
+        result: &EvalResult,
+    ) -> Step<EvalSummary> {
+        let result_file = format!("eval/{id}.json");
+        let json = match serde_json::to_vec_pretty(result) {
+            Ok(j) => j,
+            Err(e) => return Step::Failed(format!("cannot encode the result of {id}: {e}")),
+        };
+        step!(self.write(&result_file, &json));
+        let summary = summarize(result);
+        let line = if summary.correct {
+            match (summary.score, summary.kernel_ms, summary.reference_ms) {
+                (Some(s), Some(k), Some(r)) => {
+                    format!("candidate {id}: correct, {s:.2}x ({k:.4} ms vs {r:.4} ms)")
+                }
+                _ => format!("candidate {id}: correct (score n/a)"),
+            }
+        } else {
+            format!(
+                "candidate {id}: {}: {}",
+                summary.category.map(|c| c.as_str()).unwrap_or("failed"),
+                summary.summary.chars().take(200).collect::<String>()
+            )
+        };
+        for flag in &summary.flags {
+            self.log(
+                LogLevel::Warn,
+                tag,
+                format!("candidate {id}: flagged {flag}"),
+            );
+        }
+        let best_before = self.with_state(|s| s.best);
+        self.emit(Event::EvalFinished {
+            candidate: id,
+            result_file,
+            summary: summary.clone(),
+        });
+        let level = if summary.correct {
+            LogLevel::Info
+        } else {
+            LogLevel::Warn
+        };
+        self.log(level, tag, line);
+        self.announce_best(best_before);
+        self.sync();
+        Step::Done(summary)
+    }
+
+    /// Says so when the session's best changed since `before`.
+    pub fn announce_best(&self, before: Option<CandidateId>) {
+        let now = self.with_state(|s| {
+            s.best
+                .map(|b| (b, s.candidates.get(&b).and_then(|c| c.score())))
+        });
+        if let Some((candidate, score)) = now
+            && Some(candidate) != before
+        {
+            self.emit(Event::BestChanged { candidate, score });
+        }
+    }
+
+    /// A gate that review and step modes stop at; `false` when the person rejects.
+    pub async fn review_gate(
+        &self,
+        key: &str,
+        kind: GateKind,
+        candidate: Option<CandidateId>,
+        question: String,
+    ) -> bool {
+        if self.control.mode() == Mode::Auto {
+            return true;
+        }
+        !matches!(
+            self.gate(key, kind, candidate, None, question, None).await,
+            Decision::Reject
+        )
+    }
+
+    /// Waits for the person's decision at the gate `key` (an earlier run's decision is
+    /// reused).
+    pub async fn gate(
+        &self,
+        key: &str,
+        kind: GateKind,
+        candidate: Option<CandidateId>,
+        call: Option<CallId>,
+        question: String,
+        file: Option<String>,
+    ) -> Decision {
+        if let Some(decision) = self.replay.decision(key) {
+            return decision;
+        }
+        if self.stopping() {
+            return Decision::Reject;
+        }
+        let gate = GateId(self.ids.gate.take());
+        let answer = self.control.open_gate(gate);
+        self.emit(Event::GateOpened {
+            gate,
+            key: key.to_string(),
+            kind,
+            candidate,
+            call,
+            question: question.clone(),
+            file,
+        });
+        self.emit(Event::StateChanged {
+            state: EngineState::Waiting,
+        });
+        self.log(
+            LogLevel::Info,
+            "you",
+            format!("waiting for you: {question}"),
+        );
+        self.sync();
+        let decision = tokio::select! {
+            d = answer => d.unwrap_or(Decision::Reject),
+            _ = self.control.stop.cancelled() => Decision::Reject,
+        };
+        self.emit(Event::GateResolved {
+            gate,
+            decision: decision.clone(),
+        });
+        if !self.stopping() {
+            self.emit(Event::StateChanged {
+                state: if self.control.is_paused() {
+                    EngineState::Paused
+                } else {
+                    EngineState::Running
+                },
+            });
+        }
+        decision
+    }
+}
+
+/// The part of a result the events carry.
+pub fn summarize(result: &EvalResult) -> EvalSummary {
+    let timing = result.timing.as_ref().filter(|t| t.meaningful);
+    EvalSummary {
+        correct: result.correct,
+        category: result.category,
+        summary: result.summary.clone(),
+        score: result.score(),
+        kernel_ms: timing.map(|t| t.kernel.median_ms),
+        reference_ms: timing.map(|t| t.reference.median_ms),
+        flags: result.flags.clone(),
+        warnings: result
+            .static_report
+            .warnings
+            .iter()
+            .map(|w| w.message.clone())
+            .collect(),
+    }
+}

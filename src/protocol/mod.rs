@@ -1,0 +1,20 @@
+//! The vocabulary shared by the engine, the session store and fold, the TUI and the
+//! report (DESIGN.md section 8): events, commands, ids, failure categories, analyses and
+//! candidate kinds. Everything here is plain data with its `events.jsonl` form; nothing
+//! here depends on the engine, the terminal, HTTP or Python.
+
+mod analysis;
+mod candidate;
+mod category;
+mod commands;
+mod events;
+mod ids;
+
+pub use analysis::Analysis;
+pub use candidate::{CallKind, CandidateKind};
+pub use category::Category;
+pub use commands::{Command, Decision};
+pub use events::{
+    EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
+};
+pub use ids::{CallId, CandidateId, GateId, IdCounter};
