@@ -224,7 +224,17 @@ fn best_line(state: &SessionState) -> String {
             } else {
                 "score n/a (CPU interpreter: correctness only)".into()
             };
-            format!("#{} ({}), {score}, `{}`", c.id, c.kind.label(), c.file)
+            let marked = if state.is_final(c.id) {
+                ", marked final by you"
+            } else {
+                ""
+            };
+            format!(
+                "#{} ({}), {score}, `{}`{marked}",
+                c.id,
+                c.kind.label(),
+                c.file
+            )
         }
         None => "none (no correct kernel)".into(),
     }
@@ -552,6 +562,8 @@ pub fn summary_json(state: &SessionState) -> Value {
         "ended": state.last_ts,
         "state": format!("{:?}", state.state).to_lowercase(),
         "finished_reason": state.finished.as_ref().map(|(_, r)| r.clone()),
+        "end": state.end,
+        "final_marked": state.final_marked,
         "budget_exhausted": state.budget_exhausted,
         "best": state.best.and_then(|id| state.candidates.get(&id)).map(candidate),
         "candidates": state.candidates.values().map(candidate).collect::<Vec<_>>(),

@@ -43,7 +43,6 @@ impl Inner {
             }
             Command::Reevaluate { candidate } => self.reevaluate(candidate, false).await,
             Command::Profile { candidate } => self.reevaluate(candidate, true).await,
-            Command::MarkFinal { candidate } => self.mark_final(candidate),
             Command::Reask { call } => self.reask(&key, call).await,
             _ => Step::Done(()),
         };
@@ -68,7 +67,8 @@ impl Inner {
         }
     }
 
-    fn mark_final(&self, candidate: CandidateId) -> Step<()> {
+    /// Makes a correct candidate the final answer (an event, so it survives resume).
+    pub(super) fn mark_final(&self, candidate: CandidateId) -> Step<()> {
         if !self.with_state(|s| s.candidates.get(&candidate).is_some_and(|c| c.is_correct())) {
             return Step::Failed(format!(
                 "candidate {candidate} is not correct: not marked final"

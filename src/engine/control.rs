@@ -126,6 +126,10 @@ impl Control {
                 self.set_mode(mode);
                 Dispatched::Handled(format!("mode set to {mode:?}").to_lowercase())
             }
+            // The engine marks final itself before commands get here.
+            Command::MarkFinal { candidate } => {
+                Dispatched::Ignored(format!("candidate {candidate} cannot be marked here"))
+            }
             Command::Stop => {
                 self.stop.cancel();
                 // Open gates and manual calls end as rejected / cancelled.
@@ -144,7 +148,6 @@ impl Control {
             | Command::Manual { .. }
             | Command::Reevaluate { .. }
             | Command::Profile { .. }
-            | Command::MarkFinal { .. }
             | Command::Reask { .. }) => {
                 let what = format!("{action:?}");
                 if self.actions.send(action).is_ok() {

@@ -264,6 +264,13 @@ impl Inner {
             }
             return;
         }
+        // Marking final needs no waiting: it takes effect at once, also while a gate is open.
+        if let Command::MarkFinal { candidate } = command {
+            if let Step::Failed(why) = self.mark_final(candidate) {
+                self.log(LogLevel::Warn, "you", why);
+            }
+            return;
+        }
         let text = format!("{command:?}");
         match self.control.dispatch(command.clone()) {
             Dispatched::Handled(message) => {

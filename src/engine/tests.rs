@@ -1,1 +1,825 @@
+//! The pipeline through fakes (`engine::fakes`): no Python, no HTTP, milliseconds per run.
+//! Each test names the behaviour of DESIGN.md section 1 or of issue 10 it pins down.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::config::{Accept, PipelineConfig};
+use super::fakes::{self, FakeEvaluator, FakeLlm, Reply};
+use super::ports::LlmCall;
+use super::runner::{Engine, RunOutcome};
+use crate::eval::Device;
+use crate::protocol::*;
+use crate::session::state::{CandidateStatus, SessionState};
+use crate::session::store::SessionDir;
+
+/// A fresh session directory under a temp dir that lives as long as the value.
+struct Dir {
+    _tmp: tempfile::TempDir,
+    session: SessionDir,
+}
+
+fn dir() -> Dir {
+    let tmp = tempfile::tempdir().unwrap();
+    let session = SessionDir::create(tmp.path(), "relu", "fake", "fake-1").unwrap();
+    Dir { _tmp: tmp, session }
+}
+
+fn pipeline() -> PipelineConfig {
+    PipelineConfig {
+        reask_delay_s: 0.0,
+        ..PipelineConfig::default()
+    }
+}
+
+/// What the person does while the run goes on: answers gates, sends commands.
+type Person = Box<dyn FnMut(&Event) -> Vec<Command> + Send>;
+
+fn approve_all() -> Person {
+    Box::new(|event| match event {
+        Event::GateOpened { gate, .. } => vec![Command::Resolve {
+            gate: *gate,
+            decision: Decision::Approve,
+        }],
+        _ => vec![],
+    })
+}
+
+/// Runs an engine over the fakes to its end; `person` answers what it shows.
+async fn run_with(
+    session: &SessionDir,
+    prior: SessionState,
+    eval: &Arc<FakeEvaluator>,
+    llm: &Arc<FakeLlm>,
+    pipeline: PipelineConfig,
+    device: Device,
+    mut person: Person,
+) -> (RunOutcome, SessionState) {
+    let setup = fakes::setup(
+        session.clone(),
+        prior,
+        eval.clone(),
+        llm.clone(),
+        pipeline,
+        device,
+    );
+    let engine = Arc::new(Engine::new(setup).unwrap());
+    let mut events = engine.subscribe();
+    let steering = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            while let Some(record) = events.recv().await {
+                for command in person(&record.event) {
+                    engine.command(command);
+                }
+            }
+        })
+    };
+    let outcome = engine.run().await;
+    engine.stop_actions();
+    steering.abort();
+    let state = SessionState::from_records(&session.read_events().unwrap().records);
+    (outcome, state)
+}
+
+async fn run(
+    session: &SessionDir,
+    eval: &Arc<FakeEvaluator>,
+    llm: &Arc<FakeLlm>,
+    pipeline: PipelineConfig,
+    device: Device,
+) -> (RunOutcome, SessionState) {
+    run_with(
+        session,
+        SessionState::default(),
+        eval,
+        llm,
+        pipeline,
+        device,
+        approve_all(),
+    )
+    .await
+}
+
+/// Seed 1 fails to compile and is repaired; seed 2 is correct; analyses say yes; every
+/// optimization and stage answer is a correct kernel.
+fn standard(call: &LlmCall) -> Reply {
+    Reply::Text(match call.kind {
+        CallKind::Seed if call.key == "seed1" => fakes::kernel("FAKE-FAIL:compile seed 1"),
+        CallKind::Seed => fakes::kernel("seed 2"),
+        CallKind::Repair => fakes::kernel("repaired"),
+        CallKind::Analysis => fakes::analysis(true),
+        CallKind::Optimize => fakes::kernel("optimized"),
+        CallKind::Stage => fakes::kernel(&format!("stage {}", call.key)),
+        CallKind::Instructed => fakes::kernel("instructed"),
+    })
+}
+
+/// `kind <- parent kind (status)` counts: the tree without its ids.
+fn shape(state: &SessionState) -> BTreeMap<String, usize> {
+    let mut shape = BTreeMap::new();
+    for c in state.candidates.values() {
+        let parent = c
+            .parent
+            .map(|p| state.candidates[&p].kind.word())
+            .unwrap_or("root");
+        *shape
+            .entry(format!("{} <- {parent} ({:?})", c.kind.word(), c.status))
+            .or_insert(0) += 1;
+    }
+    shape
+}
+
+fn keys(llm: &FakeLlm) -> Vec<String> {
+    let mut keys: Vec<String> = llm.calls().iter().map(|c| c.key.clone()).collect();
+    keys.sort();
+    keys
+}
+
+/// Every event that names a file was written after its file: the files are all there.
+fn assert_files_behind_events(session: &SessionDir) {
+    for record in session.read_events().unwrap().records {
+        let file = match &record.event {
+            Event::CandidateCreated { file, .. } => file.clone(),
+            Event::EvalFinished { result_file, .. } => result_file.clone(),
+            Event::LlmCallStarted { prompt_file, .. } => prompt_file.clone(),
+            Event::LlmCallFinished {
+                response_file: Some(f),
+                ..
+            } => f.clone(),
+            _ => continue,
+        };
+        assert!(
+            session.file(&file).is_file(),
+            "event {} names {file}, which is missing",
+            record.seq
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_whole_pipeline_on_the_cpu() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run(&d.session, &eval, &llm, pipeline(), Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 0);
+    assert_eq!(state.state, EngineState::Finished);
+    let per_kind = |kind: CallKind| llm.calls().iter().filter(|c| c.kind == kind).count();
+    assert_eq!(
+        [
+            CallKind::Seed,
+            CallKind::Repair,
+            CallKind::Analysis,
+            CallKind::Optimize,
+            CallKind::Stage
+        ]
+        .map(per_kind),
+        [2, 1, 2, 2, 3]
+    );
+    // On the CPU every correct kernel ties: the latest (most refined) is the best, and
+    // stages are accepted without timing to compare.
+    let last = state.candidates.values().last().unwrap();
+    assert!(matches!(last.kind, CandidateKind::Stage { index: 3, .. }));
+    assert_eq!(state.best, Some(last.id));
+    assert_eq!(outcome.best, Some(last.id));
+    assert!(state.stages.iter().all(|s| s.accepted));
+    assert_eq!(
+        d.session.read_file("best_kernel.py").unwrap(),
+        d.session.read_file(&last.file).unwrap()
+    );
+    assert_files_behind_events(&d.session);
+    for file in ["report.md", "summary.json", "usage.csv"] {
+        assert!(d.session.file(file).is_file(), "{file}");
+    }
+}
+
+#[tokio::test]
+async fn the_repair_loop_carries_each_attempts_own_failure_and_stops_at_its_limit() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        let n = call.key.matches("repair").count() + call.key.len();
+        Reply::Text(fakes::kernel(&format!(
+            "FAKE-FAIL:{} attempt {n}",
+            if call.kind == CallKind::Seed {
+                "compile"
+            } else {
+                "mismatch"
+            }
+        )))
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        seed_repairs: 3,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::NoCorrectKernel, "{}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 4);
+    assert_eq!(state.state, EngineState::Finished);
+    let calls = llm.calls();
+    assert_eq!(
+        calls.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(),
+        ["seed1", "seed1/repair1", "seed1/repair2", "seed1/repair3"]
+    );
+    // The first repair is about the compile error; the third also lists the two
+    // earlier attempts' own failures (compile, then mismatch).
+    let first = FakeLlm::prompt(&calls[1]);
+    assert!(first.contains("compile"), "{first}");
+    let third = FakeLlm::prompt(&calls[3]);
+    assert!(
+        third.contains("fake compile failure") && third.contains("fake mismatch failure"),
+        "{third}"
+    );
+    assert_eq!(state.candidates.len(), 4);
+    assert!(state.best.is_none());
+    assert!(!d.session.file("best_kernel.py").exists());
+}
+
+#[tokio::test]
+async fn review_mode_asks_before_the_analysis_and_a_rejection_skips_it() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Review,
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened { gate, kind, .. } => vec![Command::Resolve {
+            gate: *gate,
+            decision: if *kind == GateKind::AlgorithmOptimization {
+                Decision::Reject
+            } else {
+                Decision::Approve
+            },
+        }],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert!(
+        llm.calls().iter().all(|c| c.kind != CallKind::Analysis),
+        "rejected: no analysis call"
+    );
+    let kinds: Vec<GateKind> = state.gates.values().map(|g| g.kind).collect();
+    assert_eq!(
+        kinds,
+        [GateKind::AlgorithmOptimization, GateKind::FinalBest]
+    );
+    assert_eq!(
+        state.gates.values().next().unwrap().decision,
+        Some(Decision::Reject)
+    );
+}
+
+#[tokio::test]
+async fn not_worth_optimizing_skips_the_optimization() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| match call.kind {
+        CallKind::Analysis => Reply::Text(fakes::analysis(false)),
+        _ => standard(call),
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Complete);
+    assert!(llm.calls().iter().all(|c| c.kind != CallKind::Optimize));
+    let analysed = state
+        .candidates
+        .values()
+        .find(|c| c.analysis.is_some())
+        .unwrap();
+    assert_eq!(
+        analysed.analysis.as_ref().unwrap().worth_optimizing,
+        Some(false)
+    );
+}
+
+const PERSISTENT: &str = r#"
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def gru_seq_kernel(gi_ptr, h_ptr, seq_len, hidden, BLOCK_H: tl.constexpr):
+    cols = tl.arange(0, BLOCK_H)
+    h = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for t in range(0, seq_len):
+        gi = tl.load(gi_ptr + t * hidden + cols)
+        h = 0.5 * h + gi
+    tl.store(h_ptr + cols, h)
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x
+"#;
+
+#[tokio::test]
+async fn a_persistent_best_kernel_skips_the_stages() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| match call.kind {
+        CallKind::Seed => Reply::Text(format!("```python\n# FAKE-SCORE:1.4\n{PERSISTENT}```")),
+        CallKind::Analysis => Reply::Text(fakes::analysis(false)),
+        _ => standard(call),
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cuda(0)).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert!(llm.calls().iter().all(|c| c.kind != CallKind::Stage));
+    let seed = state.candidates.values().next().unwrap();
+    let (persistent, reasons) = seed.persistent.clone().unwrap();
+    assert!(persistent && !reasons.is_empty(), "{reasons:?}");
+    assert!(state.stages.is_empty());
+}
+
+#[tokio::test]
+async fn stage_regression_protection_keeps_the_faster_base() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        Reply::Text(match (call.kind, call.key.as_str()) {
+            (CallKind::Seed, _) => fakes::kernel("FAKE-SCORE:1.5 seed"),
+            (CallKind::Analysis, _) => fakes::analysis(false),
+            (CallKind::Stage, "stage/grid_and_parallel") => fakes::kernel("FAKE-SCORE:1.2 slower"),
+            (CallKind::Stage, "stage/block_tiling") => fakes::kernel("FAKE-SCORE:2.0 faster"),
+            _ => fakes::kernel("FAKE-FAIL:mismatch wrong"),
+        })
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        accept: Accept::Improve,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cuda(0)).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let verdicts: Vec<(&str, bool)> = state
+        .stages
+        .iter()
+        .map(|s| (s.stage.as_str(), s.accepted))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("grid_and_parallel", false),
+            ("block_tiling", true),
+            ("memory_and_tuning", false)
+        ]
+    );
+    // Stage 2 was built on the seed (stage 1 rejected), stage 3 on stage 2.
+    let seed = state.candidates.values().next().unwrap().id;
+    assert_eq!(state.stages[1].base, seed);
+    assert_eq!(state.stages[2].base, state.stages[1].result.unwrap());
+    // The memory stage failed and its one repair failed too.
+    assert_eq!(
+        llm.calls()
+            .iter()
+            .filter(|c| c.key == "stage/memory_and_tuning/repair1")
+            .count(),
+        1
+    );
+    let best = &state.candidates[&state.best.unwrap()];
+    assert_eq!(best.score(), Some(2.0));
+}
+
+#[tokio::test]
+async fn a_token_budget_stops_the_run_and_resume_finishes_it_without_asking_again() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    // Every fake answer reports 1200 tokens: the budget is gone after the two seeds.
+    let config = PipelineConfig {
+        max_tokens: Some(2000),
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::BudgetReached, "{}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 0);
+    assert_eq!(state.state, EngineState::Stopped);
+    assert_eq!(llm.calls().len(), 2, "no call after the budget");
+    let answered: Vec<String> = keys(&llm);
+
+    // Resume without the budget: the answered seeds are not asked again, and the run
+    // reaches the tree of an uninterrupted one.
+    let resumed = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run_with(
+        &d.session,
+        state,
+        &eval,
+        &resumed,
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert!(
+        resumed.calls().iter().all(|c| !answered.contains(&c.key)),
+        "answered calls were sent again: {:?}",
+        keys(&resumed)
+    );
+    assert_eq!(state.resumes, 1);
+    let fresh = dir();
+    let (_, uninterrupted) = run(
+        &fresh.session,
+        &Arc::new(FakeEvaluator::default()),
+        &Arc::new(FakeLlm::new(standard)),
+        pipeline(),
+        Device::Cpu,
+    )
+    .await;
+    assert_eq!(shape(&state), shape(&uninterrupted));
+    assert_files_behind_events(&d.session);
+}
+
+#[tokio::test]
+async fn a_provider_down_for_the_whole_run_ends_with_no_answer_and_a_non_zero_code() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|_: &LlmCall| Reply::Retried {
+        causes: vec!["HTTP 503: overloaded".into(), "HTTP 503: overloaded".into()],
+        then: Box::new(Reply::Failed(
+            "HTTP 503: overloaded (after 2 retries)".into(),
+        )),
+    }));
+    let config = PipelineConfig {
+        call_reasks: 2,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::NoAnswer, "{}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 3);
+    assert!(outcome.reason.contains("HTTP 503"), "{}", outcome.reason);
+    assert_eq!(
+        state.state,
+        EngineState::Failed,
+        "resumable once the provider is back"
+    );
+    // Each seed's call was asked 1 + 2 times, then its lineage gave up.
+    assert_eq!(llm.calls().len(), 6);
+    assert!(eval.evaluated().is_empty());
+    // The client's retries are events with their causes, and console lines.
+    let retries = d
+        .session
+        .read_events()
+        .unwrap()
+        .records
+        .iter()
+        .filter(|r| matches!(r.event, Event::LlmRetry { .. }))
+        .count();
+    assert_eq!(retries, 12);
+    assert!(state.calls.values().all(|c| c.retries.len() == 2));
+    assert!(
+        state
+            .log
+            .iter()
+            .any(|l| l.message.contains("retrying in") && l.message.contains("503"))
+    );
+    assert!(state.log.iter().any(|l| l.message.contains("asking again")));
+}
+
+#[tokio::test]
+async fn the_provider_refusing_the_run_fails_it_at_once() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|_: &LlmCall| {
+        Reply::Fatal("authentication failed (HTTP 401)".into())
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        ..pipeline()
+    };
+    let (outcome, _) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Failed);
+    assert_eq!(outcome.end.exit_code(), 1);
+    assert!(outcome.reason.contains("401"), "{}", outcome.reason);
+    assert_eq!(
+        llm.calls().len(),
+        1,
+        "no call is asked again after a refusal"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_without_code_is_asked_again_once_with_the_extraction_error() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        if call.request.messages.len() == 1 {
+            Reply::Text("I would use a Triton kernel with BLOCK=1024.".into())
+        } else {
+            Reply::Text(fakes::kernel("second try"))
+        }
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let again = llm
+        .calls()
+        .into_iter()
+        .find(|c| c.key == "seed1/again")
+        .expect("a follow-up call");
+    // The same conversation: the prompt, the unusable answer, then the error.
+    let roles: Vec<_> = again.request.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            crate::llm::Role::User,
+            crate::llm::Role::Assistant,
+            crate::llm::Role::User
+        ]
+    );
+    let followup = FakeLlm::prompt(&again);
+    assert!(
+        followup.contains("could not be used") && followup.contains("no code"),
+        "{followup}"
+    );
+    let seed = state.candidates.values().next().unwrap();
+    assert_eq!(seed.key, "seed1");
+    assert!(
+        d.session
+            .read_file(&seed.file)
+            .unwrap()
+            .contains("second try")
+    );
+}
+
+#[tokio::test]
+async fn answers_that_never_have_code_end_with_nothing_evaluated() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|_: &LlmCall| {
+        Reply::Text("Sorry, I cannot help with that.".into())
+    }));
+    let (outcome, state) = run(&d.session, &eval, &llm, pipeline(), Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::NothingEvaluated, "{}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 3);
+    assert_eq!(
+        llm.calls().len(),
+        4,
+        "each seed asked, then asked again once"
+    );
+    assert!(state.candidates.is_empty());
+}
+
+#[tokio::test]
+async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
+    let eval = Arc::new(FakeEvaluator::default());
+    let fresh = dir();
+    let (_, uninterrupted) = run(
+        &fresh.session,
+        &eval,
+        &Arc::new(FakeLlm::new(standard)),
+        pipeline(),
+        Device::Cpu,
+    )
+    .await;
+    let full_size: u64 = walk_size(&fresh.session.path);
+
+    // The disk fills at several points of the run; each time the run stops cleanly with
+    // a clear reason, every event that names a file has its file, and resume finishes
+    // with the same tree.
+    for fraction in [0.2, 0.45, 0.7, 0.9] {
+        let d = dir();
+        let already = walk_size(&d.session.path);
+        let limit = already + (full_size as f64 * fraction) as u64;
+        let limited = d.session.clone().with_write_limit(limit);
+        let llm = Arc::new(FakeLlm::new(standard));
+        let (outcome, state) = run(&limited, &eval, &llm, pipeline(), Device::Cpu).await;
+        assert_eq!(
+            outcome.end,
+            RunEnd::Failed,
+            "at {fraction}: {}",
+            outcome.reason
+        );
+        assert_eq!(outcome.end.exit_code(), 1);
+        assert!(
+            outcome.reason.contains("No space left on device"),
+            "at {fraction}: {}",
+            outcome.reason
+        );
+        assert_files_behind_events(&d.session);
+        let answered: Vec<String> = state
+            .calls
+            .values()
+            .filter(|c| c.ok == Some(true))
+            .map(|c| c.key.clone())
+            .collect();
+
+        // Space is freed; resume.
+        let read = d.session.read_events().unwrap();
+        let prior = SessionState::from_records(&read.records);
+        let resumed = Arc::new(FakeLlm::new(standard));
+        let (outcome, state) = run_with(
+            &d.session,
+            prior,
+            &eval,
+            &resumed,
+            pipeline(),
+            Device::Cpu,
+            approve_all(),
+        )
+        .await;
+        assert_eq!(
+            outcome.end,
+            RunEnd::Complete,
+            "at {fraction}: {}",
+            outcome.reason
+        );
+        assert_eq!(shape(&state), shape(&uninterrupted), "at {fraction}");
+        assert!(
+            state
+                .candidates
+                .values()
+                .all(|c| c.status != CandidateStatus::Pending),
+            "at {fraction}: a candidate stayed pending"
+        );
+        assert!(
+            resumed.calls().iter().all(|c| !answered.contains(&c.key)),
+            "at {fraction}: answered calls were sent again"
+        );
+        assert!(d.session.read_events().unwrap().invalid.is_empty());
+    }
+}
+
+fn walk_size(path: &std::path::Path) -> u64 {
+    std::fs::read_dir(path)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk_size(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn a_candidate_marked_final_stays_final_through_better_kernels_and_resume() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        Reply::Text(match call.kind {
+            CallKind::Seed => fakes::kernel("FAKE-SCORE:1.1 seed"),
+            CallKind::Analysis => fakes::analysis(true),
+            CallKind::Optimize => fakes::kernel("FAKE-SCORE:1.3 optimized"),
+            _ => fakes::kernel("FAKE-SCORE:3.0 stage"),
+        })
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        mode: Mode::Review,
+        ..pipeline()
+    };
+    // At the first gate (the seed's analysis) the person marks the seed final.
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened { gate, .. } => vec![
+            Command::MarkFinal {
+                candidate: CandidateId(1),
+            },
+            Command::Resolve {
+                gate: *gate,
+                decision: Decision::Approve,
+            },
+        ],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cuda(0),
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let seed = CandidateId(1);
+    assert_eq!(state.final_marked, Some(seed));
+    assert_eq!(state.best, Some(seed), "final beats the faster stages");
+    assert_eq!(outcome.best, Some(seed));
+    assert!(
+        state
+            .candidates
+            .values()
+            .any(|c| c.score() == Some(3.0) && c.is_correct())
+    );
+    assert!(
+        d.session
+            .read_file("best_kernel.py")
+            .unwrap()
+            .contains("FAKE-SCORE:1.1")
+    );
+    assert!(
+        d.session
+            .read_file("report.md")
+            .unwrap()
+            .contains("marked final")
+    );
+    // Re-read from disk, the mark is still there.
+    let reread = SessionState::from_records(&d.session.read_events().unwrap().records);
+    assert_eq!(reread.best, Some(seed));
+    // No final-best gate: the person already chose.
+    assert!(state.gates.values().all(|g| g.kind != GateKind::FinalBest));
+}
+
+#[tokio::test]
+async fn the_person_can_ask_a_failed_call_again() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let llm = {
+        let down = down.clone();
+        Arc::new(FakeLlm::new(move |_: &LlmCall| {
+            if down.load(std::sync::atomic::Ordering::SeqCst) {
+                Reply::Failed("HTTP 502".into())
+            } else {
+                Reply::Text(fakes::kernel("asked again"))
+            }
+        }))
+    };
+    let config = PipelineConfig {
+        seeds: 1,
+        call_reasks: 0,
+        ..pipeline()
+    };
+    let setup = fakes::setup(
+        d.session.clone(),
+        SessionState::default(),
+        eval.clone(),
+        llm.clone(),
+        config,
+        Device::Cpu,
+    );
+    let engine = Engine::new(setup).unwrap();
+    let outcome = engine.run().await;
+    assert_eq!(outcome.end, RunEnd::NoAnswer);
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut events = engine.subscribe();
+    engine.command(Command::Reask { call: CallId(1) });
+    // The action runs on its own: wait for its evaluation.
+    let evaluated = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while let Some(r) = events.recv().await {
+            if let Event::EvalFinished { candidate, .. } = r.event {
+                return candidate;
+            }
+        }
+        unreachable!()
+    })
+    .await
+    .unwrap();
+    let state = engine.state();
+    let c = &state.candidates[&evaluated];
+    assert_eq!(c.kind, CandidateKind::Reasked { call: CallId(1) });
+    assert!(c.is_correct());
+    assert_eq!(c.call, Some(CallId(2)));
+    assert_eq!(llm.calls()[1].request.messages[0].content, {
+        d.session.read_file("llm/1.prompt.md").unwrap()
+    });
+    engine.stop_actions();
+}
+
+#[tokio::test]
+async fn an_evaluator_that_breaks_fails_the_run() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    *eval.broken.lock().unwrap() = Some("the judge server died".into());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run(&d.session, &eval, &llm, pipeline(), Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Failed);
+    assert!(
+        outcome.reason.contains("judge server died"),
+        "{}",
+        outcome.reason
+    );
+    assert!(state.candidates.values().all(|c| c.eval.is_none()));
+}

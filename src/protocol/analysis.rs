@@ -9,16 +9,20 @@ use serde_json::Value;
 /// The analysis an LLM returns for a kernel (DESIGN.md section 1, step 4). Keys are
 /// matched loosely: case, spaces, hyphens and British spellings do not matter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+///
+/// The fields are in alphabetical order on purpose: sessions written before this type was
+/// in the events stored it through `serde_json::Value`, whose keys come out sorted, and
+/// `events.jsonl` stays byte-compatible with them (`tests/session_golden.rs`).
 pub struct Analysis {
-    pub worth_optimizing: Option<bool>,
-    pub reason: Option<String>,
     pub bottleneck: Option<String>,
-    pub optimization_method: Option<String>,
-    pub modification_plan: Option<String>,
     pub expected_speedup: Option<String>,
+    pub modification_plan: Option<String>,
+    pub optimization_method: Option<String>,
     pub output_requirement: Option<String>,
     /// The object as the model wrote it.
     pub raw: Value,
+    pub reason: Option<String>,
+    pub worth_optimizing: Option<bool>,
 }
 
 impl Analysis {
