@@ -327,14 +327,21 @@ async fn malformed_answers_are_handled_and_logged() {
         text(&out.stderr)
     );
     let console = run.session().read_file("console.log").unwrap();
+    // An answer without code is asked again once, in the same conversation, with the
+    // extraction error; so is an analysis without JSON.
     assert!(
-        console.contains("no code")
-            || console.contains("No code")
-            || console.contains("code block"),
+        console.contains("contains no code") && console.contains("asking again once"),
         "{console}"
     );
+    assert_eq!(mock.count(Step::Seed), 3, "two seeds and one follow-up");
     assert!(
-        console.contains("the analysis answer is unusable"),
+        mock.prompts()
+            .iter()
+            .any(|p| p.contains("could not be used") && p.contains("no code")),
+        "the follow-up carries the extraction error"
+    );
+    assert!(
+        console.contains("no JSON object") && console.contains("also when asked again"),
         "{console}"
     );
     assert!(

@@ -330,7 +330,11 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     }
     let description: serde_json::Value = serde_json::from_str(&session.read_file("session.json")?)
         .context("session.json is not valid JSON")?;
-    let task = TaskFile::load(&session.file("task.py"))?;
+    let mut task = TaskFile::load(&session.file("task.py"))?;
+    // The copy is `task.py`; the task keeps the name it was started with.
+    if let Some(info) = &prior.info {
+        task.name = info.task.clone();
+    }
     let eval_settings: EvalConfig = serde_json::from_value(description["eval"].clone())
         .context("session.json has no valid eval settings")?;
     let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())

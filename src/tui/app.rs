@@ -847,6 +847,21 @@ impl App {
                     self.send(Command::CancelCall { call });
                 }
             }
+            Action::Reask => {
+                let failed = |c: &&Call| c.ok == Some(false);
+                let call = self
+                    .shown_call()
+                    .filter(failed)
+                    .or_else(|| self.state.calls.values().rev().find(failed))
+                    .map(|c| c.id);
+                match call {
+                    Some(call) => {
+                        self.send(Command::Reask { call });
+                        self.flash = Some(format!("asking call {call} again"));
+                    }
+                    None => self.flash = Some("no failed LLM call to ask again".into()),
+                }
+            }
             Action::OpenGate => {
                 if self.state.open_gate().is_some() {
                     self.dismissed_gate = None;

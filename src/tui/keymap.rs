@@ -98,6 +98,7 @@ actions! {
     Copy, "copy", Global, ["y"], "copy the candidate's code (OSC 52)";
     PauseResume, "pause_resume", Global, ["P"], "pause / resume the engine";
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
+    Reask, "reask", Global, ["R"], "ask a failed LLM call again (the one shown, else the newest)";
     OpenGate, "open_gate", Global, ["a"], "answer the waiting gate";
     AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";

@@ -176,7 +176,12 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
             "▾ "
         };
         let (g, role) = glyph(app, c);
-        let mark = if app.marked == Some(c.id) { "◆" } else { "" };
+        let mark = match (app.marked == Some(c.id), app.state.is_final(c.id)) {
+            (true, true) => " final◆",
+            (false, true) => " final",
+            (true, false) => "◆",
+            (false, false) => "",
+        };
         let right = outcome(c);
         let left_fixed = format!("{indent}{fold}");
         let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
@@ -844,6 +849,26 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
                 call.latency_s
             ),
             app.theme.get("muted"),
+        ));
+    }
+    if !call.retries.is_empty() {
+        lines.push(Line::styled(
+            format!(
+                "retried {}x: {}",
+                call.retries.len(),
+                call.retries.last().map(String::as_str).unwrap_or_default()
+            ),
+            app.theme.get("warn"),
+        ));
+    }
+    if call.ok == Some(false) {
+        let key = app.keymap.hint(Action::Reask);
+        lines.push(Line::styled(
+            format!(
+                "failed: {}   ({key}: ask again)",
+                call.error.as_deref().unwrap_or("?")
+            ),
+            app.theme.get("fail"),
         ));
     }
     // The header stays; the rest scrolls.

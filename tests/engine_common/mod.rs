@@ -1,7 +1,8 @@
 //! A scripted OpenAI-compatible LLM on 127.0.0.1 for engine tests: it reads each
 //! request's prompt, decides which pipeline step asked (repair, optimize, stage,
 //! analysis, seed) from what the prompt contains, streams the scripted answer as real SSE
-//! chunks (optionally after a delay), and counts requests per step.
+//! chunks (optionally after a delay) or fails with an HTTP status, and counts requests per
+//! step.
 
 #![allow(dead_code)]
 
@@ -169,6 +170,17 @@ async fn answer(State(state): State<ServerState>, body: String) -> Response<Body
     };
     state.prompts.lock().unwrap().push(user.clone());
     let text = (state.script)(step, &user, nth);
+    // "HTTP:<status>" answers with that status and an error body (a provider that is down).
+    if let Some(status) = text.strip_prefix("HTTP:") {
+        let status: u16 = status.trim().parse().unwrap();
+        return Response::builder()
+            .status(StatusCode::from_u16(status).unwrap())
+            .header("content-type", "application/json")
+            .body(Body::from(
+                r#"{"error":{"message":"the mock provider is overloaded","type":"server_error"}}"#,
+            ))
+            .unwrap();
+    }
     let delay = state.delay;
     let stream = async_stream(text, delay);
     Response::builder()
