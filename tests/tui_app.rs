@@ -518,6 +518,59 @@ fn pause_resume_and_cancel() {
 }
 
 #[test]
+fn a_failed_call_shows_its_retries_and_is_asked_again_with_r() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("R");
+    assert!(h.screen().contains("no failed LLM call to ask again"));
+    h.event(Event::LlmCallStarted {
+        key: "seed3".into(),
+        call: CallId(12),
+        kind: CallKind::Seed,
+        candidate: None,
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/12.prompt.md".into(),
+    });
+    h.event(Event::LlmRetry {
+        call: CallId(12),
+        attempt: 2,
+        delay_s: 1.0,
+        reason: "HTTP 503: overloaded".into(),
+    });
+    h.event(Event::LlmCallFinished {
+        call: CallId(12),
+        ok: false,
+        error: Some("HTTP 503: overloaded".into()),
+        usage: Default::default(),
+        cost_usd: None,
+        latency_s: 3.0,
+        response_file: None,
+    });
+    h.key("R");
+    assert_eq!(h.host.commands, vec![Command::Reask { call: CallId(12) }]);
+    assert!(h.screen().contains("asking call 12 again"), "{}", h.screen());
+    assert_eq!(h.app.state.calls[&CallId(12)].retries.len(), 1);
+}
+
+#[test]
+fn a_candidate_marked_final_says_so_in_the_tree() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(Event::FinalMarked {
+        candidate: CandidateId(2),
+    });
+    assert_eq!(h.app.state.best, Some(CandidateId(2)));
+    let screen = h.screen();
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("★ #2 ") && l.contains(" final")),
+        "{screen}"
+    );
+}
+
+#[test]
 fn the_person_answers_calls_of_the_manual_provider() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
     h.key("esc");

@@ -130,90 +130,6 @@ pub fn extract_code(answer: &str) -> Result<String, ExtractError> {
 
 pub use crate::protocol::Analysis;
 
-/// `Optimisation Method` -> `optimization_method`, with a few aliases.
-fn normalize_key(key: &str) -> String {
-    let lower = key.trim().to_lowercase().replace("optimis", "optimiz");
-    let mut out = String::new();
-    for c in lower.chars() {
-        if c.is_alphanumeric() {
-            out.push(c);
-        } else if !out.ends_with('_') {
-            out.push('_');
-        }
-    }
-    let out = out.trim_matches('_').to_string();
-    match out.as_str() {
-        "worth_optimization" | "worth_to_optimize" | "should_optimize" => "worth_optimizing".into(),
-        "method" | "optimization" => "optimization_method".into(),
-        "plan" | "modifications" => "modification_plan".into(),
-        "speedup" | "expected_speed_up" => "expected_speedup".into(),
-        "output_requirements" => "output_requirement".into(),
-        "bottlenecks" => "bottleneck".into(),
-        _ => out,
-    }
-}
-
-fn value_text(v: &Value) -> Option<String> {
-    match v {
-        Value::Null => None,
-        Value::String(s) => Some(s.trim().to_string()),
-        Value::Array(items) => Some(
-            items
-                .iter()
-                .filter_map(value_text)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        other => Some(other.to_string()),
-    }
-}
-
-fn yes_no(v: &Value) -> Option<bool> {
-    match v {
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => {
-            let s = s.trim().to_ascii_lowercase();
-            let word = s.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("");
-            match word {
-                "yes" | "y" | "true" => Some(true),
-                "no" | "n" | "false" => Some(false),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-const KNOWN_KEYS: &[&str] = &[
-    "worth_optimizing",
-    "reason",
-    "bottleneck",
-    "optimization_method",
-    "modification_plan",
-    "expected_speedup",
-    "output_requirement",
-];
-
-fn to_analysis(raw: Value) -> Analysis {
-    let mut a = Analysis::default();
-    if let Value::Object(map) = &raw {
-        for (key, value) in map {
-            match normalize_key(key).as_str() {
-                "worth_optimizing" => a.worth_optimizing = yes_no(value),
-                "reason" => a.reason = value_text(value),
-                "bottleneck" => a.bottleneck = value_text(value),
-                "optimization_method" => a.optimization_method = value_text(value),
-                "modification_plan" => a.modification_plan = value_text(value),
-                "expected_speedup" => a.expected_speedup = value_text(value),
-                "output_requirement" => a.output_requirement = value_text(value),
-                _ => {}
-            }
-        }
-    }
-    a.raw = raw;
-    a
-}
-
 /// Parses `text` as a JSON object, forgiving trailing commas.
 fn parse_object(text: &str) -> Result<Value, String> {
     static TRAILING_COMMA: LazyLock<Regex> =
@@ -296,12 +212,11 @@ pub fn extract_analysis(answer: &str) -> Result<Analysis, ExtractError> {
         let inner = bare_objects(text).into_iter().next().unwrap_or(text);
         match parse_object(inner) {
             Ok(value) => {
-                let known = value.as_object().is_some_and(|m| {
-                    m.keys()
-                        .any(|k| KNOWN_KEYS.contains(&normalize_key(k).as_str()))
-                });
+                let known = value
+                    .as_object()
+                    .is_some_and(|m| m.keys().any(|k| Analysis::is_known_key(k)));
                 if known {
-                    return Ok(to_analysis(value));
+                    return Ok(Analysis::from_object(value));
                 }
                 fallback.get_or_insert(value);
             }
@@ -321,7 +236,7 @@ pub fn extract_analysis(answer: &str) -> Result<Analysis, ExtractError> {
         }
     }
     match (fallback, first_error) {
-        (Some(v), _) => Ok(to_analysis(v)),
+        (Some(v), _) => Ok(Analysis::from_object(v)),
         (None, Some(e)) => Err(e),
         (None, None) => Err(ExtractError::NoJson),
     }
@@ -410,9 +325,13 @@ mod tests {
 
     #[test]
     fn key_normalization() {
-        assert_eq!(normalize_key("Optimisation Method"), "optimization_method");
-        assert_eq!(normalize_key("optimization_method"), "optimization_method");
-        assert_eq!(normalize_key(" worth-optimizing "), "worth_optimizing");
-        assert_eq!(normalize_key("Expected Speedup"), "expected_speedup");
+        for key in [
+            "Optimisation Method",
+            "optimization_method",
+            " worth-optimizing ",
+            "Expected Speedup",
+        ] {
+            assert!(Analysis::is_known_key(key), "{key}");
+        }
     }
 }
