@@ -13,6 +13,7 @@ pub mod logging;
 pub mod paths;
 pub mod prompts;
 pub mod protocol;
+pub mod pysource;
 pub mod report;
 pub mod session;
 pub mod task;

@@ -537,7 +537,7 @@ pub fn summary_json(state: &SessionState) -> Value {
             "parent": c.parent,
             "status": status_label(c),
             "correct": c.is_correct(),
-            "category": c.eval.as_ref().and_then(|e| e.category.clone()),
+            "category": c.eval.as_ref().and_then(|e| e.category),
             "score": c.score(),
             "kernel_ms": c.eval.as_ref().and_then(|e| e.kernel_ms),
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),

@@ -549,7 +549,11 @@ fn a_failed_call_shows_its_retries_and_is_asked_again_with_r() {
     });
     h.key("R");
     assert_eq!(h.host.commands, vec![Command::Reask { call: CallId(12) }]);
-    assert!(h.screen().contains("asking call 12 again"), "{}", h.screen());
+    assert!(
+        h.screen().contains("asking call 12 again"),
+        "{}",
+        h.screen()
+    );
     assert_eq!(h.app.state.calls[&CallId(12)].retries.len(), 1);
 }
 

@@ -5,7 +5,6 @@ mod actions;
 pub mod config;
 pub mod control;
 pub mod fakes;
-pub mod hints;
 pub mod llm_backend;
 pub mod outcome;
 pub mod persistent;

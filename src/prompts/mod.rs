@@ -17,47 +17,49 @@ use minijinja::{Environment, TemplateSource, UndefinedBehavior, context};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::hints::hints_for;
-use crate::engine::persistent::{LogicalLine, block, functions, logical_lines};
+pub mod hints;
+
 use crate::eval::protocol::EvalResult;
 use crate::llm::extract::Analysis;
 use crate::protocol::CallKind;
+use crate::pysource::{LogicalLine, block, functions, logical_lines};
+use hints::hints_for;
 
 /// Every template file kforge ships, with its embedded default. Names starting with `_`
 /// are partials (included or extended by the others).
 pub const DEFAULT_TEMPLATES: &[(&str, &str)] = &[
-    ("system.j2", include_str!("../prompts/system.j2")),
-    ("seed.j2", include_str!("../prompts/seed.j2")),
-    ("repair.j2", include_str!("../prompts/repair.j2")),
-    ("analysis.j2", include_str!("../prompts/analysis.j2")),
+    ("system.j2", include_str!("../../prompts/system.j2")),
+    ("seed.j2", include_str!("../../prompts/seed.j2")),
+    ("repair.j2", include_str!("../../prompts/repair.j2")),
+    ("analysis.j2", include_str!("../../prompts/analysis.j2")),
     (
         "optimize_from_analysis.j2",
-        include_str!("../prompts/optimize_from_analysis.j2"),
+        include_str!("../../prompts/optimize_from_analysis.j2"),
     ),
     (
         "stage_grid_and_parallel.j2",
-        include_str!("../prompts/stage_grid_and_parallel.j2"),
+        include_str!("../../prompts/stage_grid_and_parallel.j2"),
     ),
     (
         "stage_block_tiling.j2",
-        include_str!("../prompts/stage_block_tiling.j2"),
+        include_str!("../../prompts/stage_block_tiling.j2"),
     ),
     (
         "stage_memory_and_tuning.j2",
-        include_str!("../prompts/stage_memory_and_tuning.j2"),
+        include_str!("../../prompts/stage_memory_and_tuning.j2"),
     ),
-    ("instructed.j2", include_str!("../prompts/instructed.j2")),
-    ("followup.j2", include_str!("../prompts/followup.j2")),
-    ("_rules.j2", include_str!("../prompts/_rules.j2")),
-    ("_output.j2", include_str!("../prompts/_output.j2")),
-    ("_reference.j2", include_str!("../prompts/_reference.j2")),
-    ("_kernel.j2", include_str!("../prompts/_kernel.j2")),
+    ("instructed.j2", include_str!("../../prompts/instructed.j2")),
+    ("followup.j2", include_str!("../../prompts/followup.j2")),
+    ("_rules.j2", include_str!("../../prompts/_rules.j2")),
+    ("_output.j2", include_str!("../../prompts/_output.j2")),
+    ("_reference.j2", include_str!("../../prompts/_reference.j2")),
+    ("_kernel.j2", include_str!("../../prompts/_kernel.j2")),
     (
         "_performance.j2",
-        include_str!("../prompts/_performance.j2"),
+        include_str!("../../prompts/_performance.j2"),
     ),
-    ("_history.j2", include_str!("../prompts/_history.j2")),
-    ("_stage.j2", include_str!("../prompts/_stage.j2")),
+    ("_history.j2", include_str!("../../prompts/_history.j2")),
+    ("_stage.j2", include_str!("../../prompts/_stage.j2")),
 ];
 
 /// The file listing where each snapshot template came from.
@@ -260,7 +262,7 @@ pub struct PromptContext {
     pub attempts: Vec<AttemptFailure>,
     /// The current failure (repair, instructed repair).
     pub failure: Option<Failure>,
-    /// Targeted repair hints (`engine::hints::hints_for`).
+    /// Targeted repair hints (`prompts::hints::hints_for`).
     pub hints: Vec<String>,
     pub timing: TimingInfo,
     /// Nsight Compute metrics of the candidate, when profiled.
@@ -704,7 +706,7 @@ fn describe_value(expr: &str, forward: &[LogicalLine], model_body: &[LogicalLine
 
 /// `lhs = rhs` of a plain assignment line (not `==`, not augmented), if it is one.
 fn split_assignment(text: &str) -> Option<(String, String)> {
-    let a = crate::engine::persistent::assignment(text)?;
+    let a = crate::pysource::assignment(text)?;
     if a.augmented.is_some() {
         return None;
     }
@@ -1120,8 +1122,8 @@ fn tidy(text: &str) -> String {
 mod tests {
     use super::*;
 
-    const GRU_HIDDEN: &str = include_str!("../examples/tasks/gru_hidden.py");
-    const RELU: &str = include_str!("../examples/tasks/relu.py");
+    const GRU_HIDDEN: &str = include_str!("../../examples/tasks/gru_hidden.py");
+    const RELU: &str = include_str!("../../examples/tasks/relu.py");
 
     #[test]
     fn forward_returns_describes_single_values() {
