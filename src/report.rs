@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::protocol::{CallKind, CandidateId, CandidateKind, TokenUsage};
-use crate::session::state::{Call, Candidate, CandidateStatus, SessionState};
+use crate::session::state::{Call, Candidate, CandidateStatus, SessionState, best_of};
 use crate::session::store::SessionDir;
 
 pub const REPORT_FILE: &str = "report.md";
@@ -127,17 +127,13 @@ fn repair_root(state: &SessionState, id: CandidateId) -> CandidateId {
 
 /// The best score among a candidate and the repairs descending from it (what the step
 /// that produced it finally delivered), with the candidate that reached it.
-fn delivered(state: &SessionState, id: CandidateId) -> Option<(CandidateId, Option<f64>)> {
-    state
-        .candidates
-        .values()
-        .filter(|c| c.is_correct() && repair_root(state, c.id) == id)
-        .max_by(|a, b| {
-            a.score()
-                .unwrap_or(f64::MIN)
-                .total_cmp(&b.score().unwrap_or(f64::MIN))
-        })
-        .map(|c| (c.id, c.score()))
+fn delivered(state: &SessionState, id: CandidateId) -> Option<&Candidate> {
+    best_of(
+        state
+            .candidates
+            .values()
+            .filter(|c| repair_root(state, c.id) == id),
+    )
 }
 
 /// Token usage and cost of a group of calls; the cost is unknown when any finished call
@@ -364,22 +360,17 @@ fn contributions(state: &SessionState) -> Vec<String> {
     let seeds = of_kind(|k| matches!(k, CandidateKind::Seed { .. }));
     if !seeds.is_empty() {
         let correct = seeds.iter().filter(|c| c.is_correct()).count();
-        let best = seeds
-            .iter()
-            .filter(|c| c.is_correct())
-            .max_by(|a, b| {
-                a.score()
-                    .unwrap_or(f64::MIN)
-                    .total_cmp(&b.score().unwrap_or(f64::MIN))
+        let best = best_of(seeds.iter().copied()).map_or("none correct".into(), |c| {
+            format!("best seed score {} (#{})", score_text(c.score()), c.id)
+        });
+        let after_repair = best_of(seeds.iter().filter_map(|s| delivered(state, s.id)))
+            .map(|c| {
+                format!(
+                    "; best seed after repair {} (#{})",
+                    score_text(c.score()),
+                    c.id
+                )
             })
-            .map_or("none correct".into(), |c| {
-                format!("best seed score {} (#{})", score_text(c.score()), c.id)
-            });
-        let after_repair = seeds
-            .iter()
-            .filter_map(|s| delivered(state, s.id))
-            .max_by(|a, b| a.1.unwrap_or(f64::MIN).total_cmp(&b.1.unwrap_or(f64::MIN)))
-            .map(|(id, score)| format!("; best seed after repair {} (#{id})", score_text(score)))
             .unwrap_or_default();
         lines.push(format!(
             "- **Seeds**: {} generated, {correct} correct as written; {best}{after_repair}.",
@@ -454,8 +445,8 @@ fn contributions(state: &SessionState) -> Vec<String> {
                     format!("#{} {}", p.id, score_text(p.score()))
                 });
             let after = match delivered(state, a.id) {
-                Some((id, score)) if id == a.id => format!("#{id} {}", score_text(score)),
-                Some((id, score)) => format!("#{id} {} (after repair)", score_text(score)),
+                Some(c) if c.id == a.id => format!("#{} {}", c.id, score_text(c.score())),
+                Some(c) => format!("#{} {} (after repair)", c.id, score_text(c.score())),
                 None => format!("#{} {}", a.id, status_label(a)),
             };
             lines.push(format!("  - {before} -> {after}"));

@@ -2,21 +2,18 @@
 //! folded into the live state, mirrored into `console.log` when it is a log line, and
 //! sent to every live subscriber (headless printer, TUI).
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-
 use anyhow::Result;
 use chrono::Utc;
 use tokio::sync::mpsc;
 
 use crate::protocol::{Event, EventRecord, LogLevel};
 use crate::session::state::SessionState;
-use crate::session::store::{EventWriter, SessionDir};
+use crate::session::store::{AppendFile, EventWriter, SessionDir};
 
 pub struct Recorder {
     writer: EventWriter,
     state: SessionState,
-    console: Option<File>,
+    console: AppendFile,
     subscribers: Vec<mpsc::UnboundedSender<EventRecord>>,
     /// First write error (a full disk, say): reported once, then the run stops.
     pub write_error: Option<String>,
@@ -26,11 +23,7 @@ impl Recorder {
     /// Continues `dir`'s events after `state` (the fold of what is already on disk).
     pub fn open(dir: &SessionDir, state: SessionState) -> Result<Recorder> {
         let writer = EventWriter::open(dir, state.last_seq)?;
-        let console = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.file("console.log"))
-            .ok();
+        let console = dir.append_file("console.log", false)?;
         Ok(Recorder {
             writer,
             state,
@@ -74,25 +67,26 @@ impl Recorder {
                 }
             }
         };
-        if let (
-            Event::Log {
-                level,
-                tag,
-                message,
-            },
-            Some(console),
-        ) = (&record.event, self.console.as_mut())
+        if let Event::Log {
+            level,
+            tag,
+            message,
+        } = &record.event
         {
             let marker = match level {
                 LogLevel::Info => "",
                 LogLevel::Warn => "warning: ",
                 LogLevel::Error => "error: ",
             };
-            let _ = writeln!(
-                console,
-                "{} [{tag}] {marker}{message}",
+            let line = format!(
+                "{} [{tag}] {marker}{message}\n",
                 record.ts.format("%H:%M:%S")
             );
+            if let Err(e) = self.console.write_all(line.as_bytes())
+                && self.write_error.is_none()
+            {
+                self.write_error = Some(format!("cannot write console.log: {e}"));
+            }
         }
         self.state.apply(&record);
         self.subscribers.retain(|s| s.send(record.clone()).is_ok());

@@ -50,7 +50,17 @@ pub struct Candidate {
     pub created: DateTime<Utc>,
 }
 
-/// (has a score, score, id): the order `best_candidate` ranks correct candidates by.
+/// The best correct candidate of `candidates` by the one ranking every view uses: a
+/// measured score beats none, a higher score a lower one, and on a tie the later
+/// candidate wins.
+pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
+    candidates
+        .into_iter()
+        .filter(|c| c.is_correct())
+        .max_by(|a, b| rank(a).partial_cmp(&rank(b)).expect("ranks are not NaN"))
+}
+
+/// (has a score, score, id): the order `best_of` ranks correct candidates by.
 fn rank(c: &Candidate) -> (bool, f64, CandidateId) {
     let score = c.score().filter(|s| s.is_finite());
     (score.is_some(), score.unwrap_or(0.0), c.id)
@@ -182,11 +192,7 @@ impl SessionState {
         if self.final_marked.is_some() {
             return self.final_marked;
         }
-        self.candidates
-            .values()
-            .filter(|c| c.is_correct())
-            .max_by(|a, b| rank(a).partial_cmp(&rank(b)).expect("ranks are not NaN"))
-            .map(|c| c.id)
+        best_of(self.candidates.values()).map(|c| c.id)
     }
 
     /// Whether the person marked this candidate final.
@@ -605,5 +611,71 @@ mod tests {
             },
         ));
         assert!(s.open_gate().is_none());
+    }
+
+    fn created(id: u32) -> Event {
+        Event::CandidateCreated {
+            id: CandidateId(id),
+            key: format!("k{id}"),
+            parent: None,
+            kind: CandidateKind::Manual,
+            file: format!("kernels/{id}-manual.py"),
+            call: None,
+        }
+    }
+
+    fn evaluated(id: u32, correct: bool, score: Option<f64>) -> Event {
+        Event::EvalFinished {
+            candidate: CandidateId(id),
+            result_file: format!("eval/{id}.json"),
+            summary: EvalSummary {
+                correct,
+                score,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn one_notion_of_best_with_one_tie_rule_and_a_final_mark_that_holds() {
+        let mut s = SessionState::default();
+        let mut seq = 0;
+        let mut apply = |s: &mut SessionState, e: Event| {
+            seq += 1;
+            s.apply(&rec(seq, e));
+        };
+        for id in 1..=5 {
+            apply(&mut s, created(id));
+        }
+        // Without timing every correct kernel ties: the later one wins.
+        apply(&mut s, evaluated(1, true, None));
+        apply(&mut s, evaluated(2, true, None));
+        assert_eq!(s.best, Some(CandidateId(2)));
+        // A measured score beats none; a failed kernel never counts.
+        apply(&mut s, evaluated(3, true, Some(0.8)));
+        apply(&mut s, evaluated(4, false, None));
+        assert_eq!(s.best, Some(CandidateId(3)));
+        // Equal scores: the later candidate.
+        apply(&mut s, evaluated(5, true, Some(0.8)));
+        assert_eq!(s.best, Some(CandidateId(5)));
+        // A final mark wins over anything faster, and through a re-evaluation.
+        apply(
+            &mut s,
+            Event::FinalMarked {
+                candidate: CandidateId(1),
+            },
+        );
+        apply(&mut s, evaluated(3, true, Some(9.0)));
+        assert_eq!(s.best, Some(CandidateId(1)));
+        assert!(s.is_final(CandidateId(1)));
+        // The announcement event does not decide anything.
+        apply(
+            &mut s,
+            Event::BestChanged {
+                candidate: CandidateId(4),
+                score: None,
+            },
+        );
+        assert_eq!(s.best, Some(CandidateId(1)));
     }
 }
