@@ -22,11 +22,22 @@ struct Cli {
     command: Command,
 }
 
+const RUN_EXIT_CODES: &str = "Exit codes:
+  0    complete (a correct kernel), or stopped by a budget or by you
+  1    failed: the provider refuses the run, the evaluator broke, a write failed (disk full)
+  2    usage error, no LLM configured, or the task was refused (no LLM call made)
+  3    no answer (every LLM call failed) or nothing evaluated (no answer had code)
+  4    no correct kernel among the evaluated candidates
+  130  interrupted (Ctrl-C)
+Every end but 0-complete and 4 leaves the session resumable.";
+
 #[derive(Subcommand)]
 enum Command {
     /// Run an optimization session on a KernelBench task.
+    #[command(after_help = RUN_EXIT_CODES)]
     Run(commands::run::RunArgs),
-    /// Continue a session after Ctrl-C or a crash.
+    /// Continue a session after Ctrl-C, a crash, a full disk or a provider outage.
+    #[command(after_help = RUN_EXIT_CODES)]
     Resume(commands::run::ResumeArgs),
     /// (Re)write a session's report.md, summary.json and usage.csv.
     Report(commands::run::ReportArgs),

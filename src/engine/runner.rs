@@ -227,17 +227,16 @@ impl Inner {
         }
     }
 
-    /// Writes a session file; a failure ends the run and is returned as the step's failure.
+    /// Writes a session file. A failure ends the run (its reason is the run's), so the
+    /// step reports `Stopped`.
     pub fn write(&self, file: &str, contents: &[u8]) -> Step<()> {
         match self.session.write_file(file, contents) {
             Ok(()) => Step::Done(()),
             Err(e) => {
-                let message = format!(
-                    "cannot write {file} ({:#}); stopped so that nothing more is lost: free space and `kforge resume` it",
-                    e
-                );
-                self.fail(message.clone());
-                Step::Failed(message)
+                self.fail(format!(
+                    "cannot write {file} ({e:#}); stopped so that nothing more is lost: free space and `kforge resume` it"
+                ));
+                Step::Stopped
             }
         }
     }
@@ -411,6 +410,26 @@ impl Inner {
                 "engine",
                 "resuming: saved answers and evaluations are reused",
             );
+            // Calls the earlier run left in flight end here, so no view waits for them.
+            let dangling: Vec<CallId> = self
+                .replay
+                .prior()
+                .calls
+                .values()
+                .filter(|c| c.ok.is_none())
+                .map(|c| c.id)
+                .collect();
+            for call in dangling {
+                self.emit(Event::LlmCallFinished {
+                    call,
+                    ok: false,
+                    error: Some("interrupted: the run stopped before the answer was saved".into()),
+                    usage: TokenUsage::default(),
+                    cost_usd: None,
+                    latency_s: 0.0,
+                    response_file: None,
+                });
+            }
         } else {
             let (provider, model) = self.llm.label();
             self.emit(Event::SessionStarted {

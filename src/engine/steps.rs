@@ -94,9 +94,8 @@ impl Inner {
         let (system, user) = match prompting::render(&self.prompts, kind, &ctx) {
             Ok(p) => p,
             Err(e) => {
-                let message = format!("cannot render the {} prompt: {e:#}", kind.word());
-                self.fail(message.clone());
-                return Step::Failed(message);
+                self.fail(format!("cannot render the {} prompt: {e:#}", kind.word()));
+                return Step::Stopped;
             }
         };
         let mut request = ChatRequest::prompt(user).with_system(system);
@@ -121,9 +120,8 @@ impl Inner {
         let followup = match self.prompts.render(TemplateName::Followup, &followup_ctx) {
             Ok(p) => p.user,
             Err(e) => {
-                let message = format!("cannot render the follow-up prompt: {e:#}");
-                self.fail(message.clone());
-                return Step::Failed(message);
+                self.fail(format!("cannot render the follow-up prompt: {e:#}"));
+                return Step::Stopped;
             }
         };
         request.messages.push(Message::assistant(answer));
@@ -162,6 +160,9 @@ impl Inner {
         }
         let mut last_error = String::new();
         for round in 0..=self.pipeline.call_reasks {
+            if self.stopping() {
+                return Step::Stopped;
+            }
             if round > 0 {
                 let wait = Duration::from_secs_f64(self.pipeline.reask_delay_s.max(0.0));
                 self.log(
@@ -355,8 +356,10 @@ impl Inner {
         self.control.call_done(call);
         let latency_s = started.elapsed().as_secs_f64();
         if let Some(e) = write_error {
-            self.fail(e.clone());
-            return Step::Failed(e);
+            self.fail(format!(
+                "{e}; stopped so that nothing more is lost: free space and `kforge resume` it"
+            ));
+            return Step::Stopped;
         }
         match result {
             Ok(answer) => {
@@ -566,9 +569,8 @@ impl Inner {
             Ok(result) => Step::Done(result),
             Err(crate::eval::EvalError::Cancelled) => Step::Stopped,
             Err(e) => {
-                let message = format!("the evaluator failed: {e}");
-                self.fail(message.clone());
-                Step::Failed(message)
+                self.fail(format!("the evaluator failed: {e}"));
+                Step::Stopped
             }
         }
     }

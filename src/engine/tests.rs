@@ -664,6 +664,10 @@ async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
             "at {fraction}: answered calls were sent again"
         );
         assert!(d.session.read_events().unwrap().invalid.is_empty());
+        assert!(
+            state.calls.values().all(|c| c.ok.is_some()),
+            "at {fraction}: a call was left in flight"
+        );
     }
 }
 
