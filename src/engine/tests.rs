@@ -847,3 +847,45 @@ async fn an_evaluator_that_breaks_fails_the_run() {
     );
     assert!(state.candidates.values().all(|c| c.eval.is_none()));
 }
+
+#[tokio::test]
+async fn a_result_file_removed_by_hand_is_evaluated_again_on_resume_not_invented() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        max_tokens: Some(4000),
+        ..pipeline()
+    };
+    let (_, stopped) = run(&d.session, &eval, &llm, config, Device::Cpu).await;
+    let evaluated_before = eval.evaluated().len();
+    let victim = stopped
+        .candidates
+        .values()
+        .find(|c| c.is_correct())
+        .unwrap()
+        .clone();
+    std::fs::remove_file(d.session.file(victim.eval_file.as_deref().unwrap())).unwrap();
+    let (outcome, state) = run_with(
+        &d.session,
+        stopped,
+        &eval,
+        &Arc::new(FakeLlm::new(standard)),
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let again: Vec<String> = eval.evaluated()[evaluated_before..].to_vec();
+    let code = d.session.read_file(&victim.file).unwrap();
+    assert!(again.contains(&code), "the candidate was evaluated again");
+    let c = &state.candidates[&victim.id];
+    assert!(c.is_correct(), "{:?}", c.eval);
+    assert!(d.session.file(c.eval_file.as_deref().unwrap()).is_file());
+    assert!(state.candidates.values().all(|c| {
+        c.eval
+            .as_ref()
+            .is_some_and(|e| e.category != Some(Category::Harness))
+    }));
+}
