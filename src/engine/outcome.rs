@@ -77,9 +77,9 @@ pub fn decide_end(f: &EndFacts) -> (RunEnd, String) {
         return (
             RunEnd::NoAnswer,
             format!(
-                "every LLM call failed ({} of {}); the last: {}",
+                "every LLM call failed ({} call{}); the last: {}",
                 f.calls_failed,
-                f.calls_failed,
+                if f.calls_failed == 1 { "" } else { "s" },
                 f.last_call_error.as_deref().unwrap_or("no error given")
             ),
         );

@@ -98,14 +98,14 @@ impl Engine {
         } = setup;
         let recorder = Recorder::open(&session, prior.clone())?;
         let (control, actions) = Control::new(pipeline.mode);
-        let highest = |ids: Vec<u32>| ids.into_iter().max();
         let ids = Ids {
-            candidate: IdCounter::after(highest(prior.candidates.keys().map(|i| i.0).collect())),
-            call: IdCounter::after(highest(prior.calls.keys().map(|i| i.0).collect())),
-            gate: IdCounter::after(highest(prior.gates.keys().map(|i| i.0).collect())),
-            action: IdCounter::default(),
+            candidate: IdCounter::after(prior.candidates.keys().last().map(|i| i.0)),
+            call: IdCounter::after(prior.calls.keys().last().map(|i| i.0)),
+            gate: IdCounter::after(prior.gates.keys().last().map(|i| i.0)),
+            action: IdCounter::after(None),
         };
         let replay = Replay::new(prior, session.clone());
+        // The person's actions are keyed `user<n>-<pid>`: go on counting after earlier runs'.
         let ids = Ids {
             action: IdCounter::after(Some(replay.actions())),
             ..ids

@@ -16,6 +16,67 @@ use crate::llm::{ChatRequest, Message};
 use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
 use crate::protocol::*;
 use crate::session::state::CandidateStatus;
+use crate::session::store::{AppendFile, SessionDir};
+
+/// The files an answer streams into as it arrives (`llm/<call>.response.md`, and
+/// `.reasoning.md` when there is reasoning); the first write error is kept.
+struct AnswerFiles<'a> {
+    session: &'a SessionDir,
+    response: String,
+    reasoning_file: String,
+    live: Option<AppendFile>,
+    thinking: Option<AppendFile>,
+    error: Option<String>,
+}
+
+impl<'a> AnswerFiles<'a> {
+    fn new(session: &'a SessionDir, call: CallId) -> AnswerFiles<'a> {
+        let mut files = AnswerFiles {
+            session,
+            response: format!("llm/{call}.response.md"),
+            reasoning_file: format!("llm/{call}.reasoning.md"),
+            live: None,
+            thinking: None,
+            error: None,
+        };
+        files.live = files.open(&files.response.clone());
+        files
+    }
+
+    fn open(&mut self, file: &str) -> Option<AppendFile> {
+        match self.session.append_file(file, true) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                self.error.get_or_insert(format!("{e:#}"));
+                None
+            }
+        }
+    }
+
+    fn append(error: &mut Option<String>, file: Option<&mut AppendFile>, name: &str, text: &str) {
+        if let Some(f) = file
+            && let Err(e) = f.write_all(text.as_bytes()).and_then(|()| f.flush())
+        {
+            error.get_or_insert(format!("cannot write {name}: {e}"));
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        Self::append(&mut self.error, self.live.as_mut(), &self.response, text);
+    }
+
+    fn reasoning(&mut self, text: &str) {
+        if self.thinking.is_none() {
+            self.thinking = self.open(&self.reasoning_file.clone());
+        }
+        Self::append(
+            &mut self.error,
+            self.thinking.as_mut(),
+            &self.reasoning_file,
+            text,
+        );
+    }
+}
 
 /// A candidate's evaluation as the pipeline needs it.
 #[derive(Debug, Clone)]
@@ -290,13 +351,9 @@ impl Inner {
             );
         }
         let token = self.control.call_token(call);
-        let response_file = format!("llm/{call}.response.md");
-        let reasoning_file = format!("llm/{call}.reasoning.md");
         // The answer streams into its file so a process attached to the session can
         // follow it; a failed write there ends the run like any other.
-        let mut live = self.session.append_file(&response_file, true);
-        let mut reasoning = None;
-        let mut write_error: Option<String> = None;
+        let mut files = AnswerFiles::new(&self.session, call);
         let started = Instant::now();
         let llm_call = LlmCall {
             call,
@@ -306,11 +363,7 @@ impl Inner {
         };
         let mut on_progress = |progress: CallProgress| match progress {
             CallProgress::Text(text) => {
-                if let Ok(f) = live.as_mut()
-                    && let Err(e) = f.write_all(text.as_bytes()).and_then(|()| f.flush())
-                {
-                    write_error.get_or_insert(format!("cannot write {response_file}: {e}"));
-                }
+                files.text(&text);
                 self.emit(Event::LlmDelta {
                     call,
                     text,
@@ -318,13 +371,7 @@ impl Inner {
                 });
             }
             CallProgress::Reasoning(text) => {
-                let file = reasoning
-                    .get_or_insert_with(|| self.session.append_file(&reasoning_file, true));
-                if let Ok(f) = file.as_mut()
-                    && let Err(e) = f.write_all(text.as_bytes()).and_then(|()| f.flush())
-                {
-                    write_error.get_or_insert(format!("cannot write {reasoning_file}: {e}"));
-                }
+                files.reasoning(&text);
                 self.emit(Event::LlmDelta {
                     call,
                     text: String::new(),
@@ -355,7 +402,8 @@ impl Inner {
         let result = self.llm.complete(&llm_call, &token, &mut on_progress).await;
         self.control.call_done(call);
         let latency_s = started.elapsed().as_secs_f64();
-        if let Some(e) = write_error {
+        let response_file = files.response.clone();
+        if let Some(e) = files.error {
             self.fail(format!(
                 "{e}; stopped so that nothing more is lost: free space and `kforge resume` it"
             ));
