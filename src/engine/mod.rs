@@ -8,6 +8,7 @@ pub mod fakes;
 pub mod llm_backend;
 pub mod outcome;
 pub mod persistent;
+mod pipeline;
 pub mod ports;
 pub mod prompting;
 pub mod recorder;

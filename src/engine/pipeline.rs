@@ -1,0 +1,571 @@
+//! The plan of the hybrid pipeline (DESIGN.md section 1), step by step: seeds -> evaluate
+//! -> repair -> analysis -> optimize from analysis -> select -> persistent-kernel check ->
+//! stages -> finish. Each step is built from `steps.rs` and returns a `Step`; what an
+//! earlier run already did comes back through `replay.rs`.
+
+use std::sync::Arc;
+
+use super::config::{Accept, AnalyzeWhen};
+use super::outcome::{EndFacts, Step, decide_end, step};
+use super::persistent;
+use super::runner::{Inner, RunOutcome};
+use super::steps::{Evaluated, Want};
+use crate::protocol::*;
+
+impl Inner {
+    pub(super) async fn pipeline(self: Arc<Self>) -> RunOutcome {
+        self.announce_start();
+
+        // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis and
+        // optimization as soon as it has a correct kernel, without waiting for the others.
+        self.evaluator.prepare(self.device).await;
+        let lineages = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
+        let lineages = futures::future::join_all(lineages).await;
+        if !lineages
+            .iter()
+            .any(|l| matches!(l, Step::Done(e) if e.correct))
+            && !self.stopping()
+        {
+            self.log(
+                LogLevel::Warn,
+                "engine",
+                "no seed produced a correct kernel",
+            );
+        }
+        self.sync();
+
+        // 6-8. Select the best, check it for a persistent kernel, run the stages on it.
+        if let Some(best) = self.best_evaluated()
+            && !self.stopping()
+            && !self.pipeline.stages.is_empty()
+        {
+            self.clone().tune(best).await;
+        }
+
+        // 9. Finish.
+        self.finish().await
+    }
+
+    fn announce_start(&self) {
+        if self.replay.is_resume() {
+            self.emit(Event::SessionResumed {
+                previous_seq: self.replay.prior().last_seq,
+            });
+            self.log(
+                LogLevel::Info,
+                "engine",
+                "resuming: saved answers and evaluations are reused",
+            );
+            // Calls the earlier run left in flight end here, so no view waits for them.
+            let dangling: Vec<CallId> = self
+                .replay
+                .prior()
+                .calls
+                .values()
+                .filter(|c| c.ok.is_none())
+                .map(|c| c.id)
+                .collect();
+            for call in dangling {
+                self.emit(Event::LlmCallFinished {
+                    call,
+                    ok: false,
+                    error: Some("interrupted: the run stopped before the answer was saved".into()),
+                    usage: TokenUsage::default(),
+                    cost_usd: None,
+                    latency_s: 0.0,
+                    response_file: None,
+                });
+            }
+        } else {
+            let (provider, model) = self.llm.label();
+            self.emit(Event::SessionStarted {
+                task: self.task.name.clone(),
+                task_hash: self.task.hash.clone(),
+                provider,
+                model,
+                mode: self.pipeline.mode,
+                device: self.device.to_string(),
+                timing_meaningful: self.timing_meaningful(),
+            });
+        }
+        self.emit(Event::StateChanged {
+            state: EngineState::Running,
+        });
+        if !self.timing_meaningful() {
+            self.log(
+                LogLevel::Info,
+                "engine",
+                "no GPU timing: kernels run through Triton's interpreter, candidates are ranked by correctness and scores show as n/a",
+            );
+        }
+    }
+
+    /// Steps 1-5 for one seed: generate, evaluate, repair, then analysis and optimization
+    /// of a correct kernel. Returns the lineage's last seed-line candidate.
+    async fn seed_lineage(self: Arc<Self>, index: u32) -> Step<Evaluated> {
+        let key = format!("seed{index}");
+        let tag = format!("seed {index}");
+        let (code, call) = step!(
+            self.ask_for_code(&key, &tag, CallKind::Seed, None, self.context_for(None))
+                .await
+        );
+        let first =
+            step!(self.new_candidate(&key, None, CandidateKind::Seed { index }, &code, call));
+        let evaluated = step!(self.evaluate(first, &tag).await);
+        let seed = step!(
+            self.repair_loop(evaluated, &key, &tag, self.pipeline.seed_repairs)
+                .await
+        );
+        if seed.correct {
+            match self.clone().algorithm_step(seed.clone()).await {
+                Step::Stopped => return Step::Stopped,
+                Step::Failed(e) => self.log(LogLevel::Warn, "analysis", e),
+                Step::Done(()) | Step::Skipped(_) => {}
+            }
+        }
+        Step::Done(seed)
+    }
+
+    /// Step 3: repairs `current` until it is correct or `attempts` are spent. Returns the
+    /// lineage's last candidate.
+    async fn repair_loop(
+        &self,
+        mut current: Evaluated,
+        key: &str,
+        tag: &str,
+        attempts: u32,
+    ) -> Step<Evaluated> {
+        let mut history = Vec::new();
+        for attempt in 1..=attempts {
+            if current.correct {
+                break;
+            }
+            if self.stopping() {
+                return Step::Stopped;
+            }
+            history.push(crate::prompts::AttemptFailure::from_eval(
+                history.len() as u32 + 1,
+                &current.result,
+            ));
+            let ctx = self
+                .context_for(Some(current.id))
+                .with_attempts(history[..history.len() - 1].to_vec());
+            let step_key = format!("{key}/repair{attempt}");
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!(
+                    "repair {attempt}/{attempts}: {}",
+                    current.result.summary.chars().take(160).collect::<String>()
+                ),
+            );
+            let generated = self
+                .ask_for_code(&step_key, tag, CallKind::Repair, Some(current.id), ctx)
+                .await;
+            let (code, call) = match generated {
+                Step::Done(g) => g,
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, tag, format!("repair {attempt}: {why}"));
+                    continue;
+                }
+            };
+            let kind = CandidateKind::Repair { attempt };
+            let id = step!(self.new_candidate(&step_key, Some(current.id), kind, &code, call));
+            match self.evaluate(id, tag).await {
+                Step::Done(e) => current = e,
+                Step::Skipped(_) => continue,
+                other => return other,
+            }
+        }
+        Step::Done(current)
+    }
+
+    /// Steps 4-5 for a correct seed, when the configuration (and, in review mode, the
+    /// person) wants them.
+    async fn algorithm_step(self: Arc<Self>, seed: Evaluated) -> Step<()> {
+        let wanted = match self.pipeline.analyze {
+            AnalyzeWhen::All => true,
+            AnalyzeWhen::Slow => seed.score.is_none_or(|s| s < 1.0),
+        };
+        if !wanted {
+            return Step::Skipped("the configuration analyzes only slow seeds".into());
+        }
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        let question = format!(
+            "Run algorithm analysis and optimization on candidate {} ({})?",
+            seed.id,
+            self.score_text(seed.id)
+        );
+        let key = format!("algorithm{}", seed.id);
+        if !self
+            .review_gate(
+                &key,
+                GateKind::AlgorithmOptimization,
+                Some(seed.id),
+                question,
+            )
+            .await
+        {
+            self.log(
+                LogLevel::Info,
+                "analysis",
+                format!("candidate {}: skipped by your decision", seed.id),
+            );
+            return Step::Skipped("rejected".into());
+        }
+        let analysis = step!(self.analyze(&seed).await);
+        self.optimize(&seed, analysis).await
+    }
+
+    /// Step 4: the analysis of a correct kernel; `Skipped` when it is not worth optimizing.
+    async fn analyze(&self, seed: &Evaluated) -> Step<Analysis> {
+        let tag = "analysis";
+        let key = format!("analysis{}", seed.id);
+        let ctx = self.context_for(Some(seed.id));
+        let (answer, call) = step!(
+            self.ask(
+                &key,
+                tag,
+                CallKind::Analysis,
+                Some(seed.id),
+                ctx,
+                Want::Analysis
+            )
+            .await
+        );
+        let analysis = match crate::llm::extract_analysis(&answer) {
+            Ok(a) => a,
+            Err(e) => return Step::Failed(format!("the analysis answer is unusable: {e}")),
+        };
+        if !self.replay.has_analysis(seed.id) {
+            self.emit(Event::AnalysisReady {
+                candidate: seed.id,
+                call,
+                analysis: analysis.clone(),
+            });
+        }
+        if analysis.worth_optimizing == Some(false) {
+            let reason = analysis.reason.as_deref().unwrap_or("no reason given");
+            self.log(
+                LogLevel::Info,
+                tag,
+                format!("candidate {}: not worth optimizing: {reason}", seed.id),
+            );
+            return Step::Skipped(format!("not worth optimizing: {reason}"));
+        }
+        self.log(
+            LogLevel::Info,
+            tag,
+            format!(
+                "candidate {}: {} (expected {})",
+                seed.id,
+                analysis
+                    .optimization_method
+                    .as_deref()
+                    .or(analysis.bottleneck.as_deref())
+                    .unwrap_or("optimize"),
+                analysis.expected_speedup.as_deref().unwrap_or("?")
+            ),
+        );
+        Step::Done(analysis)
+    }
+
+    /// Step 5: a new kernel from the analysis plus the PyTorch reference, repaired when
+    /// it fails.
+    async fn optimize(&self, seed: &Evaluated, analysis: Analysis) -> Step<()> {
+        let tag = format!("opt {}", seed.id);
+        let key = format!("opt{}", seed.id);
+        let mut ctx = self.context_for(Some(seed.id));
+        ctx.analysis = Some(analysis);
+        let (code, call) = step!(
+            self.ask_for_code(&key, &tag, CallKind::Optimize, Some(seed.id), ctx)
+                .await
+        );
+        let id =
+            step!(self.new_candidate(&key, Some(seed.id), CandidateKind::Algorithm, &code, call));
+        let first = step!(self.evaluate(id, &tag).await);
+        let last = step!(
+            self.repair_loop(first, &key, &tag, self.pipeline.algorithm_repairs)
+                .await
+        );
+        let after = if last.correct {
+            self.score_text(last.id)
+        } else {
+            "failed".into()
+        };
+        self.log(
+            LogLevel::Info,
+            &tag,
+            format!(
+                "algorithm optimization: {} -> {after}",
+                self.score_text(seed.id)
+            ),
+        );
+        Step::Done(())
+    }
+
+    /// Step 6: the best correct candidate so far, by the session's one notion of best.
+    fn best_evaluated(&self) -> Option<Evaluated> {
+        let id = self.with_state(|s| s.best)?;
+        Some(Evaluated {
+            id,
+            correct: true,
+            score: self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())),
+            result: self.load_result(id)?,
+        })
+    }
+
+    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first).
+    async fn tune(self: Arc<Self>, base: Evaluated) -> Step<Evaluated> {
+        let source = self.kernel_source(base.id).unwrap_or_default();
+        let check = persistent::check(&source);
+        if !self.replay.has_persistent_check(base.id) {
+            self.emit(Event::PersistentCheck {
+                candidate: base.id,
+                persistent: check.persistent,
+                reasons: check.reasons.clone(),
+            });
+        }
+        // Without timing the score condition cannot be checked: a correct persistent
+        // kernel is taken to meet it, so the flow is the same on the CPU.
+        if check.persistent && base.score.is_none_or(|s| s >= 1.0) {
+            self.log(
+                LogLevel::Info,
+                "engine",
+                format!(
+                    "candidate {} is a persistent kernel ({}): skipping the stages, tuning would break it",
+                    base.id,
+                    check.reasons.join("; ")
+                ),
+            );
+            return Step::Skipped("persistent kernel".into());
+        }
+        let question = format!(
+            "Run the {} tuning stages on candidate {}?",
+            self.pipeline.stages.len(),
+            base.id
+        );
+        if !self
+            .review_gate("stages", GateKind::Stages, Some(base.id), question)
+            .await
+        {
+            self.log(LogLevel::Info, "stages", "skipped by your decision");
+            return Step::Skipped("rejected".into());
+        }
+        self.stages(base).await
+    }
+
+    /// Step 8: each stage rewrites the current base; with regression protection only a
+    /// correct, faster kernel becomes the new base.
+    async fn stages(&self, start: Evaluated) -> Step<Evaluated> {
+        let mut base = start;
+        let total = self.pipeline.stages.len();
+        for (i, stage) in self.pipeline.stages.iter().enumerate() {
+            if self.stopping() {
+                return Step::Stopped;
+            }
+            let tag = format!("stage {}/{total}", i + 1);
+            let key = format!("stage/{stage}");
+            let mut ctx = self.context_for(Some(base.id));
+            ctx.stage = Some(stage.clone());
+            let last = match self
+                .ask_for_code(&key, &tag, CallKind::Stage, Some(base.id), ctx)
+                .await
+            {
+                Step::Done((code, call)) => {
+                    let kind = CandidateKind::Stage {
+                        name: stage.clone(),
+                        index: i as u32 + 1,
+                    };
+                    let id = step!(self.new_candidate(&key, Some(base.id), kind, &code, call));
+                    match self.evaluate(id, &tag).await {
+                        Step::Done(e) => step!(
+                            self.repair_loop(e, &key, &tag, self.pipeline.stage_repairs)
+                                .await
+                        )
+                        .into(),
+                        Step::Skipped(_) => None,
+                        other => return other,
+                    }
+                }
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, &tag, why);
+                    None
+                }
+            };
+            let (accepted, reason) = match &last {
+                None => (false, "no kernel".to_string()),
+                Some(l) => stage_verdict(self.pipeline.accept, l.correct, l.score, base.score),
+            };
+            if !self.replay.stage_recorded(stage) {
+                self.emit(Event::StageFinished {
+                    stage: stage.clone(),
+                    base: base.id,
+                    result: last.as_ref().map(|l| l.id),
+                    accepted,
+                    reason: reason.clone(),
+                });
+            }
+            self.log(
+                LogLevel::Info,
+                &tag,
+                format!(
+                    "{stage}: {reason}{}",
+                    if accepted { "" } else { " (rejected)" }
+                ),
+            );
+            if accepted && let Some(l) = last {
+                base = l;
+            }
+            self.sync();
+        }
+        Step::Done(base)
+    }
+
+    /// Step 9: declare the final kernel (review mode asks, unless the person marked one),
+    /// write `best_kernel.py`, the end event and the report.
+    async fn finish(&self) -> RunOutcome {
+        let (marked, best) = self.with_state(|s| (s.final_marked, s.best));
+        let mut declared = best;
+        if let Some(id) = best
+            && marked.is_none()
+            && !self.stopping()
+        {
+            let question = format!(
+                "Declare candidate {id} ({}) the final best?",
+                self.score_text(id)
+            );
+            if !self
+                .review_gate("final", GateKind::FinalBest, Some(id), question)
+                .await
+            {
+                self.log(
+                    LogLevel::Info,
+                    "engine",
+                    "no final kernel declared (rejected); mark one with MarkFinal",
+                );
+                declared = None;
+            }
+        }
+        // A candidate the person marked final wins, also when marked during the gate.
+        if let Some(marked) = self.with_state(|s| s.final_marked) {
+            declared = Some(marked);
+        }
+        if let Some(id) = declared {
+            if let Some(source) = self.kernel_source(id) {
+                let _ = self.write("best_kernel.py", source.as_bytes());
+            }
+            self.log(
+                LogLevel::Info,
+                "engine",
+                format!("best: candidate {id} ({})", self.score_text(id)),
+            );
+        } else {
+            self.log(LogLevel::Warn, "engine", "no correct kernel");
+        }
+        let (end, reason) = decide_end(&self.end_facts());
+        if end == RunEnd::Failed || end == RunEnd::NoAnswer || end == RunEnd::NothingEvaluated {
+            self.log(LogLevel::Error, "engine", reason.clone());
+        }
+        self.emit(Event::SessionFinished {
+            best: declared,
+            reason: reason.clone(),
+            end: Some(end),
+        });
+        self.emit(Event::StateChanged { state: end.state() });
+        self.sync();
+        let state = self.state();
+        if let Err(e) = crate::report::write_all(&self.session, &state) {
+            self.log(
+                LogLevel::Error,
+                "engine",
+                format!("cannot write the report files: {e:#} (`kforge report` writes them again)"),
+            );
+        }
+        // A write that failed at the very end still makes the run a failure.
+        let (end, reason) = match self.fatal.lock().expect("fatal").clone() {
+            Some(f) if end != RunEnd::Failed => (RunEnd::Failed, f),
+            _ => (end, reason),
+        };
+        RunOutcome {
+            end,
+            state: end.state(),
+            best: declared,
+            reason,
+        }
+    }
+
+    fn end_facts(&self) -> EndFacts {
+        let fatal = self.fatal.lock().expect("fatal").clone();
+        self.with_state(|s| {
+            let finished: Vec<_> = s.calls.values().filter(|c| c.ok.is_some()).collect();
+            EndFacts {
+                fatal,
+                stopped: self.stopping(),
+                budget: s.budget_exhausted.clone(),
+                calls_answered: finished.iter().filter(|c| c.ok == Some(true)).count(),
+                calls_failed: finished.iter().filter(|c| c.ok == Some(false)).count(),
+                last_call_error: finished.iter().rev().find_map(|c| c.error.clone()),
+                evaluated: s.candidates.values().filter(|c| c.eval.is_some()).count(),
+                has_best: s.best.is_some(),
+            }
+        })
+    }
+}
+
+/// Whether a stage's final kernel replaces its base, and why. `Improve` is regression
+/// protection: only a correct kernel that is faster wins; without timing (CPU) a correct
+/// kernel is accepted because there is nothing to compare.
+pub fn stage_verdict(
+    accept: Accept,
+    correct: bool,
+    new: Option<f64>,
+    old: Option<f64>,
+) -> (bool, String) {
+    if !correct {
+        return (false, "not correct".to_string());
+    }
+    match (accept, new, old) {
+        (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
+        (Accept::Improve, Some(new), Some(old)) if new > old => {
+            (true, format!("{old:.3}x -> {new:.3}x"))
+        }
+        (Accept::Improve, Some(new), Some(old)) => (
+            false,
+            format!("{old:.3}x -> {new:.3}x is no improvement: keeping the base"),
+        ),
+        (Accept::Improve, _, _) => (true, "correct (no timing to compare)".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regression_protection_keeps_the_faster_base() {
+        assert_eq!(
+            stage_verdict(Accept::Improve, true, Some(1.52), Some(1.41)),
+            (true, "1.410x -> 1.520x".to_string())
+        );
+        let (accepted, reason) = stage_verdict(Accept::Improve, true, Some(1.30), Some(1.41));
+        assert!(!accepted, "{reason}");
+        assert!(reason.contains("no improvement"));
+        assert!(
+            stage_verdict(Accept::Any, true, Some(1.30), Some(1.41)).0,
+            "greedy chaining accepts a slower kernel"
+        );
+        assert!(
+            !stage_verdict(Accept::Any, false, Some(9.0), Some(1.0)).0,
+            "never an incorrect one"
+        );
+        assert!(
+            stage_verdict(Accept::Improve, true, None, None).0,
+            "no timing: correct is enough"
+        );
+    }
+}
