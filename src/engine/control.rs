@@ -132,14 +132,8 @@ impl Control {
             }
             Command::Stop => {
                 self.stop.cancel();
-                // Open gates and manual calls end as rejected / cancelled.
-                self.gates
-                    .lock()
-                    .expect("gates lock")
-                    .drain()
-                    .for_each(|(_, tx)| {
-                        let _ = tx.send(Decision::Reject);
-                    });
+                // Open gates end unanswered (the engine withdraws them; resume asks again).
+                self.gates.lock().expect("gates lock").clear();
                 self.paused.send_replace(false);
                 Dispatched::Handled("stopping: the session stays resumable".into())
             }
@@ -211,10 +205,9 @@ mod tests {
         let pending = control.open_gate(GateId(3));
         control.dispatch(Command::Stop);
         assert!(control.stop.is_cancelled());
-        assert_eq!(
-            pending.await.unwrap(),
-            Decision::Reject,
-            "open gates end when the run stops"
+        assert!(
+            pending.await.is_err(),
+            "open gates end unanswered when the run stops"
         );
     }
 }

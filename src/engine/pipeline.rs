@@ -65,6 +65,20 @@ impl Inner {
                 .filter(|c| c.ok.is_none())
                 .map(|c| c.id)
                 .collect();
+            let unanswered: Vec<GateId> = self
+                .replay
+                .prior()
+                .gates
+                .values()
+                .filter(|g| g.decision.is_none() && !g.withdrawn)
+                .map(|g| g.id)
+                .collect();
+            for gate in unanswered {
+                self.emit(Event::GateWithdrawn {
+                    gate,
+                    reason: "the run stopped before it was answered; asked again now".into(),
+                });
+            }
             for call in dangling {
                 self.emit(Event::LlmCallFinished {
                     call,
@@ -200,15 +214,16 @@ impl Inner {
             self.score_text(seed.id)
         );
         let key = format!("algorithm{}", seed.id);
-        if !self
-            .review_gate(
+        let approved = step!(
+            self.review_gate(
                 &key,
                 GateKind::AlgorithmOptimization,
                 Some(seed.id),
                 question,
             )
             .await
-        {
+        );
+        if !approved {
             self.log(
                 LogLevel::Info,
                 "analysis",
@@ -348,10 +363,11 @@ impl Inner {
             self.pipeline.stages.len(),
             base.id
         );
-        if !self
-            .review_gate("stages", GateKind::Stages, Some(base.id), question)
-            .await
-        {
+        let approved = step!(
+            self.review_gate("stages", GateKind::Stages, Some(base.id), question)
+                .await
+        );
+        if !approved {
             self.log(LogLevel::Info, "stages", "skipped by your decision");
             return Step::Skipped("rejected".into());
         }
@@ -439,14 +455,14 @@ impl Inner {
                 "Declare candidate {id} ({}) the final best?",
                 self.score_text(id)
             );
-            if !self
+            let gate = self
                 .review_gate("final", GateKind::FinalBest, Some(id), question)
-                .await
-            {
+                .await;
+            if gate == Step::Done(false) {
                 self.log(
                     LogLevel::Info,
                     "engine",
-                    "no final kernel declared (rejected); mark one with MarkFinal",
+                    "no final kernel declared (you rejected it); mark one final with F in the TUI",
                 );
                 declared = None;
             }

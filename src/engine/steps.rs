@@ -312,8 +312,8 @@ impl Inner {
                 )
                 .await
             {
-                Decision::Approve => {}
-                Decision::Reject => {
+                Step::Done(Decision::Approve) => {}
+                Step::Done(Decision::Reject) => {
                     self.log(
                         LogLevel::Info,
                         tag,
@@ -321,12 +321,18 @@ impl Inner {
                     );
                     return Step::Skipped("rejected".into());
                 }
-                Decision::Rewrite { text } => {
+                Step::Done(Decision::Rewrite { text }) => {
                     step!(self.write(&prompt_file, text.as_bytes()));
                     if let Some(last) = request.messages.last_mut() {
                         last.content = text;
                     }
                 }
+                other => return other.forward(),
+            }
+            // Approved while paused: the call waits for the resume.
+            self.control.wait_unpaused().await;
+            if self.stopping() {
+                return Step::Stopped;
             }
         }
         let (provider, model) = self.llm.label();
@@ -547,15 +553,15 @@ impl Inner {
                 )
                 .await
             {
-                Decision::Approve => {}
-                Decision::Reject => {
+                Step::Done(Decision::Approve) => {}
+                Step::Done(Decision::Reject) => {
                     self.emit(Event::CandidateDropped {
                         id,
                         reason: "rejected before evaluation".into(),
                     });
                     return Step::Skipped("rejected before evaluation".into());
                 }
-                Decision::Rewrite { text } => {
+                Step::Done(Decision::Rewrite { text }) => {
                     step!(self.write(&candidate.file, text.as_bytes()));
                     self.log(
                         LogLevel::Info,
@@ -563,6 +569,7 @@ impl Inner {
                         format!("candidate {id} edited by you before evaluation"),
                     );
                 }
+                other => return other.forward(),
             }
         }
         self.control.wait_unpaused().await;
@@ -688,25 +695,23 @@ impl Inner {
         }
     }
 
-    /// A gate that review and step modes stop at; `false` when the person rejects.
+    /// A gate that review and step modes stop at: `Done(false)` when the person rejects.
     pub async fn review_gate(
         &self,
         key: &str,
         kind: GateKind,
         candidate: Option<CandidateId>,
         question: String,
-    ) -> bool {
+    ) -> Step<bool> {
         if self.control.mode() == Mode::Auto {
-            return true;
+            return Step::Done(true);
         }
-        !matches!(
-            self.gate(key, kind, candidate, None, question, None).await,
-            Decision::Reject
-        )
+        let decision = step!(self.gate(key, kind, candidate, None, question, None).await);
+        Step::Done(decision != Decision::Reject)
     }
 
     /// Waits for the person's decision at the gate `key` (an earlier run's decision is
-    /// reused).
+    /// reused). A gate the run stops at is withdrawn, not answered: resume asks it again.
     pub async fn gate(
         &self,
         key: &str,
@@ -715,12 +720,12 @@ impl Inner {
         call: Option<CallId>,
         question: String,
         file: Option<String>,
-    ) -> Decision {
+    ) -> Step<Decision> {
         if let Some(decision) = self.replay.decision(key) {
-            return decision;
+            return Step::Done(decision);
         }
         if self.stopping() {
-            return Decision::Reject;
+            return Step::Stopped;
         }
         let gate = GateId(self.ids.gate.take());
         let answer = self.control.open_gate(gate);
@@ -743,8 +748,16 @@ impl Inner {
         );
         self.sync();
         let decision = tokio::select! {
-            d = answer => d.unwrap_or(Decision::Reject),
-            _ = self.control.stop.cancelled() => Decision::Reject,
+            biased;
+            _ = self.control.stop.cancelled() => None,
+            d = answer => d.ok(),
+        };
+        let Some(decision) = decision else {
+            self.emit(Event::GateWithdrawn {
+                gate,
+                reason: "the run stopped before it was answered; resume asks it again".into(),
+            });
+            return Step::Stopped;
         };
         self.emit(Event::GateResolved {
             gate,
@@ -759,7 +772,7 @@ impl Inner {
                 },
             });
         }
-        decision
+        Step::Done(decision)
     }
 }
 

@@ -889,3 +889,110 @@ async fn a_result_file_removed_by_hand_is_evaluated_again_on_resume_not_invented
             .is_some_and(|e| e.category != Some(Category::Harness))
     }));
 }
+
+#[tokio::test]
+async fn a_gate_waiting_when_the_run_stops_is_asked_again_on_resume_not_rejected() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Review,
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    // The person stops the run while the analysis gate waits.
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened { .. } => vec![Command::Stop],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Stopped);
+    let gate = state.gates.values().next().unwrap();
+    assert_eq!(gate.kind, GateKind::AlgorithmOptimization);
+    assert!(gate.decision.is_none() && gate.withdrawn);
+    assert!(
+        state.open_gate().is_none(),
+        "nothing waits on a stopped run"
+    );
+    assert!(!state.log.iter().any(|l| l.message.contains("skipped")));
+
+    let (outcome, state) = run_with(
+        &d.session,
+        state,
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let asked: Vec<_> = state
+        .gates
+        .values()
+        .filter(|g| g.kind == GateKind::AlgorithmOptimization)
+        .map(|g| g.decision.clone())
+        .collect();
+    assert_eq!(asked, [None, Some(Decision::Approve)]);
+    assert!(llm.calls().iter().any(|c| c.kind == CallKind::Analysis));
+}
+
+#[tokio::test]
+async fn a_call_approved_while_paused_waits_for_the_resume() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    let setup = fakes::setup(
+        d.session.clone(),
+        SessionState::default(),
+        eval.clone(),
+        llm.clone(),
+        config,
+        Device::Cpu,
+    );
+    let engine = Arc::new(Engine::new(setup).unwrap());
+    let mut events = engine.subscribe();
+    let run = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.run().await })
+    };
+    // The first gate is the seed's prompt: pause, then approve it.
+    let gate = loop {
+        if let Event::GateOpened { gate, .. } = events.recv().await.unwrap().event {
+            break gate;
+        }
+    };
+    engine.command(Command::Pause);
+    engine.command(Command::Resolve {
+        gate,
+        decision: Decision::Approve,
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(llm.calls().is_empty(), "nothing is sent while paused");
+    engine.command(Command::Resume);
+    let next = loop {
+        if let Event::GateOpened { kind, .. } = events.recv().await.unwrap().event {
+            break kind;
+        }
+    };
+    assert_eq!(next, GateKind::Evaluation);
+    assert_eq!(llm.calls().len(), 1, "sent after the resume");
+    engine.stop();
+    run.await.unwrap();
+}

@@ -230,6 +230,11 @@ pub enum Event {
         gate: GateId,
         decision: Decision,
     },
+    /// The gate closed without an answer (the run stopped); a resumed run asks it again.
+    GateWithdrawn {
+        gate: GateId,
+        reason: String,
+    },
     /// A console line: `tag` is `seed 2`, `analysis`, `stage 2/3`, `engine`, ...
     Log {
         level: LogLevel,

@@ -108,6 +108,8 @@ pub struct Gate {
     pub question: String,
     pub file: Option<String>,
     pub decision: Option<Decision>,
+    /// Closed unanswered (the run stopped): no longer waiting, asked again on resume.
+    pub withdrawn: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -163,7 +165,10 @@ impl SessionState {
 
     /// The gate waiting for a decision, if any.
     pub fn open_gate(&self) -> Option<&Gate> {
-        self.gates.values().rev().find(|g| g.decision.is_none())
+        self.gates
+            .values()
+            .rev()
+            .find(|g| g.decision.is_none() && !g.withdrawn)
     }
 
     pub fn total_usage(&self) -> TokenUsage {
@@ -419,12 +424,18 @@ impl SessionState {
                         question: question.clone(),
                         file: file.clone(),
                         decision: None,
+                        withdrawn: false,
                     },
                 );
             }
             Event::GateResolved { gate, decision } => {
                 if let Some(g) = self.gates.get_mut(gate) {
                     g.decision = Some(decision.clone());
+                }
+            }
+            Event::GateWithdrawn { gate, .. } => {
+                if let Some(g) = self.gates.get_mut(gate) {
+                    g.withdrawn = true;
                 }
             }
             Event::Log {
