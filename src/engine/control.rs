@@ -11,6 +11,8 @@ use crate::protocol::{CallId, Command, Decision, GateId, Mode};
 
 pub struct Control {
     gates: Mutex<HashMap<GateId, oneshot::Sender<Decision>>>,
+    /// The answer each gate got, so a second answer (another window) is told it lost.
+    answered: Mutex<HashMap<GateId, &'static str>>,
     calls: Mutex<HashMap<CallId, CancellationToken>>,
     paused: watch::Sender<bool>,
     mode: Mutex<Mode>,
@@ -22,7 +24,10 @@ pub struct Control {
 /// What `Control::dispatch` did with a command, for the log.
 pub enum Dispatched {
     Handled(String),
+    /// Not done; says why (to be logged after the command's description).
     Ignored(String),
+    /// Not done because someone else answered first; the whole sentence to log.
+    Lost(String),
 }
 
 impl Control {
@@ -30,6 +35,7 @@ impl Control {
         let (actions, rx) = mpsc::unbounded_channel();
         let control = Control {
             gates: Mutex::new(HashMap::new()),
+            answered: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             paused: watch::channel(false).0,
             mode: Mutex::new(mode),
@@ -88,10 +94,18 @@ impl Control {
             Command::Resolve { gate, decision } => {
                 match self.gates.lock().expect("gates lock").remove(&gate) {
                     Some(tx) => {
+                        let word = decision.word();
                         let _ = tx.send(decision);
-                        Dispatched::Handled(format!("gate {gate} resolved"))
+                        self.answered.lock().expect("answered").insert(gate, word);
+                        Dispatched::Handled(format!("gate {gate}: {word}"))
                     }
-                    None => Dispatched::Ignored(format!("gate {gate} is not open")),
+                    None => match self.answered.lock().expect("answered").get(&gate) {
+                        Some(taken) => Dispatched::Lost(format!(
+                            "gate {gate} was already answered ({taken}); your {} was not applied",
+                            decision.word()
+                        )),
+                        None => Dispatched::Ignored(format!("gate {gate} is not waiting")),
+                    },
                 }
             }
             // The engine hands manual answers to its LLM port before they get here.
@@ -119,12 +133,13 @@ impl Control {
                 if cancelled.is_empty() {
                     Dispatched::Ignored("no LLM call in flight to cancel".into())
                 } else {
-                    Dispatched::Handled(format!("cancelled call(s) {cancelled:?}"))
+                    let list: Vec<String> = cancelled.iter().map(|c| c.to_string()).collect();
+                    Dispatched::Handled(format!("cancelled call {}", list.join(", ")))
                 }
             }
             Command::SetMode { mode } => {
                 self.set_mode(mode);
-                Dispatched::Handled(format!("mode set to {mode:?}").to_lowercase())
+                Dispatched::Handled(format!("now in {} mode", mode.word()))
             }
             // The engine marks final itself before commands get here.
             Command::MarkFinal { candidate } => {
@@ -143,12 +158,9 @@ impl Control {
             | Command::Reevaluate { .. }
             | Command::Profile { .. }
             | Command::Reask { .. }) => {
-                let what = format!("{action:?}");
+                let what = action.describe();
                 if self.actions.send(action).is_ok() {
-                    Dispatched::Handled(format!(
-                        "queued: {}",
-                        what.chars().take(80).collect::<String>()
-                    ))
+                    Dispatched::Handled(format!("queued: {what}"))
                 } else {
                     Dispatched::Ignored("the engine no longer takes actions".into())
                 }

@@ -268,7 +268,7 @@ impl Inner {
             }
             return;
         }
-        let text = format!("{command:?}");
+        let text = command.describe();
         match self.control.dispatch(command.clone()) {
             Dispatched::Handled(message) => {
                 match &command {
@@ -289,14 +289,10 @@ impl Inner {
                 }
                 self.log(LogLevel::Info, "you", message);
             }
-            Dispatched::Ignored(why) => self.log(
-                LogLevel::Warn,
-                "you",
-                format!(
-                    "{}: ignored ({why})",
-                    text.chars().take(60).collect::<String>()
-                ),
-            ),
+            Dispatched::Ignored(why) => {
+                self.log(LogLevel::Warn, "you", format!("{text}: not done ({why})"))
+            }
+            Dispatched::Lost(sentence) => self.log(LogLevel::Warn, "you", sentence),
         }
     }
 

@@ -996,3 +996,57 @@ async fn a_call_approved_while_paused_waits_for_the_resume() {
     engine.stop();
     run.await.unwrap();
 }
+
+#[tokio::test]
+async fn two_windows_answering_one_gate_the_second_is_told_it_lost() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Review,
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened { gate, .. } => vec![
+            Command::Resolve {
+                gate: *gate,
+                decision: Decision::Approve,
+            },
+            Command::Resolve {
+                gate: *gate,
+                decision: Decision::Rewrite {
+                    text: "edited".into(),
+                },
+            },
+        ],
+        _ => vec![],
+    });
+    let (_, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        person,
+    )
+    .await;
+    let told: Vec<&str> = state
+        .log
+        .iter()
+        .filter(|l| l.tag == "you")
+        .map(|l| l.message.as_str())
+        .collect();
+    assert!(
+        told.iter()
+            .any(|m| *m == "gate 1 was already answered (approve); your rewrite was not applied"),
+        "{told:?}"
+    );
+    assert!(
+        told.iter()
+            .all(|m| !m.contains('{') && !m.contains("Some(")),
+        "no debug output: {told:?}"
+    );
+}

@@ -73,9 +73,66 @@ pub enum Command {
     Stop,
 }
 
+impl Decision {
+    /// `approve`, `reject` or `rewrite`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Reject => "reject",
+            Decision::Rewrite { .. } => "rewrite",
+        }
+    }
+}
+
+impl Command {
+    /// What the command asks, in words, for the console and status messages.
+    pub fn describe(&self) -> String {
+        let instruction = |text: &str| {
+            let text = text.trim();
+            if text.is_empty() {
+                String::new()
+            } else {
+                let short: String = text.chars().take(60).collect();
+                let more = if text.chars().count() > 60 { "…" } else { "" };
+                format!(": \"{short}{more}\"")
+            }
+        };
+        match self {
+            Command::Resolve { gate, decision } => format!("{} at gate {gate}", decision.word()),
+            Command::Repair {
+                candidate,
+                instruction: i,
+            } => format!("repair candidate {candidate}{}", instruction(i)),
+            Command::Optimize {
+                candidate,
+                instruction: i,
+            } => format!("optimize candidate {candidate}{}", instruction(i)),
+            Command::Manual { parent, code } => format!(
+                "evaluate your code ({} lines){}",
+                code.lines().count(),
+                parent
+                    .map(|p| format!(" as a child of candidate {p}"))
+                    .unwrap_or_default()
+            ),
+            Command::Reevaluate { candidate } => format!("evaluate candidate {candidate} again"),
+            Command::Profile { candidate } => format!("profile candidate {candidate}"),
+            Command::MarkFinal { candidate } => format!("mark candidate {candidate} final"),
+            Command::Pause => "pause".into(),
+            Command::Resume => "resume".into(),
+            Command::CancelCall { call: Some(call) } => format!("cancel call {call}"),
+            Command::CancelCall { call: None } => "cancel every call in flight".into(),
+            Command::SetMode { mode } => format!("switch to {} mode", mode.word()),
+            Command::ManualAnswer { call, .. } => format!("answer call {call}"),
+            Command::Reask { call } => format!("ask call {call} again"),
+            Command::Stop => "stop the run".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{CandidateId, GateId};
 
     #[test]
     fn commands_round_trip() {
@@ -97,5 +154,33 @@ mod tests {
             serde_json::to_string(&Command::Pause).unwrap(),
             r#"{"command":"pause"}"#
         );
+    }
+
+    #[test]
+    fn commands_are_described_in_words_never_as_debug_output() {
+        let manual = Command::Manual {
+            parent: Some(CandidateId(2)),
+            code: "import torch\nclass ModelNew: pass\n".into(),
+        };
+        assert_eq!(
+            manual.describe(),
+            "evaluate your code (2 lines) as a child of candidate 2"
+        );
+        let rewrite = Command::Resolve {
+            gate: GateId(7),
+            decision: Decision::Rewrite {
+                text: "a long prompt".into(),
+            },
+        };
+        assert_eq!(rewrite.describe(), "rewrite at gate 7");
+        let repair = Command::Repair {
+            candidate: CandidateId(3),
+            instruction: "x".repeat(80),
+        };
+        assert!(repair.describe().ends_with("…\""), "{}", repair.describe());
+        for c in [manual, rewrite, repair, Command::Stop] {
+            let text = c.describe();
+            assert!(!text.contains('{') && !text.contains("Some("), "{text}");
+        }
     }
 }

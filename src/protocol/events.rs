@@ -24,6 +24,17 @@ pub enum Mode {
     Step,
 }
 
+impl Mode {
+    /// `auto`, `review` or `step`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Review => "review",
+            Mode::Step => "step",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineState {
