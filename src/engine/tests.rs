@@ -1040,8 +1040,7 @@ async fn two_windows_answering_one_gate_the_second_is_told_it_lost() {
         .map(|l| l.message.as_str())
         .collect();
     assert!(
-        told.iter()
-            .any(|m| *m == "gate 1 was already answered (approve); your rewrite was not applied"),
+        told.contains(&"gate 1 was already answered (approve); your rewrite was not applied"),
         "{told:?}"
     );
     assert!(
