@@ -518,6 +518,30 @@ fn pause_resume_and_cancel() {
 }
 
 #[test]
+fn x_never_cancels_every_call_at_once() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    for call in [21, 22] {
+        h.event(Event::LlmCallStarted {
+            key: format!("seed{call}"),
+            call: CallId(call),
+            kind: CallKind::Seed,
+            candidate: None,
+            provider: "deepseek".into(),
+            model: "deepseek-chat".into(),
+            prompt_file: format!("llm/{call}.prompt.md"),
+        });
+    }
+    h.key("x");
+    assert!(
+        h.host.commands.is_empty(),
+        "nothing cancelled: {:?}",
+        h.host.commands
+    );
+    assert!(h.screen().contains("2 calls in flight"), "{}", h.screen());
+}
+
+#[test]
 fn a_failed_call_shows_its_retries_and_is_asked_again_with_r() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
     h.key("esc");

@@ -836,15 +836,24 @@ impl App {
                     .shown_call()
                     .filter(|c| c.ok.is_none() && self.tab == Tab::Llm)
                     .map(|c| c.id);
-                if in_flight.is_empty() {
-                    self.flash = Some("no LLM call in flight".into());
+                // Only ever one call: the one shown in the LLM tab, or the only one in
+                // flight. Several in flight and none shown cancels nothing.
+                let call = shown.or(if in_flight.len() == 1 {
+                    Some(in_flight[0])
                 } else {
-                    let call = shown.or(if in_flight.len() == 1 {
-                        Some(in_flight[0])
-                    } else {
-                        None
-                    });
-                    self.send(Command::CancelCall { call });
+                    None
+                });
+                match call {
+                    _ if in_flight.is_empty() => {
+                        self.flash = Some("no LLM call in flight".into());
+                    }
+                    Some(call) => self.send(Command::CancelCall { call: Some(call) }),
+                    None => {
+                        self.flash = Some(format!(
+                            "{} calls in flight: show one in the LLM tab, then x cancels it",
+                            in_flight.len()
+                        ));
+                    }
                 }
             }
             Action::Reask => {
