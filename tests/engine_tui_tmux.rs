@@ -59,6 +59,29 @@ impl Tmux {
         std::thread::sleep(Duration::from_millis(150));
     }
 
+    /// Opens the gate dialog with `a` until it shows gate `n` (the screen may still show an
+    /// answered gate for a moment; `esc` closes that one and `a` opens the next).
+    fn open_gate(&self, n: u32) {
+        let wanted = format!("Waiting for you — gate {n} ");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            self.key("a");
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                if self.screen().contains(&wanted) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gate {n} did not open:\n{}",
+                self.screen()
+            );
+            self.key("Escape");
+        }
+    }
+
     fn wait_for(&self, text: &str, limit: Duration) -> String {
         let deadline = Instant::now() + limit;
         loop {
@@ -149,22 +172,30 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     let sessions_for_test = sessions.clone();
     let result = tokio::task::spawn_blocking(move || {
         let t = Tmux::start(&command);
-        // 1. The seed prompt: approve it in the dialog.
+        // 1. The seed prompt: the gate waits in the status bar until the person opens it
+        // (`a`), then approve it in the dialog.
         wait_gate(&sessions_for_test, GateKind::LlmCall);
+        t.wait_for("1 waiting for you", Duration::from_secs(30));
+        t.open_gate(1);
         t.wait_for("Send the seed prompt", Duration::from_secs(30));
-        t.key("a");
+        t.key("y");
         // 2. The seed kernel: rewrite it in $EDITOR before it is evaluated.
         wait_gate(&sessions_for_test, GateKind::Evaluation);
+        t.open_gate(2);
         t.wait_for("Evaluate candidate 1", Duration::from_secs(30));
         t.key("e");
         // 3. No algorithm optimization.
         wait_gate(&sessions_for_test, GateKind::AlgorithmOptimization);
+        t.open_gate(3);
         t.wait_for("algorithm analysis", Duration::from_secs(30));
-        t.key("r");
+        t.key("n");
+        t.wait_for("Reject?", Duration::from_secs(30));
+        t.key("y");
         // 4. The final best: approve; the run finishes and the TUI stays open.
         wait_gate(&sessions_for_test, GateKind::FinalBest);
+        t.open_gate(4);
         t.wait_for("final best", Duration::from_secs(30));
-        t.key("a");
+        t.key("y");
         let deadline = Instant::now() + Duration::from_secs(60);
         while state_of(&sessions_for_test).is_none_or(|(_, s)| s.state != EngineState::Finished) {
             assert!(

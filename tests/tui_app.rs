@@ -129,8 +129,9 @@ fn every_view_at_two_sizes() {
             setup(&mut h);
             insta::assert_snapshot!(format!("{name}_{w}x{hgt}"), snapshot(&h));
         }
-        // The gate dialog of a live run.
+        // The gate dialog of a live run, opened by the person.
         let mut h = live_until(gate_opened(3), opts(w, hgt));
+        h.key("a");
         insta::assert_snapshot!(format!("gate_{w}x{hgt}"), snapshot(&h));
         // The quit confirmation of a live run.
         h.keys(&["esc", "q"]);
@@ -363,9 +364,18 @@ fn copy_goes_through_the_host() {
 #[test]
 fn gate_dialog_approves() {
     let mut h = live_until(gate_opened(2), opts(120, 40));
-    assert!(h.screen().contains("Waiting for you — gate 2"));
-    assert!(h.screen().contains("Run the three tuning stages on #6"));
+    assert!(
+        !h.screen().contains("Waiting for you"),
+        "never opens by itself"
+    );
+    assert!(h.screen().contains("1 waiting for you"), "{}", h.screen());
     h.key("a");
+    assert!(
+        h.screen()
+            .contains("Waiting for you — gate 2 (1 of 1 waiting")
+    );
+    assert!(h.screen().contains("Run the three tuning stages on #6"));
+    h.key("y");
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
@@ -377,16 +387,24 @@ fn gate_dialog_approves() {
 }
 
 #[test]
-fn gate_dialog_rejects_and_can_wait() {
+fn gate_dialog_rejects_after_asking_and_can_wait() {
     let mut h = live_until(gate_opened(1), opts(120, 40));
+    h.key("a");
     h.key("esc");
     assert!(!h.screen().contains("Waiting for you"));
+    assert!(h.screen().contains("keeps waiting"), "{}", h.screen());
     // Browsing while it waits.
     h.key("g");
     assert_eq!(h.app.selected, Some(CandidateId(1)));
     h.key("a");
     assert!(h.screen().contains("Waiting for you — gate 1"));
     h.key("n");
+    assert!(h.host.commands.is_empty(), "a rejection asks first");
+    assert!(h.screen().contains("Reject?"), "{}", h.screen());
+    h.key("n");
+    assert!(h.host.commands.is_empty(), "n goes back to the gate");
+    assert!(h.screen().contains("Waiting for you — gate 1"));
+    h.keys(&["n", "y"]);
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
@@ -396,11 +414,30 @@ fn gate_dialog_rejects_and_can_wait() {
     );
 }
 
+/// The recorded run waiting at an evaluation gate for #9 (its final-best gate answered).
+fn at_evaluation_gate() -> Harness {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Approve,
+    });
+    h.event(Event::GateOpened {
+        key: "eval9".into(),
+        gate: GateId(4),
+        kind: GateKind::Evaluation,
+        candidate: Some(CandidateId(9)),
+        call: None,
+        question: "Evaluate candidate 9 (stage 3 memory_and_tuning)?".into(),
+        file: Some("kernels/9-stage.py".into()),
+    });
+    h
+}
+
 #[test]
 fn gate_rewrite_in_the_editor_and_inline() {
-    let mut h = live_until(gate_opened(3), opts(120, 40));
+    let mut h = at_evaluation_gate();
     h.host.edit_answers.push_back(Some("# rewritten\n".into()));
-    h.key("e");
+    h.keys(&["a", "e"]);
     assert_eq!(
         h.host.edits,
         vec![code_of(9)],
@@ -409,15 +446,15 @@ fn gate_rewrite_in_the_editor_and_inline() {
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: GateId(3),
+            gate: GateId(4),
             decision: Decision::Rewrite {
                 text: "# rewritten\n".into()
             }
         }]
     );
 
-    let mut h = live_until(gate_opened(3), opts(120, 40));
-    h.key("i");
+    let mut h = at_evaluation_gate();
+    h.keys(&["a", "i"]);
     assert!(h.screen().contains("rewrite"));
     h.type_text("# note");
     h.key("ctrl-s");
@@ -425,14 +462,14 @@ fn gate_rewrite_in_the_editor_and_inline() {
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
-            gate: GateId(3),
+            gate: GateId(4),
             decision: Decision::Rewrite { text: expected }
         }]
     );
 
     // An unchanged edit sends nothing.
-    let mut h = live_until(gate_opened(3), opts(120, 40));
-    h.key("e");
+    let mut h = at_evaluation_gate();
+    h.keys(&["a", "e"]);
     assert!(h.host.commands.is_empty());
     assert!(h.screen().contains("unchanged"));
 }
@@ -886,7 +923,10 @@ fn gate_kinds_are_described() {
         GateKind::FinalBest,
     ] {
         let mut h = live_until(gate_opened(3), opts(120, 40));
-        h.key("esc");
+        h.event(Event::GateResolved {
+            gate: GateId(3),
+            decision: Decision::Approve,
+        });
         h.event(Event::GateOpened {
             key: String::new(),
             gate: GateId(9),
@@ -896,9 +936,89 @@ fn gate_kinds_are_described() {
             question: "go on?".into(),
             file: Some("llm/10.prompt.md".into()),
         });
+        h.key("a");
         let s = h.screen();
         assert!(s.contains("gate 9") && s.contains("go on?"), "{s}");
     }
+}
+
+#[test]
+fn a_waiting_gate_takes_no_key_until_the_person_opens_it() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    // The keys a gate dialog answers with, pressed while browsing: none answers it.
+    h.keys(&["n", "y", "e", "i", "r", "esc", "N", "2"]);
+    assert!(
+        !h.host
+            .commands
+            .iter()
+            .any(|c| matches!(c, Command::Resolve { .. })),
+        "{:?}",
+        h.host.commands
+    );
+    assert!(h.screen().contains("1 waiting for you"));
+}
+
+#[test]
+fn waiting_gates_queue_oldest_first_and_preview_what_they_send() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(Event::GateOpened {
+        key: "call/seed2".into(),
+        gate: GateId(4),
+        kind: GateKind::LlmCall,
+        candidate: None,
+        call: Some(CallId(10)),
+        question: "Send the seed prompt (seed 2)?".into(),
+        file: Some("llm/10.prompt.md".into()),
+    });
+    assert!(h.screen().contains("2 waiting for you"), "{}", h.screen());
+    h.key("a");
+    let s = h.screen();
+    assert!(s.contains("gate 3 (1 of 2 waiting, oldest first)"), "{s}");
+    // Gate 3 declares #9 final: its code is shown, with line numbers, and there is nothing
+    // to rewrite.
+    assert!(
+        s.contains("kernels/9-stage.py (the candidate's code)"),
+        "{s}"
+    );
+    assert!(!s.contains("rewrite in $EDITOR"), "{s}");
+    let first_code_line = code_of(9).lines().next().unwrap().to_string();
+    assert!(s.contains(&format!("1 {first_code_line}")), "{s}");
+    h.key("y");
+    // The next one waits until asked for.
+    assert!(!h.screen().contains("Waiting for you"));
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Approve,
+    });
+    h.key("a");
+    let s = h.screen();
+    assert!(s.contains("gate 4 (1 of 1 waiting"), "{s}");
+    assert!(s.contains("llm/10.prompt.md (what is sent)"), "{s}");
+    assert!(
+        s.contains("rewrite in $EDITOR"),
+        "a prompt can be rewritten"
+    );
+    h.key("y");
+    h.event(Event::GateResolved {
+        gate: GateId(4),
+        decision: Decision::Approve,
+    });
+    // A stages gate has nothing to rewrite: no such button, and `e` says so.
+    h.event(Event::GateOpened {
+        key: "stages".into(),
+        gate: GateId(5),
+        kind: GateKind::Stages,
+        candidate: Some(CandidateId(9)),
+        call: None,
+        question: "Run the 3 tuning stages on candidate 9?".into(),
+        file: None,
+    });
+    h.keys(&["a", "e"]);
+    let s = h.screen();
+    assert!(!s.contains("rewrite in $EDITOR"), "{s}");
+    assert!(s.contains("nothing to rewrite"), "{s}");
+    assert_eq!(h.host.edits.len(), 0);
 }
 
 #[test]

@@ -163,11 +163,18 @@ impl SessionState {
         state
     }
 
-    /// The gate waiting for a decision, if any.
+    /// The gates waiting for a decision, oldest first.
+    pub fn waiting_gates(&self) -> Vec<&Gate> {
+        self.gates
+            .values()
+            .filter(|g| g.decision.is_none() && !g.withdrawn)
+            .collect()
+    }
+
+    /// The oldest gate waiting for a decision, if any.
     pub fn open_gate(&self) -> Option<&Gate> {
         self.gates
             .values()
-            .rev()
             .find(|g| g.decision.is_none() && !g.withdrawn)
     }
 

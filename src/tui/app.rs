@@ -134,6 +134,8 @@ pub enum DiffLayout {
 pub enum ConfirmKind {
     Quit,
     MarkFinal(CandidateId),
+    /// Rejecting a gate skips a step or drops a candidate: asked first.
+    RejectGate(GateId),
 }
 
 #[derive(Debug, Clone)]
@@ -211,7 +213,10 @@ pub struct App {
     pub console_offset: usize,
     console_index: Vec<usize>,
     pub overlay: Option<Overlay>,
-    pub dismissed_gate: Option<GateId>,
+    /// The gate whose dialog the person opened (`a`); gates never open by themselves.
+    pub gate_open: Option<GateId>,
+    /// How far the gate dialog's preview is scrolled.
+    pub gate_scroll: usize,
     pub flash: Option<String>,
     pub dirty: bool,
     pub areas: Areas,
@@ -263,7 +268,8 @@ impl App {
             console_offset: 0,
             console_index: Vec::new(),
             overlay: None,
-            dismissed_gate: None,
+            gate_open: None,
+            gate_scroll: 0,
             flash: None,
             dirty: true,
             areas: Areas::default(),
@@ -363,9 +369,6 @@ impl App {
             } => {
                 self.files.remove(f);
             }
-            Event::GateOpened { .. } => {
-                self.dismissed_gate = None;
-            }
             _ => {}
         }
         self.state.apply(&record);
@@ -433,14 +436,23 @@ impl App {
         vec![self.focus.context(), Context::Global]
     }
 
-    /// Whether the gate dialog is showing.
+    /// The gate whose dialog is showing: one the person opened that still waits.
     pub fn gate_visible(&self) -> Option<&Gate> {
         if self.options.read_only || self.overlay.is_some() {
             return None;
         }
+        let open = self.gate_open?;
         self.state
-            .open_gate()
-            .filter(|g| Some(g.id) != self.dismissed_gate)
+            .waiting_gates()
+            .into_iter()
+            .find(|g| g.id == open)
+    }
+
+    /// (position, count) of the shown gate in the queue of waiting gates, oldest first.
+    pub fn gate_position(&self, gate: GateId) -> (usize, usize) {
+        let waiting = self.state.waiting_gates();
+        let at = waiting.iter().position(|g| g.id == gate).unwrap_or(0);
+        (at + 1, waiting.len())
     }
 
     fn on_key(&mut self, key: KeyEvent) {
@@ -448,11 +460,14 @@ impl App {
             self.overlay = self.overlay_key(overlay, key);
             return;
         }
-        // Keys the gate dialog does not use fall through: it does not block browsing.
-        if let Some(gate) = self.gate_visible().cloned()
-            && let Some(action) = self.keymap.lookup(&key, &[Context::Gate])
-        {
-            self.gate_action(&gate, action);
+        // An open gate dialog has the keyboard: its own keys, and the scroll keys for its
+        // preview; nothing else reaches the panes behind it.
+        if let Some(gate) = self.gate_visible().cloned() {
+            if let Some(action) = self.keymap.lookup(&key, &[Context::Gate]) {
+                self.gate_action(&gate, action);
+            } else if let Some(action) = self.keymap.lookup(&key, &[Context::Global]) {
+                self.gate_scroll_action(action);
+            }
             return;
         }
         let Some(action) = self.keymap.lookup(&key, &self.contexts()) else {
@@ -461,10 +476,29 @@ impl App {
         self.action(action);
     }
 
+    fn gate_scroll_action(&mut self, action: Action) {
+        self.gate_scroll = match action {
+            Action::Down => self.gate_scroll + 1,
+            Action::Up => self.gate_scroll.saturating_sub(1),
+            Action::PageDown => self.gate_scroll + 20,
+            Action::PageUp => self.gate_scroll.saturating_sub(20),
+            Action::Top => 0,
+            Action::Bottom => usize::MAX / 2,
+            _ => return,
+        };
+        self.dirty = true;
+    }
+
     fn gate_action(&mut self, gate: &Gate, action: Action) {
         match action {
             Action::Approve => self.resolve(gate.id, Decision::Approve),
-            Action::Reject => self.resolve(gate.id, Decision::Reject),
+            Action::Reject => {
+                self.overlay = Some(Overlay::Confirm(ConfirmKind::RejectGate(gate.id)));
+            }
+            // Stage, algorithm and final-best gates have nothing to rewrite.
+            Action::Rewrite | Action::RewriteInline if !super::render::gate_rewritable(gate) => {
+                self.flash = Some("this gate has nothing to rewrite: approve or reject".into());
+            }
             Action::Rewrite | Action::RewriteInline => {
                 let text = gate
                     .file
@@ -493,9 +527,10 @@ impl App {
                 }
             }
             Action::Later => {
-                self.dismissed_gate = Some(gate.id);
+                self.gate_open = None;
                 self.flash = Some(format!(
-                    "gate left open: {} answers it",
+                    "gate {} keeps waiting: {} opens it again",
+                    gate.id,
                     self.keymap.hint(Action::OpenGate)
                 ));
             }
@@ -505,8 +540,8 @@ impl App {
 
     fn resolve(&mut self, gate: GateId, decision: Decision) {
         self.send(Command::Resolve { gate, decision });
-        // Hide it until the engine confirms (GateResolved) or opens another.
-        self.dismissed_gate = Some(gate);
+        // The dialog closes; the next waiting gate opens only when the person asks.
+        self.gate_open = None;
     }
 
     fn send(&mut self, command: Command) {
@@ -549,6 +584,7 @@ impl App {
                             self.send(Command::MarkFinal { candidate: id });
                             self.flash = Some(format!("#{id} marked final"));
                         }
+                        ConfirmKind::RejectGate(gate) => self.resolve(gate, Decision::Reject),
                     }
                     None
                 }
@@ -871,13 +907,14 @@ impl App {
                     None => self.flash = Some("no failed LLM call to ask again".into()),
                 }
             }
-            Action::OpenGate => {
-                if self.state.open_gate().is_some() {
-                    self.dismissed_gate = None;
-                } else {
-                    self.flash = Some("no gate is waiting".into());
+            Action::OpenGate => match self.state.open_gate().map(|g| g.id) {
+                Some(gate) if self.can_act() => {
+                    self.gate_open = Some(gate);
+                    self.gate_scroll = 0;
                 }
-            }
+                Some(_) => self.flash = Some("read-only: this session is not running".into()),
+                None => self.flash = Some("no gate is waiting".into()),
+            },
             Action::Theme => {
                 let names = ["dark", "light", "high-contrast"];
                 let i = names

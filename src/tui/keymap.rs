@@ -99,7 +99,7 @@ actions! {
     PauseResume, "pause_resume", Global, ["P"], "pause / resume the engine";
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
     Reask, "reask", Global, ["R"], "ask a failed LLM call again (the one shown, else the newest)";
-    OpenGate, "open_gate", Global, ["a"], "answer the waiting gate";
+    OpenGate, "open_gate", Global, ["a"], "open the oldest waiting gate (it never opens by itself)";
     AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
     Suspend, "suspend", Global, ["ctrl-z"], "suspend to the shell (fg comes back)";
@@ -111,11 +111,11 @@ actions! {
     ScrollLeft, "scroll_left", Detail, ["h", "left"], "scroll left";
     ScrollRight, "scroll_right", Detail, ["l", "right"], "scroll right";
     ClearFilter, "clear_filter", Console, ["esc"], "clear the filter";
-    Approve, "approve", Gate, ["a", "y"], "approve";
-    Reject, "reject", Gate, ["r", "n"], "reject (skip the step / drop the candidate)";
-    Rewrite, "rewrite", Gate, ["e"], "rewrite in $EDITOR";
-    RewriteInline, "rewrite_inline", Gate, ["i"], "rewrite inline";
-    Later, "later", Gate, ["esc"], "decide later (a opens it again)";
+    Approve, "approve", Gate, ["y"], "approve";
+    Reject, "reject", Gate, ["n"], "reject (skip the step / drop the candidate; asks first)";
+    Rewrite, "rewrite", Gate, ["e"], "rewrite the prompt or kernel in $EDITOR";
+    RewriteInline, "rewrite_inline", Gate, ["i"], "rewrite the prompt or kernel inline";
+    Later, "later", Gate, ["esc"], "close; the gate keeps waiting (a opens it again)";
     Yes, "yes", Confirm, ["y", "enter"], "yes";
     StopRun, "stop_run", Confirm, ["s"], "stop the run, then quit";
     No, "no", Confirm, ["n", "esc"], "no";

@@ -1273,6 +1273,17 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
         EngineState::Failed => ("✗ failed", "fail"),
         EngineState::Stopped => ("■ stopped", "warn"),
     };
+    // Gates waiting say so whatever the engine's last state change was (seeds run
+    // concurrently: one gate's answer does not mean nothing else waits).
+    let waiting = s.waiting_gates().len();
+    let waiting_text;
+    let (state_text, role) = if waiting > 0 && !s.state.is_over() && s.state != EngineState::Paused
+    {
+        waiting_text = format!("◆ {waiting} waiting for you");
+        (waiting_text.as_str(), "warn")
+    } else {
+        (state_text, role)
+    };
     let usage = s.total_usage();
     let cost = s.total_cost().map_or("$?".into(), |c| format!("${c:.3}"));
     let best = s
@@ -1331,14 +1342,16 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
 
 fn hint_actions(app: &App) -> Vec<(Action, &'static str)> {
     let mut v = vec![(Action::Help, "help"), (Action::Quit, "quit")];
-    if app.gate_visible().is_some() {
-        return vec![
-            (Action::Approve, "approve"),
-            (Action::Reject, "reject"),
-            (Action::Rewrite, "rewrite"),
-            (Action::RewriteInline, "inline"),
-            (Action::Later, "later"),
-        ];
+    if let Some(gate) = app.gate_visible() {
+        let mut v = vec![(Action::Approve, "approve"), (Action::Reject, "reject")];
+        if gate_rewritable(gate) {
+            v.extend([
+                (Action::Rewrite, "rewrite"),
+                (Action::RewriteInline, "inline"),
+            ]);
+        }
+        v.extend([(Action::Down, "scroll"), (Action::Later, "close")]);
+        return v;
     }
     if app.can_act() && app.manual_call().is_some() {
         // Urgent: the run waits for it.
@@ -1366,7 +1379,7 @@ fn hint_actions(app: &App) -> Vec<(Action, &'static str)> {
             (Action::PauseResume, "pause"),
         ]);
         if app.state.open_gate().is_some() {
-            v.push((Action::OpenGate, "gate"));
+            v.insert(0, (Action::OpenGate, "answer the waiting gate"));
         }
     }
     v.push((Action::Copy, "copy"));
@@ -1454,16 +1467,26 @@ fn gate_kind(kind: GateKind) -> &'static str {
     }
 }
 
+/// Only a prompt before it is sent and a kernel before it is evaluated can be rewritten.
+pub fn gate_rewritable(gate: &crate::session::state::Gate) -> bool {
+    gate.file.is_some() && matches!(gate.kind, GateKind::LlmCall | GateKind::Evaluation)
+}
+
 fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
     let Some(gate) = app.gate_visible().cloned() else {
         return;
     };
-    let r = centered(area, 72, 11);
+    let (at, of) = app.gate_position(gate.id);
+    let r = centered(
+        area,
+        area.width.saturating_sub(8).max(60),
+        area.height.saturating_sub(4).max(12),
+    );
     frame.render_widget(Clear, r);
     let block = dialog(
         app,
         format!(
-            " Waiting for you — gate {}: {} ",
+            " Waiting for you — gate {} ({at} of {of} waiting, oldest first): {} ",
             gate.id,
             gate_kind(gate.kind)
         ),
@@ -1471,23 +1494,16 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
     let inner = block.inner(r);
     frame.render_widget(block, r);
     let w = inner.width as usize;
-    let mut lines: Vec<Line> = wrap(&gate.question, w)
+    let mut head: Vec<Line> = wrap(&gate.question, w)
         .into_iter()
         .map(|l| Line::styled(l, app.theme.get("title")))
         .collect();
     if let Some(c) = gate.candidate.and_then(|c| app.state.candidates.get(&c)) {
-        lines.push(Line::styled(
+        head.push(Line::styled(
             format!("candidate #{} {} — {}", c.id, c.kind.label(), outcome(c)),
             app.theme.get("muted"),
         ));
     }
-    if let Some(f) = &gate.file {
-        lines.push(Line::styled(
-            format!("rewrite edits {f}"),
-            app.theme.get("muted"),
-        ));
-    }
-    lines.push(Line::from(""));
     let button = |a: Action, label: &'static str, role: &str| {
         [
             Span::styled(
@@ -1497,21 +1513,54 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
             Span::styled(label, app.theme.get(role)),
         ]
     };
-    lines.push(Line::from(
-        [
-            button(Action::Approve, "approve   ", "ok"),
-            button(Action::Reject, "reject   ", "fail"),
-            button(Action::Rewrite, "rewrite in $EDITOR", "text"),
-        ]
-        .concat(),
-    ));
-    lines.push(Line::from(
-        [
-            button(Action::RewriteInline, "rewrite inline   ", "text"),
-            button(Action::Later, "decide later (browse meanwhile)", "muted"),
-        ]
-        .concat(),
-    ));
+    let mut buttons = vec![
+        button(Action::Approve, "approve   ", "ok"),
+        button(Action::Reject, "reject…   ", "fail"),
+    ];
+    if gate_rewritable(&gate) {
+        buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", "text"));
+        buttons.push(button(Action::RewriteInline, "inline   ", "text"));
+    }
+    buttons.push(button(Action::Later, "close (it keeps waiting)", "muted"));
+    let foot = Line::from(buttons.concat());
+    // What the gate will send or evaluate, exactly: the prompt or the kernel file; for the
+    // other gates, the candidate's code.
+    let shown = gate.file.clone().or_else(|| {
+        gate.candidate
+            .and_then(|c| app.state.candidates.get(&c))
+            .map(|c| c.file.clone())
+    });
+    let preview: Vec<Line> = match shown.as_deref() {
+        Some(file) => {
+            let text = app.file(file).map(|t| t.to_string()).unwrap_or_default();
+            let what = match gate.kind {
+                GateKind::LlmCall => "what is sent",
+                GateKind::Evaluation => "what is evaluated",
+                _ => "the candidate's code",
+            };
+            let mut lines = vec![Line::styled(
+                format!("── {file} ({what}) ──"),
+                app.theme.get("accent"),
+            )];
+            let digits = text.lines().count().max(1).to_string().len();
+            lines.extend(text.lines().enumerate().map(|(i, l)| {
+                Line::from(vec![
+                    Span::styled(format!("{:>digits$} ", i + 1), app.theme.get("muted")),
+                    Span::styled(l.replace('\t', "    "), app.theme.get("text")),
+                ])
+            }));
+            lines
+        }
+        None => Vec::new(),
+    };
+    let body_h = (inner.height as usize).saturating_sub(head.len() + 2);
+    let start = app.gate_scroll.min(preview.len().saturating_sub(body_h));
+    app.gate_scroll = start;
+    let mut lines = head;
+    lines.extend(preview.into_iter().skip(start).take(body_h));
+    let used = lines.len();
+    lines.extend((used..(inner.height as usize).saturating_sub(1)).map(|_| Line::from("")));
+    lines.push(foot);
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
@@ -1529,6 +1578,29 @@ fn draw_confirm(app: &mut App, frame: &mut Frame, area: Rect, kind: &ConfirmKind
             " Mark final? ",
             format!("Make #{id} the final answer of this session?\n[y] yes   [n] no"),
         ),
+        ConfirmKind::RejectGate(gate) => {
+            let what = app
+                .state
+                .gates
+                .get(gate)
+                .map(|g| match (g.kind, g.candidate) {
+                    (GateKind::Evaluation, Some(c)) => {
+                        format!("Drop candidate #{c} without evaluating it?")
+                    }
+                    (GateKind::LlmCall, _) => "Skip this LLM call (its step gives up)?".into(),
+                    (GateKind::AlgorithmOptimization, Some(c)) => {
+                        format!("Skip the analysis and optimization of #{c}?")
+                    }
+                    (GateKind::Stages, _) => "Skip the tuning stages?".into(),
+                    (GateKind::FinalBest, _) => "Declare no final kernel?".into(),
+                    _ => "Reject this step?".into(),
+                })
+                .unwrap_or_else(|| "Reject this step?".into());
+            (
+                " Reject? ",
+                format!("{what}\n[y] reject   [n] back to the gate"),
+            )
+        }
     };
     let r = centered(area, 64, 6);
     frame.render_widget(Clear, r);
