@@ -689,7 +689,73 @@ fn quitting_a_live_run_asks_first() {
     assert!(h.screen().contains("Detach?"));
     h.key("s");
     assert_eq!(h.host.commands, vec![Command::Stop]);
-    assert_eq!(h.exit, Some(TuiExit::Detached));
+    assert_eq!(h.exit, Some(TuiExit::StoppedAndLeft), "not 'detached'");
+}
+
+#[test]
+fn quitting_while_a_requested_repair_runs_asks_first() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(Event::StateChanged {
+        state: EngineState::Finished,
+    });
+    h.event(Event::LlmCallStarted {
+        key: "user1-1".into(),
+        call: CallId(30),
+        kind: CallKind::Instructed,
+        candidate: Some(CandidateId(9)),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/30.prompt.md".into(),
+    });
+    h.key("q");
+    assert_eq!(h.exit, None);
+    assert!(
+        h.screen().contains("Quit while your actions run?"),
+        "{}",
+        h.screen()
+    );
+    h.key("n");
+    h.event(Event::LlmCallFinished {
+        call: CallId(30),
+        ok: true,
+        error: None,
+        usage: Default::default(),
+        cost_usd: None,
+        latency_s: 1.0,
+        response_file: None,
+    });
+    h.key("q");
+    assert_eq!(h.exit, Some(TuiExit::Quit), "nothing left to cancel");
+}
+
+#[test]
+fn an_attached_window_of_an_ended_run_becomes_read_only() {
+    let mut o = opts(120, 40);
+    o.attached = true;
+    let mut h = live_until(gate_opened(3), o);
+    h.key("esc");
+    h.event(Event::StateChanged {
+        state: EngineState::Stopped,
+    });
+    assert!(
+        h.screen().contains("read-only: the run ended"),
+        "{}",
+        h.screen()
+    );
+    // Actions are refused with a reason; nothing reaches control.jsonl.
+    select(&mut h, 1);
+    h.keys(&["v", "a", "R", "x"]);
+    assert!(h.host.commands.is_empty(), "{:?}", h.host.commands);
+    h.key("v");
+    assert!(
+        h.screen().contains("this window is read-only now"),
+        "{}",
+        h.screen()
+    );
+    // Quitting needs no confirmation and is not called a detach.
+    h.key("q");
+    assert_eq!(h.exit, Some(TuiExit::Quit));
 }
 
 #[test]

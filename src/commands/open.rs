@@ -89,6 +89,10 @@ pub async fn run(args: OpenArgs, config_file: Option<&Path>) -> Result<ExitCode>
             "detached from {} (it goes on; `kforge open` attaches again)",
             dir.path.display()
         ),
+        TuiExit::StoppedAndLeft => println!(
+            "asked the run of {} to stop, and left (`kforge resume` continues it)",
+            dir.path.display()
+        ),
         _ => println!("session: {}", dir.path.display()),
     }
     Ok(ExitCode::SUCCESS)

@@ -294,13 +294,33 @@ impl App {
         app
     }
 
+    /// Whether commands can reach an engine: not a read-only view, and not a window
+    /// attached to a run that has ended (its process is gone; `kforge resume` continues).
     pub fn can_act(&self) -> bool {
-        !self.options.read_only
+        !self.options.read_only && !self.attached_to_ended_run()
     }
 
-    /// Whether the engine is still running (not finished, failed or stopped).
+    /// An attached window whose run ended: it stays open to browse, read-only.
+    pub fn attached_to_ended_run(&self) -> bool {
+        self.options.attached && self.state.state.is_over()
+    }
+
+    /// Whether the engine is still running (not finished, failed or stopped), or still
+    /// working on something the person asked for after it finished.
     pub fn run_active(&self) -> bool {
-        !self.options.read_only && !self.state.state.is_over()
+        !self.options.read_only && (!self.state.state.is_over() || self.actions_in_flight() > 0)
+    }
+
+    /// LLM calls in flight and evaluations under way: on a finished run, the person's own
+    /// actions (a repair, a re-evaluation) that quitting would cancel.
+    pub fn actions_in_flight(&self) -> usize {
+        self.state.calls.values().filter(|c| c.ok.is_none()).count()
+            + self
+                .state
+                .candidates
+                .values()
+                .filter(|c| c.status == CandidateStatus::Evaluating)
+                .count()
     }
 
     pub fn take_effects(&mut self) -> Vec<Effect> {
@@ -544,12 +564,22 @@ impl App {
         self.gate_open = None;
     }
 
-    fn send(&mut self, command: Command) {
+    /// Sends a command; `false` (with the reason on the message line) when this window
+    /// cannot act.
+    fn send(&mut self, command: Command) -> bool {
         if self.options.read_only {
             self.flash = Some("read-only: this session is not running".into());
-            return;
+            return false;
+        }
+        if self.attached_to_ended_run() {
+            self.flash = Some(
+                "the run has ended: this window is read-only now (kforge resume continues it)"
+                    .into(),
+            );
+            return false;
         }
         self.effects.push(Effect::Command(command));
+        true
     }
 
     fn overlay_key(&mut self, overlay: Overlay, key: KeyEvent) -> Option<Overlay> {
@@ -581,8 +611,9 @@ impl App {
                     match kind {
                         ConfirmKind::Quit => self.quit_now(),
                         ConfirmKind::MarkFinal(id) => {
-                            self.send(Command::MarkFinal { candidate: id });
-                            self.flash = Some(format!("#{id} marked final"));
+                            if self.send(Command::MarkFinal { candidate: id }) {
+                                self.flash = Some(format!("#{id} marked final"));
+                            }
                         }
                         ConfirmKind::RejectGate(gate) => self.resolve(gate, Decision::Reject),
                     }
@@ -590,7 +621,7 @@ impl App {
                 }
                 Some(Action::StopRun) if kind == ConfirmKind::Quit && self.options.attached => {
                     self.send(Command::Stop);
-                    self.effects.push(Effect::Quit(TuiExit::Detached));
+                    self.effects.push(Effect::Quit(TuiExit::StoppedAndLeft));
                     None
                 }
                 Some(Action::No) => None,
@@ -638,22 +669,25 @@ impl App {
         match purpose {
             EditPurpose::Filter => self.set_filter(text),
             EditPurpose::Repair(id) => {
-                self.send(Command::Repair {
+                if self.send(Command::Repair {
                     candidate: id,
                     instruction: text.trim().to_string(),
-                });
-                self.flash = Some(format!("repair of #{id} requested"));
+                }) {
+                    self.flash = Some(format!("repair of #{id} requested"));
+                }
             }
             EditPurpose::Optimize(id) => {
-                self.send(Command::Optimize {
+                if self.send(Command::Optimize {
                     candidate: id,
                     instruction: text.trim().to_string(),
-                });
-                self.flash = Some(format!("optimization of #{id} requested"));
+                }) {
+                    self.flash = Some(format!("optimization of #{id} requested"));
+                }
             }
             EditPurpose::Manual { parent } => {
-                self.send(Command::Manual { parent, code: text });
-                self.flash = Some("manual candidate sent for evaluation".into());
+                if self.send(Command::Manual { parent, code: text }) {
+                    self.flash = Some("manual candidate sent for evaluation".into());
+                }
             }
             EditPurpose::GateRewrite(gate) => {
                 self.resolve(gate, Decision::Rewrite { text });
@@ -666,15 +700,16 @@ impl App {
                 if answer.trim().is_empty() {
                     self.flash = Some("empty answer: nothing sent".into());
                 } else {
-                    self.send(Command::ManualAnswer { call, text: answer });
-                    self.flash = Some(format!("answer to call #{call} sent"));
+                    if self.send(Command::ManualAnswer { call, text: answer }) {
+                        self.flash = Some(format!("answer to call #{call} sent"));
+                    }
                 }
             }
         }
     }
 
     fn quit_now(&mut self) {
-        let exit = if self.options.attached {
+        let exit = if self.options.attached && !self.attached_to_ended_run() {
             TuiExit::Detached
         } else if self.run_active() {
             TuiExit::QuitWhileActive
@@ -829,14 +864,16 @@ impl App {
                 }
             }
             Action::Reevaluate => {
-                if let Some(id) = self.acting_on() {
-                    self.send(Command::Reevaluate { candidate: id });
+                if let Some(id) = self.acting_on()
+                    && self.send(Command::Reevaluate { candidate: id })
+                {
                     self.flash = Some(format!("re-evaluation of #{id} requested"));
                 }
             }
             Action::Profile => {
-                if let Some(id) = self.acting_on() {
-                    self.send(Command::Profile { candidate: id });
+                if let Some(id) = self.acting_on()
+                    && self.send(Command::Profile { candidate: id })
+                {
                     self.flash = Some(format!("profile of #{id} requested"));
                 }
             }
@@ -883,7 +920,9 @@ impl App {
                     _ if in_flight.is_empty() => {
                         self.flash = Some("no LLM call in flight".into());
                     }
-                    Some(call) => self.send(Command::CancelCall { call: Some(call) }),
+                    Some(call) => {
+                        self.send(Command::CancelCall { call: Some(call) });
+                    }
                     None => {
                         self.flash = Some(format!(
                             "{} calls in flight: show one in the LLM tab, then x cancels it",
@@ -901,8 +940,9 @@ impl App {
                     .map(|c| c.id);
                 match call {
                     Some(call) => {
-                        self.send(Command::Reask { call });
-                        self.flash = Some(format!("asking call {call} again"));
+                        if self.send(Command::Reask { call }) {
+                            self.flash = Some(format!("asking call {call} again"));
+                        }
                     }
                     None => self.flash = Some("no failed LLM call to ask again".into()),
                 }

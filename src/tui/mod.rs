@@ -48,9 +48,10 @@ pub enum TuiExit {
     /// The person quit (and confirmed) while the run was active: the engine should stop
     /// cleanly, leaving the session resumable.
     QuitWhileActive,
-    /// Attached to another process's run: the person left, the run goes on (unless a
-    /// `Stop` command was sent before).
+    /// Attached to another process's run: the person left, the run goes on.
     Detached,
+    /// Attached: the person stopped the run, then left.
+    StoppedAndLeft,
 }
 
 impl TuiExit {

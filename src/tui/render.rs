@@ -1317,6 +1317,8 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
     ];
     if app.options.read_only {
         parts.push((3, "read-only".into(), "muted"));
+    } else if app.attached_to_ended_run() {
+        parts.push((9, "read-only: the run ended".into(), "warn"));
     } else if app.options.attached {
         parts.push((3, "attached".into(), "muted"));
     }
@@ -1569,6 +1571,13 @@ fn draw_confirm(app: &mut App, frame: &mut Frame, area: Rect, kind: &ConfirmKind
         ConfirmKind::Quit if app.options.attached => (
             " Detach? ",
             "The run goes on in its own process; kforge open attaches again.\n[y] detach   [s] stop the run and detach   [n] stay".to_string(),
+        ),
+        ConfirmKind::Quit if app.state.state.is_over() => (
+            " Quit while your actions run? ",
+            format!(
+                "{} of your actions (LLM calls, evaluations) are still running: quitting cancels them.\n[y] quit   [n] stay",
+                app.actions_in_flight()
+            ),
         ),
         ConfirmKind::Quit => (
             " Quit while the run is active? ",
