@@ -1124,3 +1124,18 @@ fn open_refuses_what_it_cannot_show() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));
 }
+
+#[test]
+fn a_cpu_session_shows_correctness_not_a_speedup_chart() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sessions/v1_review_budget");
+    let h = Harness::open(&golden, opts(120, 40)).unwrap();
+    let s = h.screen();
+    assert!(
+        s.contains("Correctness per candidate (CPU interpreter: speed not measured)"),
+        "{s}"
+    );
+    assert!(s.contains("6 candidates: 4 correct, 1 failed"), "{s}");
+    // No axes, no 1.0x line, no points at 0.0x.
+    assert!(!s.contains("1.0x") && !s.contains("0.0x"), "{s}");
+}

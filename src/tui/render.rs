@@ -221,6 +221,49 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
+/// Without GPU timing there is no speedup to plot: one glyph per candidate in creation
+/// order (correct, best, failed, dropped, pending), no axes and no 1.0x line.
+fn draw_correctness_strip(app: &mut App, frame: &mut Frame, area: Rect, ids: &[CandidateId]) {
+    let block = pane_block(
+        app,
+        " Correctness per candidate (CPU interpreter: speed not measured) ",
+        Focus::Chart,
+    );
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let mut spans = Vec::new();
+    let (mut correct, mut failed) = (0, 0);
+    for id in ids {
+        let c = &app.state.candidates[id];
+        let (g, role) = glyph(app, c);
+        match c.status {
+            CandidateStatus::Correct => correct += 1,
+            CandidateStatus::Failed => failed += 1,
+            _ => {}
+        }
+        let mut style = app.theme.get(role);
+        if app.selected == Some(*id) {
+            style = style.patch(app.theme.get("selection"));
+        }
+        spans.push(Span::styled(g.to_string(), style));
+        spans.push(Span::raw(" "));
+    }
+    let lines = vec![
+        Line::from(spans),
+        Line::styled(
+            format!(
+                "{} candidates: {correct} correct, {failed} failed (the latest correct one is the best)",
+                ids.len()
+            ),
+            app.theme.get("muted"),
+        ),
+    ];
+    frame.render_widget(
+        Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
+        inner,
+    );
+}
+
 fn draw_chart(app: &mut App, frame: &mut Frame, area: Rect) {
     let ids: Vec<_> = app.state.candidates.keys().copied().collect();
     let n = ids.len();
@@ -271,11 +314,11 @@ fn draw_chart(app: &mut App, frame: &mut Frame, area: Rect) {
         })
         .unwrap_or_default();
     let meaningful = app.state.info.as_ref().is_none_or(|i| i.timing_meaningful);
-    let title = if meaningful {
-        format!(" Speedup per candidate{best_text} ")
-    } else {
-        " Speedup: not measured (CPU interpreter) ".to_string()
-    };
+    if !meaningful {
+        draw_correctness_strip(app, frame, area, &ids);
+        return;
+    }
+    let title = format!(" Speedup per candidate{best_text} ");
     let block = pane_block(app, title, Focus::Chart);
     let datasets = vec![
         Dataset::default()
