@@ -273,6 +273,20 @@ mod tests {
     }
 
     #[test]
+    fn the_light_theme_draws_nothing_in_near_white() {
+        // Palette 7 ("gray") and white vanish on a light background: a light theme never
+        // uses them, including for the roles it inherits from the dark one.
+        let t = Theme::builtin("light", false).unwrap();
+        for role in ROLES {
+            let fg = t.get(role).fg;
+            assert!(
+                !matches!(fg, Some(Color::Gray | Color::White | Color::Indexed(7 | 15))),
+                "light theme role `{role}` is drawn in {fg:?}"
+            );
+        }
+    }
+
+    #[test]
     fn styles_parse() {
         let s = parse_style("#ff8800 on darkgray bold underline").unwrap();
         assert_eq!(s.fg, Some(Color::Rgb(255, 136, 0)));
