@@ -1139,3 +1139,53 @@ fn a_cpu_session_shows_correctness_not_a_speedup_chart() {
     // No axes, no 1.0x line, no points at 0.0x.
     assert!(!s.contains("1.0x") && !s.contains("0.0x"), "{s}");
 }
+
+#[test]
+fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in_view() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("4");
+    // A seed's call has no candidate yet: it is in the list anyway, and with follow on
+    // the tab moves to it.
+    h.event(Event::LlmCallStarted {
+        key: "seed3".into(),
+        call: CallId(40),
+        kind: CallKind::Seed,
+        candidate: None,
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/2.prompt.md".into(),
+    });
+    let s = h.screen();
+    assert!(
+        s.contains("call #40 seed") && s.contains("streaming…"),
+        "{s}"
+    );
+    // A long answer streams; its end stays in view, also once the call finishes.
+    let answer = std::fs::read_to_string(fixture().join("llm/2.response.md")).unwrap();
+    // Its launch line: nothing else on the screen says that.
+    let last = answer
+        .lines()
+        .rev()
+        .find(|l| l.contains("softmax_kernel[("))
+        .unwrap()
+        .trim()
+        .to_string();
+    h.event(Event::LlmDelta {
+        call: CallId(40),
+        text: answer.clone(),
+        reasoning: String::new(),
+    });
+    assert!(h.screen().contains(&last), "{}", h.screen());
+    h.event(Event::LlmCallFinished {
+        call: CallId(40),
+        ok: true,
+        error: None,
+        usage: Default::default(),
+        cost_usd: None,
+        latency_s: 2.0,
+        response_file: Some("llm/2.response.md".into()),
+    });
+    let s = h.screen();
+    assert!(s.contains("✓ done") && s.contains(&last), "{s}");
+}

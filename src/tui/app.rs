@@ -208,6 +208,9 @@ pub struct App {
     pub call_index: usize,
     /// Follow the end of a streaming answer in the LLM tab.
     pub llm_tail: bool,
+    /// The call the LLM tab showed while it streamed: when it finishes, the view stays at
+    /// its end instead of jumping back to the prompt.
+    pub llm_streamed: Option<CallId>,
     pub console_filter: String,
     /// Lines from the bottom; 0 follows the tail.
     pub console_offset: usize,
@@ -264,6 +267,7 @@ impl App {
             hunk: 0,
             call_index: 0,
             llm_tail: true,
+            llm_streamed: None,
             console_filter: String::new(),
             console_offset: 0,
             console_index: Vec::new(),
@@ -373,6 +377,18 @@ impl App {
                 self.evals.remove(result_file);
                 self.files.remove(result_file);
                 let _ = candidate;
+            }
+            Event::LlmCallStarted { call, .. } if self.follow && self.tab == Tab::Llm => {
+                // Following: the LLM tab moves to the new call, at its tail.
+                let call = *call;
+                self.state.apply(&record);
+                if let Some(i) = self.calls_of_selected().iter().position(|c| c.id == call) {
+                    self.call_index = i;
+                    self.scroll = 0;
+                    self.llm_tail = true;
+                }
+                self.dirty = true;
+                return;
             }
             Event::LlmDelta { call, .. } => {
                 // Only a visible stream needs a redraw.
@@ -1156,6 +1172,7 @@ impl App {
             self.hunk = 0;
             self.call_index = 0;
             self.llm_tail = true;
+            self.llm_streamed = None;
             // Make it visible: expand its ancestors.
             let mut cur = id
                 .and_then(|i| self.state.candidates.get(&i))
@@ -1321,18 +1338,24 @@ impl App {
         self.selected.and_then(|id| self.state.candidates.get(&id))
     }
 
-    /// Calls that belong to the selected candidate: the one that wrote it, then those
-    /// that worked on it (analysis, repairs), in order.
+    /// The calls the LLM tab steps through: those of the selected candidate (the one that
+    /// wrote it, then those that worked on it), then every other call in flight (a seed's
+    /// call can be watched before it has a candidate) and the one watched as it streamed.
     pub fn calls_of_selected(&self) -> Vec<&Call> {
-        let Some(c) = self.selected_candidate() else {
-            return Vec::new();
-        };
         let mut out: Vec<&Call> = Vec::new();
-        if let Some(call) = c.call.and_then(|id| self.state.calls.get(&id)) {
-            out.push(call);
+        if let Some(c) = self.selected_candidate() {
+            if let Some(call) = c.call.and_then(|id| self.state.calls.get(&id)) {
+                out.push(call);
+            }
+            for call in self.state.calls.values() {
+                if call.candidate == Some(c.id) && Some(call.id) != c.call {
+                    out.push(call);
+                }
+            }
         }
         for call in self.state.calls.values() {
-            if call.candidate == Some(c.id) && Some(call.id) != c.call {
+            let watched = self.llm_streamed == Some(call.id);
+            if (call.ok.is_none() || watched) && !out.iter().any(|c| c.id == call.id) {
                 out.push(call);
             }
         }

@@ -972,7 +972,10 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
         None => lines.push(Line::styled("(no answer)", app.theme.get("muted"))),
     }
     let h = area.height as usize;
-    if call.ok.is_none() && app.llm_tail {
+    if call.ok.is_none() {
+        app.llm_streamed = Some(call.id);
+    }
+    if app.llm_tail && (call.ok.is_none() || app.llm_streamed == Some(call.id)) {
         app.scroll = lines.len().saturating_sub(h);
     }
     let start = clamp_scroll(app, lines.len(), h);

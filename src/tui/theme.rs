@@ -280,7 +280,10 @@ mod tests {
         for role in ROLES {
             let fg = t.get(role).fg;
             assert!(
-                !matches!(fg, Some(Color::Gray | Color::White | Color::Indexed(7 | 15))),
+                !matches!(
+                    fg,
+                    Some(Color::Gray | Color::White | Color::Indexed(7 | 15))
+                ),
                 "light theme role `{role}` is drawn in {fg:?}"
             );
         }
