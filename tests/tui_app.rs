@@ -810,7 +810,9 @@ fn streaming_text_shows_live_and_redraws_only_when_visible() {
     assert!(s.contains("streaming…"), "{s}");
     assert!(s.contains("Here is the kernel."));
     assert!(h.frames > frames);
-    // Nothing changed: nothing drawn.
+    // The activity line catches up on the next tick; after that, nothing changed: nothing
+    // drawn.
+    h.input(Input::Tick);
     let frames = h.frames;
     h.input(Input::Tick);
     assert_eq!(h.frames, frames);
@@ -1188,4 +1190,53 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
     });
     let s = h.screen();
     assert!(s.contains("✓ done") && s.contains(&last), "{s}");
+}
+
+#[test]
+fn the_activity_line_says_what_runs_now() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.event(Event::LlmCallStarted {
+        key: "seed2/repair1".into(),
+        call: CallId(11),
+        kind: CallKind::Repair,
+        candidate: Some(CandidateId(2)),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    let s = h.screen();
+    assert!(
+        s.contains("call 11 seed2/repair1 (deepseek-chat)")
+            && s.contains("waiting for the first token"),
+        "{s}"
+    );
+    assert!(
+        s.contains("1 gate waiting for you (a opens the oldest)"),
+        "{s}"
+    );
+    h.event(Event::LlmDelta {
+        call: CallId(11),
+        text: "x".repeat(400),
+        reasoning: String::new(),
+    });
+    // Streaming progress is refreshed on the next tick, not redrawn per delta.
+    h.input(Input::Tick);
+    assert!(
+        h.screen().contains("streaming ~100 tokens"),
+        "{}",
+        h.screen()
+    );
+    h.event(Event::EvalStarted {
+        candidate: CandidateId(8),
+    });
+    h.event(Event::EvalPhase {
+        candidate: CandidateId(8),
+        phase: "timing kernel: 100 runs".into(),
+    });
+    assert!(
+        h.screen()
+            .contains("evaluating #8: timing kernel: 100 runs"),
+        "{}",
+        h.screen()
+    );
 }

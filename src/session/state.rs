@@ -91,6 +91,8 @@ pub struct Call {
     pub usage: TokenUsage,
     pub cost_usd: Option<f64>,
     pub latency_s: f64,
+    /// When the call started (its event's time).
+    pub started: DateTime<Utc>,
     /// Retries the client made before the answer (or the failure), with their causes.
     pub retries: Vec<String>,
     /// Live text while streaming (from transient deltas).
@@ -305,6 +307,7 @@ impl SessionState {
                         usage: TokenUsage::default(),
                         cost_usd: None,
                         latency_s: 0.0,
+                        started: record.ts,
                         retries: Vec::new(),
                         live_text: String::new(),
                         live_reasoning: String::new(),

@@ -211,6 +211,8 @@ pub struct App {
     /// The call the LLM tab showed while it streamed: when it finishes, the view stays at
     /// its end instead of jumping back to the prompt.
     pub llm_streamed: Option<CallId>,
+    /// The activity line as last drawn (a tick redraws when it changed).
+    pub last_activity: Vec<(String, &'static str)>,
     pub console_filter: String,
     /// Lines from the bottom; 0 follows the tail.
     pub console_offset: usize,
@@ -268,6 +270,7 @@ impl App {
             call_index: 0,
             llm_tail: true,
             llm_streamed: None,
+            last_activity: Vec::new(),
             console_filter: String::new(),
             console_offset: 0,
             console_index: Vec::new(),
@@ -446,6 +449,12 @@ impl App {
         let elapsed = self.elapsed_text();
         if elapsed != self.last_elapsed {
             self.last_elapsed = elapsed;
+            self.dirty = true;
+        }
+        // The activity line (streaming progress, phases) refreshes on ticks, not per delta.
+        let activity = super::render::activity(self);
+        if activity != self.last_activity {
+            self.last_activity = activity;
             self.dirty = true;
         }
     }

@@ -43,9 +43,10 @@ pub fn render(app: &mut App, frame: &mut Frame) {
         return;
     }
     let console_h = if area.height >= 36 { 9 } else { 6 };
-    let [main, console, status, hints] = Layout::vertical([
+    let [main, console, activity, status, hints] = Layout::vertical([
         Constraint::Min(6),
         Constraint::Length(console_h),
+        Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
@@ -64,6 +65,7 @@ pub fn render(app: &mut App, frame: &mut Frame) {
     draw_chart(app, frame, chart);
     draw_detail(app, frame, detail);
     draw_console(app, frame, console);
+    draw_activity(app, frame, activity);
     draw_status(app, frame, status);
     draw_hints(app, frame, hints);
     let overlay = app.overlay.clone();
@@ -1302,6 +1304,78 @@ fn draw_console(app: &mut App, frame: &mut Frame, area: Rect) {
         ]));
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// What the engine is doing now, for the activity line: each LLM call in flight (step,
+/// model, elapsed, waiting for its first token or streaming), each evaluation and its
+/// phase, the gates waiting for the person. Empty when nothing runs.
+pub fn activity(app: &App) -> Vec<(String, &'static str)> {
+    let now = app.now();
+    let s = &app.state;
+    let mut items: Vec<(String, &'static str)> = Vec::new();
+    for call in s.calls.values().filter(|c| c.ok.is_none()) {
+        let secs = (now - call.started).num_seconds().max(0);
+        let progress = if call.live_text.is_empty() && call.live_reasoning.is_empty() {
+            "waiting for the first token".to_string()
+        } else {
+            let chars = call.live_text.chars().count() + call.live_reasoning.chars().count();
+            format!("streaming ~{} tokens", chars / 4)
+        };
+        let step = if call.key.is_empty() {
+            call.kind.word().to_string()
+        } else {
+            call.key.clone()
+        };
+        items.push((
+            format!(
+                "call {} {step} ({}) {secs}s, {progress}",
+                call.id, call.model
+            ),
+            "running",
+        ));
+    }
+    for c in s
+        .candidates
+        .values()
+        .filter(|c| c.status == CandidateStatus::Evaluating)
+    {
+        let phase = c.phase.as_deref().unwrap_or("starting");
+        items.push((format!("evaluating #{}: {phase}", c.id), "running"));
+    }
+    let waiting = s.waiting_gates().len();
+    if waiting > 0 && !s.state.is_over() {
+        items.push((
+            format!(
+                "{waiting} gate{} waiting for you ({} opens the oldest)",
+                if waiting == 1 { "" } else { "s" },
+                app.keymap.hint(Action::OpenGate)
+            ),
+            "warn",
+        ));
+    }
+    items
+}
+
+fn draw_activity(app: &mut App, frame: &mut Frame, area: Rect) {
+    let items = activity(app);
+    let line = if items.is_empty() {
+        let idle = match app.state.state {
+            EngineState::Paused => "paused: no new step starts",
+            s if s.is_over() => "nothing running",
+            _ => "idle",
+        };
+        Line::styled(format!(" {idle}"), app.theme.get("muted"))
+    } else {
+        let mut spans = vec![Span::raw(" ")];
+        for (i, (text, role)) in items.into_iter().enumerate() {
+            if i > 0 {
+                spans.push(Span::styled(" · ", app.theme.get("muted")));
+            }
+            spans.push(Span::styled(text, app.theme.get(role)));
+        }
+        Line::from(spans)
+    };
+    frame.render_widget(Paragraph::new(line), area);
 }
 
 fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
