@@ -1240,3 +1240,28 @@ fn the_activity_line_says_what_runs_now() {
         h.screen()
     );
 }
+
+#[test]
+fn jumps_to_the_best_and_to_the_next_failure() {
+    let mut h = open(120, 40);
+    h.key("g");
+    assert_eq!(h.app.selected, Some(CandidateId(1)));
+    h.key("b");
+    assert_eq!(h.app.selected, h.app.state.best);
+    let failed: Vec<CandidateId> = h
+        .app
+        .state
+        .candidates
+        .values()
+        .filter(|c| c.status == kforge::session::state::CandidateStatus::Failed)
+        .map(|c| c.id)
+        .collect();
+    assert!(failed.len() >= 2);
+    h.key("g");
+    h.key("!");
+    assert_eq!(h.app.selected, Some(failed[1]), "the next failure after #1");
+    for _ in 0..failed.len() - 1 {
+        h.key("!");
+    }
+    assert_eq!(h.app.selected, Some(failed[0]), "wraps around");
+}

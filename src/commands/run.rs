@@ -462,7 +462,7 @@ async fn drive(
     control.abort();
     eprintln!(
         "kforge: {} ({}); session {}",
-        format!("{:?}", outcome.state).to_lowercase(),
+        outcome.state.word(),
         outcome.reason,
         session.path.display()
     );

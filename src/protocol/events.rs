@@ -51,6 +51,19 @@ pub enum EngineState {
 }
 
 impl EngineState {
+    /// `starting`, `running`, `paused`, `waiting`, `finished`, `failed`, `stopped`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            EngineState::Starting => "starting",
+            EngineState::Running => "running",
+            EngineState::Paused => "paused",
+            EngineState::Waiting => "waiting",
+            EngineState::Finished => "finished",
+            EngineState::Failed => "failed",
+            EngineState::Stopped => "stopped",
+        }
+    }
+
     pub fn is_over(&self) -> bool {
         matches!(
             self,

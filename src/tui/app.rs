@@ -956,6 +956,29 @@ impl App {
                     }
                 }
             }
+            Action::JumpBest => match self.state.best {
+                Some(best) => self.select(Some(best), true),
+                None => self.flash = Some("no best candidate yet".into()),
+            },
+            Action::JumpFailure => {
+                // The next failed candidate after the selection, in creation order, wrapping.
+                let failed: Vec<CandidateId> = self
+                    .state
+                    .candidates
+                    .values()
+                    .filter(|c| c.status == CandidateStatus::Failed)
+                    .map(|c| c.id)
+                    .collect();
+                let next = failed
+                    .iter()
+                    .find(|id| Some(**id) > self.selected)
+                    .or(failed.first())
+                    .copied();
+                match next {
+                    Some(id) => self.select(Some(id), true),
+                    None => self.flash = Some("no failed candidate".into()),
+                }
+            }
             Action::Reask => {
                 let failed = |c: &&Call| c.ok == Some(false);
                 let call = self
@@ -972,8 +995,12 @@ impl App {
                     None => self.flash = Some("no failed LLM call to ask again".into()),
                 }
             }
-            Action::OpenGate => match self.state.open_gate().map(|g| g.id) {
-                Some(gate) if self.can_act() => {
+            Action::OpenGate => match self.state.open_gate().map(|g| (g.id, g.candidate)) {
+                Some((gate, candidate)) if self.can_act() => {
+                    // The panes behind the dialog show the gate's candidate.
+                    if candidate.is_some() {
+                        self.select(candidate, false);
+                    }
                     self.gate_open = Some(gate);
                     self.gate_scroll = 0;
                 }

@@ -99,6 +99,8 @@ actions! {
     PauseResume, "pause_resume", Global, ["P"], "pause / resume the engine";
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
     Reask, "reask", Global, ["R"], "ask a failed LLM call again (the one shown, else the newest)";
+    JumpBest, "jump_best", Global, ["b"], "select the best candidate";
+    JumpFailure, "jump_failure", Global, ["!"], "select the next failed candidate";
     OpenGate, "open_gate", Global, ["a"], "open the oldest waiting gate (it never opens by itself)";
     AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
