@@ -458,7 +458,8 @@ fn gate_rewrite_in_the_editor_and_inline() {
     assert!(h.screen().contains("rewrite"));
     h.type_text("# note");
     h.key("ctrl-s");
-    let expected = format!("{}# note", code_of(9));
+    // The inline editor opens at the start of the kernel.
+    let expected = format!("# note{}", code_of(9));
     assert_eq!(
         h.host.commands,
         vec![Command::Resolve {
@@ -1264,4 +1265,22 @@ fn jumps_to_the_best_and_to_the_next_failure() {
         h.key("!");
     }
     assert_eq!(h.app.selected, Some(failed[0]), "wraps around");
+}
+
+#[test]
+fn the_inline_editor_opens_at_the_top_with_line_numbers_and_pages() {
+    let mut h = at_evaluation_gate();
+    h.keys(&["a", "i"]);
+    let s = h.screen();
+    let first = code_of(9).lines().next().unwrap().to_string();
+    assert!(s.contains(&format!(" 1 {first}")), "{s}");
+    let lines = code_of(9).lines().count();
+    let last = format!("{lines} ");
+    h.keys(&["pagedown", "pagedown", "pagedown"]);
+    let s = h.screen();
+    assert!(
+        s.lines().any(|l| l.contains(&last)),
+        "paged down to the last line {lines}:\n{s}"
+    );
+    assert!(!s.contains(&format!(" 1 {first}")), "{s}");
 }

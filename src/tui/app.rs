@@ -566,7 +566,7 @@ impl App {
                     self.overlay = Some(Overlay::Input(InputState {
                         title: format!("rewrite ({}) — ctrl-s sends, esc cancels", gate.question),
                         purpose: EditPurpose::GateRewrite(gate.id),
-                        text: TextBuf::new(&text),
+                        text: TextBuf::at_start(&text),
                         multiline: true,
                     }));
                 }
@@ -883,7 +883,7 @@ impl App {
                     self.overlay = Some(Overlay::Input(InputState {
                         title: format!("edit #{id} (ctrl-s evaluates, esc cancels)"),
                         purpose,
-                        text: TextBuf::new(&code),
+                        text: TextBuf::at_start(&code),
                         multiline: true,
                     }));
                 }

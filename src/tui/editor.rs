@@ -1,4 +1,5 @@
-//! A small text buffer for instructions, the console filter and short inline edits.
+//! A small text buffer for instructions, the console filter and inline edits of a prompt or
+//! a kernel (which can be long: the view scrolls on its own, pages move the cursor).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -8,6 +9,10 @@ pub struct TextBuf {
     /// Cursor: line, and position in chars.
     pub row: usize,
     pub col: usize,
+    /// First line shown: the view follows the cursor without pinning it to an edge.
+    pub top: usize,
+    /// Lines a page moves (the view's height, as last drawn).
+    pub page: usize,
 }
 
 fn byte_at(s: &str, col: usize) -> usize {
@@ -22,7 +27,35 @@ impl TextBuf {
         }
         let row = lines.len() - 1;
         let col = lines[row].chars().count();
-        TextBuf { lines, row, col }
+        TextBuf {
+            lines,
+            row,
+            col,
+            top: 0,
+            page: 20,
+        }
+    }
+
+    /// A buffer with the cursor at the start: for editing a whole file.
+    pub fn at_start(text: &str) -> TextBuf {
+        TextBuf {
+            row: 0,
+            col: 0,
+            ..TextBuf::new(text)
+        }
+    }
+
+    /// The first line to show in a view `height` lines high so that the cursor is visible,
+    /// moving the view as little as possible; remembers it and the page size.
+    pub fn scroll_to_cursor(&mut self, height: usize) -> usize {
+        let height = height.max(1);
+        self.page = height.saturating_sub(1).max(1);
+        if self.row < self.top {
+            self.top = self.row;
+        } else if self.row >= self.top + height {
+            self.top = self.row + 1 - height;
+        }
+        self.top
     }
 
     pub fn text(&self) -> String {
@@ -108,6 +141,22 @@ impl TextBuf {
                 self.row += 1;
                 self.col = self.col.min(self.len(self.row));
             }
+            KeyCode::PageUp => {
+                self.row = self.row.saturating_sub(self.page);
+                self.col = self.col.min(self.len(self.row));
+            }
+            KeyCode::PageDown => {
+                self.row = (self.row + self.page).min(self.lines.len() - 1);
+                self.col = self.col.min(self.len(self.row));
+            }
+            KeyCode::Home if ctrl => {
+                self.row = 0;
+                self.col = 0;
+            }
+            KeyCode::End if ctrl => {
+                self.row = self.lines.len() - 1;
+                self.col = self.len(self.row);
+            }
             KeyCode::Home => self.col = 0,
             KeyCode::End => self.col = self.len(self.row),
             _ => {}
@@ -140,5 +189,31 @@ mod tests {
             false,
         );
         assert_eq!(b.text(), "éb");
+    }
+
+    #[test]
+    fn a_long_text_opens_at_its_start_pages_and_scrolls_only_as_needed() {
+        let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+        let mut b = TextBuf::at_start(&text);
+        assert_eq!((b.row, b.col), (0, 0));
+        assert_eq!(b.scroll_to_cursor(10), 0);
+        b.key(k(KeyCode::PageDown), true);
+        assert_eq!(b.row, 9);
+        assert_eq!(b.scroll_to_cursor(10), 0, "still on screen: the view stays");
+        b.key(k(KeyCode::PageDown), true);
+        assert_eq!(b.row, 18);
+        assert_eq!(b.scroll_to_cursor(10), 9, "the view moves just enough");
+        b.key(k(KeyCode::Up), true);
+        assert_eq!(
+            b.scroll_to_cursor(10),
+            9,
+            "moving up inside the view: no scroll"
+        );
+        b.key(KeyEvent::new(KeyCode::End, KeyModifiers::CONTROL), true);
+        assert_eq!(b.row, 100);
+        b.key(KeyEvent::new(KeyCode::Home, KeyModifiers::CONTROL), true);
+        assert_eq!((b.row, b.col), (0, 0));
+        b.key(k(KeyCode::PageUp), true);
+        assert_eq!(b.row, 0);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
-use ratatui::style::{Modifier, Style};
+use ratatui::style::Modifier;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Clear, Dataset, GraphType, Paragraph};
@@ -1766,20 +1766,43 @@ fn draw_input(app: &mut App, frame: &mut Frame, area: Rect, input: &super::app::
     let inner = block.inner(r);
     frame.render_widget(block, r);
     let ih = inner.height as usize;
-    let start = input.text.row.saturating_sub(ih.saturating_sub(1));
-    let iw = inner.width as usize;
-    let hstart = input.text.col.saturating_sub(iw.saturating_sub(1));
-    let lines: Vec<Line> = input
-        .text
+    // The view follows the cursor without pinning it to the bottom; the offset lives in
+    // the overlay's buffer so the next frame starts from it.
+    let mut text = input.text.clone();
+    let start = text.scroll_to_cursor(ih);
+    if let Some(Overlay::Input(shown)) = &mut app.overlay {
+        shown.text.top = text.top;
+        shown.text.page = text.page;
+    }
+    // Multi-line edits get line numbers.
+    let gutter = if input.multiline {
+        text.lines.len().to_string().len() + 1
+    } else {
+        0
+    };
+    let iw = (inner.width as usize).saturating_sub(gutter);
+    let hstart = text.col.saturating_sub(iw.saturating_sub(1));
+    let lines: Vec<Line> = text
         .lines
         .iter()
+        .enumerate()
         .skip(start)
         .take(ih)
-        .map(|l| Line::styled(l.chars().skip(hstart).collect::<String>(), Style::default()))
+        .map(|(i, l)| {
+            let mut spans = Vec::new();
+            if gutter > 0 {
+                spans.push(Span::styled(
+                    format!("{:>w$} ", i + 1, w = gutter - 1),
+                    app.theme.get("line_number"),
+                ));
+            }
+            spans.push(Span::raw(l.chars().skip(hstart).collect::<String>()));
+            Line::from(spans)
+        })
         .collect();
     frame.render_widget(Paragraph::new(lines).style(app.theme.get("text")), inner);
     frame.set_cursor_position(Position::new(
-        inner.x + (input.text.col - hstart) as u16,
-        inner.y + (input.text.row - start) as u16,
+        inner.x + (gutter + text.col - hstart) as u16,
+        inner.y + (text.row - start) as u16,
     ));
 }
