@@ -1284,3 +1284,18 @@ fn the_inline_editor_opens_at_the_top_with_line_numbers_and_pages() {
     );
     assert!(!s.contains(&format!(" 1 {first}")), "{s}");
 }
+
+#[test]
+fn panes_grow_with_a_large_terminal() {
+    let small = open(120, 40);
+    let big = open(300, 80);
+    let (s, b) = (&small.app.areas, &big.app.areas);
+    assert!(
+        b.console.height > s.console.height,
+        "{:?} vs {:?}",
+        b.console,
+        s.console
+    );
+    assert!(b.tree.width > s.tree.width, "{:?} vs {:?}", b.tree, s.tree);
+    assert!(b.console.height <= 24 && b.tree.width <= 75);
+}

@@ -42,7 +42,13 @@ pub fn render(app: &mut App, frame: &mut Frame) {
         );
         return;
     }
-    let console_h = if area.height >= 36 { 9 } else { 6 };
+    // Panes grow with the terminal: the console takes about a fifth of the height, the
+    // tree about a quarter of the width (within limits that keep the others usable).
+    let console_h = if area.height >= 36 {
+        (area.height / 5).clamp(9, 24)
+    } else {
+        6
+    };
     let [main, console, activity, status, hints] = Layout::vertical([
         Constraint::Min(6),
         Constraint::Length(console_h),
@@ -51,7 +57,7 @@ pub fn render(app: &mut App, frame: &mut Frame) {
         Constraint::Length(1),
     ])
     .areas(area);
-    let tree_w = (area.width * 28 / 100).clamp(26, 44);
+    let tree_w = (area.width * 28 / 100).clamp(26, 44.max(area.width / 4));
     let [tree, right] =
         Layout::horizontal([Constraint::Length(tree_w), Constraint::Min(20)]).areas(main);
     let chart_h = (main.height * 30 / 100).clamp(6, 14);
