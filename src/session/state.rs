@@ -464,7 +464,14 @@ impl SessionState {
                 self.end = *end;
             }
         }
-        self.best = self.best_candidate();
+        // Only a verdict or a final mark can change the best (a fold of 100k log lines
+        // must not rank the candidates 100k times).
+        if matches!(
+            record.event,
+            Event::EvalFinished { .. } | Event::FinalMarked { .. }
+        ) {
+            self.best = self.best_candidate();
+        }
     }
 }
 
