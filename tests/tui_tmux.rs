@@ -190,8 +190,11 @@ fn attach_to_a_running_session() {
         writeln!(f, "{l}").unwrap();
     }
     f.flush().unwrap();
-    t.wait_for("Waiting for you — gate 1");
+    // The gate waits in the status bar; `a` opens it, `y` approves.
+    t.wait_for("1 waiting for you");
     t.keys(&["a"]);
+    t.wait_for("Waiting for you — gate 1");
+    t.keys(&["y"]);
     let deadline = Instant::now() + Duration::from_secs(10);
     let control = dir.join("control.jsonl");
     loop {
@@ -203,17 +206,27 @@ fn attach_to_a_running_session() {
         assert!(Instant::now() < deadline, "no command in control.jsonl");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Up to the final-best gate, which edits a kernel: rewrite it in $EDITOR (a script
-    // that adds a line); the TUI suspends, the editor runs, the TUI comes back.
+    // Gate 3, here made a gate before evaluating #9's kernel (the recorded session has a
+    // final-best gate there, which has nothing to rewrite): rewrite the kernel in $EDITOR
+    // (a script that adds a line); the TUI suspends, the editor runs, the TUI comes back.
     let gate3 = rest
         .iter()
         .position(|l| l.contains("gate_opened") && l.contains("\"gate\":3"))
         .unwrap()
         + 1;
     for l in &rest[gate..gate3] {
+        let l = l
+            .replace("\"kind\":\"final_best\"", "\"kind\":\"evaluation\"")
+            .replace(
+                "Declare #9 (1.83x) the final best?",
+                "Evaluate candidate 9?",
+            );
         writeln!(f, "{l}").unwrap();
     }
     f.flush().unwrap();
+    // Everything up to gate 3 has arrived once candidate 9 shows.
+    t.wait_for("Candidates 9");
+    t.keys(&["a"]);
     t.wait_for("Waiting for you — gate 3");
     t.keys(&["e"]);
     let deadline = Instant::now() + Duration::from_secs(10);
