@@ -465,13 +465,15 @@ async fn kill_9_then_resume_reaches_the_same_tree_without_resending_answered_cal
         let state = state_of(&run.session());
         assert_eq!(state.state, EngineState::Finished, "{what}");
         assert_eq!(tree_shape(&state), expected, "{what}");
-        // Every answered call was sent once: the mock saw exactly the calls of a full run
-        // plus those that were in flight (unanswered) when the process died.
+        // Every answered call was sent once: the mock saw the calls of a full run plus at
+        // most those that were in flight (unanswered) when the process died; a call whose
+        // start was recorded may not have reached the server before the kill.
         let in_flight = killed_at.calls.values().filter(|c| c.ok.is_none()).count();
-        assert_eq!(
-            mock.total(),
-            reference_mock.total() + in_flight,
-            "{what}: answered {answered}"
+        let total = mock.total();
+        assert!(
+            total >= reference_mock.total() && total <= reference_mock.total() + in_flight,
+            "{what}: answered {answered}, {total} requests, a full run {}, {in_flight} in flight",
+            reference_mock.total()
         );
         assert_eq!(state.resumes, 1);
         let log = text(&out.stdout);
