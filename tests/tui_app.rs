@@ -1299,3 +1299,24 @@ fn panes_grow_with_a_large_terminal() {
     assert!(b.tree.width > s.tree.width, "{:?} vs {:?}", b.tree, s.tree);
     assert!(b.console.height <= 24 && b.tree.width <= 75);
 }
+
+#[test]
+fn an_evaluation_gate_shows_the_kernel_or_its_diff_against_the_parent() {
+    let mut h = at_evaluation_gate();
+    h.key("a");
+    let s = h.screen();
+    assert!(s.contains("d shows the diff against its parent"), "{s}");
+    h.key("d");
+    let s = h.screen();
+    assert!(
+        s.contains("kernels/9-stage.py against its parent #7"),
+        "{s}"
+    );
+    assert!(
+        s.lines().any(|l| l.contains("│+") || l.contains("│-")),
+        "{s}"
+    );
+    h.key("d");
+    assert!(h.screen().contains("(what is evaluated"), "{}", h.screen());
+    assert!(h.host.commands.is_empty(), "d only changes the view");
+}

@@ -222,6 +222,8 @@ pub struct App {
     pub gate_open: Option<GateId>,
     /// How far the gate dialog's preview is scrolled.
     pub gate_scroll: usize,
+    /// An evaluation gate shows the kernel's diff against its parent instead of the kernel.
+    pub gate_diff: bool,
     pub flash: Option<String>,
     pub dirty: bool,
     pub areas: Areas,
@@ -277,6 +279,7 @@ impl App {
             overlay: None,
             gate_open: None,
             gate_scroll: 0,
+            gate_diff: false,
             flash: None,
             dirty: true,
             areas: Areas::default(),
@@ -570,6 +573,10 @@ impl App {
                         multiline: true,
                     }));
                 }
+            }
+            Action::GateDiff if gate.kind == crate::protocol::GateKind::Evaluation => {
+                self.gate_diff = !self.gate_diff;
+                self.gate_scroll = 0;
             }
             Action::Later => {
                 self.gate_open = None;

@@ -117,6 +117,7 @@ actions! {
     Reject, "reject", Gate, ["n"], "reject (skip the step / drop the candidate; asks first)";
     Rewrite, "rewrite", Gate, ["e"], "rewrite the prompt or kernel in $EDITOR";
     RewriteInline, "rewrite_inline", Gate, ["i"], "rewrite the prompt or kernel inline";
+    GateDiff, "gate_diff", Gate, ["d"], "evaluation gate: the kernel, or its diff against its parent";
     Later, "later", Gate, ["esc"], "close; the gate keeps waiting (a opens it again)";
     Yes, "yes", Confirm, ["y", "enter"], "yes";
     StopRun, "stop_run", Confirm, ["s"], "stop the run, then quit";

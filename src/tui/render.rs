@@ -1658,16 +1658,63 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
             .and_then(|c| app.state.candidates.get(&c))
             .map(|c| c.file.clone())
     });
-    let preview: Vec<Line> = match shown.as_deref() {
-        Some(file) => {
+    let parent = gate
+        .candidate
+        .and_then(|c| app.state.candidates.get(&c))
+        .and_then(|c| c.parent);
+    let diff_against = parent.filter(|_| gate.kind == GateKind::Evaluation && app.gate_diff);
+    let preview: Vec<Line> = match (shown.as_deref(), diff_against) {
+        (Some(file), Some(parent)) => {
+            let new = app.file(file).map(|t| t.to_string()).unwrap_or_default();
+            let old = app
+                .candidate_code(parent)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            let d = super::diff::diff(&old, &new, 3);
+            let mut lines = vec![Line::styled(
+                format!(
+                    "── {file} against its parent #{parent}: +{} −{} ({} shows the kernel) ──",
+                    d.added,
+                    d.removed,
+                    app.keymap.hint(Action::GateDiff)
+                ),
+                app.theme.get("accent"),
+            )];
+            if d.is_empty() {
+                lines.push(Line::styled(
+                    "identical to its parent",
+                    app.theme.get("muted"),
+                ));
+            }
+            lines.extend(d.unified.iter().map(|r| {
+                let (sign, role) = match r.kind {
+                    RowKind::Added => ("+", "diff_add"),
+                    RowKind::Removed => ("-", "diff_del"),
+                    RowKind::Hunk => ("", "accent"),
+                    RowKind::Context => (" ", "text"),
+                };
+                let text: String = r.text.0.iter().map(|(_, t)| t.as_str()).collect();
+                Line::styled(format!("{sign}{text}"), app.theme.get(role))
+            }));
+            lines
+        }
+        (Some(file), None) => {
             let text = app.file(file).map(|t| t.to_string()).unwrap_or_default();
             let what = match gate.kind {
                 GateKind::LlmCall => "what is sent",
                 GateKind::Evaluation => "what is evaluated",
                 _ => "the candidate's code",
             };
+            let toggle = if gate.kind == GateKind::Evaluation && parent.is_some() {
+                format!(
+                    ", {} shows the diff against its parent",
+                    app.keymap.hint(Action::GateDiff)
+                )
+            } else {
+                String::new()
+            };
             let mut lines = vec![Line::styled(
-                format!("── {file} ({what}) ──"),
+                format!("── {file} ({what}{toggle}) ──"),
                 app.theme.get("accent"),
             )];
             let digits = text.lines().count().max(1).to_string().len();
@@ -1679,7 +1726,7 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
             }));
             lines
         }
-        None => Vec::new(),
+        (None, _) => Vec::new(),
     };
     let body_h = (inner.height as usize).saturating_sub(head.len() + 2);
     let start = app.gate_scroll.min(preview.len().saturating_sub(body_h));
