@@ -1320,3 +1320,31 @@ fn an_evaluation_gate_shows_the_kernel_or_its_diff_against_the_parent() {
     assert!(h.screen().contains("(what is evaluated"), "{}", h.screen());
     assert!(h.host.commands.is_empty(), "d only changes the view");
 }
+
+#[test]
+fn slash_in_the_detail_pane_searches_what_it_shows() {
+    let mut h = open(120, 40);
+    select(&mut h, 9);
+    h.keys(&["tab", "tab"]); // tree -> chart -> detail
+    assert_eq!(h.app.focus, kforge::tui::app::Focus::Detail);
+    h.key("/");
+    assert!(h.screen().contains("search the Code tab"), "{}", h.screen());
+    h.type_text("class ModelNew");
+    h.key("enter");
+    let line = code_of(9)
+        .lines()
+        .position(|l| l.contains("class ModelNew"))
+        .unwrap();
+    let s = h.screen();
+    assert!(s.contains("\"class ModelNew\": match 1 of 1"), "{s}");
+    assert!(h.app.scroll > 0 && h.app.scroll <= line, "{}", h.app.scroll);
+    // n/N go through the matches while the search is on; esc clears it.
+    h.key("n");
+    assert!(h.screen().contains("match 1 of 1"));
+    h.key("esc");
+    assert!(h.app.search.is_none());
+    // Somewhere else `/` still filters the console.
+    h.key("tab");
+    h.key("/");
+    assert!(h.screen().contains("filter the console"), "{}", h.screen());
+}

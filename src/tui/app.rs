@@ -64,6 +64,8 @@ pub enum EditPurpose {
     /// The answer of a call of the `manual` provider.
     ManualAnswer(CallId),
     Filter,
+    /// A search in the detail pane (Code, Diff, LLM, ...).
+    Search,
 }
 
 /// The line that separates the prompt (dropped) from the answer in a manual answer file.
@@ -222,6 +224,13 @@ pub struct App {
     pub gate_open: Option<GateId>,
     /// How far the gate dialog's preview is scrolled.
     pub gate_scroll: usize,
+    /// The search in the detail pane (`/` there), if any: `n`/`N` go to its matches.
+    pub search: Option<String>,
+    /// The plain text of every line of the detail pane's document, as last drawn while a
+    /// search is active (what the search looks through).
+    pub detail_plain: Vec<String>,
+    /// A search was entered: find its first match once the next frame has the text.
+    pub pending_find: bool,
     /// An evaluation gate shows the kernel's diff against its parent instead of the kernel.
     pub gate_diff: bool,
     pub flash: Option<String>,
@@ -279,6 +288,9 @@ impl App {
             overlay: None,
             gate_open: None,
             gate_scroll: 0,
+            search: None,
+            detail_plain: Vec::new(),
+            pending_find: false,
             gate_diff: false,
             flash: None,
             dirty: true,
@@ -700,6 +712,13 @@ impl App {
     fn submit(&mut self, purpose: EditPurpose, text: String) {
         match purpose {
             EditPurpose::Filter => self.set_filter(text),
+            EditPurpose::Search => {
+                self.search = (!text.trim().is_empty()).then(|| text.trim().to_string());
+                // The document's text comes with the next frame; find from there.
+                self.detail_plain.clear();
+                self.pending_find = self.search.is_some();
+                self.dirty = true;
+            }
             EditPurpose::Repair(id) => {
                 if self.send(Command::Repair {
                     candidate: id,
@@ -796,6 +815,20 @@ impl App {
             Action::TabLlm => self.set_tab(Tab::Llm),
             Action::TabEval => self.set_tab(Tab::Eval),
             Action::TabAnalysis => self.set_tab(Tab::Analysis),
+            // In the detail pane `/` searches what it shows; elsewhere it filters the console.
+            Action::Filter if self.focus == Focus::Detail => {
+                self.overlay = Some(Overlay::Input(InputState {
+                    title: format!(
+                        "search the {} tab (enter finds; {}/{} next/previous; esc in the pane clears)",
+                        self.tab.title(),
+                        self.keymap.hint(Action::NextHunk),
+                        self.keymap.hint(Action::PrevHunk)
+                    ),
+                    purpose: EditPurpose::Search,
+                    text: TextBuf::new(self.search.as_deref().unwrap_or("")),
+                    multiline: false,
+                }));
+            }
             Action::Filter => {
                 self.overlay = Some(Overlay::Input(InputState {
                     title: "filter the console (enter keeps, esc clears)".into(),
@@ -805,6 +838,10 @@ impl App {
                 }));
             }
             Action::ClearFilter => self.set_filter(String::new()),
+            Action::ClearSearch => {
+                self.search = None;
+                self.detail_plain.clear();
+            }
             Action::Follow => {
                 self.follow = !self.follow;
                 if self.follow {
@@ -838,6 +875,11 @@ impl App {
                 if self.tab != Tab::Diff {
                     self.set_tab(Tab::Diff);
                 }
+            }
+            Action::NextHunk | Action::PrevHunk
+                if self.search.is_some() && self.focus == Focus::Detail =>
+            {
+                self.find(action == Action::NextHunk, false);
             }
             Action::NextHunk | Action::PrevHunk => self.jump_hunk(action == Action::NextHunk),
             Action::NextCall | Action::PrevCall => {
@@ -1098,6 +1140,47 @@ impl App {
             self.hscroll = 0;
             self.llm_tail = true;
         }
+    }
+
+    /// Scrolls the detail pane to the next (or previous) line holding the search, from
+    /// the current position (`here`: the current line counts), wrapping around.
+    pub fn find(&mut self, forward: bool, here: bool) {
+        let Some(query) = self.search.clone() else {
+            return;
+        };
+        let needle = query.to_lowercase();
+        let hits: Vec<usize> = self
+            .detail_plain
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.to_lowercase().contains(&needle))
+            .map(|(i, _)| i)
+            .collect();
+        if hits.is_empty() {
+            self.flash = Some(format!(
+                "\"{query}\" is not in the {} tab",
+                self.tab.title()
+            ));
+            return;
+        }
+        let cur = self.scroll;
+        let next = if forward {
+            hits.iter()
+                .find(|&&i| if here { i >= cur } else { i > cur })
+                .or(hits.first())
+        } else {
+            hits.iter().rev().find(|&&i| i < cur).or(hits.last())
+        };
+        let at = *next.expect("hits is not empty");
+        self.scroll = at;
+        self.llm_tail = false;
+        let n = hits.iter().position(|&i| i == at).unwrap_or(0) + 1;
+        self.flash = Some(format!(
+            "\"{query}\": match {n} of {} (line {})",
+            hits.len(),
+            at + 1
+        ));
+        self.dirty = true;
     }
 
     fn set_filter(&mut self, filter: String) {

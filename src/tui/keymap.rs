@@ -80,7 +80,7 @@ actions! {
     TabLlm, "tab_llm", Global, ["4"], "LLM tab";
     TabEval, "tab_eval", Global, ["5"], "Eval tab";
     TabAnalysis, "tab_analysis", Global, ["6"], "Analysis tab";
-    Filter, "filter", Global, ["/"], "filter the console";
+    Filter, "filter", Global, ["/"], "search the focused detail pane, else filter the console";
     Follow, "follow", Global, ["f"], "follow new candidates and the log tail";
     Mark, "mark", Global, ["m"], "mark the candidate for diff / compare (again: unmark)";
     DiffLayout, "diff_layout", Global, ["s"], "diff: unified / side by side";
@@ -113,6 +113,7 @@ actions! {
     ScrollLeft, "scroll_left", Detail, ["h", "left"], "scroll left";
     ScrollRight, "scroll_right", Detail, ["l", "right"], "scroll right";
     ClearFilter, "clear_filter", Console, ["esc"], "clear the filter";
+    ClearSearch, "clear_search", Detail, ["esc"], "clear the search (n/N go back to hunks)";
     Approve, "approve", Gate, ["y"], "approve";
     Reject, "reject", Gate, ["n"], "reject (skip the step / drop the candidate; asks first)";
     Rewrite, "rewrite", Gate, ["e"], "rewrite the prompt or kernel in $EDITOR";

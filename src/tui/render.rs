@@ -71,6 +71,12 @@ pub fn render(app: &mut App, frame: &mut Frame) {
     draw_chart(app, frame, chart);
     draw_detail(app, frame, detail);
     draw_console(app, frame, console);
+    // A search just entered finds its first match once the document's text is known
+    // (the next frame shows it).
+    if app.pending_find && app.search.is_some() {
+        app.pending_find = false;
+        app.find(true, true);
+    }
     draw_activity(app, frame, activity);
     draw_status(app, frame, status);
     draw_hints(app, frame, hints);
@@ -446,6 +452,17 @@ fn skip_cols(line: Line<'static>, n: usize) -> Line<'static> {
 }
 
 /// Clamps the scroll to the document and returns the visible range start.
+/// While a search is active, keeps the plain text of the detail document's lines (what
+/// `App::find` looks through); the line index is the scroll offset.
+fn record_plain(app: &mut App, lines: &[Line]) {
+    if app.search.is_some() {
+        app.detail_plain = lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+    }
+}
+
 fn clamp_scroll(app: &mut App, total: usize, height: usize) -> usize {
     let max = total.saturating_sub(height);
     if app.scroll > max {
@@ -503,6 +520,7 @@ fn draw_code(app: &mut App, frame: &mut Frame, area: Rect) {
         return;
     };
     let lines = code_lines(app, &text);
+    record_plain(app, &lines);
     let h = area.height as usize;
     let start = clamp_scroll(app, lines.len(), h);
     let out = numbered(app, &lines, start, h, app.hscroll);
@@ -612,6 +630,25 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
             body,
         );
         return;
+    }
+    if app.search.is_some() {
+        let text = |t: &Segments| t.0.iter().map(|(_, s)| s.as_str()).collect::<String>();
+        app.detail_plain = match app.diff_layout {
+            DiffLayout::Unified => diff.unified.iter().map(|r| text(&r.text)).collect(),
+            DiffLayout::SideBySide => diff
+                .side
+                .iter()
+                .map(|r| match r {
+                    SideRow::Hunk(h) => h.clone(),
+                    SideRow::Pair(a, b) => {
+                        let half = |x: &Option<super::diff::Half>| {
+                            x.as_ref().map(|h| text(&h.text)).unwrap_or_default()
+                        };
+                        format!("{} {}", half(a), half(b))
+                    }
+                })
+                .collect(),
+        };
     }
     let h = body.height as usize;
     let hs = app.hscroll;
@@ -979,6 +1016,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::styled("(no answer)", app.theme.get("muted"))),
     }
+    record_plain(app, &lines);
     let h = area.height as usize;
     if call.ok.is_none() {
         app.llm_streamed = Some(call.id);
@@ -998,6 +1036,7 @@ fn draw_doc(
     build: fn(&mut App, usize) -> Vec<Line<'static>>,
 ) {
     let lines = build(app, area.width as usize);
+    record_plain(app, &lines);
     let h = area.height as usize;
     let start = clamp_scroll(app, lines.len(), h);
     let visible: Vec<Line> = lines.into_iter().skip(start).take(h).collect();

@@ -171,8 +171,13 @@ impl Harness {
         Ok(h)
     }
 
+    /// Draws while the app is dirty, as the loop does (a frame can leave work for the next
+    /// one, like a search finding its match once the text is known), at most twice.
     fn draw_if_dirty(&mut self) {
-        if self.app.dirty {
+        for _ in 0..2 {
+            if !self.app.dirty {
+                break;
+            }
             runtime::draw(&mut self.terminal, &mut self.app, &mut self.host).expect("draw");
             self.frames += 1;
         }
