@@ -214,7 +214,7 @@ pub struct App {
     /// its end instead of jumping back to the prompt.
     pub llm_streamed: Option<CallId>,
     /// The activity line as last drawn (a tick redraws when it changed).
-    pub last_activity: Vec<(String, &'static str)>,
+    pub last_activity: Vec<(String, super::theme::Role)>,
     pub console_filter: String,
     /// Lines from the bottom; 0 follows the tail.
     pub console_offset: usize,

@@ -16,6 +16,7 @@ use crate::session::state::{Candidate, CandidateStatus};
 use super::app::{App, ConfirmKind, DiffLayout, EditPurpose, Focus, Overlay, Tab};
 use super::diff::{RowKind, Segments, SideRow};
 use super::keymap::Action;
+use super::theme::Role;
 
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 16;
@@ -36,7 +37,7 @@ pub fn render(app: &mut App, frame: &mut Frame) {
         let r = Rect::new(area.x, area.y + y, area.width, 3.min(area.height));
         frame.render_widget(
             Paragraph::new(msg)
-                .style(app.theme.get("warn"))
+                .style(app.theme.get(Role::Warn))
                 .alignment(ratatui::layout::Alignment::Center),
             r,
         );
@@ -96,12 +97,17 @@ pub fn render(app: &mut App, frame: &mut Frame) {
 fn pane_block<'a>(app: &App, title: impl Into<Line<'a>>, focus: Focus) -> Block<'a> {
     let focused = app.focus == focus && app.overlay.is_none();
     Block::bordered()
-        .border_style(
-            app.theme
-                .get(if focused { "border_focus" } else { "border" }),
-        )
+        .border_style(app.theme.get(if focused {
+            Role::BorderFocus
+        } else {
+            Role::Border
+        }))
         .title(title)
-        .title_style(app.theme.get(if focused { "title_focus" } else { "title" }))
+        .title_style(app.theme.get(if focused {
+            Role::TitleFocus
+        } else {
+            Role::Title
+        }))
 }
 
 fn truncate(s: &str, width: usize) -> String {
@@ -127,14 +133,14 @@ fn fmt_tokens(n: u64) -> String {
 }
 
 /// Glyph and its theme role for a candidate.
-pub fn glyph(app: &App, c: &Candidate) -> (&'static str, &'static str) {
+pub fn glyph(app: &App, c: &Candidate) -> (&'static str, Role) {
     match c.status {
-        CandidateStatus::Pending => ("○", "pending"),
-        CandidateStatus::Evaluating => ("◐", "running"),
-        CandidateStatus::Correct if app.state.best == Some(c.id) => ("★", "best"),
-        CandidateStatus::Correct => ("✓", "ok"),
-        CandidateStatus::Failed => ("✗", "fail"),
-        CandidateStatus::Dropped => ("⊘", "dropped"),
+        CandidateStatus::Pending => ("○", Role::Pending),
+        CandidateStatus::Evaluating => ("◐", Role::Running),
+        CandidateStatus::Correct if app.state.best == Some(c.id) => ("★", Role::Best),
+        CandidateStatus::Correct => ("✓", Role::Ok),
+        CandidateStatus::Failed => ("✗", Role::Fail),
+        CandidateStatus::Dropped => ("⊘", Role::Dropped),
     }
 }
 
@@ -205,32 +211,35 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
             left_fixed.chars().count() + 1 + label.chars().count() + right.chars().count(),
         );
         let right_role = match c.status {
-            CandidateStatus::Correct if app.state.best == Some(c.id) => "best",
-            CandidateStatus::Correct if c.score().is_some_and(|s| s < 1.0) => "warn",
-            CandidateStatus::Correct => "ok",
+            CandidateStatus::Correct if app.state.best == Some(c.id) => Role::Best,
+            CandidateStatus::Correct if c.score().is_some_and(|s| s < 1.0) => Role::Warn,
+            CandidateStatus::Correct => Role::Ok,
             _ => role,
         };
         let mut line = Line::from(vec![
-            Span::styled(left_fixed, app.theme.get("muted")),
+            Span::styled(left_fixed, app.theme.get(Role::Muted)),
             Span::styled(g, app.theme.get(role)),
             Span::styled(
                 label,
                 if mark.is_empty() {
-                    app.theme.get("text")
+                    app.theme.get(Role::Text)
                 } else {
-                    app.theme.get("marked")
+                    app.theme.get(Role::Marked)
                 },
             ),
             Span::raw(" ".repeat(pad)),
             Span::styled(right, app.theme.get(right_role)),
         ]);
         if Some(c.id) == app.selected {
-            line = line.patch_style(app.theme.get("selection"));
+            line = line.patch_style(app.theme.get(Role::Selection));
         }
         lines.push(line);
     }
     if rows.is_empty() {
-        lines.push(Line::styled("no candidates yet", app.theme.get("muted")));
+        lines.push(Line::styled(
+            "no candidates yet",
+            app.theme.get(Role::Muted),
+        ));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
@@ -257,7 +266,7 @@ fn draw_correctness_strip(app: &mut App, frame: &mut Frame, area: Rect, ids: &[C
         }
         let mut style = app.theme.get(role);
         if app.selected == Some(*id) {
-            style = style.patch(app.theme.get("selection"));
+            style = style.patch(app.theme.get(Role::Selection));
         }
         spans.push(Span::styled(g.to_string(), style));
         spans.push(Span::raw(" "));
@@ -269,7 +278,7 @@ fn draw_correctness_strip(app: &mut App, frame: &mut Frame, area: Rect, ids: &[C
                 "{} candidates: {correct} correct, {failed} failed (the latest correct one is the best)",
                 ids.len()
             ),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ),
     ];
     frame.render_widget(
@@ -338,30 +347,30 @@ fn draw_chart(app: &mut App, frame: &mut Frame, area: Rect) {
         Dataset::default()
             .marker(Marker::Braille)
             .graph_type(GraphType::Line)
-            .style(app.theme.get("chart_baseline"))
+            .style(app.theme.get(Role::ChartBaseline))
             .data(&baseline),
         Dataset::default()
             .marker(Marker::Braille)
             .graph_type(GraphType::Line)
-            .style(app.theme.get("chart_score"))
+            .style(app.theme.get(Role::ChartScore))
             .data(&scores),
         Dataset::default()
             .marker(Marker::Custom('✗'))
             .graph_type(GraphType::Scatter)
-            .style(app.theme.get("chart_fail"))
+            .style(app.theme.get(Role::ChartFail))
             .data(&fails),
         Dataset::default()
             .marker(Marker::Custom('★'))
             .graph_type(GraphType::Scatter)
-            .style(app.theme.get("chart_best"))
+            .style(app.theme.get(Role::ChartBest))
             .data(&best),
         Dataset::default()
             .marker(Marker::Custom('◆'))
             .graph_type(GraphType::Scatter)
-            .style(app.theme.get("chart_selected"))
+            .style(app.theme.get(Role::ChartSelected))
             .data(&selected),
     ];
-    let axis = app.theme.get("chart_axis");
+    let axis = app.theme.get(Role::ChartAxis);
     let chart = Chart::new(datasets)
         .block(block)
         .x_axis(
@@ -411,10 +420,13 @@ fn draw_detail(app: &mut App, frame: &mut Frame, area: Rect) {
         x += w + 1;
         spans.push(Span::styled(
             label,
-            app.theme
-                .get(if *tab == app.tab { "tab_active" } else { "tab" }),
+            app.theme.get(if *tab == app.tab {
+                Role::TabActive
+            } else {
+                Role::Tab
+            }),
         ));
-        spans.push(Span::styled("│", app.theme.get("border")));
+        spans.push(Span::styled("│", app.theme.get(Role::Border)));
     }
     frame.render_widget(
         Paragraph::new(Line::from(spans)),
@@ -477,7 +489,7 @@ fn code_lines(app: &mut App, text: &Arc<str>) -> Arc<Vec<Line<'static>>> {
         Some(lines) => lines,
         None => Arc::new(
             text.lines()
-                .map(|l| Line::styled(super::highlight::clean_line(l), app.theme.get("text")))
+                .map(|l| Line::styled(super::highlight::clean_line(l), app.theme.get(Role::Text)))
                 .collect(),
         ),
     }
@@ -499,7 +511,7 @@ fn numbered(
         .map(|(i, l)| {
             let mut spans = vec![Span::styled(
                 format!("{:>digits$} ", i + 1),
-                app.theme.get("line_number"),
+                app.theme.get(Role::LineNumber),
             )];
             spans.extend(skip_cols(l.clone(), hscroll).spans);
             Line::from(spans)
@@ -514,7 +526,7 @@ fn draw_code(app: &mut App, frame: &mut Frame, area: Rect) {
     let Some(text) = app.candidate_code(id) else {
         let file = app.state.candidates[&id].file.clone();
         frame.render_widget(
-            Paragraph::new(format!("{file} is not there (yet)")).style(app.theme.get("muted")),
+            Paragraph::new(format!("{file} is not there (yet)")).style(app.theme.get(Role::Muted)),
             area,
         );
         return;
@@ -529,10 +541,16 @@ fn draw_code(app: &mut App, frame: &mut Frame, area: Rect) {
 
 fn seg_spans(app: &App, text: &Segments, kind: RowKind, skip: usize) -> Vec<Span<'static>> {
     let (base, emph) = match kind {
-        RowKind::Added => (app.theme.get("diff_add"), app.theme.get("diff_add_emph")),
-        RowKind::Removed => (app.theme.get("diff_del"), app.theme.get("diff_del_emph")),
-        RowKind::Hunk => (app.theme.get("diff_hunk"), app.theme.get("diff_hunk")),
-        RowKind::Context => (app.theme.get("text"), app.theme.get("text")),
+        RowKind::Added => (
+            app.theme.get(Role::DiffAdd),
+            app.theme.get(Role::DiffAddEmph),
+        ),
+        RowKind::Removed => (
+            app.theme.get(Role::DiffDel),
+            app.theme.get(Role::DiffDelEmph),
+        ),
+        RowKind::Hunk => (app.theme.get(Role::DiffHunk), app.theme.get(Role::DiffHunk)),
+        RowKind::Context => (app.theme.get(Role::Text), app.theme.get(Role::Text)),
     };
     let spans: Vec<Span<'static>> = text
         .0
@@ -572,7 +590,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
         };
         frame.render_widget(
             Paragraph::new(msg)
-                .style(app.theme.get("muted"))
+                .style(app.theme.get(Role::Muted))
                 .wrap(ratatui::widgets::Wrap { trim: true }),
             area,
         );
@@ -597,11 +615,11 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
         app.hunk.min(hunks.len() - 1) + 1
     };
     let header = Line::from(vec![
-        Span::styled(format!("#{base}"), app.theme.get("accent")),
-        Span::styled(format!(" ({against}) → "), app.theme.get("muted")),
-        Span::styled(format!("#{sel}"), app.theme.get("accent")),
-        Span::styled(format!("  +{}", diff.added), app.theme.get("diff_add")),
-        Span::styled(format!(" −{}", diff.removed), app.theme.get("diff_del")),
+        Span::styled(format!("#{base}"), app.theme.get(Role::Accent)),
+        Span::styled(format!(" ({against}) → "), app.theme.get(Role::Muted)),
+        Span::styled(format!("#{sel}"), app.theme.get(Role::Accent)),
+        Span::styled(format!("  +{}", diff.added), app.theme.get(Role::DiffAdd)),
+        Span::styled(format!(" −{}", diff.removed), app.theme.get(Role::DiffDel)),
         Span::styled(
             format!(
                 "  hunk {current_hunk}/{}  {}",
@@ -611,7 +629,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                     DiffLayout::SideBySide => "side by side",
                 }
             ),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ),
     ]);
     frame.render_widget(
@@ -626,7 +644,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
     );
     if diff.is_empty() {
         frame.render_widget(
-            Paragraph::new("the two kernels are identical").style(app.theme.get("muted")),
+            Paragraph::new("the two kernels are identical").style(app.theme.get(Role::Muted)),
             body,
         );
         return;
@@ -671,14 +689,14 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                         _ => " ",
                     };
                     let sign_style = match r.kind {
-                        RowKind::Added => app.theme.get("diff_add"),
-                        RowKind::Removed => app.theme.get("diff_del"),
-                        _ => app.theme.get("muted"),
+                        RowKind::Added => app.theme.get(Role::DiffAdd),
+                        RowKind::Removed => app.theme.get(Role::DiffDel),
+                        _ => app.theme.get(Role::Muted),
                     };
                     let mut spans = vec![
                         Span::styled(
                             format!("{} {} ", num(r.old_no), num(r.new_no)),
-                            app.theme.get("line_number"),
+                            app.theme.get(Role::LineNumber),
                         ),
                         Span::styled(format!("{sign} "), sign_style),
                     ];
@@ -704,8 +722,8 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
             for row in diff.side.iter().skip(start).take(h) {
                 match row {
                     SideRow::Hunk(t) => {
-                        l_lines.push(Line::styled(t.clone(), app.theme.get("diff_hunk")));
-                        r_lines.push(Line::styled(t.clone(), app.theme.get("diff_hunk")));
+                        l_lines.push(Line::styled(t.clone(), app.theme.get(Role::DiffHunk)));
+                        r_lines.push(Line::styled(t.clone(), app.theme.get(Role::DiffHunk)));
                     }
                     SideRow::Pair(l, r) => {
                         for (half, out, hl) in
@@ -716,7 +734,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                                 Some(hf) => {
                                     let mut spans = vec![Span::styled(
                                         format!("{:>4} ", hf.no),
-                                        app.theme.get("line_number"),
+                                        app.theme.get(Role::LineNumber),
                                     )];
                                     spans.extend(row_spans(
                                         app,
@@ -735,7 +753,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
             }
             frame.render_widget(Paragraph::new(l_lines), left);
             frame.render_widget(
-                Paragraph::new(vec![Line::from("│"); h]).style(app.theme.get("border")),
+                Paragraph::new(vec![Line::from("│"); h]).style(app.theme.get(Role::Border)),
                 sep,
             );
             frame.render_widget(Paragraph::new(r_lines), right);
@@ -770,7 +788,7 @@ fn draw_compare(app: &mut App, frame: &mut Frame, area: Rect) {
                 "nothing to compare with: mark a candidate with {}",
                 app.keymap.hint(Action::Mark)
             ))
-            .style(app.theme.get("muted")),
+            .style(app.theme.get(Role::Muted)),
             area,
         );
         return;
@@ -784,12 +802,15 @@ fn draw_compare(app: &mut App, frame: &mut Frame, area: Rect) {
     let mut lines = Vec::new();
     for i in 0..labels.len() {
         let style = if i == 0 {
-            app.theme.get("accent")
+            app.theme.get(Role::Accent)
         } else {
-            app.theme.get("text")
+            app.theme.get(Role::Text)
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<label_w$}", labels[i]), app.theme.get("muted")),
+            Span::styled(
+                format!("{:<label_w$}", labels[i]),
+                app.theme.get(Role::Muted),
+            ),
             Span::styled(format!("{:<col_w$} ", truncate(&a[i], col_w)), style),
             Span::styled(truncate(&b[i], col_w), style),
         ]));
@@ -824,7 +845,7 @@ fn draw_compare(app: &mut App, frame: &mut Frame, area: Rect) {
     );
     frame.render_widget(Paragraph::new(l_out), left);
     frame.render_widget(
-        Paragraph::new(vec![Line::from("│"); h]).style(app.theme.get("border")),
+        Paragraph::new(vec![Line::from("│"); h]).style(app.theme.get(Role::Border)),
         sep,
     );
     frame.render_widget(Paragraph::new(r_out), right);
@@ -862,7 +883,7 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 fn section(app: &App, title: &str) -> Line<'static> {
-    Line::styled(format!("── {title} ──"), app.theme.get("accent"))
+    Line::styled(format!("── {title} ──"), app.theme.get(Role::Accent))
 }
 
 fn llm_files(prompt_file: &str, call: CallId) -> (String, String) {
@@ -883,7 +904,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
     let Some(call) = app.shown_call().cloned() else {
         frame.render_widget(
             Paragraph::new("no LLM call for this candidate (it was written by hand)")
-                .style(app.theme.get("muted")),
+                .style(app.theme.get(Role::Muted)),
             area,
         );
         return;
@@ -891,11 +912,11 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
     let width = area.width as usize;
     let mut lines: Vec<Line<'static>> = Vec::new();
     let status = match call.ok {
-        None => Span::styled("streaming…", app.theme.get("running")),
-        Some(true) => Span::styled("✓ done", app.theme.get("ok")),
+        None => Span::styled("streaming…", app.theme.get(Role::Running)),
+        Some(true) => Span::styled("✓ done", app.theme.get(Role::Ok)),
         Some(false) => Span::styled(
             format!("✗ {}", call.error.clone().unwrap_or_default()),
-            app.theme.get("fail"),
+            app.theme.get(Role::Fail),
         ),
     };
     let position = if calls.len() > 1 {
@@ -915,14 +936,14 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
     lines.push(Line::from(vec![
         Span::styled(
             format!("call #{} {} ", call.id, call.kind.word()),
-            app.theme.get("accent"),
+            app.theme.get(Role::Accent),
         ),
         Span::styled(
             format!("{}/{}  ", call.provider, call.model),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ),
         status,
-        Span::styled(position, app.theme.get("muted")),
+        Span::styled(position, app.theme.get(Role::Muted)),
     ]));
     if call.ok.is_some() {
         lines.push(Line::styled(
@@ -936,7 +957,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
                     .map_or("unknown".into(), |c| format!("${c:.4}")),
                 call.latency_s
             ),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ));
     }
     if !call.retries.is_empty() {
@@ -946,7 +967,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
                 call.retries.len(),
                 call.retries.last().map(String::as_str).unwrap_or_default()
             ),
-            app.theme.get("warn"),
+            app.theme.get(Role::Warn),
         ));
     }
     if call.ok == Some(false) {
@@ -956,7 +977,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
                 "failed: {}   ({key}: ask again)",
                 call.error.as_deref().unwrap_or("?")
             ),
-            app.theme.get("fail"),
+            app.theme.get(Role::Fail),
         ));
     }
     // The header stays; the rest scrolls.
@@ -976,7 +997,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
     lines.push(section(app, &format!("prompt  {}", call.prompt_file)));
     match prompt {
         Some(p) => lines.extend(wrap(&p, width).into_iter().map(Line::from)),
-        None => lines.push(Line::styled("(no prompt file)", app.theme.get("muted"))),
+        None => lines.push(Line::styled("(no prompt file)", app.theme.get(Role::Muted))),
     }
     let reasoning = if call.ok.is_none() && !call.live_reasoning.is_empty() {
         Some(call.live_reasoning.clone())
@@ -985,7 +1006,7 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
     };
     if let Some(r) = reasoning.filter(|r| !r.trim().is_empty()) {
         lines.push(section(app, "reasoning"));
-        let style = app.theme.get("muted").add_modifier(Modifier::ITALIC);
+        let style = app.theme.get(Role::Muted).add_modifier(Modifier::ITALIC);
         lines.extend(wrap(&r, width).into_iter().map(|l| Line::styled(l, style)));
     }
     let answer = if call.ok.is_none() {
@@ -1011,10 +1032,10 @@ fn draw_llm(app: &mut App, frame: &mut Frame, area: Rect) {
         Some(a) => {
             lines.extend(wrap(&a, width).into_iter().map(Line::from));
             if call.ok.is_none() {
-                lines.push(Line::styled("▌", app.theme.get("running")));
+                lines.push(Line::styled("▌", app.theme.get(Role::Running)));
             }
         }
-        None => lines.push(Line::styled("(no answer)", app.theme.get("muted"))),
+        None => lines.push(Line::styled("(no answer)", app.theme.get(Role::Muted))),
     }
     record_plain(app, &lines);
     let h = area.height as usize;
@@ -1045,8 +1066,8 @@ fn draw_doc(
 
 fn kv(app: &App, key: &str, value: String) -> Line<'static> {
     Line::from(vec![
-        Span::styled(format!("{key:<12}"), app.theme.get("muted")),
-        Span::styled(value, app.theme.get("text")),
+        Span::styled(format!("{key:<12}"), app.theme.get(Role::Muted)),
+        Span::styled(value, app.theme.get(Role::Text)),
     ])
 }
 
@@ -1065,7 +1086,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
             }
             _ => "not evaluated yet".into(),
         };
-        return vec![Line::styled(text, app.theme.get("muted"))];
+        return vec![Line::styled(text, app.theme.get(Role::Muted))];
     };
     let (g, role) = glyph(app, &c);
     let verdict = if summary.correct {
@@ -1074,7 +1095,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         format!("failed: {}", summary.category.map_or("?", |c| c.as_str()))
     };
     lines.push(Line::from(vec![
-        Span::styled(format!("{:<12}", "verdict"), app.theme.get("muted")),
+        Span::styled(format!("{:<12}", "verdict"), app.theme.get(Role::Muted)),
         Span::styled(format!("{g} {verdict}"), app.theme.get(role)),
     ]));
     if !summary.summary.is_empty() {
@@ -1092,12 +1113,12 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         ),
     ));
     for f in &summary.flags {
-        lines.push(Line::styled(format!("⚑ {f}"), app.theme.get("warn")));
+        lines.push(Line::styled(format!("⚑ {f}"), app.theme.get(Role::Warn)));
     }
     let result = app.eval_result(c.id);
     let Some(r) = result else {
         for w in &summary.warnings {
-            lines.push(Line::styled(format!("! {w}"), app.theme.get("warn")));
+            lines.push(Line::styled(format!("! {w}"), app.theme.get(Role::Warn)));
         }
         return lines;
     };
@@ -1119,9 +1140,9 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         lines.push(section(app, "trials"));
         for t in &r.trials {
             let (g, role) = if t.passed {
-                ("✓", "ok")
+                ("✓", Role::Ok)
             } else {
-                ("✗", "fail")
+                ("✗", Role::Fail)
             };
             let detail = t
                 .outputs
@@ -1145,7 +1166,10 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
                 .join("; ");
             lines.push(Line::from(vec![
                 Span::styled(format!("{g} "), app.theme.get(role)),
-                Span::styled(format!("{} {}  ", t.kind, t.index), app.theme.get("muted")),
+                Span::styled(
+                    format!("{} {}  ", t.kind, t.index),
+                    app.theme.get(Role::Muted),
+                ),
                 Span::raw(truncate(&detail, width.saturating_sub(16))),
             ]));
         }
@@ -1164,7 +1188,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
                 "{:<11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>6}",
                 "", "median", "mean", "min", "max", "std", "runs"
             ),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ));
         for (name, s) in [("reference", &t.reference), ("kernel", &t.kernel)] {
             lines.push(Line::from(format!(
@@ -1186,8 +1210,8 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
             .static_report
             .errors
             .iter()
-            .map(|f| (f, "fail"))
-            .chain(r.static_report.warnings.iter().map(|f| (f, "warn")))
+            .map(|f| (f, Role::Fail))
+            .chain(r.static_report.warnings.iter().map(|f| (f, Role::Warn)))
         {
             lines.push(Line::styled(
                 format!(
@@ -1205,7 +1229,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         lines.extend(
             wrap(&r.message, width)
                 .into_iter()
-                .map(|l| Line::styled(l, app.theme.get("fail"))),
+                .map(|l| Line::styled(l, app.theme.get(Role::Fail))),
         );
     }
     if let Some(serde_json::Value::Object(p)) = &r.profile {
@@ -1216,7 +1240,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
                 other => other.to_string(),
             };
             lines.push(Line::from(vec![
-                Span::styled(format!("{k:<28}"), app.theme.get("muted")),
+                Span::styled(format!("{k:<28}"), app.theme.get(Role::Muted)),
                 Span::raw(v),
             ]));
         }
@@ -1229,7 +1253,7 @@ fn eval_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
                 .map(|(k, v)| format!("{k} {v:.2}"))
                 .collect::<Vec<_>>()
                 .join("   "),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ));
     }
     lines
@@ -1244,11 +1268,14 @@ fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         Some(analysis) => {
             lines.push(section(app, "algorithm analysis"));
             for (k, v) in analysis.rows() {
-                lines.push(Line::styled(k.replace('_', " "), app.theme.get("accent")));
+                lines.push(Line::styled(
+                    k.replace('_', " "),
+                    app.theme.get(Role::Accent),
+                ));
                 let role = match (k, analysis.worth_optimizing) {
-                    ("worth_optimizing", Some(true)) => "ok",
-                    ("worth_optimizing", _) => "warn",
-                    _ => "text",
+                    ("worth_optimizing", Some(true)) => Role::Ok,
+                    ("worth_optimizing", _) => Role::Warn,
+                    _ => Role::Text,
                 };
                 lines.extend(
                     wrap(&v, width.saturating_sub(2))
@@ -1259,7 +1286,7 @@ fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
         }
         None => lines.push(Line::styled(
             "no analysis of this candidate",
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         )),
     }
     if let Some((persistent, reasons)) = &c.persistent {
@@ -1270,7 +1297,8 @@ fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
             } else {
                 "not persistent: stages may tune it"
             },
-            app.theme.get(if *persistent { "warn" } else { "ok" }),
+            app.theme
+                .get(if *persistent { Role::Warn } else { Role::Ok }),
         ));
         for r in reasons {
             lines.extend(wrap(&format!("· {r}"), width).into_iter().map(Line::from));
@@ -1289,7 +1317,8 @@ fn analysis_doc(app: &mut App, width: usize) -> Vec<Line<'static>> {
             lines.push(Line::from(vec![
                 Span::styled(
                     if s.accepted { "✓ " } else { "✗ " },
-                    app.theme.get(if s.accepted { "ok" } else { "fail" }),
+                    app.theme
+                        .get(if s.accepted { Role::Ok } else { Role::Fail }),
                 ),
                 Span::raw(format!(
                     "{}  #{} → {}  {}",
@@ -1334,17 +1363,17 @@ fn draw_console(app: &mut App, frame: &mut Frame, area: Rect) {
     for &i in &idx[start..end] {
         let l = &app.state.log[i];
         let (lvl, role) = match l.level {
-            LogLevel::Info => (" ", "log_info"),
-            LogLevel::Warn => ("!", "log_warn"),
-            LogLevel::Error => ("✗", "log_error"),
+            LogLevel::Info => (" ", Role::LogInfo),
+            LogLevel::Warn => ("!", Role::LogWarn),
+            LogLevel::Error => ("✗", Role::LogError),
         };
         lines.push(Line::from(vec![
             Span::styled(
                 l.ts.format("%H:%M:%S ").to_string(),
-                app.theme.get("log_time"),
+                app.theme.get(Role::LogTime),
             ),
             Span::styled(lvl, app.theme.get(role)),
-            Span::styled(format!(" [{}] ", l.tag), app.theme.get("log_tag")),
+            Span::styled(format!(" [{}] ", l.tag), app.theme.get(Role::LogTag)),
             Span::styled(l.message.clone(), app.theme.get(role)),
         ]));
     }
@@ -1354,10 +1383,10 @@ fn draw_console(app: &mut App, frame: &mut Frame, area: Rect) {
 /// What the engine is doing now, for the activity line: each LLM call in flight (step,
 /// model, elapsed, waiting for its first token or streaming), each evaluation and its
 /// phase, the gates waiting for the person. Empty when nothing runs.
-pub fn activity(app: &App) -> Vec<(String, &'static str)> {
+pub fn activity(app: &App) -> Vec<(String, Role)> {
     let now = app.now();
     let s = &app.state;
-    let mut items: Vec<(String, &'static str)> = Vec::new();
+    let mut items: Vec<(String, Role)> = Vec::new();
     for call in s.calls.values().filter(|c| c.ok.is_none()) {
         let secs = (now - call.started).num_seconds().max(0);
         let progress = if call.live_text.is_empty() && call.live_reasoning.is_empty() {
@@ -1376,7 +1405,7 @@ pub fn activity(app: &App) -> Vec<(String, &'static str)> {
                 "call {} {step} ({}) {secs}s, {progress}",
                 call.id, call.model
             ),
-            "running",
+            Role::Running,
         ));
     }
     for c in s
@@ -1385,7 +1414,7 @@ pub fn activity(app: &App) -> Vec<(String, &'static str)> {
         .filter(|c| c.status == CandidateStatus::Evaluating)
     {
         let phase = c.phase.as_deref().unwrap_or("starting");
-        items.push((format!("evaluating #{}: {phase}", c.id), "running"));
+        items.push((format!("evaluating #{}: {phase}", c.id), Role::Running));
     }
     let waiting = s.waiting_gates().len();
     if waiting > 0 && !s.state.is_over() {
@@ -1395,7 +1424,7 @@ pub fn activity(app: &App) -> Vec<(String, &'static str)> {
                 if waiting == 1 { "" } else { "s" },
                 app.keymap.hint(Action::OpenGate)
             ),
-            "warn",
+            Role::Warn,
         ));
     }
     items
@@ -1409,12 +1438,12 @@ fn draw_activity(app: &mut App, frame: &mut Frame, area: Rect) {
             s if s.is_over() => "nothing running",
             _ => "idle",
         };
-        Line::styled(format!(" {idle}"), app.theme.get("muted"))
+        Line::styled(format!(" {idle}"), app.theme.get(Role::Muted))
     } else {
         let mut spans = vec![Span::raw(" ")];
         for (i, (text, role)) in items.into_iter().enumerate() {
             if i > 0 {
-                spans.push(Span::styled(" · ", app.theme.get("muted")));
+                spans.push(Span::styled(" · ", app.theme.get(Role::Muted)));
             }
             spans.push(Span::styled(text, app.theme.get(role)));
         }
@@ -1430,13 +1459,13 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
         (i.task.clone(), format!("{}/{}", i.provider, i.model))
     });
     let (state_text, role) = match s.state {
-        EngineState::Starting => ("starting", "pending"),
-        EngineState::Running => ("● running", "running"),
-        EngineState::Paused => ("‖ paused", "warn"),
-        EngineState::Waiting => ("◆ waiting for you", "warn"),
-        EngineState::Finished => ("✓ finished", "ok"),
-        EngineState::Failed => ("✗ failed", "fail"),
-        EngineState::Stopped => ("■ stopped", "warn"),
+        EngineState::Starting => ("starting", Role::Pending),
+        EngineState::Running => ("● running", Role::Running),
+        EngineState::Paused => ("‖ paused", Role::Warn),
+        EngineState::Waiting => ("◆ waiting for you", Role::Warn),
+        EngineState::Finished => ("✓ finished", Role::Ok),
+        EngineState::Failed => ("✗ failed", Role::Fail),
+        EngineState::Stopped => ("■ stopped", Role::Warn),
     };
     // Gates waiting say so whatever the engine's last state change was (seeds run
     // concurrently: one gate's answer does not mean nothing else waits).
@@ -1445,7 +1474,7 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
     let (state_text, role) = if waiting > 0 && !s.state.is_over() && s.state != EngineState::Paused
     {
         waiting_text = format!("◆ {waiting} waiting for you");
-        (waiting_text.as_str(), "warn")
+        (waiting_text.as_str(), Role::Warn)
     } else {
         (state_text, role)
     };
@@ -1463,9 +1492,9 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
         })
         .unwrap_or_else(|| "no best yet".into());
     // (priority, text, role): the lowest priorities go first when the line is too long.
-    let mut parts: Vec<(u8, String, &str)> = vec![
-        (9, format!(" {task}"), "title"),
-        (4, pm, "status"),
+    let mut parts: Vec<(u8, String, Role)> = vec![
+        (9, format!(" {task}"), Role::Title),
+        (4, pm, Role::Status),
         (10, state_text.to_string(), role),
         (
             5,
@@ -1474,21 +1503,21 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
                 fmt_tokens(usage.input),
                 fmt_tokens(usage.output)
             ),
-            "status",
+            Role::Status,
         ),
-        (7, cost, "status"),
-        (6, app.last_elapsed.clone(), "status"),
-        (8, best, "best"),
+        (7, cost, Role::Status),
+        (6, app.last_elapsed.clone(), Role::Status),
+        (8, best, Role::Best),
     ];
     if app.options.read_only {
-        parts.push((3, "read-only".into(), "muted"));
+        parts.push((3, "read-only".into(), Role::Muted));
     } else if app.attached_to_ended_run() {
-        parts.push((9, "read-only: the run ended".into(), "warn"));
+        parts.push((9, "read-only: the run ended".into(), Role::Warn));
     } else if app.options.attached {
-        parts.push((3, "attached".into(), "muted"));
+        parts.push((3, "attached".into(), Role::Muted));
     }
     let width =
-        |parts: &[(u8, String, &str)]| parts.iter().map(|p| p.1.chars().count() + 3).sum::<usize>();
+        |parts: &[(u8, String, Role)]| parts.iter().map(|p| p.1.chars().count() + 3).sum::<usize>();
     while width(&parts) > area.width as usize && parts.len() > 1 {
         let (i, _) = parts
             .iter()
@@ -1500,7 +1529,7 @@ fn draw_status(app: &mut App, frame: &mut Frame, area: Rect) {
     let mut spans = Vec::new();
     for (i, (_, text, role)) in parts.into_iter().enumerate() {
         if i > 0 {
-            spans.push(Span::styled(" │ ", app.theme.get("border")));
+            spans.push(Span::styled(" │ ", app.theme.get(Role::Border)));
         }
         spans.push(Span::styled(text, app.theme.get(role)));
     }
@@ -1556,7 +1585,7 @@ fn hint_actions(app: &App) -> Vec<(Action, &'static str)> {
 fn draw_hints(app: &mut App, frame: &mut Frame, area: Rect) {
     if let Some(msg) = &app.flash {
         frame.render_widget(
-            Paragraph::new(Line::styled(format!(" {msg}"), app.theme.get("warn"))),
+            Paragraph::new(Line::styled(format!(" {msg}"), app.theme.get(Role::Warn))),
             area,
         );
         return;
@@ -1567,8 +1596,11 @@ fn draw_hints(app: &mut App, frame: &mut Frame, area: Rect) {
         if key.is_empty() {
             continue;
         }
-        spans.push(Span::styled(key, app.theme.get("status_key")));
-        spans.push(Span::styled(format!(" {label}  "), app.theme.get("muted")));
+        spans.push(Span::styled(key, app.theme.get(Role::StatusKey)));
+        spans.push(Span::styled(
+            format!(" {label}  "),
+            app.theme.get(Role::Muted),
+        ));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -1587,9 +1619,9 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 fn dialog<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
     Block::bordered()
         .borders(Borders::ALL)
-        .border_style(app.theme.get("dialog_border"))
+        .border_style(app.theme.get(Role::DialogBorder))
         .title(title)
-        .title_style(app.theme.get("dialog_border"))
+        .title_style(app.theme.get(Role::DialogBorder))
 }
 
 fn draw_help(app: &mut App, frame: &mut Frame, area: Rect, scroll: usize) {
@@ -1603,17 +1635,17 @@ fn draw_help(app: &mut App, frame: &mut Frame, area: Rect, scroll: usize) {
         if entries.is_empty() {
             continue;
         }
-        lines.push(Line::styled(ctx.title(), app.theme.get("accent")));
+        lines.push(Line::styled(ctx.title(), app.theme.get(Role::Accent)));
         for (keys, desc) in entries {
             lines.push(Line::from(vec![
-                Span::styled(format!("  {keys:<18}"), app.theme.get("status_key")),
-                Span::styled(desc, app.theme.get("text")),
+                Span::styled(format!("  {keys:<18}"), app.theme.get(Role::StatusKey)),
+                Span::styled(desc, app.theme.get(Role::Text)),
             ]));
         }
     }
     lines.push(Line::styled(
         "Keys are set in [tui.keys] of config.toml; see docs/tui.md.",
-        app.theme.get("muted"),
+        app.theme.get(Role::Muted),
     ));
     let h = inner.height as usize;
     let start = scroll.min(lines.len().saturating_sub(h));
@@ -1663,32 +1695,36 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
     let w = inner.width as usize;
     let mut head: Vec<Line> = wrap(&gate.question, w)
         .into_iter()
-        .map(|l| Line::styled(l, app.theme.get("title")))
+        .map(|l| Line::styled(l, app.theme.get(Role::Title)))
         .collect();
     if let Some(c) = gate.candidate.and_then(|c| app.state.candidates.get(&c)) {
         head.push(Line::styled(
             format!("candidate #{} {} — {}", c.id, c.kind.label(), outcome(c)),
-            app.theme.get("muted"),
+            app.theme.get(Role::Muted),
         ));
     }
-    let button = |a: Action, label: &'static str, role: &str| {
+    let button = |a: Action, label: &'static str, role: Role| {
         [
             Span::styled(
                 format!("[{}] ", app.keymap.hint(a)),
-                app.theme.get("status_key"),
+                app.theme.get(Role::StatusKey),
             ),
             Span::styled(label, app.theme.get(role)),
         ]
     };
     let mut buttons = vec![
-        button(Action::Approve, "approve   ", "ok"),
-        button(Action::Reject, "reject…   ", "fail"),
+        button(Action::Approve, "approve   ", Role::Ok),
+        button(Action::Reject, "reject…   ", Role::Fail),
     ];
     if gate_rewritable(&gate) {
-        buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", "text"));
-        buttons.push(button(Action::RewriteInline, "inline   ", "text"));
+        buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", Role::Text));
+        buttons.push(button(Action::RewriteInline, "inline   ", Role::Text));
     }
-    buttons.push(button(Action::Later, "close (it keeps waiting)", "muted"));
+    buttons.push(button(
+        Action::Later,
+        "close (it keeps waiting)",
+        Role::Muted,
+    ));
     let foot = Line::from(buttons.concat());
     // What the gate will send or evaluate, exactly: the prompt or the kernel file; for the
     // other gates, the candidate's code.
@@ -1717,20 +1753,20 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
                     d.removed,
                     app.keymap.hint(Action::GateDiff)
                 ),
-                app.theme.get("accent"),
+                app.theme.get(Role::Accent),
             )];
             if d.is_empty() {
                 lines.push(Line::styled(
                     "identical to its parent",
-                    app.theme.get("muted"),
+                    app.theme.get(Role::Muted),
                 ));
             }
             lines.extend(d.unified.iter().map(|r| {
                 let (sign, role) = match r.kind {
-                    RowKind::Added => ("+", "diff_add"),
-                    RowKind::Removed => ("-", "diff_del"),
-                    RowKind::Hunk => ("", "accent"),
-                    RowKind::Context => (" ", "text"),
+                    RowKind::Added => ("+", Role::DiffAdd),
+                    RowKind::Removed => ("-", Role::DiffDel),
+                    RowKind::Hunk => ("", Role::Accent),
+                    RowKind::Context => (" ", Role::Text),
                 };
                 let text: String = r.text.0.iter().map(|(_, t)| t.as_str()).collect();
                 Line::styled(format!("{sign}{text}"), app.theme.get(role))
@@ -1754,13 +1790,13 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
             };
             let mut lines = vec![Line::styled(
                 format!("── {file} ({what}{toggle}) ──"),
-                app.theme.get("accent"),
+                app.theme.get(Role::Accent),
             )];
             let digits = text.lines().count().max(1).to_string().len();
             lines.extend(text.lines().enumerate().map(|(i, l)| {
                 Line::from(vec![
-                    Span::styled(format!("{:>digits$} ", i + 1), app.theme.get("muted")),
-                    Span::styled(l.replace('\t', "    "), app.theme.get("text")),
+                    Span::styled(format!("{:>digits$} ", i + 1), app.theme.get(Role::Muted)),
+                    Span::styled(l.replace('\t', "    "), app.theme.get(Role::Text)),
                 ])
             }));
             lines
@@ -1885,14 +1921,17 @@ fn draw_input(app: &mut App, frame: &mut Frame, area: Rect, input: &super::app::
             if gutter > 0 {
                 spans.push(Span::styled(
                     format!("{:>w$} ", i + 1, w = gutter - 1),
-                    app.theme.get("line_number"),
+                    app.theme.get(Role::LineNumber),
                 ));
             }
             spans.push(Span::raw(l.chars().skip(hstart).collect::<String>()));
             Line::from(spans)
         })
         .collect();
-    frame.render_widget(Paragraph::new(lines).style(app.theme.get("text")), inner);
+    frame.render_widget(
+        Paragraph::new(lines).style(app.theme.get(Role::Text)),
+        inner,
+    );
     frame.set_cursor_position(Position::new(
         inner.x + (gutter + text.col - hstart) as u16,
         inner.y + (text.row - start) as u16,

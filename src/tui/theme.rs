@@ -22,48 +22,144 @@ pub const BUILTIN: [(&str, &str); 3] = [
     ),
 ];
 
-/// Every role a theme sets; a theme file may leave some out (they fall back to `dark`).
-pub const ROLES: &[&str] = &[
-    "text",
-    "muted",
-    "accent",
-    "border",
-    "border_focus",
-    "title",
-    "title_focus",
-    "selection",
-    "tab",
-    "tab_active",
-    "ok",
-    "fail",
-    "warn",
-    "running",
-    "pending",
-    "dropped",
-    "best",
-    "marked",
-    "diff_add",
-    "diff_del",
-    "diff_add_emph",
-    "diff_del_emph",
-    "diff_hunk",
-    "line_number",
-    "log_info",
-    "log_warn",
-    "log_error",
-    "log_time",
-    "log_tag",
-    "chart_axis",
-    "chart_score",
-    "chart_baseline",
-    "chart_best",
-    "chart_fail",
-    "chart_selected",
-    "status",
-    "status_key",
-    "dialog_border",
-    "input",
-];
+/// A semantic role of the theme: what the TUI draws, never a colour. Theme files name
+/// them in snake case (`diff_add`, `log_warn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    Text,
+    Muted,
+    Accent,
+    Border,
+    BorderFocus,
+    Title,
+    TitleFocus,
+    Selection,
+    Tab,
+    TabActive,
+    Ok,
+    Fail,
+    Warn,
+    Running,
+    Pending,
+    Dropped,
+    Best,
+    Marked,
+    DiffAdd,
+    DiffDel,
+    DiffAddEmph,
+    DiffDelEmph,
+    DiffHunk,
+    LineNumber,
+    LogInfo,
+    LogWarn,
+    LogError,
+    LogTime,
+    LogTag,
+    ChartAxis,
+    ChartScore,
+    ChartBaseline,
+    ChartBest,
+    ChartFail,
+    ChartSelected,
+    Status,
+    StatusKey,
+    DialogBorder,
+    Input,
+}
+
+impl Role {
+    /// Every role; a theme file may leave some out (they fall back to `dark`).
+    pub const ALL: [Role; 39] = [
+        Role::Text,
+        Role::Muted,
+        Role::Accent,
+        Role::Border,
+        Role::BorderFocus,
+        Role::Title,
+        Role::TitleFocus,
+        Role::Selection,
+        Role::Tab,
+        Role::TabActive,
+        Role::Ok,
+        Role::Fail,
+        Role::Warn,
+        Role::Running,
+        Role::Pending,
+        Role::Dropped,
+        Role::Best,
+        Role::Marked,
+        Role::DiffAdd,
+        Role::DiffDel,
+        Role::DiffAddEmph,
+        Role::DiffDelEmph,
+        Role::DiffHunk,
+        Role::LineNumber,
+        Role::LogInfo,
+        Role::LogWarn,
+        Role::LogError,
+        Role::LogTime,
+        Role::LogTag,
+        Role::ChartAxis,
+        Role::ChartScore,
+        Role::ChartBaseline,
+        Role::ChartBest,
+        Role::ChartFail,
+        Role::ChartSelected,
+        Role::Status,
+        Role::StatusKey,
+        Role::DialogBorder,
+        Role::Input,
+    ];
+
+    /// The role's name in theme files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Text => "text",
+            Role::Muted => "muted",
+            Role::Accent => "accent",
+            Role::Border => "border",
+            Role::BorderFocus => "border_focus",
+            Role::Title => "title",
+            Role::TitleFocus => "title_focus",
+            Role::Selection => "selection",
+            Role::Tab => "tab",
+            Role::TabActive => "tab_active",
+            Role::Ok => "ok",
+            Role::Fail => "fail",
+            Role::Warn => "warn",
+            Role::Running => "running",
+            Role::Pending => "pending",
+            Role::Dropped => "dropped",
+            Role::Best => "best",
+            Role::Marked => "marked",
+            Role::DiffAdd => "diff_add",
+            Role::DiffDel => "diff_del",
+            Role::DiffAddEmph => "diff_add_emph",
+            Role::DiffDelEmph => "diff_del_emph",
+            Role::DiffHunk => "diff_hunk",
+            Role::LineNumber => "line_number",
+            Role::LogInfo => "log_info",
+            Role::LogWarn => "log_warn",
+            Role::LogError => "log_error",
+            Role::LogTime => "log_time",
+            Role::LogTag => "log_tag",
+            Role::ChartAxis => "chart_axis",
+            Role::ChartScore => "chart_score",
+            Role::ChartBaseline => "chart_baseline",
+            Role::ChartBest => "chart_best",
+            Role::ChartFail => "chart_fail",
+            Role::ChartSelected => "chart_selected",
+            Role::Status => "status",
+            Role::StatusKey => "status_key",
+            Role::DialogBorder => "dialog_border",
+            Role::Input => "input",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,16 +176,16 @@ pub struct Theme {
     pub name: String,
     /// The syntect theme for code; `None` turns syntax colours off (NO_COLOR).
     pub syntax: Option<String>,
-    styles: BTreeMap<String, Style>,
+    styles: BTreeMap<Role, Style>,
     pub no_color: bool,
     /// The file it was read from (for hot reload), `None` when embedded.
     pub source: Option<(PathBuf, Option<SystemTime>)>,
 }
 
 impl Theme {
-    /// The style of a role (unknown roles: the default style).
-    pub fn get(&self, role: &str) -> Style {
-        self.styles.get(role).copied().unwrap_or_default()
+    /// The style of a role.
+    pub fn get(&self, role: Role) -> Style {
+        self.styles.get(&role).copied().unwrap_or_default()
     }
 
     /// Parses a theme file's text on top of the embedded dark theme.
@@ -97,12 +193,13 @@ impl Theme {
         let file: ThemeFile = toml::from_str(text).context("invalid theme file")?;
         let mut styles = BTreeMap::new();
         let base: ThemeFile = toml::from_str(BUILTIN[0].1).expect("embedded theme parses");
-        for (role, spec) in base.styles.iter().chain(file.styles.iter()) {
-            if !ROLES.contains(&role.as_str()) {
-                bail!("unknown theme role `{role}` (known: {})", ROLES.join(", "));
-            }
-            let style = parse_style(spec).with_context(|| format!("theme role `{role}`"))?;
-            styles.insert(role.clone(), if no_color { strip(style) } else { style });
+        for (name, spec) in base.styles.iter().chain(file.styles.iter()) {
+            let Some(role) = Role::from_name(name) else {
+                let known: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+                bail!("unknown theme role `{name}` (known: {})", known.join(", "));
+            };
+            let style = parse_style(spec).with_context(|| format!("theme role `{name}`"))?;
+            styles.insert(role, if no_color { strip(style) } else { style });
         }
         Ok(Theme {
             name: file.name.unwrap_or_else(|| "custom".into()),
@@ -258,15 +355,20 @@ mod tests {
     fn builtin_themes_set_every_role_and_paint_no_background() {
         for (name, text) in BUILTIN {
             let file: ThemeFile = toml::from_str(text).unwrap();
-            for role in ROLES {
-                assert!(file.styles.contains_key(*role), "{name} lacks {role}");
+            for role in Role::ALL {
+                assert!(
+                    file.styles.contains_key(role.name()),
+                    "{name} lacks {}",
+                    role.name()
+                );
             }
             let theme = Theme::builtin(name, false).unwrap();
-            for role in ROLES {
+            for role in Role::ALL {
                 assert_eq!(
                     theme.get(role).bg,
                     None,
-                    "{name}.{role} paints a background"
+                    "{name}.{} paints a background",
+                    role.name()
                 );
             }
         }
@@ -277,14 +379,15 @@ mod tests {
         // Palette 7 ("gray") and white vanish on a light background: a light theme never
         // uses them, including for the roles it inherits from the dark one.
         let t = Theme::builtin("light", false).unwrap();
-        for role in ROLES {
+        for role in Role::ALL {
             let fg = t.get(role).fg;
             assert!(
                 !matches!(
                     fg,
                     Some(Color::Gray | Color::White | Color::Indexed(7 | 15))
                 ),
-                "light theme role `{role}` is drawn in {fg:?}"
+                "light theme role `{}` is drawn in {fg:?}",
+                role.name()
             );
         }
     }
@@ -307,8 +410,12 @@ mod tests {
     #[test]
     fn no_color_keeps_modifiers_only() {
         let t = Theme::builtin("dark", true).unwrap();
-        assert_eq!(t.get("ok").fg, None);
-        assert!(t.get("selection").add_modifier.contains(Modifier::REVERSED));
+        assert_eq!(t.get(Role::Ok).fg, None);
+        assert!(
+            t.get(Role::Selection)
+                .add_modifier
+                .contains(Modifier::REVERSED)
+        );
         assert!(t.syntax.is_none());
     }
 
@@ -336,7 +443,7 @@ mod tests {
         assert!(format!("{err:#}").contains("nope"));
         assert!(Theme::load("no-such-theme", false).is_err());
         let partial = Theme::parse("name = \"mine\"\n[styles]\nok = \"blue\"\n", false).unwrap();
-        assert_eq!(partial.get("ok").fg, Some(Color::Blue));
-        assert_eq!(partial.get("fail").fg, Some(Color::Red));
+        assert_eq!(partial.get(Role::Ok).fg, Some(Color::Blue));
+        assert_eq!(partial.get(Role::Fail).fg, Some(Color::Red));
     }
 }
