@@ -1348,3 +1348,33 @@ fn slash_in_the_detail_pane_searches_what_it_shows() {
     h.key("/");
     assert!(h.screen().contains("filter the console"), "{}", h.screen());
 }
+
+#[test]
+fn candidates_being_written_show_as_placeholders_in_the_tree() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(Event::LlmCallStarted {
+        key: "stage/block_tiling/repair1".into(),
+        call: CallId(50),
+        kind: CallKind::Repair,
+        candidate: Some(CandidateId(8)),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: "llm/10.prompt.md".into(),
+    });
+    assert!(
+        h.screen().contains("◌ repair of #8: being written"),
+        "{}",
+        h.screen()
+    );
+    h.event(Event::LlmCallFinished {
+        call: CallId(50),
+        ok: true,
+        error: None,
+        usage: Default::default(),
+        cost_usd: None,
+        latency_s: 1.0,
+        response_file: None,
+    });
+    assert!(!h.screen().contains("being written"));
+}

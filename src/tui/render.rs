@@ -10,7 +10,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Clear, Dataset, GraphType, Paragraph};
 
-use crate::protocol::{CallId, CandidateId, Category, EngineState, GateKind, LogLevel};
+use crate::protocol::{CallId, CallKind, CandidateId, Category, EngineState, GateKind, LogLevel};
 use crate::session::state::{Candidate, CandidateStatus};
 
 use super::app::{App, ConfirmKind, DiffLayout, EditPurpose, Focus, Overlay, Tab};
@@ -235,7 +235,30 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
         }
         lines.push(line);
     }
-    if rows.is_empty() {
+    // Placeholders for the candidates being written now: a call in flight that will
+    // answer with a kernel (not an analysis), below the tree while there is room.
+    let now = app.now();
+    for call in app
+        .state
+        .calls
+        .values()
+        .filter(|c| c.ok.is_none() && c.kind != CallKind::Analysis)
+    {
+        if lines.len() >= height {
+            break;
+        }
+        let of = call
+            .candidate
+            .map(|p| format!(" of #{p}"))
+            .unwrap_or_default();
+        let secs = (now - call.started).num_seconds().max(0);
+        let text = format!(" ◌ {}{of}: being written ({secs}s)", call.kind.word());
+        lines.push(Line::styled(
+            truncate(&text, width),
+            app.theme.get(Role::Pending),
+        ));
+    }
+    if rows.is_empty() && lines.is_empty() {
         lines.push(Line::styled(
             "no candidates yet",
             app.theme.get(Role::Muted),
