@@ -10,7 +10,7 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::protocol::{CallKind, CandidateId, CandidateKind, TokenUsage};
+use crate::protocol::{CallKind, CandidateId, CandidateKind, Decision, TokenUsage};
 use crate::session::state::{Call, Candidate, CandidateStatus, SessionState, best_of};
 use crate::session::store::SessionDir;
 
@@ -134,6 +134,35 @@ fn delivered(state: &SessionState, id: CandidateId) -> Option<&Candidate> {
             .values()
             .filter(|c| repair_root(state, c.id) == id),
     )
+}
+
+/// Every gate with what the person answered (or that it was withdrawn, or still waits),
+/// and the final mark: what a reader needs to know was steered by hand.
+fn decisions(state: &SessionState) -> Vec<String> {
+    let mut lines: Vec<String> = state
+        .gates
+        .values()
+        .map(|g| {
+            let answer = match (&g.decision, g.withdrawn) {
+                (Some(Decision::Approve), _) => "approved".to_string(),
+                (Some(Decision::Reject), _) => "rejected".to_string(),
+                (Some(Decision::Rewrite { .. }), _) => format!(
+                    "rewritten by you{}",
+                    g.file
+                        .as_deref()
+                        .map(|f| format!(" (`{f}`)"))
+                        .unwrap_or_default()
+                ),
+                (None, true) => "withdrawn: the run stopped before it was answered".to_string(),
+                (None, false) => "still waiting".to_string(),
+            };
+            format!("- gate {}: {} — {answer}", g.id, cell(&g.question, 120))
+        })
+        .collect();
+    if let Some(id) = state.final_marked {
+        lines.push(format!("- candidate #{id} marked final by you"));
+    }
+    lines
 }
 
 /// Token usage and cost of a group of calls; the cost is unknown when any finished call
@@ -314,6 +343,13 @@ pub fn render_report(state: &SessionState) -> String {
     // Contributions.
     let _ = writeln!(out, "\n## What each step contributed\n");
     let _ = writeln!(out, "{}", contributions(state).join("\n"));
+
+    // The person's decisions.
+    let decisions = decisions(state);
+    if !decisions.is_empty() {
+        let _ = writeln!(out, "\n## Your decisions\n");
+        let _ = writeln!(out, "{}", decisions.join("\n"));
+    }
 
     // Usage.
     let (by_kind, total) = usage_by_kind(state);
@@ -611,7 +647,8 @@ pub fn usage_csv(state: &SessionState) -> String {
 mod tests {
     use super::*;
     use crate::protocol::{
-        Analysis, CallId, Category, EngineState, EvalSummary, Event, EventRecord, Mode,
+        Analysis, CallId, Category, EngineState, EvalSummary, Event, EventRecord, GateId, GateKind,
+        Mode,
     };
 
     /// Builds records one second apart from 2026-11-21 08:00:00 UTC.
@@ -830,6 +867,83 @@ mod tests {
         ] {
             assert!(has_line(&r, line), "missing {line:?} in\n{r}");
         }
+    }
+
+    #[test]
+    fn report_lists_the_persons_decisions() {
+        let mut log = Log(Vec::new());
+        let opened =
+            |gate: u32, kind: GateKind, question: &str, file: Option<&str>| Event::GateOpened {
+                gate: GateId(gate),
+                key: format!("g{gate}"),
+                kind,
+                candidate: Some(CandidateId(1)),
+                call: None,
+                question: question.into(),
+                file: file.map(String::from),
+            };
+        log.push(Event::SessionStarted {
+            task: "relu".into(),
+            task_hash: "h".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            mode: Mode::Step,
+            device: "cpu".into(),
+            timing_meaningful: false,
+        })
+        .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
+        .eval(1, None, "correct", None)
+        .push(opened(
+            1,
+            GateKind::Evaluation,
+            "Evaluate candidate 1 (seed 1)?",
+            Some("kernels/1-seed.py"),
+        ))
+        .push(Event::GateResolved {
+            gate: GateId(1),
+            decision: Decision::Rewrite { text: "x".into() },
+        })
+        .push(opened(
+            2,
+            GateKind::AlgorithmOptimization,
+            "Run algorithm analysis on 1?",
+            None,
+        ))
+        .push(Event::GateResolved {
+            gate: GateId(2),
+            decision: Decision::Reject,
+        })
+        .push(opened(
+            3,
+            GateKind::FinalBest,
+            "Declare candidate 1 the final best?",
+            None,
+        ))
+        .push(Event::GateWithdrawn {
+            gate: GateId(3),
+            reason: "stopped".into(),
+        })
+        .push(Event::FinalMarked {
+            candidate: CandidateId(1),
+        });
+        let r = render_report(&SessionState::from_records(&log.0));
+        let section = r
+            .split("## Your decisions")
+            .nth(1)
+            .expect("a decisions section");
+        for line in [
+            "- gate 1: Evaluate candidate 1 (seed 1)? — rewritten by you (`kernels/1-seed.py`)",
+            "- gate 2: Run algorithm analysis on 1? — rejected",
+            "- gate 3: Declare candidate 1 the final best? — withdrawn: the run stopped before it was answered",
+            "- candidate #1 marked final by you",
+        ] {
+            assert!(
+                section.lines().any(|l| l == line),
+                "missing {line:?} in\n{section}"
+            );
+        }
+        // A run nobody steered has no such section.
+        assert!(!render_report(&session()).contains("## Your decisions"));
     }
 
     #[test]
