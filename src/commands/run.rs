@@ -462,11 +462,11 @@ async fn drive(
     control.abort();
     eprintln!(
         "kforge: {} ({}); session {}",
-        outcome.state.word(),
+        outcome.state().word(),
         outcome.reason,
         session.path.display()
     );
-    if outcome.state != EngineState::Finished {
+    if outcome.state() != EngineState::Finished {
         eprintln!(
             "kforge: continue it with `kforge resume {}`",
             session.path.display()

@@ -49,21 +49,27 @@ impl Inner {
         if let Step::Failed(why) = outcome {
             self.log(LogLevel::Warn, TAG, why);
         }
-        // On a finished run the result files follow what the person did.
+        self.refresh_result_files();
+    }
+
+    /// On a finished run the result files (`best_kernel.py`, the report) follow what the
+    /// person did; during a run the finish writes them.
+    fn refresh_result_files(&self) {
         let state = self.state();
-        if state.state.is_over() {
-            if let Some(best) = state.best
-                && let Some(source) = self.kernel_source(best)
-            {
-                let _ = self.write("best_kernel.py", source.as_bytes());
-            }
-            if let Err(e) = crate::report::write_all(&self.session, &state) {
-                self.log(
-                    LogLevel::Error,
-                    "engine",
-                    format!("cannot write the report files: {e:#}"),
-                );
-            }
+        if !state.state.is_over() {
+            return;
+        }
+        if let Some(best) = state.best
+            && let Some(source) = self.kernel_source(best)
+        {
+            let _ = self.write("best_kernel.py", source.as_bytes());
+        }
+        if let Err(e) = crate::report::write_all(&self.session, &state) {
+            self.log(
+                LogLevel::Error,
+                "engine",
+                format!("cannot write the report files: {e:#}"),
+            );
         }
     }
 
@@ -82,6 +88,7 @@ impl Inner {
             TAG,
             format!("candidate {candidate} marked final"),
         );
+        self.refresh_result_files();
         Step::Done(())
     }
 
@@ -194,16 +201,6 @@ impl Inner {
                 let id = step!(self.new_candidate(key, old.candidate, kind, &code, Some(new_call)));
                 self.evaluate(id, TAG).await.forward_unit()
             }
-        }
-    }
-}
-
-impl<T> Step<T> {
-    /// `Done(())` for any `Done`; other outcomes unchanged.
-    fn forward_unit(self) -> Step<()> {
-        match self {
-            Step::Done(_) => Step::Done(()),
-            other => other.forward(),
         }
     }
 }

@@ -27,10 +27,11 @@ impl<T> Step<T> {
         }
     }
 
-    pub fn done(self) -> Option<T> {
+    /// `Done(())` for any `Done`; other outcomes unchanged.
+    pub fn forward_unit(self) -> Step<()> {
         match self {
-            Step::Done(v) => Some(v),
-            _ => None,
+            Step::Done(_) => Step::Done(()),
+            other => other.forward(),
         }
     }
 }

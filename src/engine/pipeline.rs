@@ -509,7 +509,6 @@ impl Inner {
         };
         RunOutcome {
             end,
-            state: end.state(),
             best: declared,
             reason,
         }

@@ -43,9 +43,15 @@ pub struct EngineSetup {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutcome {
     pub end: RunEnd,
-    pub state: EngineState,
     pub best: Option<CandidateId>,
     pub reason: String,
+}
+
+impl RunOutcome {
+    /// The state the session is left in.
+    pub fn state(&self) -> EngineState {
+        self.end.state()
+    }
 }
 
 pub struct Engine {
@@ -96,17 +102,14 @@ impl Engine {
         } = setup;
         let recorder = Recorder::open(&session, prior.clone())?;
         let (control, actions) = Control::new(pipeline.mode);
+        let replay = Replay::new(prior, session.clone());
+        let prior = replay.prior();
         let ids = Ids {
             candidate: IdCounter::after(prior.candidates.keys().last().map(|i| i.0)),
             call: IdCounter::after(prior.calls.keys().last().map(|i| i.0)),
             gate: IdCounter::after(prior.gates.keys().last().map(|i| i.0)),
-            action: IdCounter::after(None),
-        };
-        let replay = Replay::new(prior, session.clone());
-        // The person's actions are keyed `user<n>-<pid>`: go on counting after earlier runs'.
-        let ids = Ids {
+            // The person's actions are keyed `user<n>-<pid>`: go on after earlier runs'.
             action: IdCounter::after(Some(replay.actions())),
-            ..ids
         };
         let inner = Inner {
             call_slots: Semaphore::new(pipeline.max_concurrent_calls.max(1) as usize),
@@ -196,15 +199,19 @@ impl Inner {
     /// Records an event: appended to `events.jsonl`, folded, sent to subscribers. A write
     /// that fails ends the run (everything before it stays intact and resumable).
     pub fn emit(&self, event: Event) -> EventRecord {
-        let mut recorder = self.recorder.lock().expect("recorder");
-        let record = recorder.emit(event);
-        if let Some(error) = recorder.write_error.take() {
-            drop(recorder);
+        let record = self.recorder.lock().expect("recorder").emit(event);
+        self.fail_on_write_error();
+        record
+    }
+
+    /// The recorder's first write error (events, console) ends the run.
+    fn fail_on_write_error(&self) {
+        let error = self.recorder.lock().expect("recorder").write_error.take();
+        if let Some(error) = error {
             self.fail(format!(
                 "cannot write the session ({error}); stopped so that nothing more is lost: free space and `kforge resume` it"
             ));
         }
-        record
     }
 
     pub fn log(&self, level: LogLevel, tag: &str, message: impl Into<String>) {
@@ -217,12 +224,8 @@ impl Inner {
 
     /// Forces the events written so far to disk (step boundaries).
     pub fn sync(&self) {
-        let mut recorder = self.recorder.lock().expect("recorder");
-        recorder.sync();
-        if let Some(error) = recorder.write_error.take() {
-            drop(recorder);
-            self.fail(format!("cannot write the session ({error})"));
-        }
+        self.recorder.lock().expect("recorder").sync();
+        self.fail_on_write_error();
     }
 
     /// Writes a session file. A failure ends the run (its reason is the run's), so the

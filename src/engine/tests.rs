@@ -1049,3 +1049,48 @@ async fn two_windows_answering_one_gate_the_second_is_told_it_lost() {
         "no debug output: {told:?}"
     );
 }
+
+#[tokio::test]
+async fn marking_final_after_the_run_rewrites_the_result_files() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        seeds: 2,
+        stages: vec![],
+        ..pipeline()
+    };
+    let setup = fakes::setup(
+        d.session.clone(),
+        SessionState::default(),
+        eval.clone(),
+        llm.clone(),
+        config,
+        Device::Cpu,
+    );
+    let engine = Engine::new(setup).unwrap();
+    let outcome = engine.run().await;
+    assert_eq!(outcome.end, RunEnd::Complete);
+    let state = engine.state();
+    let other = state
+        .candidates
+        .values()
+        .find(|c| c.is_correct() && Some(c.id) != state.best)
+        .unwrap()
+        .clone();
+    engine.command(Command::MarkFinal {
+        candidate: other.id,
+    });
+    assert_eq!(engine.state().best, Some(other.id));
+    assert_eq!(
+        d.session.read_file("best_kernel.py").unwrap(),
+        d.session.read_file(&other.file).unwrap()
+    );
+    assert!(
+        d.session
+            .read_file("report.md")
+            .unwrap()
+            .contains(&format!("#{} ", other.id))
+    );
+    engine.stop_actions();
+}
