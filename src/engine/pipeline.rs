@@ -57,22 +57,9 @@ impl Inner {
                 "resuming: saved answers and evaluations are reused",
             );
             // Calls the earlier run left in flight end here, so no view waits for them.
-            let dangling: Vec<CallId> = self
-                .replay
-                .prior()
-                .calls
-                .values()
-                .filter(|c| c.ok.is_none())
-                .map(|c| c.id)
-                .collect();
-            let unanswered: Vec<GateId> = self
-                .replay
-                .prior()
-                .gates
-                .values()
-                .filter(|g| g.decision.is_none() && !g.withdrawn)
-                .map(|g| g.id)
-                .collect();
+            let prior = self.replay.prior();
+            let dangling: Vec<CallId> = prior.calls_in_flight().map(|c| c.id).collect();
+            let unanswered: Vec<GateId> = prior.waiting_gates().iter().map(|g| g.id).collect();
             for gate in unanswered {
                 self.emit(Event::GateWithdrawn {
                     gate,

@@ -114,6 +114,20 @@ pub struct Gate {
     pub withdrawn: bool,
 }
 
+impl Gate {
+    /// Neither answered nor withdrawn.
+    pub fn is_waiting(&self) -> bool {
+        self.decision.is_none() && !self.withdrawn
+    }
+
+    /// Whether a rewrite means something here: only a prompt before it is sent and a kernel
+    /// before it is evaluated can be rewritten (the engine takes a rewrite at the other
+    /// gates as an approval).
+    pub fn rewritable(&self) -> bool {
+        self.file.is_some() && matches!(self.kind, GateKind::LlmCall | GateKind::Evaluation)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
     pub ts: DateTime<Utc>,
@@ -167,17 +181,17 @@ impl SessionState {
 
     /// The gates waiting for a decision, oldest first.
     pub fn waiting_gates(&self) -> Vec<&Gate> {
-        self.gates
-            .values()
-            .filter(|g| g.decision.is_none() && !g.withdrawn)
-            .collect()
+        self.gates.values().filter(|g| g.is_waiting()).collect()
     }
 
     /// The oldest gate waiting for a decision, if any.
     pub fn open_gate(&self) -> Option<&Gate> {
-        self.gates
-            .values()
-            .find(|g| g.decision.is_none() && !g.withdrawn)
+        self.gates.values().find(|g| g.is_waiting())
+    }
+
+    /// The LLM calls started and not finished yet.
+    pub fn calls_in_flight(&self) -> impl Iterator<Item = &Call> {
+        self.calls.values().filter(|c| c.ok.is_none())
     }
 
     pub fn total_usage(&self) -> TokenUsage {

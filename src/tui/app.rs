@@ -336,7 +336,7 @@ impl App {
     /// LLM calls in flight and evaluations under way: on a finished run, the person's own
     /// actions (a repair, a re-evaluation) that quitting would cancel.
     pub fn actions_in_flight(&self) -> usize {
-        self.state.calls.values().filter(|c| c.ok.is_none()).count()
+        self.state.calls_in_flight().count()
             + self
                 .state
                 .candidates
@@ -556,7 +556,7 @@ impl App {
                 self.overlay = Some(Overlay::Confirm(ConfirmKind::RejectGate(gate.id)));
             }
             // Stage, algorithm and final-best gates have nothing to rewrite.
-            Action::Rewrite | Action::RewriteInline if !super::render::gate_rewritable(gate) => {
+            Action::Rewrite | Action::RewriteInline if !gate.rewritable() => {
                 self.flash = Some("this gate has nothing to rewrite: approve or reject".into());
             }
             Action::Rewrite | Action::RewriteInline => {
@@ -972,13 +972,7 @@ impl App {
                 }
             }
             Action::CancelCall => {
-                let in_flight: Vec<CallId> = self
-                    .state
-                    .calls
-                    .values()
-                    .filter(|c| c.ok.is_none())
-                    .map(|c| c.id)
-                    .collect();
+                let in_flight: Vec<CallId> = self.state.calls_in_flight().map(|c| c.id).collect();
                 let shown = self
                     .shown_call()
                     .filter(|c| c.ok.is_none() && self.tab == Tab::Llm)

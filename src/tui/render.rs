@@ -240,9 +240,8 @@ fn draw_tree(app: &mut App, frame: &mut Frame, area: Rect) {
     let now = app.now();
     for call in app
         .state
-        .calls
-        .values()
-        .filter(|c| c.ok.is_none() && c.kind != CallKind::Analysis)
+        .calls_in_flight()
+        .filter(|c| c.kind != CallKind::Analysis)
     {
         if lines.len() >= height {
             break;
@@ -1410,7 +1409,7 @@ pub fn activity(app: &App) -> Vec<(String, Role)> {
     let now = app.now();
     let s = &app.state;
     let mut items: Vec<(String, Role)> = Vec::new();
-    for call in s.calls.values().filter(|c| c.ok.is_none()) {
+    for call in s.calls_in_flight() {
         let secs = (now - call.started).num_seconds().max(0);
         let progress = if call.live_text.is_empty() && call.live_reasoning.is_empty() {
             "waiting for the first token".to_string()
@@ -1563,7 +1562,7 @@ fn hint_actions(app: &App) -> Vec<(Action, &'static str)> {
     let mut v = vec![(Action::Help, "help"), (Action::Quit, "quit")];
     if let Some(gate) = app.gate_visible() {
         let mut v = vec![(Action::Approve, "approve"), (Action::Reject, "reject")];
-        if gate_rewritable(gate) {
+        if gate.rewritable() {
             v.extend([
                 (Action::Rewrite, "rewrite"),
                 (Action::RewriteInline, "inline"),
@@ -1689,11 +1688,6 @@ fn gate_kind(kind: GateKind) -> &'static str {
     }
 }
 
-/// Only a prompt before it is sent and a kernel before it is evaluated can be rewritten.
-pub fn gate_rewritable(gate: &crate::session::state::Gate) -> bool {
-    gate.file.is_some() && matches!(gate.kind, GateKind::LlmCall | GateKind::Evaluation)
-}
-
 fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
     let Some(gate) = app.gate_visible().cloned() else {
         return;
@@ -1739,7 +1733,7 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
         button(Action::Approve, "approve   ", Role::Ok),
         button(Action::Reject, "reject…   ", Role::Fail),
     ];
-    if gate_rewritable(&gate) {
+    if gate.rewritable() {
         buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", Role::Text));
         buttons.push(button(Action::RewriteInline, "inline   ", Role::Text));
     }
