@@ -9,7 +9,6 @@ use tokio::sync::mpsc;
 
 use super::outcome::{Step, step};
 use super::runner::Inner;
-use super::steps::Want;
 use crate::llm::{ChatRequest, Message};
 use crate::protocol::*;
 
@@ -170,37 +169,29 @@ impl Inner {
             self.call(key, TAG, old.kind, old.candidate, request, None)
                 .await
         );
-        let want = if old.kind == CallKind::Analysis {
-            Want::Analysis
-        } else {
-            Want::Code
-        };
-        match want {
-            Want::Analysis => {
-                let Some(candidate) = old.candidate else {
-                    return Step::Failed(format!("call {call} analysed no candidate"));
-                };
-                match crate::llm::extract_analysis(&answer) {
-                    Ok(analysis) => {
-                        self.emit(Event::AnalysisReady {
-                            candidate,
-                            call: new_call,
-                            analysis,
-                        });
-                        Step::Done(())
-                    }
-                    Err(e) => Step::Failed(format!("call {new_call}: {e}")),
+        if old.kind == CallKind::Analysis {
+            let Some(candidate) = old.candidate else {
+                return Step::Failed(format!("call {call} analysed no candidate"));
+            };
+            match crate::llm::extract_analysis(&answer) {
+                Ok(analysis) => {
+                    self.emit(Event::AnalysisReady {
+                        candidate,
+                        call: new_call,
+                        analysis,
+                    });
+                    Step::Done(())
                 }
+                Err(e) => Step::Failed(format!("call {new_call}: {e}")),
             }
-            Want::Code => {
-                let code = match crate::llm::extract_code(&answer) {
-                    Ok(c) => c,
-                    Err(e) => return Step::Failed(format!("call {new_call}: {e}")),
-                };
-                let kind = CandidateKind::Reasked { call };
-                let id = step!(self.new_candidate(key, old.candidate, kind, &code, Some(new_call)));
-                self.evaluate(id, TAG).await.forward_unit()
-            }
+        } else {
+            let code = match crate::llm::extract_code(&answer) {
+                Ok(c) => c,
+                Err(e) => return Step::Failed(format!("call {new_call}: {e}")),
+            };
+            let kind = CandidateKind::Reasked { call };
+            let id = step!(self.new_candidate(key, old.candidate, kind, &code, Some(new_call)));
+            self.evaluate(id, TAG).await.forward_unit()
         }
     }
 }

@@ -9,7 +9,7 @@ use super::config::{Accept, AnalyzeWhen};
 use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
-use super::steps::{Evaluated, Want};
+use super::steps::{ANALYSIS, Evaluated};
 use crate::protocol::*;
 
 impl Inner {
@@ -227,21 +227,10 @@ impl Inner {
         let tag = "analysis";
         let key = format!("analysis{}", seed.id);
         let ctx = self.context_for(Some(seed.id));
-        let (answer, call) = step!(
-            self.ask(
-                &key,
-                tag,
-                CallKind::Analysis,
-                Some(seed.id),
-                ctx,
-                Want::Analysis
-            )
-            .await
+        let (analysis, call) = step!(
+            self.ask(&key, tag, CallKind::Analysis, Some(seed.id), ctx, ANALYSIS)
+                .await
         );
-        let analysis = match crate::llm::extract_analysis(&answer) {
-            Ok(a) => a,
-            Err(e) => return Step::Failed(format!("the analysis answer is unusable: {e}")),
-        };
         if !self.replay.has_analysis(seed.id) {
             self.emit(Event::AnalysisReady {
                 candidate: seed.id,

@@ -12,7 +12,7 @@ use super::ports::{CallFailure, CallProgress, LlmCall};
 use super::prompting;
 use super::runner::Inner;
 use crate::eval::{EvalProgress, EvalRequest, EvalResult};
-use crate::llm::{ChatRequest, Message};
+use crate::llm::{ChatRequest, ExtractError, Message};
 use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
 use crate::protocol::*;
 use crate::session::state::CandidateStatus;
@@ -87,33 +87,24 @@ pub struct Evaluated {
     pub result: EvalResult,
 }
 
-/// What an answer must contain to be usable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Want {
-    Code,
-    Analysis,
+/// What an answer must contain to be usable, and how to take it out.
+pub struct Want<T> {
+    /// `code` or `analysis`, for the follow-up prompt.
+    word: &'static str,
+    extract: fn(&str) -> Result<T, ExtractError>,
 }
 
-impl Want {
-    fn word(self) -> &'static str {
-        match self {
-            Want::Code => "code",
-            Want::Analysis => "analysis",
-        }
-    }
+/// A kernel: one fenced python block (or a bare `class ModelNew`).
+pub const CODE: Want<String> = Want {
+    word: "code",
+    extract: crate::llm::extract_code,
+};
 
-    /// Why `answer` is unusable, if it is.
-    fn problem(self, answer: &str) -> Option<String> {
-        match self {
-            Want::Code => crate::llm::extract_code(answer)
-                .err()
-                .map(|e| e.to_string()),
-            Want::Analysis => crate::llm::extract_analysis(answer)
-                .err()
-                .map(|e| e.to_string()),
-        }
-    }
-}
+/// An algorithm analysis: one JSON object.
+pub const ANALYSIS: Want<Analysis> = Want {
+    word: "analysis",
+    extract: crate::llm::extract_analysis,
+};
 
 impl Inner {
     /// Asks for a kernel; the step `key` reuses its candidate's code on resume.
@@ -133,25 +124,23 @@ impl Inner {
             );
             return Step::Done((code, c.call));
         }
-        let (answer, call) = step!(self.ask(key, tag, kind, candidate, ctx, Want::Code).await);
-        match crate::llm::extract_code(&answer) {
-            Ok(code) => Step::Done((code, Some(call))),
-            Err(e) => Step::Failed(format!("call {call}: {e}")),
-        }
+        let (code, call) = step!(self.ask(key, tag, kind, candidate, ctx, CODE).await);
+        Step::Done((code, Some(call)))
     }
 
-    /// One prompt, asked until the answer is usable: a call that fails is asked again
-    /// (`[pipeline] call_reasks` times), and an answer without the wanted content gets one
-    /// follow-up in the same conversation carrying the extraction error.
-    pub async fn ask(
+    /// One prompt, asked until the answer is usable; returns what `want` took out of it. A
+    /// call that fails is asked again (`[pipeline] call_reasks` times), and an answer
+    /// without the wanted content gets one follow-up in the same conversation carrying the
+    /// extraction error.
+    pub async fn ask<T>(
         &self,
         key: &str,
         tag: &str,
         kind: CallKind,
         candidate: Option<CandidateId>,
         ctx: PromptContext,
-        want: Want,
-    ) -> Step<(String, CallId)> {
+        want: Want<T>,
+    ) -> Step<(T, CallId)> {
         let (system, user) = match prompting::render(&self.prompts, kind, &ctx) {
             Ok(p) => p,
             Err(e) => {
@@ -165,8 +154,9 @@ impl Inner {
             self.call_with_reasks(key, tag, kind, candidate, request.clone(), None)
                 .await
         );
-        let Some(problem) = want.problem(&answer) else {
-            return Step::Done((answer, call));
+        let problem = match (want.extract)(&answer) {
+            Ok(value) => return Step::Done((value, call)),
+            Err(e) => e.to_string(),
         };
         self.log(
             LogLevel::Warn,
@@ -176,7 +166,7 @@ impl Inner {
         let mut followup_ctx = PromptContext::for_task(&self.task.name, &self.task.source);
         followup_ctx.unusable_answer = Some(UnusableAnswer {
             error: problem,
-            expected: want.word().into(),
+            expected: want.word.into(),
         });
         let followup = match self.prompts.render(TemplateName::Followup, &followup_ctx) {
             Ok(p) => p.user,
@@ -192,11 +182,9 @@ impl Inner {
             self.call_with_reasks(&again, tag, kind, candidate, request, Some(call))
                 .await
         );
-        match want.problem(&answer) {
-            None => Step::Done((answer, call)),
-            Some(problem) => {
-                Step::Failed(format!("call {call}: {problem} (also when asked again)"))
-            }
+        match (want.extract)(&answer) {
+            Ok(value) => Step::Done((value, call)),
+            Err(e) => Step::Failed(format!("call {call}: {e} (also when asked again)")),
         }
     }
 
