@@ -319,7 +319,18 @@ impl App {
     /// Whether commands can reach an engine: not a read-only view, and not a window
     /// attached to a run that has ended (its process is gone; `kforge resume` continues).
     pub fn can_act(&self) -> bool {
-        !self.options.read_only && !self.attached_to_ended_run()
+        self.cannot_act().is_none()
+    }
+
+    /// Why this window cannot send commands, if it cannot.
+    fn cannot_act(&self) -> Option<&'static str> {
+        if self.options.read_only {
+            Some("read-only: this session is not running")
+        } else if self.attached_to_ended_run() {
+            Some("the run has ended: this window is read-only now (kforge resume continues it)")
+        } else {
+            None
+        }
     }
 
     /// An attached window whose run ended: it stays open to browse, read-only.
@@ -501,11 +512,10 @@ impl App {
         if self.options.read_only || self.overlay.is_some() {
             return None;
         }
-        let open = self.gate_open?;
         self.state
-            .waiting_gates()
-            .into_iter()
-            .find(|g| g.id == open)
+            .gates
+            .get(&self.gate_open?)
+            .filter(|g| g.is_waiting())
     }
 
     /// (position, count) of the shown gate in the queue of waiting gates, oldest first.
@@ -611,15 +621,8 @@ impl App {
     /// Sends a command; `false` (with the reason on the message line) when this window
     /// cannot act.
     fn send(&mut self, command: Command) -> bool {
-        if self.options.read_only {
-            self.flash = Some("read-only: this session is not running".into());
-            return false;
-        }
-        if self.attached_to_ended_run() {
-            self.flash = Some(
-                "the run has ended: this window is read-only now (kforge resume continues it)"
-                    .into(),
-            );
+        if let Some(why) = self.cannot_act() {
+            self.flash = Some(why.into());
             return false;
         }
         self.effects.push(Effect::Command(command));
@@ -1039,7 +1042,8 @@ impl App {
                 }
             }
             Action::OpenGate => match self.state.open_gate().map(|g| (g.id, g.candidate)) {
-                Some((gate, candidate)) if self.can_act() => {
+                Some(_) if let Some(why) = self.cannot_act() => self.flash = Some(why.into()),
+                Some((gate, candidate)) => {
                     // The panes behind the dialog show the gate's candidate.
                     if candidate.is_some() {
                         self.select(candidate, false);
@@ -1047,7 +1051,6 @@ impl App {
                     self.gate_open = Some(gate);
                     self.gate_scroll = 0;
                 }
-                Some(_) => self.flash = Some("read-only: this session is not running".into()),
                 None => self.flash = Some("no gate is waiting".into()),
             },
             Action::Theme => {
