@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
-use ratatui::style::Modifier;
+use ratatui::style::{Modifier, Style};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Clear, Dataset, GraphType, Paragraph};
@@ -561,6 +561,15 @@ fn draw_code(app: &mut App, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(out), area);
 }
 
+/// The sign column of a unified diff row and its style.
+fn diff_sign(app: &App, kind: RowKind) -> (&'static str, Style) {
+    match kind {
+        RowKind::Added => ("+", app.theme.get(Role::DiffAdd)),
+        RowKind::Removed => ("-", app.theme.get(Role::DiffDel)),
+        _ => (" ", app.theme.get(Role::Muted)),
+    }
+}
+
 fn seg_spans(app: &App, text: &Segments, kind: RowKind, skip: usize) -> Vec<Span<'static>> {
     let (base, emph) = match kind {
         RowKind::Added => (
@@ -705,16 +714,7 @@ fn draw_diff(app: &mut App, frame: &mut Frame, area: Rect) {
                         return Line::from(seg_spans(app, &r.text, r.kind, 0));
                     }
                     let num = |n: Option<usize>| n.map_or("    ".into(), |n| format!("{n:>4}"));
-                    let sign = match r.kind {
-                        RowKind::Added => "+",
-                        RowKind::Removed => "-",
-                        _ => " ",
-                    };
-                    let sign_style = match r.kind {
-                        RowKind::Added => app.theme.get(Role::DiffAdd),
-                        RowKind::Removed => app.theme.get(Role::DiffDel),
-                        _ => app.theme.get(Role::Muted),
-                    };
+                    let (sign, sign_style) = diff_sign(app, r.kind);
                     let mut spans = vec![
                         Span::styled(
                             format!("{} {} ", num(r.old_no), num(r.new_no)),
@@ -1778,15 +1778,15 @@ fn draw_gate(app: &mut App, frame: &mut Frame, area: Rect) {
                     app.theme.get(Role::Muted),
                 ));
             }
+            // The Diff tab's rows (colours, word emphasis), without its line numbers.
             lines.extend(d.unified.iter().map(|r| {
-                let (sign, role) = match r.kind {
-                    RowKind::Added => ("+", Role::DiffAdd),
-                    RowKind::Removed => ("-", Role::DiffDel),
-                    RowKind::Hunk => ("", Role::Accent),
-                    RowKind::Context => (" ", Role::Text),
-                };
-                let text: String = r.text.0.iter().map(|(_, t)| t.as_str()).collect();
-                Line::styled(format!("{sign}{text}"), app.theme.get(role))
+                let mut spans = Vec::new();
+                if r.kind != RowKind::Hunk {
+                    let (sign, style) = diff_sign(app, r.kind);
+                    spans.push(Span::styled(sign, style));
+                }
+                spans.extend(seg_spans(app, &r.text, r.kind, 0));
+                Line::from(spans)
             }));
             lines
         }
