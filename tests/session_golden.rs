@@ -10,8 +10,8 @@ use kforge::engine::ports::LlmCall;
 use kforge::engine::runner::Engine;
 use kforge::eval::Device;
 use kforge::protocol::{
-    CallKind, CandidateId, CandidateKind, Category, Command, Decision, EngineState, Event,
-    EventRecord, GateKind, Mode, RunEnd,
+    CallKind, CandidateId, CandidateKind, Category, EngineState, EventRecord, GateKind, Mode,
+    RunEnd,
 };
 use kforge::session::state::{CandidateStatus, SessionState};
 use kforge::session::store::SessionDir;
@@ -170,20 +170,7 @@ async fn the_old_session_resumes_without_asking_answered_calls_again() {
     // The session's own task, not the fakes' one.
     setup.task = kforge::task::TaskFile::load(&session.file("task.py")).unwrap();
     let engine = Arc::new(Engine::new(setup).unwrap());
-    let mut events = engine.subscribe();
-    let steering = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            while let Some(r) = events.recv().await {
-                if let Event::GateOpened { gate, .. } = r.event {
-                    engine.command(Command::Resolve {
-                        gate,
-                        decision: Decision::Approve,
-                    });
-                }
-            }
-        })
-    };
+    let steering = fakes::steer(&engine, fakes::approve_every_gate);
     let outcome = engine.run().await;
     steering.abort();
     assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);

@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::PipelineConfig;
 use super::ports::{Answer, CallFailure, CallProgress, EvalPort, LlmCall, LlmPort};
-use super::runner::EngineSetup;
+use super::runner::{Engine, EngineSetup};
 use crate::config::EvalConfig;
 use crate::eval::protocol::{Timing, TimingStats};
 use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult, Status};
 use crate::prompts::PromptSet;
-use crate::protocol::{Category, TokenUsage};
+use crate::protocol::{Category, Command, Decision, Event, TokenUsage};
 use crate::session::state::SessionState;
 use crate::session::store::SessionDir;
 use crate::task::TaskFile;
@@ -75,6 +75,34 @@ pub fn setup(
         pipeline,
         llm,
         prompts: PromptSet::new(None).expect("built-in prompts"),
+    }
+}
+
+/// Plays the person beside a running engine: every event goes to `person`, and the
+/// commands it returns go to the engine. Abort the handle when the run is over.
+pub fn steer(
+    engine: &Arc<Engine>,
+    mut person: impl FnMut(&Event) -> Vec<Command> + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let mut events = engine.subscribe();
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        while let Some(record) = events.recv().await {
+            for command in person(&record.event) {
+                engine.command(command);
+            }
+        }
+    })
+}
+
+/// A person who approves every gate as it opens.
+pub fn approve_every_gate(event: &Event) -> Vec<Command> {
+    match event {
+        Event::GateOpened { gate, .. } => vec![Command::Resolve {
+            gate: *gate,
+            decision: Decision::Approve,
+        }],
+        _ => vec![],
     }
 }
 

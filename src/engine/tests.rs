@@ -36,13 +36,7 @@ fn pipeline() -> PipelineConfig {
 type Person = Box<dyn FnMut(&Event) -> Vec<Command> + Send>;
 
 fn approve_all() -> Person {
-    Box::new(|event| match event {
-        Event::GateOpened { gate, .. } => vec![Command::Resolve {
-            gate: *gate,
-            decision: Decision::Approve,
-        }],
-        _ => vec![],
-    })
+    Box::new(fakes::approve_every_gate)
 }
 
 /// Runs an engine over the fakes to its end; `person` answers what it shows.
@@ -53,7 +47,7 @@ async fn run_with(
     llm: &Arc<FakeLlm>,
     pipeline: PipelineConfig,
     device: Device,
-    mut person: Person,
+    person: Person,
 ) -> (RunOutcome, SessionState) {
     let setup = fakes::setup(
         session.clone(),
@@ -64,17 +58,7 @@ async fn run_with(
         device,
     );
     let engine = Arc::new(Engine::new(setup).unwrap());
-    let mut events = engine.subscribe();
-    let steering = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            while let Some(record) = events.recv().await {
-                for command in person(&record.event) {
-                    engine.command(command);
-                }
-            }
-        })
-    };
+    let steering = fakes::steer(&engine, person);
     let outcome = engine.run().await;
     engine.stop_actions();
     steering.abort();
