@@ -284,7 +284,7 @@ impl Inner {
         }
         step!(self.write(
             &format!("llm/{call}.system.md"),
-            request.system.clone().unwrap_or_default().as_bytes()
+            request.system.as_deref().unwrap_or_default().as_bytes()
         ));
         step!(self.write(&prompt_file, shown.as_bytes()));
         if self.control.mode() == Mode::Step {
