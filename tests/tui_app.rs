@@ -414,6 +414,38 @@ fn gate_dialog_rejects_after_asking_and_can_wait() {
     );
 }
 
+/// A call of deepseek-chat starting (`candidate`: the one it works on).
+fn call_started(
+    call: u32,
+    key: &str,
+    kind: CallKind,
+    candidate: Option<u32>,
+    prompt_file: &str,
+) -> Event {
+    Event::LlmCallStarted {
+        key: key.to_string(),
+        call: CallId(call),
+        kind,
+        candidate: candidate.map(CandidateId),
+        provider: "deepseek".into(),
+        model: "deepseek-chat".into(),
+        prompt_file: prompt_file.into(),
+    }
+}
+
+/// A call answering (the answer in `response_file` when given).
+fn call_finished(call: u32, response_file: Option<String>) -> Event {
+    Event::LlmCallFinished {
+        call: CallId(call),
+        ok: true,
+        error: None,
+        usage: Default::default(),
+        cost_usd: None,
+        latency_s: 1.0,
+        response_file,
+    }
+}
+
 /// The recorded run waiting at an evaluation gate for #9 (its final-best gate answered).
 fn at_evaluation_gate() -> Harness {
     let mut h = live_until(gate_opened(3), opts(120, 40));
@@ -533,15 +565,13 @@ fn pause_resume_and_cancel() {
     h.key("P");
     h.key("x"); // nothing in flight
     assert!(h.screen().contains("no LLM call in flight"));
-    h.event(Event::LlmCallStarted {
-        key: String::new(),
-        call: CallId(11),
-        kind: CallKind::Repair,
-        candidate: Some(CandidateId(9)),
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/10.prompt.md".into(),
-    });
+    h.event(call_started(
+        11,
+        "",
+        CallKind::Repair,
+        Some(9),
+        "llm/10.prompt.md",
+    ));
     h.key("x");
     assert_eq!(
         h.host.commands,
@@ -585,15 +615,13 @@ fn a_failed_call_shows_its_retries_and_is_asked_again_with_r() {
     h.key("esc");
     h.key("R");
     assert!(h.screen().contains("no failed LLM call to ask again"));
-    h.event(Event::LlmCallStarted {
-        key: "seed3".into(),
-        call: CallId(12),
-        kind: CallKind::Seed,
-        candidate: None,
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/12.prompt.md".into(),
-    });
+    h.event(call_started(
+        12,
+        "seed3",
+        CallKind::Seed,
+        None,
+        "llm/12.prompt.md",
+    ));
     h.event(Event::LlmRetry {
         call: CallId(12),
         attempt: 2,
@@ -700,15 +728,13 @@ fn quitting_while_a_requested_repair_runs_asks_first() {
     h.event(Event::StateChanged {
         state: EngineState::Finished,
     });
-    h.event(Event::LlmCallStarted {
-        key: "user1-1".into(),
-        call: CallId(30),
-        kind: CallKind::Instructed,
-        candidate: Some(CandidateId(9)),
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/30.prompt.md".into(),
-    });
+    h.event(call_started(
+        30,
+        "user1-1",
+        CallKind::Instructed,
+        Some(9),
+        "llm/30.prompt.md",
+    ));
     h.key("q");
     assert_eq!(h.exit, None);
     assert!(
@@ -717,15 +743,7 @@ fn quitting_while_a_requested_repair_runs_asks_first() {
         h.screen()
     );
     h.key("n");
-    h.event(Event::LlmCallFinished {
-        call: CallId(30),
-        ok: true,
-        error: None,
-        usage: Default::default(),
-        cost_usd: None,
-        latency_s: 1.0,
-        response_file: None,
-    });
+    h.event(call_finished(30, None));
     h.key("q");
     assert_eq!(h.exit, Some(TuiExit::Quit), "nothing left to cancel");
 }
@@ -786,15 +804,13 @@ fn follows_new_candidates_until_the_user_moves() {
 fn streaming_text_shows_live_and_redraws_only_when_visible() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
     h.key("esc");
-    h.event(Event::LlmCallStarted {
-        key: String::new(),
-        call: CallId(11),
-        kind: CallKind::Repair,
-        candidate: Some(CandidateId(9)),
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/10.prompt.md".into(),
-    });
+    h.event(call_started(
+        11,
+        "",
+        CallKind::Repair,
+        Some(9),
+        "llm/10.prompt.md",
+    ));
     // The Code tab is showing: deltas do not redraw.
     let frames = h.frames;
     let delta = |t: &str| Event::LlmDelta {
@@ -1150,15 +1166,13 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
     h.key("4");
     // A seed's call has no candidate yet: it is in the list anyway, and with follow on
     // the tab moves to it.
-    h.event(Event::LlmCallStarted {
-        key: "seed3".into(),
-        call: CallId(40),
-        kind: CallKind::Seed,
-        candidate: None,
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/2.prompt.md".into(),
-    });
+    h.event(call_started(
+        40,
+        "seed3",
+        CallKind::Seed,
+        None,
+        "llm/2.prompt.md",
+    ));
     let s = h.screen();
     assert!(
         s.contains("call #40 seed") && s.contains("streaming…"),
@@ -1180,15 +1194,7 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
         reasoning: String::new(),
     });
     assert!(h.screen().contains(&last), "{}", h.screen());
-    h.event(Event::LlmCallFinished {
-        call: CallId(40),
-        ok: true,
-        error: None,
-        usage: Default::default(),
-        cost_usd: None,
-        latency_s: 2.0,
-        response_file: Some("llm/2.response.md".into()),
-    });
+    h.event(call_finished(40, Some("llm/2.response.md".into())));
     let s = h.screen();
     assert!(s.contains("✓ done") && s.contains(&last), "{s}");
 }
@@ -1196,15 +1202,13 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
 #[test]
 fn the_activity_line_says_what_runs_now() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
-    h.event(Event::LlmCallStarted {
-        key: "seed2/repair1".into(),
-        call: CallId(11),
-        kind: CallKind::Repair,
-        candidate: Some(CandidateId(2)),
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/10.prompt.md".into(),
-    });
+    h.event(call_started(
+        11,
+        "seed2/repair1",
+        CallKind::Repair,
+        Some(2),
+        "llm/10.prompt.md",
+    ));
     let s = h.screen();
     assert!(
         s.contains("call 11 seed2/repair1 (deepseek-chat)")
@@ -1353,28 +1357,18 @@ fn slash_in_the_detail_pane_searches_what_it_shows() {
 fn candidates_being_written_show_as_placeholders_in_the_tree() {
     let mut h = live_until(gate_opened(3), opts(120, 40));
     h.key("esc");
-    h.event(Event::LlmCallStarted {
-        key: "stage/block_tiling/repair1".into(),
-        call: CallId(50),
-        kind: CallKind::Repair,
-        candidate: Some(CandidateId(8)),
-        provider: "deepseek".into(),
-        model: "deepseek-chat".into(),
-        prompt_file: "llm/10.prompt.md".into(),
-    });
+    h.event(call_started(
+        50,
+        "stage/block_tiling/repair1",
+        CallKind::Repair,
+        Some(8),
+        "llm/10.prompt.md",
+    ));
     assert!(
         h.screen().contains("◌ repair of #8: being written"),
         "{}",
         h.screen()
     );
-    h.event(Event::LlmCallFinished {
-        call: CallId(50),
-        ok: true,
-        error: None,
-        usage: Default::default(),
-        cost_usd: None,
-        latency_s: 1.0,
-        response_file: None,
-    });
+    h.event(call_finished(50, None));
     assert!(!h.screen().contains("being written"));
 }
