@@ -110,11 +110,12 @@ fn main() {
     // The UI thread never highlights (a worker does, see below): warm the highlight
     // cache for every kernel so the frames measure what the UI thread does.
     let t = Instant::now();
-    let theme = h.app.theme.syntax.clone();
-    let ids: Vec<_> = h.app.state.candidates.keys().copied().collect();
+    let cx = h.app.ctx();
+    let theme = cx.theme.syntax.clone();
+    let ids: Vec<_> = cx.state.candidates.keys().copied().collect();
     for id in &ids {
-        if let Some(code) = h.app.candidate_code(*id) {
-            h.app.highlighter.get(&code, theme.as_deref());
+        if let Some(code) = cx.code(*id) {
+            cx.highlighter.get(&code, theme.as_deref());
         }
     }
     let warm = t.elapsed();

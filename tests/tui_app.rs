@@ -71,7 +71,7 @@ fn code_of(id: u32) -> String {
 fn select(h: &mut Harness, id: u32) {
     h.key("g");
     for _ in 0..20 {
-        if h.app.selected == Some(CandidateId(id)) {
+        if h.app.selected() == Some(CandidateId(id)) {
             return;
         }
         h.key("j");
@@ -184,40 +184,40 @@ fn too_small_terminal_says_so_and_recovers() {
 #[test]
 fn opens_on_the_best_and_navigates_the_tree() {
     let mut h = open(120, 40);
-    assert_eq!(h.app.selected, Some(CandidateId(9)));
+    assert_eq!(h.app.selected(), Some(CandidateId(9)));
     h.key("g");
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
-    assert!(!h.app.follow, "moving stops following");
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
+    assert!(!h.app.follow(), "moving stops following");
     h.key("j");
-    assert_eq!(h.app.selected, Some(CandidateId(3)));
+    assert_eq!(h.app.selected(), Some(CandidateId(3)));
     h.key("h"); // a leaf: goes to the parent
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
     h.key("h"); // collapses #1 and its subtree
     assert!(!h.screen().contains("#3 rep"));
     h.key("j");
     assert_eq!(
-        h.app.selected,
+        h.app.selected(),
         Some(CandidateId(2)),
         "collapsed rows are skipped"
     );
     h.keys(&["k", "l"]);
     assert!(h.screen().contains("#3 rep"));
     h.key("G");
-    assert_eq!(h.app.selected, Some(CandidateId(2)));
-    assert!(h.app.follow, "G follows again");
+    assert_eq!(h.app.selected(), Some(CandidateId(2)));
+    assert!(h.app.follow(), "G follows again");
 }
 
 #[test]
 fn chart_points_select_candidates() {
     let mut h = open(120, 40);
     h.key("tab");
-    assert_eq!(h.app.focus, Focus::Chart);
+    assert_eq!(h.app.focus(), Focus::Chart);
     h.key("h");
-    assert_eq!(h.app.selected, Some(CandidateId(8)));
+    assert_eq!(h.app.selected(), Some(CandidateId(8)));
     h.key("g");
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
     h.key("l");
-    assert_eq!(h.app.selected, Some(CandidateId(2)));
+    assert_eq!(h.app.selected(), Some(CandidateId(2)));
 }
 
 #[test]
@@ -232,7 +232,7 @@ fn tabs_switch_by_number_and_brackets() {
         ("]", Tab::Code),
     ] {
         h.key(k);
-        assert_eq!(h.app.tab, tab);
+        assert_eq!(h.app.tab(), tab);
     }
 }
 
@@ -299,9 +299,9 @@ fn console_filters_and_scrolls() {
     assert!(!s.contains("final best #9"));
     assert_eq!(h.app.console_lines().len(), 3);
     h.keys(&["backtab"]);
-    assert_eq!(h.app.focus, Focus::Console);
+    assert_eq!(h.app.focus(), Focus::Console);
     h.key("esc");
-    assert_eq!(h.app.console_filter, "");
+    assert_eq!(h.app.console_filter(), "");
     h.key("g");
     assert!(h.screen().contains("(scrolled)"));
     assert!(h.screen().contains("session sessions/"));
@@ -339,7 +339,7 @@ fn read_only_sessions_send_nothing() {
         h.key(k);
     }
     assert!(h.host.commands.is_empty());
-    assert!(h.app.overlay.is_none());
+    assert!(h.app.overlay().is_none());
     h.key("r");
     assert!(h.screen().contains("read-only"));
 }
@@ -395,7 +395,7 @@ fn gate_dialog_rejects_after_asking_and_can_wait() {
     assert!(h.screen().contains("keeps waiting"), "{}", h.screen());
     // Browsing while it waits.
     h.key("g");
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
     h.key("a");
     assert!(h.screen().contains("Waiting for you — gate 1"));
     h.key("n");
@@ -644,7 +644,7 @@ fn a_failed_call_shows_its_retries_and_is_asked_again_with_r() {
         "{}",
         h.screen()
     );
-    assert_eq!(h.app.state.calls[&CallId(12)].retries.len(), 1);
+    assert_eq!(h.app.state().calls[&CallId(12)].retries.len(), 1);
 }
 
 #[test]
@@ -654,7 +654,7 @@ fn a_candidate_marked_final_says_so_in_the_tree() {
     h.event(Event::FinalMarked {
         candidate: CandidateId(2),
     });
-    assert_eq!(h.app.state.best, Some(CandidateId(2)));
+    assert_eq!(h.app.state().best, Some(CandidateId(2)));
     let screen = h.screen();
     assert!(
         screen
@@ -790,14 +790,14 @@ fn follows_new_candidates_until_the_user_moves() {
         call: None,
     };
     h.event(created(CandidateId(10)));
-    assert_eq!(h.app.selected, Some(CandidateId(10)));
+    assert_eq!(h.app.selected(), Some(CandidateId(10)));
     h.key("k");
-    let here = h.app.selected;
+    let here = h.app.selected();
     h.event(created(CandidateId(11)));
-    assert_eq!(h.app.selected, here);
+    assert_eq!(h.app.selected(), here);
     assert!(h.screen().contains("#11 manual"));
     h.key("f");
-    assert_eq!(h.app.selected, Some(CandidateId(11)));
+    assert_eq!(h.app.selected(), Some(CandidateId(11)));
 }
 
 #[test]
@@ -848,10 +848,10 @@ fn mouse_clicks_select_rows_and_tabs() {
         })
     };
     h.input(click(5, 1)); // first tree row
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
-    let (_, r) = h.app.areas.tabs[4];
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
+    let (_, r) = h.app.areas().tabs[4];
     h.input(click(r.x + 1, r.y));
-    assert_eq!(h.app.tab, Tab::Eval);
+    assert_eq!(h.app.tab(), Tab::Eval);
 }
 
 #[test]
@@ -860,7 +860,7 @@ fn key_release_events_are_ignored() {
     let mut k = key_event("g");
     k.kind = crossterm::event::KeyEventKind::Release;
     h.input(Input::Key(k));
-    assert_eq!(h.app.selected, Some(CandidateId(9)));
+    assert_eq!(h.app.selected(), Some(CandidateId(9)));
 }
 
 #[test]
@@ -877,8 +877,8 @@ fn the_async_loop_runs_to_quit() {
     }
     let exit = rt.block_on(run_loop(&mut h.terminal, &mut h.app, &mut rx, &mut h.host));
     assert_eq!(exit.unwrap(), TuiExit::Quit);
-    assert_eq!(h.app.selected, Some(CandidateId(3)));
-    assert_eq!(h.app.tab, Tab::Diff);
+    assert_eq!(h.app.selected(), Some(CandidateId(3)));
+    assert_eq!(h.app.tab(), Tab::Diff);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -987,8 +987,8 @@ fn big_sessions_open_and_scroll() {
     let tmp = tempfile::tempdir().unwrap();
     write_big_session(tmp.path(), 60, 2000).unwrap();
     let mut h = Harness::open(tmp.path(), opts(200, 60)).unwrap();
-    assert_eq!(h.app.state.candidates.len(), 60);
-    assert_eq!(h.app.state.log.len(), 2000);
+    assert_eq!(h.app.state().candidates.len(), 60);
+    assert_eq!(h.app.state().log.len(), 2000);
     h.keys(&["g", "pagedown", "2", "3", "4", "5"]);
     h.keys(&["backtab", "/"]);
     h.type_text("step 7 ");
@@ -1250,12 +1250,12 @@ fn the_activity_line_says_what_runs_now() {
 fn jumps_to_the_best_and_to_the_next_failure() {
     let mut h = open(120, 40);
     h.key("g");
-    assert_eq!(h.app.selected, Some(CandidateId(1)));
+    assert_eq!(h.app.selected(), Some(CandidateId(1)));
     h.key("b");
-    assert_eq!(h.app.selected, h.app.state.best);
+    assert_eq!(h.app.selected(), h.app.state().best);
     let failed: Vec<CandidateId> = h
         .app
-        .state
+        .state()
         .candidates
         .values()
         .filter(|c| c.status == kforge::session::state::CandidateStatus::Failed)
@@ -1264,11 +1264,15 @@ fn jumps_to_the_best_and_to_the_next_failure() {
     assert!(failed.len() >= 2);
     h.key("g");
     h.key("!");
-    assert_eq!(h.app.selected, Some(failed[1]), "the next failure after #1");
+    assert_eq!(
+        h.app.selected(),
+        Some(failed[1]),
+        "the next failure after #1"
+    );
     for _ in 0..failed.len() - 1 {
         h.key("!");
     }
-    assert_eq!(h.app.selected, Some(failed[0]), "wraps around");
+    assert_eq!(h.app.selected(), Some(failed[0]), "wraps around");
 }
 
 #[test]
@@ -1293,7 +1297,7 @@ fn the_inline_editor_opens_at_the_top_with_line_numbers_and_pages() {
 fn panes_grow_with_a_large_terminal() {
     let small = open(120, 40);
     let big = open(300, 80);
-    let (s, b) = (&small.app.areas, &big.app.areas);
+    let (s, b) = (&small.app.areas(), &big.app.areas());
     assert!(
         b.console.height > s.console.height,
         "{:?} vs {:?}",
@@ -1330,7 +1334,7 @@ fn slash_in_the_detail_pane_searches_what_it_shows() {
     let mut h = open(120, 40);
     select(&mut h, 9);
     h.keys(&["tab", "tab"]); // tree -> chart -> detail
-    assert_eq!(h.app.focus, kforge::tui::app::Focus::Detail);
+    assert_eq!(h.app.focus(), kforge::tui::app::Focus::Detail);
     h.key("/");
     assert!(h.screen().contains("search the Code tab"), "{}", h.screen());
     h.type_text("class ModelNew");
@@ -1341,12 +1345,16 @@ fn slash_in_the_detail_pane_searches_what_it_shows() {
         .unwrap();
     let s = h.screen();
     assert!(s.contains("\"class ModelNew\": match 1 of 1"), "{s}");
-    assert!(h.app.scroll > 0 && h.app.scroll <= line, "{}", h.app.scroll);
+    assert!(
+        h.app.detail_scroll() > 0 && h.app.detail_scroll() <= line,
+        "{}",
+        h.app.detail_scroll()
+    );
     // n/N go through the matches while the search is on; esc clears it.
     h.key("n");
     assert!(h.screen().contains("match 1 of 1"));
     h.key("esc");
-    assert!(h.app.search.is_none());
+    assert!(h.app.search().is_none());
     // Somewhere else `/` still filters the console.
     h.key("tab");
     h.key("/");

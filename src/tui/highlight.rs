@@ -2,6 +2,7 @@
 //! syntect theme). Only foreground colours and bold are taken from syntect: its
 //! backgrounds would paint over the terminal's and the diff colours.
 
+use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -95,21 +96,24 @@ pub fn highlight_python(text: &str, theme: &str) -> Vec<Line<'static>> {
 
 /// Highlight cache and worker.
 pub struct Highlighter {
-    cache: HashMap<Key, Lines>,
+    cache: RefCell<Cache>,
+    worker: Option<mpsc::Sender<Job>>,
+    max_lines: usize,
+}
+
+#[derive(Default)]
+struct Cache {
+    lines: HashMap<Key, Lines>,
     /// Insertion order, for evicting the oldest.
     order: VecDeque<Key>,
     pending: HashSet<Key>,
-    worker: Option<mpsc::Sender<Job>>,
-    max_lines: usize,
 }
 
 impl Highlighter {
     /// Highlights inline, on the calling thread (tests, benchmarks).
     pub fn sync(max_lines: usize) -> Highlighter {
         Highlighter {
-            cache: HashMap::new(),
-            order: VecDeque::new(),
-            pending: HashSet::new(),
+            cache: RefCell::default(),
             worker: None,
             max_lines,
         }
@@ -131,9 +135,7 @@ impl Highlighter {
             })
             .ok();
         Highlighter {
-            cache: HashMap::new(),
-            order: VecDeque::new(),
-            pending: HashSet::new(),
+            cache: RefCell::default(),
             worker: Some(tx),
             max_lines,
         }
@@ -141,13 +143,13 @@ impl Highlighter {
 
     /// The highlighted lines if ready; otherwise starts the job and returns `None` (show
     /// plain text meanwhile). `None` also for no theme or too long a text.
-    pub fn get(&mut self, text: &Arc<str>, theme: Option<&str>) -> Option<Lines> {
+    pub fn get(&self, text: &Arc<str>, theme: Option<&str>) -> Option<Lines> {
         let theme = theme?;
         if text.lines().count() > self.max_lines {
             return None;
         }
         let key = (hash_text(text), theme.to_string());
-        if let Some(lines) = self.cache.get(&key) {
+        if let Some(lines) = self.cache.borrow().lines.get(&key) {
             return Some(lines.clone());
         }
         match &self.worker {
@@ -157,7 +159,7 @@ impl Highlighter {
                 Some(lines)
             }
             Some(tx) => {
-                if self.pending.insert(key.clone()) {
+                if self.cache.borrow_mut().pending.insert(key.clone()) {
                     let _ = tx.send(Job {
                         key,
                         text: text.clone(),
@@ -168,20 +170,21 @@ impl Highlighter {
         }
     }
 
-    fn insert(&mut self, key: Key, lines: Lines) {
-        while self.cache.len() >= CACHE_ENTRIES {
-            let Some(old) = self.order.pop_front() else {
+    fn insert(&self, key: Key, lines: Lines) {
+        let mut c = self.cache.borrow_mut();
+        while c.lines.len() >= CACHE_ENTRIES {
+            let Some(old) = c.order.pop_front() else {
                 break;
             };
-            self.cache.remove(&old);
+            c.lines.remove(&old);
         }
-        if self.cache.insert(key.clone(), lines).is_none() {
-            self.order.push_back(key);
+        if c.lines.insert(key.clone(), lines).is_none() {
+            c.order.push_back(key);
         }
     }
 
-    pub fn done(&mut self, done: Done) {
-        self.pending.remove(&done.key);
+    pub fn done(&self, done: Done) {
+        self.cache.borrow_mut().pending.remove(&done.key);
         self.insert(done.key, done.lines);
     }
 }
@@ -198,17 +201,17 @@ mod tests {
         assert!(lines[0].spans.iter().any(|s| s.style.fg.is_some()));
         let text: String = lines[1].spans.iter().map(|s| s.content.as_ref()).collect();
         assert_eq!(text, "    return x + 1");
-        let mut h = Highlighter::sync(100);
+        let h = Highlighter::sync(100);
         let t: Arc<str> = Arc::from("x = 1\n");
         assert!(h.get(&t, Some("base16-ocean.dark")).is_some());
         assert!(h.get(&t, None).is_none());
-        assert_eq!(h.cache.len(), 1);
+        assert_eq!(h.cache.borrow().lines.len(), 1);
     }
 
     #[test]
     fn worker_reports_results() {
         let (tx, rx) = mpsc::channel();
-        let mut h = Highlighter::threaded(100, move |d| {
+        let h = Highlighter::threaded(100, move |d| {
             let _ = tx.send(d);
         });
         let t: Arc<str> = Arc::from("import triton\n");

@@ -2,24 +2,38 @@
 //! and commands: `run_tui` takes a `TuiLink` (events so far, a channel of new ones, a
 //! command sender) and returns when the person quits.
 //!
-//! - `app`: state and input handling, no terminal; `render`: drawing;
+//! - `app`: the shared context, the components and the routing of inputs between them,
+//!   no terminal; `render`: the layout;
+//! - `component`: what a component is (state, keys, hints, drawing) and the app-event
+//!   queue they talk through;
+//! - `panes` (tree, timeline, console), `detail` (the six tabs), `overlays` (help,
+//!   confirmations, input, the gate dialog), `bars` (activity, status, hints): the
+//!   components;
+//! - `docs` and `highlight`: session files and syntax colours, off the UI thread;
 //! - `runtime`: the loop (terminal, input thread, draw throttling, `$EDITOR`, OSC 52);
 //! - `attach`: following a session that another process writes;
-//! - `theme`, `keymap`, `config`, `highlight`, `diff`, `editor`: the parts;
+//! - `theme`, `keymap`, `config`, `diff`, `editor`, `widgets`: the parts;
 //! - `testing`: a harness driving the real loop on a `TestBackend`, and big-session
 //!   generation for the benchmark.
 
 pub mod app;
 pub mod attach;
+pub mod bars;
+pub mod component;
 pub mod config;
+pub mod detail;
 pub mod diff;
+pub mod docs;
 pub mod editor;
 pub mod highlight;
 pub mod keymap;
+pub mod overlays;
+pub mod panes;
 pub mod render;
 pub mod runtime;
 pub mod testing;
 pub mod theme;
+pub mod widgets;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 

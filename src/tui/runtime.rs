@@ -16,6 +16,7 @@ use ratatui::backend::{Backend, CrosstermBackend};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 use super::app::{App, AppOptions, Effect, Input};
+use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::Keymap;
 use super::theme::{self, Theme};
@@ -53,12 +54,12 @@ pub fn process<B: Backend>(
             Effect::Command(c) => {
                 tracing::info!(?c, "command");
                 if let Err(e) = host.send(c) {
-                    app.flash = Some(format!("cannot send the command: {e:#}"));
+                    app.set_flash(format!("cannot send the command: {e:#}"));
                 }
             }
             Effect::Copy(text) => {
                 if let Err(e) = host.copy(&text) {
-                    app.flash = Some(format!("copy failed: {e:#}"));
+                    app.set_flash(format!("copy failed: {e:#}"));
                 }
             }
             Effect::Edit {
@@ -66,23 +67,20 @@ pub fn process<B: Backend>(
                 suffix,
                 purpose,
             } => {
-                let result = match host.edit(&text, suffix) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        app.flash = Some(format!("editor: {e:#}"));
-                        None
-                    }
+                let (result, failure) = match host.edit(&text, suffix) {
+                    Ok(r) => (r, None),
+                    Err(e) => (None, Some(format!("editor: {e:#}"))),
                 };
                 terminal.clear().map_err(|e| anyhow!("{e}"))?;
-                let flash = app.flash.clone();
                 app.edited(purpose, &text, result);
-                if app.flash.is_none() {
-                    app.flash = flash;
+                // Why the editor failed says more than "edit cancelled".
+                if let Some(f) = failure {
+                    app.set_flash(f);
                 }
             }
             Effect::Suspend => {
                 if let Err(e) = host.suspend() {
-                    app.flash = Some(format!("cannot suspend: {e:#}"));
+                    app.set_flash(format!("cannot suspend: {e:#}"));
                 }
                 terminal.clear().map_err(|e| anyhow!("{e}"))?;
                 app.dirty = true;
@@ -180,6 +178,10 @@ pub async fn run_tui_with(
         mut events,
         commands,
     } = link;
+    let docs_tx = tx.clone();
+    let docs = Docs::threaded(&session_dir.path, move |l| {
+        let _ = docs_tx.send(Input::Loaded(l));
+    });
     let mut app = App::new(
         session_dir,
         &initial,
@@ -192,6 +194,7 @@ pub async fn run_tui_with(
         theme,
         keymap,
         highlighter,
+        docs,
     );
     drop(initial);
     let ev_tx = tx.clone();

@@ -16,6 +16,7 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Style;
 
 use super::app::{App, AppOptions, Input};
+use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::{Key, Keymap};
 use super::runtime::{self, Host};
@@ -145,6 +146,7 @@ impl Harness {
         };
         let keymap = Keymap::with_overrides(&options.config.key_overrides())?;
         let clock = records.last().map(|r| r.ts);
+        let session_path = session.path.clone();
         let app = App::new(
             session,
             records,
@@ -157,6 +159,7 @@ impl Harness {
             theme,
             keymap,
             Highlighter::sync(options.config.highlight_max_lines),
+            Docs::sync(&session_path),
         );
         let terminal = Terminal::new(TestBackend::new(options.width, options.height))
             .map_err(|e| anyhow!("{e}"))?;
@@ -213,9 +216,9 @@ impl Harness {
 
     /// Appends an event (next sequence number, one second after the last).
     pub fn event(&mut self, event: Event) {
-        let seq = self.app.state.last_seq + 1;
-        let ts = self.app.state.last_ts.unwrap_or_else(Utc::now) + Duration::seconds(1);
-        self.app.options.clock = Some(ts);
+        let seq = self.app.state().last_seq + 1;
+        let ts = self.app.state().last_ts.unwrap_or_else(Utc::now) + Duration::seconds(1);
+        self.app.set_clock(ts);
         self.input(Input::Event(EventRecord { seq, ts, event }));
     }
 

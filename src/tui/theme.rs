@@ -65,11 +65,12 @@ pub enum Role {
     StatusKey,
     DialogBorder,
     Input,
+    SearchMatch,
 }
 
 impl Role {
     /// Every role; a theme file may leave some out (they fall back to `dark`).
-    pub const ALL: [Role; 39] = [
+    pub const ALL: [Role; 40] = [
         Role::Text,
         Role::Muted,
         Role::Accent,
@@ -109,6 +110,7 @@ impl Role {
         Role::StatusKey,
         Role::DialogBorder,
         Role::Input,
+        Role::SearchMatch,
     ];
 
     /// The role's name in theme files.
@@ -153,6 +155,7 @@ impl Role {
             Role::StatusKey => "status_key",
             Role::DialogBorder => "dialog_border",
             Role::Input => "input",
+            Role::SearchMatch => "search_match",
         }
     }
 

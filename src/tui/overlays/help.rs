@@ -1,0 +1,72 @@
+//! The help dialog: every bound key, generated from the live keymap.
+
+use crossterm::event::KeyEvent;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+
+use super::scrolled;
+use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
+use crate::tui::keymap::{Action, Context};
+use crate::tui::theme::Role;
+use crate::tui::widgets::{centered, dialog};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelpView {
+    scroll: usize,
+}
+
+impl Component for HelpView {
+    fn hints(&self, _cx: &Ctx, out: &mut Vec<Hint>) {
+        out.push(Hint::new(Action::Down, "scroll"));
+    }
+
+    fn on_action(&mut self, action: Action, _cx: &Ctx, out: &mut AppEvents) -> Handled {
+        match scrolled(action, self.scroll, 10) {
+            Some(s) => self.scroll = s,
+            // Any other key closes it.
+            None => out.push(AppEvent::Close),
+        }
+        Handled::Consumed
+    }
+
+    fn on_key(&mut self, key: &KeyEvent, cx: &Ctx, out: &mut AppEvents) -> Handled {
+        match cx.keymap.lookup(key, &[Context::Global]) {
+            Some(action) => self.on_action(action, cx, out),
+            None => {
+                out.push(AppEvent::Close);
+                Handled::Consumed
+            }
+        }
+    }
+
+    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
+        let r = centered(area, 84, area.height.saturating_sub(4));
+        frame.render_widget(Clear, r);
+        let block = dialog(cx, " Keys (from your keymap) — esc closes ");
+        let inner = block.inner(r);
+        frame.render_widget(block, r);
+        let mut lines = Vec::new();
+        for (ctx, entries) in cx.keymap.help() {
+            if entries.is_empty() {
+                continue;
+            }
+            lines.push(Line::styled(ctx.title(), cx.theme.get(Role::Accent)));
+            for (keys, desc) in entries {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {keys:<18}"), cx.theme.get(Role::StatusKey)),
+                    Span::styled(desc, cx.theme.get(Role::Text)),
+                ]));
+            }
+        }
+        lines.push(Line::styled(
+            "Keys are set in [tui.keys] of config.toml; see docs/tui.md.",
+            cx.theme.get(Role::Muted),
+        ));
+        let h = inner.height as usize;
+        self.scroll = self.scroll.min(lines.len().saturating_sub(h));
+        let visible: Vec<Line> = lines.into_iter().skip(self.scroll).take(h).collect();
+        frame.render_widget(Paragraph::new(visible), inner);
+    }
+}

@@ -1,0 +1,303 @@
+//! The candidate tree: one row per candidate under its parent, folds, the selection, and
+//! placeholder rows for candidates an LLM call is writing now.
+
+use std::collections::{HashMap, HashSet};
+
+use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::protocol::{CallKind, CandidateId};
+use crate::session::state::CandidateStatus;
+
+use crate::tui::app::Focus;
+use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
+use crate::tui::keymap::{Action, Context};
+use crate::tui::theme::Role;
+use crate::tui::widgets::{glyph, outcome, pane_block, truncate};
+
+/// A row of the flattened candidate tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TreeRow {
+    pub id: CandidateId,
+    pub depth: usize,
+    pub has_children: bool,
+    pub collapsed: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct TreePane {
+    collapsed: HashSet<CandidateId>,
+    /// The flattened rows, rebuilt when the tree or a fold changes.
+    rows: Option<Vec<TreeRow>>,
+    /// First row shown.
+    offset: usize,
+    /// Where it was last drawn (the mouse).
+    pub area: Rect,
+}
+
+impl TreePane {
+    /// The tree changed (a candidate appeared): rebuild the rows on the next use.
+    pub fn invalidate(&mut self) {
+        self.rows = None;
+    }
+
+    /// The visible rows (cached until the tree or a fold changes).
+    pub fn rows(&mut self, cx: &Ctx) -> &[TreeRow] {
+        if self.rows.is_none() {
+            self.rows = Some(build_rows(cx, &self.collapsed));
+        }
+        self.rows.as_deref().unwrap_or(&[])
+    }
+
+    /// Makes a candidate visible: unfolds its ancestors.
+    pub fn reveal(&mut self, id: Option<CandidateId>, cx: &Ctx) {
+        let mut cur = id
+            .and_then(|i| cx.state.candidates.get(&i))
+            .and_then(|c| c.parent);
+        while let Some(p) = cur {
+            if self.collapsed.remove(&p) {
+                self.rows = None;
+            }
+            cur = cx.state.candidates.get(&p).and_then(|c| c.parent);
+        }
+    }
+
+    fn select_row(&mut self, cx: &Ctx, out: &mut AppEvents, pick: impl Fn(usize, usize) -> usize) {
+        let sel = cx.selected;
+        let rows = self.rows(cx);
+        if rows.is_empty() {
+            return;
+        }
+        let cur = sel
+            .and_then(|s| rows.iter().position(|r| r.id == s))
+            .unwrap_or(0);
+        let next = pick(cur, rows.len()).min(rows.len() - 1);
+        out.push(AppEvent::Select {
+            id: Some(rows[next].id),
+            by_user: true,
+        });
+    }
+
+    fn move_by(&mut self, delta: isize, cx: &Ctx, out: &mut AppEvents) {
+        self.select_row(cx, out, |cur, _| (cur as isize + delta).max(0) as usize);
+    }
+}
+
+fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>) -> Vec<TreeRow> {
+    let mut children: HashMap<Option<CandidateId>, Vec<CandidateId>> = HashMap::new();
+    for c in cx.state.candidates.values() {
+        // A parent that does not exist makes a root.
+        let parent = c.parent.filter(|p| cx.state.candidates.contains_key(p));
+        children.entry(parent).or_default().push(c.id);
+    }
+    let mut rows = Vec::with_capacity(cx.state.candidates.len());
+    let mut stack: Vec<(CandidateId, usize)> = children
+        .get(&None)
+        .map(|v| v.iter().rev().map(|id| (*id, 0)).collect())
+        .unwrap_or_default();
+    while let Some((id, depth)) = stack.pop() {
+        let kids = children.get(&Some(id));
+        let folded = collapsed.contains(&id);
+        rows.push(TreeRow {
+            id,
+            depth,
+            has_children: kids.is_some(),
+            collapsed: folded,
+        });
+        if !folded && let Some(k) = kids {
+            stack.extend(k.iter().rev().map(|c| (*c, depth + 1)));
+        }
+    }
+    rows
+}
+
+impl Component for TreePane {
+    fn context(&self) -> Option<Context> {
+        Some(Context::Tree)
+    }
+
+    fn hints(&self, _cx: &Ctx, out: &mut Vec<Hint>) {
+        out.extend([
+            Hint::new(Action::Down, "move"),
+            Hint::new(Action::Toggle, "fold"),
+            Hint::new(Action::Mark, "mark"),
+        ]);
+    }
+
+    fn on_action(&mut self, action: Action, cx: &Ctx, out: &mut AppEvents) -> Handled {
+        let sel = cx.selected;
+        match action {
+            Action::Up => self.move_by(-1, cx, out),
+            Action::Down => self.move_by(1, cx, out),
+            Action::PageUp => self.move_by(-10, cx, out),
+            Action::PageDown => self.move_by(10, cx, out),
+            Action::Top => self.select_row(cx, out, |_, _| 0),
+            Action::Bottom => {
+                self.select_row(cx, out, |_, n| n - 1);
+                out.push(AppEvent::Follow(true));
+            }
+            Action::Collapse => {
+                if let Some(id) = sel {
+                    let has_children = cx.state.children(id).next().is_some();
+                    if has_children && !self.collapsed.contains(&id) {
+                        self.collapsed.insert(id);
+                        self.rows = None;
+                    } else if let Some(p) = cx.state.candidates.get(&id).and_then(|c| c.parent) {
+                        out.push(AppEvent::Select {
+                            id: Some(p),
+                            by_user: true,
+                        });
+                    }
+                }
+            }
+            Action::Expand => {
+                if let Some(id) = sel
+                    && self.collapsed.remove(&id)
+                {
+                    self.rows = None;
+                }
+            }
+            Action::Toggle => {
+                if let Some(id) = sel {
+                    if !self.collapsed.remove(&id) && cx.state.children(id).next().is_some() {
+                        self.collapsed.insert(id);
+                    }
+                    self.rows = None;
+                }
+            }
+            _ => return Handled::Ignored,
+        }
+        Handled::Consumed
+    }
+
+    fn on_mouse(&mut self, m: &MouseEvent, cx: &Ctx, out: &mut AppEvents) -> Handled {
+        if !inside(m, self.area) {
+            return Handled::Ignored;
+        }
+        match m.kind {
+            MouseEventKind::ScrollDown => self.move_by(3, cx, out),
+            MouseEventKind::ScrollUp => self.move_by(-3, cx, out),
+            MouseEventKind::Down(MouseButton::Left) => {
+                out.push(AppEvent::Focus(Focus::Tree));
+                let row = (m.row.saturating_sub(self.area.y + 1)) as usize + self.offset;
+                if let Some(id) = self.rows(cx).get(row).map(|r| r.id) {
+                    out.push(AppEvent::Select {
+                        id: Some(id),
+                        by_user: true,
+                    });
+                }
+            }
+            _ => return Handled::Ignored,
+        }
+        Handled::Consumed
+    }
+
+    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
+        self.area = area;
+        let total = cx.state.candidates.len();
+        let title = format!(" Candidates {total}{} ", if cx.follow { " ⇣" } else { "" });
+        let block = pane_block(cx, title, Focus::Tree);
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let height = inner.height as usize;
+        let mut offset = self.offset;
+        let rows = self.rows(cx);
+        if let Some(p) = cx
+            .selected
+            .and_then(|s| rows.iter().position(|r| r.id == s))
+        {
+            if p < offset {
+                offset = p;
+            } else if p >= offset + height {
+                offset = p + 1 - height;
+            }
+        }
+        offset = offset.min(rows.len().saturating_sub(height));
+        let width = inner.width as usize;
+        let mut lines = Vec::with_capacity(height);
+        for row in rows.iter().skip(offset).take(height) {
+            let Some(c) = cx.state.candidates.get(&row.id) else {
+                continue;
+            };
+            let indent = "  ".repeat(row.depth.min(8));
+            let fold = if !row.has_children {
+                "  "
+            } else if row.collapsed {
+                "▸ "
+            } else {
+                "▾ "
+            };
+            let (g, role) = glyph(cx, c);
+            let mark = match (cx.marked == Some(c.id), cx.state.is_final(c.id)) {
+                (true, true) => " final◆",
+                (false, true) => " final",
+                (true, false) => "◆",
+                (false, false) => "",
+            };
+            let right = outcome(c);
+            let left_fixed = format!("{indent}{fold}");
+            let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
+            let room =
+                width.saturating_sub(left_fixed.chars().count() + 1 + right.chars().count() + 1);
+            let label = truncate(&label, room);
+            let pad = width.saturating_sub(
+                left_fixed.chars().count() + 1 + label.chars().count() + right.chars().count(),
+            );
+            let right_role = match c.status {
+                CandidateStatus::Correct if cx.state.best == Some(c.id) => Role::Best,
+                CandidateStatus::Correct if c.score().is_some_and(|s| s < 1.0) => Role::Warn,
+                CandidateStatus::Correct => Role::Ok,
+                _ => role,
+            };
+            let mut line = Line::from(vec![
+                Span::styled(left_fixed, cx.theme.get(Role::Muted)),
+                Span::styled(g, cx.theme.get(role)),
+                Span::styled(
+                    label,
+                    cx.theme.get(if mark.is_empty() {
+                        Role::Text
+                    } else {
+                        Role::Marked
+                    }),
+                ),
+                Span::raw(" ".repeat(pad)),
+                Span::styled(right, cx.theme.get(right_role)),
+            ]);
+            if Some(c.id) == cx.selected {
+                line = line.patch_style(cx.theme.get(Role::Selection));
+            }
+            lines.push(line);
+        }
+        let no_rows = rows.is_empty();
+        self.offset = offset;
+        // Placeholders for the candidates being written now: a call in flight that will
+        // answer with a kernel (not an analysis), below the tree while there is room.
+        let now = cx.now();
+        for call in cx
+            .state
+            .calls_in_flight()
+            .filter(|c| c.kind != CallKind::Analysis)
+        {
+            if lines.len() >= height {
+                break;
+            }
+            let of = call
+                .candidate
+                .map(|p| format!(" of #{p}"))
+                .unwrap_or_default();
+            let secs = (now - call.started).num_seconds().max(0);
+            let text = format!(" ◌ {}{of}: being written ({secs}s)", call.kind.word());
+            lines.push(Line::styled(
+                truncate(&text, width),
+                cx.theme.get(Role::Pending),
+            ));
+        }
+        if no_rows && lines.is_empty() {
+            lines.push(Line::styled("no candidates yet", cx.theme.get(Role::Muted)));
+        }
+        frame.render_widget(Paragraph::new(lines), inner);
+    }
+}

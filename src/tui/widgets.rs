@@ -1,0 +1,342 @@
+//! Drawing pieces more than one component uses: pane and dialog frames, candidate glyphs,
+//! wrapping, numbered and highlighted code, diff rows. Pure functions of what they are
+//! given.
+
+use std::sync::Arc;
+
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders};
+
+use crate::protocol::Category;
+use crate::session::state::{Candidate, CandidateStatus};
+
+use super::app::Focus;
+use super::component::Ctx;
+use super::diff::{RowKind, Segments};
+use super::theme::Role;
+
+/// A pane's frame, its border and title brighter while it has the keyboard.
+pub fn pane_block<'a>(cx: &Ctx, title: impl Into<Line<'a>>, pane: Focus) -> Block<'a> {
+    let focused = cx.focused(pane) && !cx.overlay_open;
+    Block::bordered()
+        .border_style(cx.theme.get(if focused {
+            Role::BorderFocus
+        } else {
+            Role::Border
+        }))
+        .title(title)
+        .title_style(cx.theme.get(if focused {
+            Role::TitleFocus
+        } else {
+            Role::Title
+        }))
+}
+
+pub fn dialog<'a>(cx: &Ctx, title: impl Into<Line<'a>>) -> Block<'a> {
+    Block::bordered()
+        .borders(Borders::ALL)
+        .border_style(cx.theme.get(Role::DialogBorder))
+        .title(title)
+        .title_style(cx.theme.get(Role::DialogBorder))
+}
+
+pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width.saturating_sub(2));
+    let h = height.min(area.height.saturating_sub(2));
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+pub fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+pub fn fmt_tokens(n: u64) -> String {
+    if n >= 1_000_000 {
+        format!("{:.1}M", n as f64 / 1e6)
+    } else if n >= 1000 {
+        format!("{:.1}k", n as f64 / 1e3)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Glyph and its theme role for a candidate.
+pub fn glyph(cx: &Ctx, c: &Candidate) -> (&'static str, Role) {
+    match c.status {
+        CandidateStatus::Pending => ("○", Role::Pending),
+        CandidateStatus::Evaluating => ("◐", Role::Running),
+        CandidateStatus::Correct if cx.state.best == Some(c.id) => ("★", Role::Best),
+        CandidateStatus::Correct => ("✓", Role::Ok),
+        CandidateStatus::Failed => ("✗", Role::Fail),
+        CandidateStatus::Dropped => ("⊘", Role::Dropped),
+    }
+}
+
+/// A candidate's outcome in a few characters (score, failure category, phase).
+pub fn outcome(c: &Candidate) -> String {
+    match c.status {
+        CandidateStatus::Pending => "…".into(),
+        CandidateStatus::Evaluating => c.phase.clone().unwrap_or_else(|| "eval".into()),
+        CandidateStatus::Correct => c
+            .score()
+            .map(|s| format!("{s:.2}x"))
+            .unwrap_or_else(|| "ok".into()),
+        CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category) {
+            Some(Category::OutOfResources) => "resources".into(),
+            Some(Category::StaticCheck) => "static".into(),
+            Some(cat) => cat.to_string(),
+            None => "failed".into(),
+        },
+        CandidateStatus::Dropped => "dropped".into(),
+    }
+}
+
+/// Word-wraps plain text to `width` columns.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    let mut out = Vec::new();
+    for para in text.split('\n') {
+        let para = para.trim_end_matches('\r').replace('\t', "    ");
+        let indent_len = para.len() - para.trim_start_matches(' ').len();
+        let indent = " ".repeat(indent_len.min(width / 2));
+        let mut line = indent.clone();
+        for word in para[indent_len..].split(' ') {
+            let wl = word.chars().count();
+            let ll = line.chars().count();
+            if ll > indent.len() && ll + 1 + wl > width {
+                out.push(std::mem::replace(&mut line, indent.clone()));
+            }
+            if line.len() > indent.len() {
+                line.push(' ');
+            }
+            line.push_str(word);
+            while line.chars().count() > width {
+                let head: String = line.chars().take(width).collect();
+                let tail: String = line.chars().skip(width).collect();
+                out.push(head);
+                line = tail;
+            }
+        }
+        out.push(line);
+    }
+    out
+}
+
+pub fn section(cx: &Ctx, title: &str) -> Line<'static> {
+    Line::styled(format!("── {title} ──"), cx.theme.get(Role::Accent))
+}
+
+pub fn kv(cx: &Ctx, key: &str, value: String) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(format!("{key:<12}"), cx.theme.get(Role::Muted)),
+        Span::styled(value, cx.theme.get(Role::Text)),
+    ])
+}
+
+/// Skips `n` display columns of a line (horizontal scroll).
+pub fn skip_cols(line: Line<'static>, n: usize) -> Line<'static> {
+    if n == 0 {
+        return line;
+    }
+    let mut left = n;
+    let mut spans = Vec::new();
+    for span in line.spans {
+        let len = span.content.chars().count();
+        if left >= len {
+            left -= len;
+            continue;
+        }
+        let rest: String = span.content.chars().skip(left).collect();
+        left = 0;
+        spans.push(Span::styled(rest, span.style));
+    }
+    Line::from(spans).style(line.style)
+}
+
+/// The plain text of a line (what a search looks through).
+pub fn plain(line: &Line) -> String {
+    line.spans.iter().map(|s| s.content.as_ref()).collect()
+}
+
+/// Python code as lines, syntax highlighted once the highlighter has them (plain until
+/// then, or for text too long to highlight).
+pub fn code_lines(cx: &Ctx, text: &Arc<str>) -> Arc<Vec<Line<'static>>> {
+    match cx.highlighter.get(text, cx.theme.syntax.as_deref()) {
+        Some(lines) => lines,
+        None => Arc::new(
+            text.lines()
+                .map(|l| Line::styled(super::highlight::clean_line(l), cx.theme.get(Role::Text)))
+                .collect(),
+        ),
+    }
+}
+
+/// Lines `start..start+height` with a line-number gutter, scrolled `hscroll` columns;
+/// `mark` dresses each line's text (search matches) before the gutter goes on.
+pub fn numbered(
+    cx: &Ctx,
+    lines: &[Line<'static>],
+    start: usize,
+    height: usize,
+    hscroll: usize,
+    mark: impl Fn(Line<'static>) -> Line<'static>,
+) -> Vec<Line<'static>> {
+    let digits = lines.len().max(1).to_string().len();
+    lines
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(height)
+        .map(|(i, l)| {
+            let mut spans = vec![Span::styled(
+                format!("{:>digits$} ", i + 1),
+                cx.theme.get(Role::LineNumber),
+            )];
+            spans.extend(mark(skip_cols(l.clone(), hscroll)).spans);
+            Line::from(spans)
+        })
+        .collect()
+}
+
+/// The sign column of a unified diff row and its style.
+pub fn diff_sign(cx: &Ctx, kind: RowKind) -> (&'static str, Style) {
+    match kind {
+        RowKind::Added => ("+", cx.theme.get(Role::DiffAdd)),
+        RowKind::Removed => ("-", cx.theme.get(Role::DiffDel)),
+        _ => (" ", cx.theme.get(Role::Muted)),
+    }
+}
+
+/// A diff row's segments in diff colours, the changed words emphasized.
+pub fn seg_spans(cx: &Ctx, text: &Segments, kind: RowKind, skip: usize) -> Vec<Span<'static>> {
+    let (base, emph) = match kind {
+        RowKind::Added => (cx.theme.get(Role::DiffAdd), cx.theme.get(Role::DiffAddEmph)),
+        RowKind::Removed => (cx.theme.get(Role::DiffDel), cx.theme.get(Role::DiffDelEmph)),
+        RowKind::Hunk => (cx.theme.get(Role::DiffHunk), cx.theme.get(Role::DiffHunk)),
+        RowKind::Context => (cx.theme.get(Role::Text), cx.theme.get(Role::Text)),
+    };
+    let spans: Vec<Span<'static>> = text
+        .0
+        .iter()
+        .map(|(e, t)| Span::styled(t.replace('\t', "    "), if *e { emph } else { base }))
+        .collect();
+    skip_cols(Line::from(spans), skip).spans
+}
+
+/// A diff row's text: context lines syntax highlighted (from the file's highlighted
+/// lines), changed lines in diff colours with the changed words emphasized.
+pub fn row_spans(
+    cx: &Ctx,
+    text: &Segments,
+    kind: RowKind,
+    line_no: Option<usize>,
+    highlighted: &[Line<'static>],
+    skip: usize,
+) -> Vec<Span<'static>> {
+    if kind == RowKind::Context
+        && let Some(line) = line_no.and_then(|n| highlighted.get(n.wrapping_sub(1)))
+    {
+        return skip_cols(line.clone(), skip).spans;
+    }
+    seg_spans(cx, text, kind, skip)
+}
+
+/// Marks every case-insensitive occurrence of `needle` in a line with `style` on top of
+/// its own (search matches), keeping the rest of its spans as they are.
+pub fn mark_matches(line: Line<'static>, needle: &str, style: Style) -> Line<'static> {
+    if needle.is_empty() {
+        return line;
+    }
+    let text = plain(&line);
+    let lower = text.to_lowercase();
+    let needle = needle.to_lowercase();
+    // Lower-casing can change byte lengths: only mark when it does not (ASCII, most code).
+    if lower.len() != text.len() {
+        return line;
+    }
+    let mut hits: Vec<(usize, usize)> = Vec::new();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(&needle) {
+        let start = from + i;
+        hits.push((start, start + needle.len()));
+        from = start + needle.len().max(1);
+    }
+    if hits.is_empty() {
+        return line;
+    }
+    let style_line = line.style;
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for span in line.spans {
+        let s = span.content.as_ref();
+        let (a, b) = (pos, pos + s.len());
+        pos = b;
+        let mut cut = a;
+        for &(h0, h1) in hits.iter().filter(|(h0, h1)| *h1 > a && *h0 < b) {
+            let (m0, m1) = (h0.max(a), h1.min(b));
+            if m0 > cut {
+                out.push(Span::styled(s[cut - a..m0 - a].to_string(), span.style));
+            }
+            out.push(Span::styled(
+                s[m0 - a..m1 - a].to_string(),
+                span.style.patch(style),
+            ));
+            cut = m1;
+        }
+        if cut < b {
+            out.push(Span::styled(s[cut - a..].to_string(), span.style));
+        }
+    }
+    Line::from(out).style(style_line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::style::{Color, Modifier};
+
+    #[test]
+    fn matches_are_marked_across_spans_and_case() {
+        let red = Style::default().fg(Color::Red);
+        let line = Line::from(vec![
+            Span::styled("def Mo", red),
+            Span::raw("del(x): model"),
+        ]);
+        let hit = Style::default().add_modifier(Modifier::REVERSED);
+        let out = mark_matches(line, "model", hit);
+        assert_eq!(plain(&out), "def Model(x): model");
+        let marked: Vec<&str> = out
+            .spans
+            .iter()
+            .filter(|s| s.style.add_modifier.contains(Modifier::REVERSED))
+            .map(|s| s.content.as_ref())
+            .collect();
+        assert_eq!(marked, ["Mo", "del", "model"]);
+        // The first part keeps its own colour under the mark.
+        assert_eq!(out.spans[1].style.fg, Some(Color::Red));
+        let none = mark_matches(Line::from("abc"), "zz", hit);
+        assert_eq!(none.spans.len(), 1);
+    }
+
+    #[test]
+    fn wrap_keeps_indentation_and_splits_long_words() {
+        assert_eq!(wrap("  a b c", 8), vec!["  a b c"]);
+        let w = wrap(&"x".repeat(20), 8);
+        assert_eq!(w, vec!["xxxxxxxx", "xxxxxxxx", "xxxx"]);
+    }
+}
