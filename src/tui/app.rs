@@ -201,6 +201,11 @@ impl App {
         &self.cx
     }
 
+    /// The context alone (to draw components on their own).
+    pub fn into_ctx(self) -> Ctx {
+        self.cx
+    }
+
     pub fn state(&self) -> &SessionState {
         &self.cx.state
     }

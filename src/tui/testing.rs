@@ -16,6 +16,7 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Style;
 
 use super::app::{App, AppOptions, Input};
+use super::component::Ctx;
 use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::{Key, Keymap};
@@ -139,28 +140,7 @@ impl Harness {
         records: &[EventRecord],
         options: HarnessOptions,
     ) -> Result<Harness> {
-        // Embedded themes, so a user's theme files cannot change the snapshots.
-        let theme = match Theme::builtin(&options.theme, options.no_color) {
-            Some(t) => t,
-            None => Theme::load(&options.theme, options.no_color)?,
-        };
-        let keymap = Keymap::with_overrides(&options.config.key_overrides())?;
-        let clock = records.last().map(|r| r.ts);
-        let session_path = session.path.clone();
-        let app = App::new(
-            session,
-            records,
-            AppOptions {
-                read_only: options.read_only,
-                attached: options.attached,
-                config: options.config.clone(),
-                clock,
-            },
-            theme,
-            keymap,
-            Highlighter::sync(options.config.highlight_max_lines),
-            Docs::sync(&session_path),
-        );
+        let app = app_for(session, records, &options)?;
         let terminal = Terminal::new(TestBackend::new(options.width, options.height))
             .map_err(|e| anyhow!("{e}"))?;
         let mut h = Harness {
@@ -244,6 +224,62 @@ impl Harness {
     pub fn styles(&self) -> String {
         buffer_styles(self.buffer())
     }
+}
+
+/// An app on a session's events, with embedded themes (a user's theme files cannot change
+/// snapshots), files and highlighting on the calling thread, the clock at the last event.
+pub fn app_for(
+    session: SessionDir,
+    records: &[EventRecord],
+    options: &HarnessOptions,
+) -> Result<App> {
+    let theme = match Theme::builtin(&options.theme, options.no_color) {
+        Some(t) => t,
+        None => Theme::load(&options.theme, options.no_color)?,
+    };
+    let keymap = Keymap::with_overrides(&options.config.key_overrides())?;
+    let clock = records.last().map(|r| r.ts);
+    let session_path = session.path.clone();
+    Ok(App::new(
+        session,
+        records,
+        AppOptions {
+            read_only: options.read_only,
+            attached: options.attached,
+            config: options.config.clone(),
+            clock,
+        },
+        theme,
+        keymap,
+        Highlighter::sync(options.config.highlight_max_lines),
+        Docs::sync(&session_path),
+    ))
+}
+
+/// The context components read, for drawing one on its own (component snapshots).
+pub fn context_for(
+    dir: &Path,
+    records: Option<&[EventRecord]>,
+    options: &HarnessOptions,
+) -> Result<Ctx> {
+    let session = SessionDir::open(dir)?;
+    let all;
+    let records = match records {
+        Some(r) => r,
+        None => {
+            all = session.read_events()?.records;
+            &all
+        }
+    };
+    Ok(app_for(session, records, options)?.into_ctx())
+}
+
+/// Draws one component alone on a `width` x `height` buffer; its text then its styles.
+pub fn draw_alone(width: u16, height: u16, draw: impl FnOnce(&mut ratatui::Frame)) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
+    terminal.draw(draw).expect("draw");
+    let buf = terminal.backend().buffer();
+    format!("{}--- styles ---\n{}", buffer_text(buf), buffer_styles(buf))
 }
 
 /// The buffer's text, one line per row, trailing spaces kept off.

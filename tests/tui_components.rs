@@ -1,0 +1,373 @@
+//! Each TUI component drawn on its own from the recorded softmax session (text, then
+//! styles, in insta snapshots), and what a component does with its own keys: the panes,
+//! every detail tab, every dialog and the bars. Whole screens are in `tui_app.rs`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::Duration as Span;
+use kforge::protocol::{CandidateId, Decision, Event, EventRecord, GateId, GateKind};
+use kforge::session::store::SessionDir;
+use kforge::tui::app::{EditPurpose, Focus, Tab};
+use kforge::tui::bars;
+use kforge::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
+use kforge::tui::detail::DetailPane;
+use kforge::tui::docs::Docs;
+use kforge::tui::editor::TextBuf;
+use kforge::tui::keymap::Action;
+use kforge::tui::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView};
+use kforge::tui::panes::{ChartPane, ConsolePane, TreePane};
+use kforge::tui::testing::{HarnessOptions, context_for, draw_alone, key_event};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/softmax")
+}
+
+fn records() -> Vec<EventRecord> {
+    SessionDir::open(&fixture())
+        .unwrap()
+        .read_events()
+        .unwrap()
+        .records
+}
+
+/// The finished session, #9 selected.
+fn finished() -> Ctx {
+    let mut cx = context_for(&fixture(), None, &HarnessOptions::default()).unwrap();
+    cx.selected = Some(CandidateId(9));
+    cx
+}
+
+/// The session as a live run, cut after `upto` events, plus `more` events after them.
+fn live(upto: impl Fn(&Event) -> bool, more: Vec<Event>) -> Ctx {
+    let mut all = records();
+    let end = all.iter().position(|r| upto(&r.event)).unwrap() + 1;
+    all.truncate(end);
+    for event in more {
+        let last = all.last().unwrap();
+        all.push(EventRecord {
+            seq: last.seq + 1,
+            ts: last.ts + Span::seconds(1),
+            event,
+        });
+    }
+    let options = HarnessOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    context_for(&fixture(), Some(&all), &options).unwrap()
+}
+
+fn gate_opened(n: u32) -> impl Fn(&Event) -> bool {
+    move |e| matches!(e, Event::GateOpened { gate, .. } if gate.0 == n)
+}
+
+fn detail(cx: &Ctx, tab: Tab) -> String {
+    let mut d = DetailPane::default();
+    d.set_tab(tab);
+    draw_alone(80, 24, |f| d.draw(cx, f, f.area()))
+}
+
+fn hints(c: &dyn Component, cx: &Ctx) -> Vec<Hint> {
+    let mut v = Vec::new();
+    c.hints(cx, &mut v);
+    v
+}
+
+fn events(out: &mut AppEvents) -> Vec<AppEvent> {
+    std::iter::from_fn(|| out.pop()).collect()
+}
+
+// ------------------------------------------------------------------ panes
+
+#[test]
+fn tree_pane() {
+    let mut cx = finished();
+    cx.marked = Some(CandidateId(4));
+    let mut tree = TreePane::default();
+    insta::assert_snapshot!("tree", draw_alone(40, 14, |f| tree.draw(&cx, f, f.area())));
+    // Its keys: move the selection (through the app), fold.
+    let mut out = AppEvents::default();
+    assert_eq!(tree.on_action(Action::Up, &cx, &mut out), Handled::Consumed);
+    assert_eq!(
+        events(&mut out),
+        [AppEvent::Select {
+            id: Some(CandidateId(8)),
+            by_user: true
+        }]
+    );
+    assert_eq!(
+        tree.on_action(Action::Reevaluate, &cx, &mut out),
+        Handled::Ignored,
+        "not a tree key: it goes on to the app"
+    );
+}
+
+#[test]
+fn chart_pane_with_timing_and_on_the_cpu() {
+    let cx = finished();
+    let mut chart = ChartPane::default();
+    insta::assert_snapshot!(
+        "chart",
+        draw_alone(60, 10, |f| chart.draw(&cx, f, f.area()))
+    );
+    // The same session as if run on the CPU interpreter: no speedup axis at all.
+    let mut all = records();
+    for r in &mut all {
+        if let Event::SessionStarted {
+            timing_meaningful, ..
+        } = &mut r.event
+        {
+            *timing_meaningful = false;
+        }
+    }
+    let mut cpu = context_for(&fixture(), Some(&all), &HarnessOptions::default()).unwrap();
+    cpu.selected = Some(CandidateId(9));
+    let s = draw_alone(60, 6, |f| chart.draw(&cpu, f, f.area()));
+    insta::assert_snapshot!("chart_cpu", s);
+}
+
+#[test]
+fn console_pane_and_its_filter() {
+    let mut cx = finished();
+    cx.focus = Focus::Console;
+    let mut console = ConsolePane::new(&cx);
+    insta::assert_snapshot!(
+        "console",
+        draw_alone(100, 10, |f| console.draw(&cx, f, f.area()))
+    );
+    console.set_filter(&cx, "stage".into());
+    let s = draw_alone(100, 8, |f| console.draw(&cx, f, f.area()));
+    assert!(s.contains("filter: stage"), "{s}");
+    assert!(console.lines().len() < cx.state.log.len());
+    let mut out = AppEvents::default();
+    let _ = console.on_action(Action::ClearFilter, &cx, &mut out);
+    assert_eq!(console.filter(), "");
+}
+
+// ------------------------------------------------------------------ detail tabs
+
+#[test]
+fn detail_tabs() {
+    let cx = finished();
+    for tab in Tab::ALL {
+        insta::assert_snapshot!(format!("detail_{}", tab.title()), detail(&cx, tab));
+    }
+}
+
+#[test]
+fn diff_tab_owns_its_layout_and_hunks() {
+    let cx = finished();
+    let mut d = DetailPane::default();
+    let mut out = AppEvents::default();
+    // The diff keys work from another pane and show their tab first.
+    assert_eq!(
+        d.on_action(Action::DiffLayout, &cx, &mut out),
+        Handled::Consumed
+    );
+    assert_eq!(d.tab(), Tab::Diff);
+    insta::assert_snapshot!(
+        "detail_diff_side_by_side",
+        draw_alone(100, 24, |f| d.draw(&cx, f, f.area()))
+    );
+    let mut v = Vec::new();
+    d.shared_hints(&cx, &mut v);
+    assert!(
+        v.contains(&Hint::new(Action::DiffLayout, "layout")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_search_marks_its_matches_and_lands_on_the_first() {
+    let cx = finished();
+    let mut d = DetailPane::default();
+    d.search("tl.load");
+    let s = draw_alone(80, 24, |f| d.draw(&cx, f, f.area()));
+    let msg = d.take_message().unwrap();
+    assert!(msg.starts_with("\"tl.load\": match 1 of "), "{msg}");
+    let (text, styles) = s.split_once("--- styles ---\n").unwrap();
+    let row = text.lines().position(|l| l.contains("tl.load")).unwrap();
+    let line = text.lines().nth(row).unwrap();
+    let col = line[..line.find("tl.load").unwrap()].chars().count();
+    // The match is drawn reversed (the search-match role); the code before it is not.
+    let (legend, grid) = styles.split_once("---\n").unwrap();
+    let style_at = |c: usize| {
+        let code = grid.lines().nth(row).unwrap().chars().nth(c).unwrap();
+        legend
+            .lines()
+            .find(|l| l.starts_with(&format!("{code} = ")))
+            .unwrap_or("default")
+            .to_string()
+    };
+    let described = style_at(col);
+    assert!(
+        !style_at(col - 1).contains("REVERSED"),
+        "{}",
+        style_at(col - 1)
+    );
+    assert!(described.contains("REVERSED"), "{described}");
+}
+
+#[test]
+fn files_come_from_a_worker_thread_not_the_draw() {
+    let mut cx = finished();
+    let (tx, rx) = std::sync::mpsc::channel();
+    cx.docs = Docs::threaded(&fixture(), move |l| {
+        let _ = tx.send(l);
+    });
+    let first = detail(&cx, Tab::Code);
+    assert!(first.contains("loading kernels/9-"), "{first}");
+    let loaded = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    cx.docs.loaded(loaded);
+    let second = detail(&cx, Tab::Code);
+    assert!(second.contains("@triton.jit"), "{second}");
+}
+
+// ------------------------------------------------------------------ dialogs
+
+#[test]
+fn help_dialog() {
+    let cx = finished();
+    let mut help = HelpView::default();
+    insta::assert_snapshot!("help", draw_alone(90, 30, |f| help.draw(&cx, f, f.area())));
+    let mut out = AppEvents::default();
+    let _ = help.on_key(&key_event("j"), &cx, &mut out);
+    assert!(events(&mut out).is_empty(), "j scrolls");
+    let _ = help.on_key(&key_event("esc"), &cx, &mut out);
+    assert_eq!(events(&mut out), [AppEvent::Close]);
+}
+
+#[test]
+fn confirm_dialog_asks_before_rejecting_and_ignores_stray_keys() {
+    let cx = live(gate_opened(3), vec![]);
+    let mut c = ConfirmView::new(ConfirmKind::RejectGate(GateId(3)));
+    insta::assert_snapshot!(
+        "confirm_reject",
+        draw_alone(70, 8, |f| c.draw(&cx, f, f.area()))
+    );
+    let mut out = AppEvents::default();
+    for stray in ["j", "a", "x", "tab"] {
+        let _ = c.on_key(&key_event(stray), &cx, &mut out);
+    }
+    assert!(events(&mut out).is_empty(), "stray keys do nothing");
+    let _ = c.on_key(&key_event("y"), &cx, &mut out);
+    assert_eq!(
+        events(&mut out),
+        [
+            AppEvent::Close,
+            AppEvent::Resolve {
+                gate: GateId(3),
+                decision: Decision::Reject
+            }
+        ]
+    );
+    assert_eq!(
+        hints(&c, &cx),
+        [Hint::new(Action::Yes, "yes"), Hint::new(Action::No, "no")]
+    );
+}
+
+#[test]
+fn inline_editor_numbers_and_highlights_a_kernel() {
+    let cx = finished();
+    let code = std::fs::read_to_string(fixture().join("kernels/9-stage.py")).unwrap();
+    let mut input = InputView::new(
+        "edit #9 (ctrl-s evaluates, esc cancels)".into(),
+        EditPurpose::Manual {
+            parent: Some(CandidateId(9)),
+        },
+        TextBuf::at_start(&code),
+        true,
+    )
+    .python();
+    let s = draw_alone(90, 20, |f| input.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("inline_editor", s);
+    // Typing goes into the text; ctrl-s submits what was typed.
+    let mut out = AppEvents::default();
+    let _ = input.on_key(&key_event("#"), &cx, &mut out);
+    let _ = input.on_key(&key_event("ctrl-s"), &cx, &mut out);
+    let got = events(&mut out);
+    assert_eq!(got[0], AppEvent::Close);
+    match &got[1] {
+        AppEvent::Submit { text, .. } => {
+            assert!(text.starts_with('#') && text.len() == code.len() + 1)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gate_dialogs_show_what_they_will_do() {
+    // The final-best gate: the kernel it declares, highlighted; nothing to rewrite.
+    let cx = live(gate_opened(3), vec![]);
+    let mut gate = GateView::new(GateId(3));
+    insta::assert_snapshot!(
+        "gate_final_best",
+        draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()))
+    );
+    assert!(!hints(&gate, &cx).contains(&Hint::new(Action::Rewrite, "rewrite")));
+    // An LLM-call gate: the exact prompt; it can be rewritten.
+    let cx = live(
+        gate_opened(3),
+        vec![
+            Event::GateResolved {
+                gate: GateId(3),
+                decision: Decision::Approve,
+            },
+            Event::GateOpened {
+                key: "repair9".into(),
+                gate: GateId(4),
+                kind: GateKind::LlmCall,
+                candidate: Some(CandidateId(9)),
+                call: None,
+                question: "Send the repair prompt of #9?".into(),
+                file: Some("llm/10.prompt.md".into()),
+            },
+        ],
+    );
+    let mut gate = GateView::new(GateId(4));
+    let s = draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("gate_llm_call", s);
+    assert!(s.contains("1 of 1 waiting"), "{s}");
+    assert!(hints(&gate, &cx).contains(&Hint::new(Action::Rewrite, "rewrite")));
+    // Its keys: n asks first, e opens the prompt in the editor, esc leaves it waiting.
+    let mut out = AppEvents::default();
+    let _ = gate.on_key(&key_event("n"), &cx, &mut out);
+    assert!(matches!(&events(&mut out)[..], [AppEvent::Open(_)]));
+    let _ = gate.on_key(&key_event("e"), &cx, &mut out);
+    let prompt = std::fs::read_to_string(fixture().join("llm/10.prompt.md")).unwrap();
+    assert_eq!(
+        events(&mut out),
+        [AppEvent::Edit {
+            text: prompt,
+            suffix: ".md",
+            purpose: EditPurpose::GateRewrite(GateId(4))
+        }]
+    );
+    let _ = gate.on_key(&key_event("esc"), &cx, &mut out);
+    assert_eq!(events(&mut out)[0], AppEvent::CloseGate);
+}
+
+// ------------------------------------------------------------------ bars
+
+#[test]
+fn the_bars() {
+    let cx = live(gate_opened(3), vec![]);
+    let hints = [
+        Hint::new(Action::OpenGate, "answer the waiting gate"),
+        Hint::new(Action::Help, "help"),
+    ];
+    let s = draw_alone(120, 3, |f| {
+        let a = f.area();
+        let row = |y| ratatui::layout::Rect::new(a.x, a.y + y, a.width, 1);
+        bars::draw_activity(&cx, f, row(0));
+        bars::draw_status(&cx, f, row(1));
+        bars::draw_hints(&cx, f, row(2), None, &hints);
+    });
+    insta::assert_snapshot!("bars", s);
+    assert!(
+        s.contains("1 gate waiting for you (a opens the oldest)"),
+        "{s}"
+    );
+}
