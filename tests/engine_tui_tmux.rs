@@ -25,12 +25,18 @@ impl Tmux {
         let t = Tmux {
             socket: format!("kforge-run-{}", std::process::id()),
         };
+        t.window("t", command);
+        t
+    }
+
+    /// Another window on the same tmux server, running `command`.
+    fn window(&self, name: &str, command: &str) {
         let full = format!("{command}; echo EXITED $?; sleep 60");
-        let out = t.cmd(&[
+        let out = self.cmd(&[
             "new-session",
             "-d",
             "-s",
-            "t",
+            name,
             "-x",
             "140",
             "-y",
@@ -38,7 +44,6 @@ impl Tmux {
             &full,
         ]);
         assert!(out.status.success(), "tmux new-session failed");
-        t
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Output {
@@ -51,24 +56,36 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+        self.screen_of("t")
+    }
+
+    fn screen_of(&self, w: &str) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", w]).stdout).into_owned()
     }
 
     fn key(&self, key: &str) {
-        self.cmd(&["send-keys", "-t", "t", key]);
+        self.key_to("t", key);
+    }
+
+    fn key_to(&self, w: &str, key: &str) {
+        self.cmd(&["send-keys", "-t", w, key]);
         std::thread::sleep(Duration::from_millis(150));
+    }
+
+    fn open_gate(&self, n: u32) {
+        self.open_gate_in("t", n);
     }
 
     /// Opens the gate dialog with `a` until it shows gate `n` (the screen may still show an
     /// answered gate for a moment; `esc` closes that one and `a` opens the next).
-    fn open_gate(&self, n: u32) {
+    fn open_gate_in(&self, w: &str, n: u32) {
         let wanted = format!("Waiting for you — gate {n} ");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            self.key("a");
+            self.key_to(w, "a");
             let until = Instant::now() + Duration::from_secs(2);
             while Instant::now() < until {
-                if self.screen().contains(&wanted) {
+                if self.screen_of(w).contains(&wanted) {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(100));
@@ -76,22 +93,26 @@ impl Tmux {
             assert!(
                 Instant::now() < deadline,
                 "gate {n} did not open:\n{}",
-                self.screen()
+                self.screen_of(w)
             );
-            self.key("Escape");
+            self.key_to(w, "Escape");
         }
     }
 
     fn wait_for(&self, text: &str, limit: Duration) -> String {
+        self.wait_in("t", text, limit)
+    }
+
+    fn wait_in(&self, w: &str, text: &str, limit: Duration) -> String {
         let deadline = Instant::now() + limit;
         loop {
-            let s = self.screen();
+            let s = self.screen_of(w);
             if s.contains(text) {
                 return s;
             }
             assert!(
                 Instant::now() < deadline,
-                "timed out waiting for {text:?}; screen:\n{s}"
+                "timed out waiting for {text:?} in window {w}; screen:\n{s}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -248,4 +269,153 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     assert!(seed.is_correct());
     assert_eq!(mock.count(Step::Analysis), 0);
     assert_eq!(state.best, Some(seed.id));
+}
+
+fn have_tmux() -> bool {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
+    }
+    ok
+}
+
+/// A headless run in step mode and two windows attached to it with `kforge open`: both open
+/// the seed prompt's gate, one approves, the other is told. The second window then stops
+/// the run while the evaluation gate waits; the first becomes read-only and says so. The
+/// gate is withdrawn, not skipped: `kforge resume` asks it again, a third window approves
+/// it through the queue, and the kernel is evaluated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_attached_windows_and_a_stop_with_a_waiting_gate() {
+    if !have_tmux() {
+        return;
+    }
+    let script: Script = Arc::new(|step, _u, _n| match step {
+        Step::Analysis => analysis_json("no"),
+        _ => fenced(&relu_ok("from the mock")),
+    });
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = mock.config(work.path());
+    let sessions = work.path().join("sessions");
+    let env = format!(
+        "env TERM=xterm-256color KFORGE_CONFIG_DIR={} KFORGE_CACHE_DIR={} KFORGE_PYTHON={}",
+        shell_quote(&work.path().join("config")),
+        shell_quote(&eval_common::test_cache()),
+        shell_quote(&eval_common::interpreter())
+    );
+    let kforge = shell_quote(Path::new(env!("CARGO_BIN_EXE_kforge")));
+    let run = format!(
+        "{env} {kforge} run {} --cpu --mode step --seeds 1 --stages '' --provider mock --config {} --sessions-dir {} --headless",
+        shell_quote(&fixtures().join("tasks/relu.py")),
+        shell_quote(&config),
+        shell_quote(&sessions),
+    );
+    let sessions_for_test = sessions.clone();
+    let config_for_test = config.clone();
+    let (after_stop, resumed) = tokio::task::spawn_blocking(move || {
+        let t = Tmux::start(&run);
+        wait_gate(&sessions_for_test, GateKind::LlmCall);
+        let (session, _) = state_of(&sessions_for_test).unwrap();
+        let open = format!("{env} {kforge} open {}", shell_quote(&session.path));
+        t.window("a", &open);
+        t.window("b", &open);
+        t.open_gate_in("a", 1);
+        t.open_gate_in("b", 1);
+        t.wait_in("b", "Send the seed prompt", Duration::from_secs(30));
+        // A answers; B, reading the same gate, is told and its dialog closes.
+        t.key_to("a", "y");
+        t.wait_in(
+            "b",
+            "gate 1 was answered in another window (approve)",
+            Duration::from_secs(30),
+        );
+        // The evaluation gate waits; B stops the run and leaves.
+        wait_gate(&sessions_for_test, GateKind::Evaluation);
+        t.wait_in("b", "1 waiting for you", Duration::from_secs(30));
+        t.key_to("b", "q");
+        t.wait_in("b", "Detach?", Duration::from_secs(30));
+        t.key_to("b", "s");
+        t.wait_in("b", "EXITED 0", Duration::from_secs(30));
+        t.wait_for("EXITED 0", Duration::from_secs(60));
+        // A is read-only now and says why when asked to act.
+        t.wait_in("a", "read-only: the run ended", Duration::from_secs(30));
+        t.key_to("a", "r");
+        t.wait_in("a", "this window is read-only now", Duration::from_secs(30));
+        t.key_to("a", "q");
+        t.wait_in("a", "EXITED 0", Duration::from_secs(30));
+        let (_, stopped) = state_of(&sessions_for_test).unwrap();
+        // Resume: the withdrawn gate is asked again; window C approves it from the queue.
+        let resume = format!(
+            "{env} {kforge} resume {} --config {} --headless",
+            shell_quote(&session.path),
+            shell_quote(&config_for_test)
+        );
+        t.window("r", &resume);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (_, s) = state_of(&sessions_for_test).unwrap();
+            if s.open_gate()
+                .is_some_and(|g| g.kind == GateKind::Evaluation)
+                && s.state != EngineState::Stopped
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the evaluation gate was not asked again"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        t.window("c", &open);
+        t.wait_in("c", "1 waiting for you", Duration::from_secs(30));
+        t.key_to("c", "a");
+        t.wait_in("c", "Evaluate candidate 1", Duration::from_secs(30));
+        t.key_to("c", "y");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let (_, s) = state_of(&sessions_for_test).unwrap();
+            if s.candidates
+                .values()
+                .next()
+                .is_some_and(|c| c.eval.is_some())
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the approved kernel was not evaluated:\n{}",
+                t.screen_of("c")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Done: stop the resumed run from C.
+        t.key_to("c", "q");
+        t.wait_in("c", "Detach?", Duration::from_secs(30));
+        t.key_to("c", "s");
+        t.wait_in("r", "EXITED", Duration::from_secs(60));
+        (stopped, state_of(&sessions_for_test).unwrap().1)
+    })
+    .await
+    .unwrap();
+    assert_eq!(after_stop.state, EngineState::Stopped);
+    let eval_gate = after_stop
+        .gates
+        .values()
+        .find(|g| g.kind == GateKind::Evaluation)
+        .expect("the evaluation gate");
+    assert!(
+        eval_gate.decision.is_none() && eval_gate.withdrawn,
+        "a gate waiting at stop is withdrawn, not answered: {eval_gate:?}"
+    );
+    let seed = resumed.candidates.values().next().unwrap();
+    assert!(seed.is_correct(), "{seed:?}");
+    assert_eq!(resumed.candidates.len(), 1, "no candidate made twice");
+    assert_eq!(
+        mock.count(Step::Seed),
+        1,
+        "the answered call was not sent again"
+    );
 }

@@ -1380,3 +1380,57 @@ fn candidates_being_written_show_as_placeholders_in_the_tree() {
     h.event(call_finished(50, None));
     assert!(!h.screen().contains("being written"));
 }
+
+#[test]
+fn a_gate_answered_in_another_window_closes_here_and_says_so() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("a");
+    assert!(
+        h.screen().contains("Waiting for you — gate 3"),
+        "{}",
+        h.screen()
+    );
+    // Another window approves it: this one's dialog closes and says who won.
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Reject,
+    });
+    let s = h.screen();
+    assert!(!s.contains("Waiting for you — gate 3"), "{s}");
+    assert!(
+        s.contains("gate 3 was answered in another window (reject)"),
+        "{s}"
+    );
+    // This window's own answer is not announced as someone else's.
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["a", "y"]);
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Approve,
+    });
+    assert!(!h.screen().contains("another window"), "{}", h.screen());
+}
+
+#[test]
+fn an_attached_window_of_an_ended_run_refuses_actions_before_asking_for_input() {
+    let mut o = opts(120, 40);
+    o.attached = true;
+    let mut h = Harness::open(
+        &fixture(),
+        HarnessOptions {
+            read_only: false,
+            ..o
+        },
+    )
+    .unwrap();
+    for key in ["r", "o", "E", "v", "F", "A"] {
+        h.key(key);
+        assert!(h.app.overlay().is_none(), "{key} opened a dialog");
+        assert!(
+            h.screen().contains("this window is read-only now"),
+            "{key}: {}",
+            h.screen()
+        );
+    }
+    assert!(h.host.commands.is_empty());
+}

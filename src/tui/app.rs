@@ -648,8 +648,8 @@ impl App {
 
     /// The candidate an action works on (the selection), or why there is none.
     fn acting_on(&mut self) -> Option<CandidateId> {
-        if self.cx.options.read_only {
-            self.flash = Some("read-only: this session is not running".into());
+        if let Some(why) = self.cx.cannot_act() {
+            self.flash = Some(why.into());
             return None;
         }
         if self.cx.selected.is_none() {
@@ -888,8 +888,8 @@ impl App {
 
     /// `A`: the manual provider's waiting call, answered in $EDITOR.
     fn answer_call(&mut self) {
-        if self.cx.options.read_only {
-            self.flash = Some("read-only: this session is not running".into());
+        if let Some(why) = self.cx.cannot_act() {
+            self.flash = Some(why.into());
             return;
         }
         let Some(call) = self.manual_call().cloned() else {
