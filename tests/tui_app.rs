@@ -607,6 +607,17 @@ fn x_never_cancels_every_call_at_once() {
         h.host.commands
     );
     assert!(h.screen().contains("2 calls in flight"), "{}", h.screen());
+    // Cancelling them all is its own key, and asks first: `n` keeps them.
+    h.key("X");
+    assert!(
+        h.screen().contains("Cancel all 2 LLM calls"),
+        "{}",
+        h.screen()
+    );
+    h.key("n");
+    assert!(h.host.commands.is_empty());
+    h.keys(&["X", "y"]);
+    assert_eq!(h.host.commands, [Command::CancelCall { call: None }]);
 }
 
 #[test]

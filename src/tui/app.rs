@@ -791,6 +791,18 @@ impl App {
                 self.send(command);
             }
             Action::CancelCall => self.cancel_call(),
+            Action::CancelAllCalls => {
+                let n = self.cx.state.calls_in_flight().count();
+                if let Some(why) = self.cx.cannot_act() {
+                    self.flash = Some(why.into());
+                } else if n == 0 {
+                    self.flash = Some("no LLM call in flight".into());
+                } else {
+                    self.open(Overlay::Confirm(ConfirmView::new(
+                        ConfirmKind::CancelAllCalls(n),
+                    )));
+                }
+            }
             Action::JumpBest => match self.cx.state.best {
                 Some(best) => self.select(Some(best), true),
                 None => self.flash = Some("no best candidate yet".into()),
@@ -878,9 +890,10 @@ impl App {
             }
             None => {
                 self.flash = Some(format!(
-                    "{} calls in flight: show one in the LLM tab, then {} cancels it",
+                    "{} calls in flight: show one in the LLM tab, then {} cancels it ({} cancels them all)",
                     in_flight.len(),
-                    self.cx.keymap.hint(Action::CancelCall)
+                    self.cx.keymap.hint(Action::CancelCall),
+                    self.cx.keymap.hint(Action::CancelAllCalls)
                 ));
             }
         }

@@ -98,6 +98,7 @@ actions! {
     Copy, "copy", Global, ["y"], "copy the candidate's code (OSC 52)";
     PauseResume, "pause_resume", Global, ["P"], "pause / resume the engine";
     CancelCall, "cancel_call", Global, ["x"], "cancel the LLM call in flight";
+    CancelAllCalls, "cancel_all_calls", Global, ["X"], "cancel every LLM call in flight (asks first)";
     Reask, "reask", Global, ["R"], "ask a failed LLM call again (the one shown, else the newest)";
     JumpBest, "jump_best", Global, ["b"], "select the best candidate";
     JumpFailure, "jump_failure", Global, ["!"], "select the next failed candidate";

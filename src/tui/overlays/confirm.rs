@@ -17,6 +17,8 @@ pub enum ConfirmKind {
     MarkFinal(CandidateId),
     /// Rejecting a gate skips a step or drops a candidate: asked first.
     RejectGate(GateId),
+    /// Cancelling every call in flight (this many when asked).
+    CancelAllCalls(usize),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +48,13 @@ impl ConfirmView {
                 " Quit while the run is active? ",
                 "The engine stops cleanly; the session stays resumable.\n[y] quit   [n] stay"
                     .to_string(),
+            ),
+            ConfirmKind::CancelAllCalls(n) => (
+                " Cancel every call? ",
+                format!(
+                    "Cancel all {n} LLM calls in flight? Their steps give up; {} asks a failed call again.\n[y] cancel them   [n] no",
+                    cx.keymap.hint(Action::Reask)
+                ),
             ),
             ConfirmKind::MarkFinal(id) => (
                 " Mark final? ",
@@ -112,6 +121,10 @@ impl Component for ConfirmView {
                     ConfirmKind::MarkFinal(id) => out.push(AppEvent::Send {
                         command: Command::MarkFinal { candidate: *id },
                         done: format!("#{id} marked final"),
+                    }),
+                    ConfirmKind::CancelAllCalls(_) => out.push(AppEvent::Send {
+                        command: Command::CancelCall { call: None },
+                        done: "cancelling every call in flight".into(),
                     }),
                     ConfirmKind::RejectGate(gate) => out.push(AppEvent::Resolve {
                         gate: *gate,
