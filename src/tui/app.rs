@@ -674,44 +674,33 @@ impl App {
             .or_else(|| self.cx.state.calls.values().rev().find(waiting))
     }
 
-    /// Actions of the whole app (no component used them).
+    /// Actions of the whole app (no component used them): on the selected candidate, on
+    /// the run, or on the view.
     fn global(&mut self, action: Action) {
+        match action {
+            Action::Repair
+            | Action::Optimize
+            | Action::EditEval
+            | Action::EditInline
+            | Action::Reevaluate
+            | Action::Profile
+            | Action::MarkFinal
+            | Action::Copy => self.candidate_action(action),
+            Action::PauseResume
+            | Action::CancelCall
+            | Action::CancelAllCalls
+            | Action::Reask
+            | Action::OpenGate
+            | Action::AnswerCall => self.run_action(action),
+            // Pane and dialog actions reach here only when no pane used them.
+            _ => self.view_action(action),
+        }
+    }
+
+    /// What the person asks of the selected candidate.
+    fn candidate_action(&mut self, action: Action) {
         let sel = self.cx.selected;
         match action {
-            Action::Quit => self.events.push(AppEvent::AskQuit),
-            Action::Help => self.open(Overlay::Help(HelpView::default())),
-            Action::FocusNext | Action::FocusPrev => {
-                let i = Focus::ORDER
-                    .iter()
-                    .position(|f| *f == self.cx.focus)
-                    .unwrap_or(0);
-                let n = Focus::ORDER.len();
-                let j = if action == Action::FocusNext {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.cx.focus = Focus::ORDER[j];
-            }
-            // Outside the detail pane `/` filters the console.
-            Action::Filter => {
-                let input = self.console.filter_input();
-                self.open(input);
-            }
-            Action::Follow => {
-                let on = !self.cx.follow;
-                self.events.push(AppEvent::Follow(on));
-                if on {
-                    let last = self.cx.state.candidates.keys().last().copied();
-                    self.select(last, false);
-                }
-                self.flash = Some(if on {
-                    "following new candidates".into()
-                } else {
-                    "not following".into()
-                });
-            }
-            Action::Mark => self.events.push(AppEvent::ToggleMark),
             Action::Repair | Action::Optimize => {
                 let Some(id) = self.acting_on() else { return };
                 let (title, purpose) = if action == Action::Repair {
@@ -782,6 +771,13 @@ impl App {
                     self.flash = Some(format!("copied #{id} ({} lines)", code.lines().count()));
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// What the person asks of the run: pause, cancel, ask again, gates, manual answers.
+    fn run_action(&mut self, action: Action) {
+        match action {
             Action::PauseResume => {
                 let command = if self.cx.state.state == EngineState::Paused {
                     Command::Resume
@@ -801,30 +797,6 @@ impl App {
                     self.open(Overlay::Confirm(ConfirmView::new(
                         ConfirmKind::CancelAllCalls(n),
                     )));
-                }
-            }
-            Action::JumpBest => match self.cx.state.best {
-                Some(best) => self.select(Some(best), true),
-                None => self.flash = Some("no best candidate yet".into()),
-            },
-            Action::JumpFailure => {
-                // The next failed candidate after the selection, in creation order, wrapping.
-                let failed: Vec<CandidateId> = self
-                    .cx
-                    .state
-                    .candidates
-                    .values()
-                    .filter(|c| c.status == CandidateStatus::Failed)
-                    .map(|c| c.id)
-                    .collect();
-                let next = failed
-                    .iter()
-                    .find(|id| Some(**id) > sel)
-                    .or(failed.first())
-                    .copied();
-                match next {
-                    Some(id) => self.select(Some(id), true),
-                    None => self.flash = Some("no failed candidate".into()),
                 }
             }
             Action::Reask => {
@@ -854,6 +826,74 @@ impl App {
                 }
                 None => self.flash = Some("no gate is waiting".into()),
             },
+            Action::AnswerCall => self.answer_call(),
+
+            _ => {}
+        }
+    }
+
+    /// Moving around: quit, help, focus, filter, follow, mark, jumps, theme.
+    fn view_action(&mut self, action: Action) {
+        let sel = self.cx.selected;
+        match action {
+            Action::Quit => self.events.push(AppEvent::AskQuit),
+            Action::Help => self.open(Overlay::Help(HelpView::default())),
+            Action::FocusNext | Action::FocusPrev => {
+                let i = Focus::ORDER
+                    .iter()
+                    .position(|f| *f == self.cx.focus)
+                    .unwrap_or(0);
+                let n = Focus::ORDER.len();
+                let j = if action == Action::FocusNext {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.cx.focus = Focus::ORDER[j];
+            }
+            // Outside the detail pane `/` filters the console.
+            Action::Filter => {
+                let input = self.console.filter_input();
+                self.open(input);
+            }
+            Action::Follow => {
+                let on = !self.cx.follow;
+                self.events.push(AppEvent::Follow(on));
+                if on {
+                    let last = self.cx.state.candidates.keys().last().copied();
+                    self.select(last, false);
+                }
+                self.flash = Some(if on {
+                    "following new candidates".into()
+                } else {
+                    "not following".into()
+                });
+            }
+            Action::Mark => self.events.push(AppEvent::ToggleMark),
+            Action::JumpBest => match self.cx.state.best {
+                Some(best) => self.select(Some(best), true),
+                None => self.flash = Some("no best candidate yet".into()),
+            },
+            Action::JumpFailure => {
+                // The next failed candidate after the selection, in creation order, wrapping.
+                let failed: Vec<CandidateId> = self
+                    .cx
+                    .state
+                    .candidates
+                    .values()
+                    .filter(|c| c.status == CandidateStatus::Failed)
+                    .map(|c| c.id)
+                    .collect();
+                let next = failed
+                    .iter()
+                    .find(|id| Some(**id) > sel)
+                    .or(failed.first())
+                    .copied();
+                match next {
+                    Some(id) => self.select(Some(id), true),
+                    None => self.flash = Some("no failed candidate".into()),
+                }
+            }
             Action::Theme => {
                 let names = ["dark", "light", "high-contrast"];
                 let i = names
@@ -864,8 +904,6 @@ impl App {
                 self.flash = Some(format!("theme {}", self.cx.theme.name));
             }
             Action::Suspend => self.effects.push(Effect::Suspend),
-            Action::AnswerCall => self.answer_call(),
-            // Pane and dialog actions reach here only when no pane used them.
             _ => {}
         }
     }
