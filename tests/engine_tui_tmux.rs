@@ -21,9 +21,11 @@ struct Tmux {
 }
 
 impl Tmux {
-    fn start(command: &str) -> Tmux {
+    /// A tmux server of its own (`tag` tells the tests of this binary apart: they run in
+    /// parallel threads of one process) with window `t` running `command`.
+    fn start(tag: &str, command: &str) -> Tmux {
         let t = Tmux {
-            socket: format!("kforge-run-{}", std::process::id()),
+            socket: format!("kforge-run-{}-{tag}", std::process::id()),
         };
         t.window("t", command);
         t
@@ -192,7 +194,7 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     );
     let sessions_for_test = sessions.clone();
     let result = tokio::task::spawn_blocking(move || {
-        let t = Tmux::start(&command);
+        let t = Tmux::start("step", &command);
         // 1. The seed prompt: the gate waits in the status bar until the person opens it
         // (`a`), then approve it in the dialog.
         wait_gate(&sessions_for_test, GateKind::LlmCall);
@@ -316,7 +318,7 @@ async fn two_attached_windows_and_a_stop_with_a_waiting_gate() {
     let sessions_for_test = sessions.clone();
     let config_for_test = config.clone();
     let (after_stop, resumed) = tokio::task::spawn_blocking(move || {
-        let t = Tmux::start(&run);
+        let t = Tmux::start("windows", &run);
         wait_gate(&sessions_for_test, GateKind::LlmCall);
         let (session, _) = state_of(&sessions_for_test).unwrap();
         let open = format!("{env} {kforge} open {}", shell_quote(&session.path));
