@@ -63,7 +63,7 @@ pub enum Tolerance {
     Kernelbench,
 }
 
-/// `[eval]`: correctness and timing rules. Defaults are DESIGN.md section 3.
+/// `[eval]`: correctness and timing rules. Defaults are docs/architecture.md, Evaluation.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvalConfig {
@@ -196,11 +196,52 @@ fn describe(sources: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// The top-level sections a config file may have.
+pub const SECTIONS: [&str; 5] = ["python", "eval", "llm", "pipeline", "tui"];
+
 fn read_table(path: &Path) -> Result<toml::Table> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    text.parse::<toml::Table>()
-        .with_context(|| format!("{} is not valid TOML", path.display()))
+    let table = text
+        .parse::<toml::Table>()
+        .with_context(|| format!("{} is not valid TOML", path.display()))?;
+    check_sections(&table).with_context(|| format!("in {}", path.display()))?;
+    Ok(table)
+}
+
+/// Every top-level key must be a known section: a misspelt one (`[pipline]`) would
+/// otherwise be ignored in silence, while a misspelt key inside a known section is an error.
+fn check_sections(table: &toml::Table) -> Result<()> {
+    for (key, value) in table {
+        if SECTIONS.contains(&key.as_str()) {
+            if !value.is_table() {
+                anyhow::bail!("`{key}` must be a section ([{key}]), not a value");
+            }
+            continue;
+        }
+        if key == "providers" || key == "prices" {
+            anyhow::bail!(
+                "the config has a top-level [{key}] section: it belongs under [llm], as [llm.{key}.NAME]"
+            );
+        }
+        let closest = SECTIONS
+            .iter()
+            .map(|s| (strsim::damerau_levenshtein(key, s), *s))
+            .min()
+            .filter(|(d, _)| *d <= 2)
+            .map(|(_, s)| format!(" (did you mean [{s}]?)"))
+            .unwrap_or_default();
+        let what = if value.is_table() {
+            format!("[{key}]")
+        } else {
+            format!("`{key}`")
+        };
+        anyhow::bail!(
+            "unknown section {what}{closest}: the sections are {}",
+            SECTIONS.map(|s| format!("[{s}]")).join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Deep merge: tables merge key by key, anything else in `over` replaces `base`.
@@ -218,6 +259,37 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_sections_are_errors_that_suggest_the_closest() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(dir.path(), "c.toml", "[pipline]\nseeds = 2\n");
+        let err = format!(
+            "{:#}",
+            Config::load_files(std::slice::from_ref(&f), None).unwrap_err()
+        );
+        assert!(err.contains(&f.display().to_string()), "{err}");
+        assert!(
+            err.contains("unknown section [pipline] (did you mean [pipeline]?)"),
+            "{err}"
+        );
+        let f = write(dir.path(), "d.toml", "seeds = 2\n");
+        let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
+        assert!(
+            err.contains("unknown section `seeds`: the sections are"),
+            "{err}"
+        );
+        let f = write(dir.path(), "e.toml", "[zzzzzzzz]\n");
+        let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
+        assert!(!err.contains("did you mean"), "{err}");
+        let f = write(
+            dir.path(),
+            "g.toml",
+            "[providers.x]\nbase_url = \"http://h\"\n",
+        );
+        let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
+        assert!(err.contains("belongs under [llm]"), "{err}");
+    }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

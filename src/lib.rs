@@ -1,7 +1,7 @@
 //! kforge: interactive, LLM-driven GPU kernel optimization.
 //!
 //! The library holds everything; `main.rs` is only the command line. Layout follows
-//! DESIGN.md section 7: `eval` runs untrusted kernels through the Python harness, `llm`
+//! docs/architecture.md, Code layout: `eval` runs untrusted kernels through the Python harness, `llm`
 //! talks to model providers, `commands` are the thin front ends of the CLI.
 
 pub mod commands;

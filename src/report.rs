@@ -1,5 +1,5 @@
 //! What a finished (or stopped) session produced, for people and for scripts: `report.md`
-//! (markdown), `summary.json` and `usage.csv` (DESIGN.md section 5). Everything is derived
+//! (markdown), `summary.json` and `usage.csv` (docs/architecture.md, Sessions). Everything is derived
 //! from the session state, itself a fold over `events.jsonl`, so a report can be written
 //! again at any time (`kforge open` on an old session).
 

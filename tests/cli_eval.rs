@@ -154,7 +154,66 @@ fn missing_kernel_file_is_a_clear_error() {
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("cannot read the kernel file /nonexistent/kernel.py"));
+    // With the reason, as the task file's message has one.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "cannot read the kernel file /nonexistent/kernel.py: No such file or directory"
+        ),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = kforge(&[
+        "eval",
+        f.join("tasks/relu.py").to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+        "--cpu",
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        text(&out.stderr).contains("it is a directory"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_failing_kernel_shows_its_own_frames_not_the_harness_traceback() {
+    let out = eval("relu.py", "relu_compile.py", &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAILED  compile: "), "{stdout}");
+    assert!(
+        stdout.contains("in your kernel:\n    kernel.py, line "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("tanhh"), "{stdout}");
+    assert!(stdout.contains("full result and log: "), "{stdout}");
+    // The frames of the harness, torch and triton stay in the saved result.
+    assert!(!stdout.contains("site-packages"), "{stdout}");
+    assert!(!stdout.contains("kforge_harness/"), "{stdout}");
+    assert!(stdout.lines().count() <= 16, "{stdout}");
+}
+
+#[test]
+fn json_of_a_cpu_evaluation_has_its_log_and_no_phase_that_did_not_run() {
+    let out = eval("relu.py", "relu_ok.py", &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let log = v["log"].as_str().unwrap();
+    assert!(log.contains("correctness trial 1/5"), "{log}");
+    assert!(log.contains("(nothing printed)"), "{log}");
+    assert_eq!(v["phase"], "finished");
+    assert!(v["timing"].is_null());
+    let phases = v["phases_s"].as_object().unwrap();
+    assert!(phases.contains_key("correctness"), "{phases:?}");
+    for absent in ["timing", "recheck"] {
+        assert!(
+            !phases.contains_key(absent),
+            "{absent} did not run: {phases:?}"
+        );
+    }
 }
 
 #[test]

@@ -117,7 +117,7 @@ async fn ask_reads_stdin_shows_reasoning_on_stderr_unless_told_not_to() {
         "deepseek-reasoner",
         "--system",
         "sys",
-        "--max-tokens",
+        "--max-output-tokens",
         "50",
         "-",
     ];

@@ -27,9 +27,10 @@ pub struct AskArgs {
     /// System prompt.
     #[arg(long)]
     pub system: Option<String>,
-    /// Output token limit for this call.
-    #[arg(long)]
-    pub max_tokens: Option<u32>,
+    /// The most tokens the model may write in this one answer (its output limit; `run`'s
+    /// `--max-tokens` is a budget for a whole session).
+    #[arg(long, value_name = "N")]
+    pub max_output_tokens: Option<u32>,
     /// Do not print the model's reasoning (it is still counted).
     #[arg(long)]
     pub no_reasoning: bool,
@@ -37,11 +38,15 @@ pub struct AskArgs {
 
 pub async fn run(args: AskArgs, config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file)?;
+    if args.provider.as_deref() == Some("manual") {
+        let prompt = read_prompt(args.prompt.as_deref())?;
+        return ask_yourself(&prompt, &config.tui.editor_command());
+    }
     let provider = crate::llm::resolve(&config, args.provider.as_deref(), args.model.as_deref())?;
     let prompt = read_prompt(args.prompt.as_deref())?;
     let mut request = ChatRequest::prompt(prompt);
     request.system = args.system.clone();
-    request.max_tokens = args.max_tokens;
+    request.max_tokens = args.max_output_tokens;
     let client = LlmClient::new(provider)?;
 
     let cancel = CancellationToken::new();
@@ -77,6 +82,50 @@ pub async fn run(args: AskArgs, config_file: Option<&Path>) -> anyhow::Result<Ex
             } else {
                 1
             }))
+        }
+    }
+}
+
+/// The `manual` provider: the prompt opens in the editor above a marker line and what is
+/// written below the marker is the answer, printed as a provider's would be.
+fn ask_yourself(prompt: &str, editor: &str) -> anyhow::Result<ExitCode> {
+    use crate::llm::manual::{answer_from, answer_template};
+    let file = tempfile::Builder::new()
+        .prefix("kforge-answer-")
+        .suffix(".md")
+        .tempfile()
+        .context("cannot create a file for the answer")?;
+    std::fs::write(file.path(), answer_template(prompt))
+        .with_context(|| format!("cannot write {}", file.path().display()))?;
+    eprintln!("manual provider: write the answer below the marker line in {editor}");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(file.path())
+        .status()
+        .with_context(|| format!("cannot run the editor `{editor}` (set $VISUAL or $EDITOR)"))?;
+    if !status.success() {
+        eprintln!("error: the editor `{editor}` exited with {status}: no answer");
+        return Ok(ExitCode::from(1));
+    }
+    let edited = std::fs::read_to_string(file.path())
+        .with_context(|| format!("cannot read {}", file.path().display()))?;
+    match answer_from(&edited) {
+        Some(answer) => {
+            print!("{answer}");
+            if !answer.ends_with('\n') {
+                println!();
+            }
+            eprintln!(
+                "--\nprovider manual (you), {} characters",
+                answer.chars().count()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("error: nothing was written below the marker line: no answer");
+            Ok(ExitCode::from(1))
         }
     }
 }

@@ -51,8 +51,11 @@ impl DeviceArgs {
 /// Correctness options shared by `eval` and `run`.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct CheckArgs {
+    /// Absolute tolerance of the output comparison (default 1e-2, `[eval] atol`; with the
+    /// default `scaled` rule it shrinks to 2% of an output's own magnitude where smaller).
     #[arg(long)]
     pub atol: Option<f64>,
+    /// Relative tolerance of the output comparison (default 1e-2, `[eval] rtol`).
     #[arg(long)]
     pub rtol: Option<f64>,
     /// Correctness trials with fresh seeded inputs.

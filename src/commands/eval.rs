@@ -32,6 +32,8 @@ pub struct EvalArgs {
     /// Collect Nsight Compute metrics for a correct kernel (GPU only).
     #[arg(long)]
     pub profile: bool,
+    /// Base seed for the model's parameters and the inputs of every trial (default 42,
+    /// `[eval] seed`): the same seed reproduces the same inputs.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Fail kernels that call PyTorch compute ops in forward (default: warn).
@@ -82,8 +84,18 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
         bail!("--trials must be at least 1");
     }
     TaskFile::load(&args.task)?;
-    if !args.kernel.is_file() {
-        bail!("cannot read the kernel file {}", args.kernel.display());
+    // Read now, so the reason a kernel cannot be read (missing, a directory, no permission)
+    // is said before the evaluator starts.
+    match std::fs::metadata(&args.kernel) {
+        Ok(m) if m.is_dir() => bail!(
+            "cannot read the kernel file {}: it is a directory",
+            args.kernel.display()
+        ),
+        _ => {
+            std::fs::read(&args.kernel).with_context(|| {
+                format!("cannot read the kernel file {}", args.kernel.display())
+            })?;
+        }
     }
     let cache = crate::paths::cache_dir();
     let evaluator =

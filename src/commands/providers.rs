@@ -40,6 +40,16 @@ pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
             r.origin.to_string(),
         ]);
     }
+    // Not a server: the person answers (the TUI's `A`, or $EDITOR for `kforge ask`).
+    table.push([
+        "".into(),
+        "manual".into(),
+        "you".into(),
+        "-".into(),
+        "no key".into(),
+        "(you write the answers)".into(),
+        "built in".into(),
+    ]);
     let widths: Vec<usize> = (0..7)
         .map(|i| {
             table
@@ -94,6 +104,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("OPENAI_API_KEY MISSING"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("   manual") || l.contains(" manual ")),
+            "{text}"
+        );
         assert!(
             text.contains("default: deepseek (DEEPSEEK_API_KEY is set)"),
             "{text}"

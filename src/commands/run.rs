@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// Which correct seeds get an algorithm analysis.
     #[arg(long, value_enum)]
     pub analyze: Option<AnalyzeWhen>,
-    /// Stop cleanly after this many tokens (input + output).
+    /// Session budget: stop cleanly after this many tokens, input + output, over all calls.
     #[arg(long)]
     pub max_tokens: Option<u64>,
     /// Stop cleanly after this cost in USD.
@@ -93,6 +93,7 @@ impl EvalFlags {
 pub struct ResumeArgs {
     /// The session directory.
     pub session: PathBuf,
+    /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
     #[arg(long)]
     pub headless: bool,
 }
@@ -148,6 +149,16 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
             .and_then(crate::llm::LlmClient::new)
             .map(Provider::Client),
     };
+    // A provider named on the command line that cannot be used (a typo, a missing key) is
+    // said at once, before the evaluator starts; with none named, the task is checked first
+    // and then what to configure is said.
+    if let (Err(e), Some(named)) = (&backend, args.provider.as_deref()) {
+        eprintln!("kforge: --provider {named}: {e}");
+        eprintln!(
+            "kforge: no session was started, no evaluator was started, and no LLM call was made"
+        );
+        return Ok(ExitCode::from(2));
+    }
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;

@@ -1,4 +1,4 @@
-//! The person's actions on any candidate, at any time (DESIGN.md section 2): repair or
+//! The person's actions on any candidate, at any time (docs/architecture.md, Modes and gates): repair or
 //! optimize with an instruction, a manual candidate, re-evaluate, profile, mark final, and
 //! ask a failed LLM call again. Each runs on its own task so a long repair does not block
 //! a re-evaluation.

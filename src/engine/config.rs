@@ -1,5 +1,5 @@
 //! `[pipeline]`: every count, threshold and stage list of the hybrid pipeline, with the
-//! defaults of DESIGN.md section 1.
+//! defaults of docs/architecture.md, Pipeline.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! The optimization engine (DESIGN.md sections 1 and 2). It knows nothing of the
+//! The optimization engine (docs/architecture.md, Pipeline). It knows nothing of the
 //! terminal: it emits `protocol::Event`s and obeys `protocol::Command`s.
 
 mod actions;

@@ -1,4 +1,4 @@
-//! The persistent-kernel check (DESIGN.md section 1, step 7): does the kernel keep its time
+//! The persistent-kernel check (docs/architecture.md, Pipeline, step 7): does the kernel keep its time
 //! loop *inside* a `@triton.jit` body, carrying state from one step to the next? Such a
 //! kernel is skipped by the tuning stages once it scores >= 1.0 (re-tiling it breaks it).
 //!

@@ -1,4 +1,4 @@
-//! The plan of the hybrid pipeline (DESIGN.md section 1), step by step: seeds -> evaluate
+//! The plan of the hybrid pipeline (docs/architecture.md, Pipeline), step by step: seeds -> evaluate
 //! -> repair -> analysis -> optimize from analysis -> select -> persistent-kernel check ->
 //! stages -> finish. Each step is built from `steps.rs` and returns a `Step`; what an
 //! earlier run already did comes back through `replay.rs`.

@@ -10,7 +10,7 @@ use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult, Eval
 use crate::llm::ChatRequest;
 use crate::protocol::{CallId, CallKind, TokenUsage};
 
-/// Evaluates candidates (DESIGN.md section 3).
+/// Evaluates candidates (docs/architecture.md, Evaluation).
 pub trait EvalPort: Send + Sync {
     /// Starts what the device needs ahead of the first evaluation.
     fn prepare(&self, device: Device) -> BoxFuture<'_, ()>;

@@ -1,5 +1,5 @@
 //! The pipeline through fakes (`engine::fakes`): no Python, no HTTP, milliseconds per run.
-//! Each test names the behaviour of DESIGN.md section 1 or of issue 10 it pins down.
+//! Each test names the behaviour of docs/architecture.md, Pipeline or of issue 10 it pins down.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Evaluation of untrusted kernels (DESIGN.md section 3): the embedded Python harness,
+//! Evaluation of untrusted kernels (docs/architecture.md, Evaluation): the embedded Python harness,
 //! the interpreter that runs it, one server per device, and the async `Evaluator`.
 
 pub mod evaluator;

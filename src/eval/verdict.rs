@@ -133,17 +133,19 @@ pub fn render(
         );
         let message = result.message.trim();
         if !message.is_empty() && message != result.summary.trim() {
-            let lines: Vec<&str> = message.lines().collect();
-            let shown = &lines[lines.len().saturating_sub(40)..];
-            if shown.len() < lines.len() {
+            let brief = brief_message(message);
+            for line in &brief.lines {
+                let _ = writeln!(out, "  {line}");
+            }
+            if brief.left_out > 0 {
                 let _ = writeln!(
                     out,
                     "  {}",
-                    style.dim(&format!("... {} earlier lines", lines.len() - shown.len()))
+                    style.dim(&format!(
+                        "({} more lines of the harness, torch and triton: the whole message is in the result below)",
+                        brief.left_out
+                    ))
                 );
-            }
-            for line in shown {
-                let _ = writeln!(out, "  {line}");
             }
         }
     }
@@ -337,6 +339,79 @@ fn render_profile(out: &mut String, profile: &serde_json::Value, style: Style) {
     }
 }
 
+/// A failure's message cut to what a person reads first: for a Python traceback, the
+/// frames in the kernel's own file (with their source lines) and the exception lines; other
+/// messages up to 12 lines. The rest stays in the result's `message` and the log.
+pub struct Brief {
+    pub lines: Vec<String>,
+    /// Lines of the message not shown.
+    pub left_out: usize,
+}
+
+/// The kernel's file as the worker names it.
+const KERNEL_FILE: &str = "kernel.py";
+
+pub fn brief_message(message: &str) -> Brief {
+    let all: Vec<&str> = message.lines().collect();
+    if !message.contains("Traceback (most recent call last)") {
+        let shown: Vec<String> = all.iter().take(12).map(|l| l.to_string()).collect();
+        return Brief {
+            left_out: all.len() - shown.len(),
+            lines: shown,
+        };
+    }
+    let mut frames: Vec<String> = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let line = all[i];
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("File \"") {
+            // File "PATH", line N, in NAME
+            let (path, tail) = rest.split_once('"').unwrap_or((rest, ""));
+            let ours = path.rsplit('/').next() == Some(KERNEL_FILE);
+            let indent = line.len() - trimmed.len();
+            i += 1;
+            if ours {
+                let frame = format!("{KERNEL_FILE}{}", tail.trim_end());
+                if !frames.contains(&frame) {
+                    frames.push(frame);
+                    // Its source line (carets dropped).
+                    while i < all.len() {
+                        let next = all[i];
+                        let t = next.trim_start();
+                        if next.len() - t.len() <= indent || t.starts_with("File \"") {
+                            break;
+                        }
+                        if !t.chars().all(|c| c == '^' || c == '~' || c == ' ') {
+                            frames.push(format!("  {t}"));
+                        }
+                        i += 1;
+                    }
+                }
+            }
+            continue;
+        }
+        let is_error = !line.starts_with(' ')
+            && !line.trim().is_empty()
+            && !line.starts_with("Traceback (most recent call last)")
+            && !line.starts_with("The above exception")
+            && !line.starts_with("During handling of the above exception");
+        if is_error && !errors.iter().any(|e| e == line) {
+            errors.push(line.to_string());
+        }
+        i += 1;
+    }
+    let mut lines = Vec::new();
+    if !frames.is_empty() {
+        lines.push("in your kernel:".to_string());
+        lines.extend(frames.into_iter().map(|f| format!("  {f}")));
+    }
+    lines.extend(errors);
+    let left_out = all.len().saturating_sub(lines.len());
+    Brief { lines, left_out }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,6 +512,51 @@ mod tests {
         let text = render(&r, 0.01, 0.01, None, Style::plain());
         assert!(text.contains("not meaningful on the CPU"), "{text}");
         assert!(!text.contains("score"), "{text}");
+    }
+
+    #[test]
+    fn a_traceback_is_cut_to_the_kernels_frames_and_the_errors() {
+        let message = r#"Traceback (most recent call last):
+  File "/cache/pyenv/lib/python3.11/site-packages/triton/runtime/interpreter.py", line 1511, in __call__
+    self.fn(**args)
+  File "/dev/shm/kforge-exchange-x/eval-1/kernel.py", line 19, in relu_kernel
+    y = tl.maximum(tl.tanhh(x), 0.0)  # no such function
+                   ^^^^^^^^
+AttributeError: module 'triton.language' has no attribute 'tanhh'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/cache/harness/kforge_harness/worker.py", line 155, in op_forward
+    out = self.model(*self.inputs)
+          ^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/dev/shm/kforge-exchange-x/eval-1/kernel.py", line 31, in forward
+    relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+  File "/cache/pyenv/lib/python3.11/site-packages/triton/runtime/interpreter.py", line 1515, in __call__
+    raise InterpreterError(repr(e)) from e
+triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language' has no attribute 'tanhh'")"#;
+        let b = brief_message(message);
+        assert_eq!(
+            b.lines,
+            [
+                "in your kernel:",
+                "  kernel.py, line 19, in relu_kernel",
+                "    y = tl.maximum(tl.tanhh(x), 0.0)  # no such function",
+                "  kernel.py, line 31, in forward",
+                "    relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+                "AttributeError: module 'triton.language' has no attribute 'tanhh'",
+                "triton.runtime.errors.InterpreterError: AttributeError(\"module 'triton.language' has no attribute 'tanhh'\")",
+            ]
+        );
+        assert_eq!(b.left_out, message.lines().count() - 7);
+        // Not a traceback: shown as it is, up to 12 lines.
+        let plain = (1..=20)
+            .map(|i| format!("line {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let b = brief_message(&plain);
+        assert_eq!(b.lines.len(), 12);
+        assert_eq!(b.left_out, 8);
     }
 
     #[test]

@@ -509,13 +509,9 @@ impl LlmConfig {
             )));
         }
         let (cfg, pre) = self.merged(&name).ok_or_else(|| {
-            let hint = if name == "manual" {
-                " (the manual provider is not available yet)".to_string()
-            } else {
-                String::new()
-            };
             LlmError::Config(format!(
-                "unknown provider `{name}`{hint}: known providers are {}; define others under [llm.providers.NAME]",
+                "unknown provider `{name}`: known providers are {}, and manual (you answer \
+                 the prompts); define others under [llm.providers.NAME]",
                 self.provider_names().join(", ")
             ))
         })?;

@@ -11,6 +11,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod manual;
 pub(crate) mod openai;
 pub mod pricing;
 pub(crate) mod retry;

@@ -1,4 +1,4 @@
-//! Targeted repair hints (DESIGN.md section 1, step 3): what usually fixes a failure of
+//! Targeted repair hints (docs/architecture.md, Pipeline, step 3): what usually fixes a failure of
 //! this category with this message. The repair prompt lists them under the error.
 //!
 //! Rules are checked in order; each adds at most one hint and a hint is never repeated.

@@ -6,7 +6,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The analysis an LLM returns for a kernel (DESIGN.md section 1, step 4). Keys are
+/// The analysis an LLM returns for a kernel (docs/architecture.md, Pipeline, step 4). Keys are
 /// matched loosely: case, spaces, hyphens and British spellings do not matter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 ///

@@ -1,4 +1,4 @@
-//! Why a candidate failed: the evaluator's categories (DESIGN.md section 3), the one
+//! Why a candidate failed: the evaluator's categories (docs/architecture.md, Evaluation), the one
 //! type every layer matches on.
 
 use std::fmt;

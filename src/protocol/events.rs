@@ -292,7 +292,7 @@ pub enum Event {
     },
 }
 
-/// How a run ended. Each has its own exit code (`kforge run --help`, docs/usage.md): a run
+/// How a run ended. Each has its own exit code (`kforge run --help`, README's exit codes): a run
 /// that produced nothing never ends like one that succeeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

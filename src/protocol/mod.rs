@@ -1,5 +1,5 @@
 //! The vocabulary shared by the engine, the session store and fold, the TUI and the
-//! report (DESIGN.md section 8): events, commands, ids, failure categories, analyses and
+//! report (docs/architecture.md, Shared vocabulary): events, commands, ids, failure categories, analyses and
 //! candidate kinds. Everything here is plain data with its `events.jsonl` form; nothing
 //! here depends on the engine, the terminal, HTTP or Python.
 

@@ -1,4 +1,4 @@
-//! Sessions on disk (DESIGN.md section 5) and the session state as a fold over events.
+//! Sessions on disk (docs/architecture.md, Sessions) and the session state as a fold over events.
 
 pub mod state;
 pub mod store;

@@ -1,4 +1,4 @@
-//! A session directory on disk (DESIGN.md section 5). `events.jsonl` is the source of
+//! A session directory on disk (docs/architecture.md, Sessions). `events.jsonl` is the source of
 //! truth: appended one self-contained line at a time, flushed as written, fsynced at step
 //! boundaries. A torn last line (a crash mid-write) is tolerated and reported. One writer
 //! per session (an OS file lock that dies with its process); other processes follow the

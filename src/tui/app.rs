@@ -76,9 +76,7 @@ pub enum EditPurpose {
     Search,
 }
 
-/// The line that separates the prompt (dropped) from the answer in a manual answer file.
-pub const ANSWER_MARKER: &str =
-    "----- kforge: write the answer below this line; everything above it is dropped -----";
+pub use crate::llm::manual::ANSWER_MARKER;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
@@ -626,20 +624,13 @@ impl App {
                 gate,
                 decision: Decision::Rewrite { text },
             },
-            EditPurpose::ManualAnswer(call) => {
-                let answer = match text.split_once(ANSWER_MARKER) {
-                    Some((_, after)) => after.trim_start_matches(['\r', '\n']).to_string(),
-                    None => text,
-                };
-                if answer.trim().is_empty() {
-                    AppEvent::Flash("empty answer: nothing sent".into())
-                } else {
-                    send(
-                        Command::ManualAnswer { call, text: answer },
-                        format!("answer to call #{call} sent"),
-                    )
-                }
-            }
+            EditPurpose::ManualAnswer(call) => match crate::llm::manual::answer_from(&text) {
+                None => AppEvent::Flash("empty answer: nothing sent".into()),
+                Some(answer) => send(
+                    Command::ManualAnswer { call, text: answer },
+                    format!("answer to call #{call} sent"),
+                ),
+            },
         };
         self.events.push(event);
     }
@@ -952,7 +943,7 @@ impl App {
             return;
         };
         self.effects.push(Effect::Edit {
-            text: format!("{prompt}\n{ANSWER_MARKER}\n"),
+            text: crate::llm::manual::answer_template(&prompt),
             suffix: ".md",
             purpose: EditPurpose::ManualAnswer(call.id),
         });

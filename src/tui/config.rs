@@ -68,21 +68,11 @@ impl TuiConfig {
             .collect()
     }
 
-    /// The editor command line to run.
+    /// The editor command line to run: `[tui] editor`, else `$VISUAL`, `$EDITOR`, `vi`.
     pub fn editor_command(&self) -> String {
         self.editor
             .clone()
-            .or_else(|| {
-                std::env::var("VISUAL")
-                    .ok()
-                    .filter(|s| !s.trim().is_empty())
-            })
-            .or_else(|| {
-                std::env::var("EDITOR")
-                    .ok()
-                    .filter(|s| !s.trim().is_empty())
-            })
-            .unwrap_or_else(|| "vi".into())
+            .unwrap_or_else(crate::llm::manual::editor_from_env)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The terminal UI (DESIGN.md section 6). It knows the engine only through its events
+//! The terminal UI (docs/architecture.md, TUI). It knows the engine only through its events
 //! and commands: `run_tui` takes a `TuiLink` (events so far, a channel of new ones, a
 //! command sender) and returns when the person quits.
 //!

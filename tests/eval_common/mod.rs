@@ -46,7 +46,16 @@ pub fn interpreter() -> PathBuf {
 pub fn isolate(command: &mut std::process::Command) -> &mut std::process::Command {
     command
         .env("KFORGE_CACHE_DIR", test_cache())
+        .env("KFORGE_CONFIG_DIR", test_config())
         .env("KFORGE_PYTHON", interpreter())
+}
+
+/// An empty config dir of the tests' own: a person's `~/.config/kforge` never changes what a
+/// test sees.
+pub fn test_config() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kforge-config");
+    let _ = std::fs::create_dir_all(&dir);
+    dir
 }
 
 /// A command's stdout or stderr as text, for assertions and their messages.

@@ -34,6 +34,18 @@ def clean_text(text, max_lines=MESSAGE_LINES):
     return "\n".join(lines)
 
 
+def evaluation_log(timeline, output):
+    """The result's log: when each phase began (seconds from the judge's start), then what
+    the judge and the kernel's process printed. Never empty: a quiet, correct kernel still
+    shows what the evaluation went through."""
+    lines = ["phases (seconds from the start of the judge):"]
+    lines += ["%8.2f  %s" % (t, phase) for t, phase in timeline] or ["    (none reported)"]
+    lines.append("")
+    lines.append("output of the judge and the kernel's process:")
+    lines.append(output.rstrip("\n") if output.strip() else "(nothing printed)")
+    return "\n".join(lines) + "\n"
+
+
 def tail_bytes(text, limit=LOG_LIMIT):
     if len(text) <= limit:
         return text

@@ -284,14 +284,14 @@ class Evaluation:
             self.progress("timing")
             self.meter.enter("kernel timing")
             result["timing"] = dict(self.reference_figures, **self.measure(calibration, flush))
-        clock.mark("timing")
+            clock.mark("timing")
         # Without timed runs (the CPU) there is nothing to re-check after: every trial
         # already wrote fresh values into the same lent buffers.
         if job["post_timing_check"] and self.timing():
             self.progress("re-check after timing")
             self.meter.enter("recheck")
             self.check("post_timing", job["trials"] + 1, lambda: self.source.draw(self.seed + 3000))
-        clock.mark("recheck")
+            clock.mark("recheck")
         try:
             self.link.call({"op": "exit"}, "bye")
         except KernelFailure:

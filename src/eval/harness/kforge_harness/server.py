@@ -28,7 +28,7 @@ import traceback
 
 from . import protocol, sandbox
 from .device import device_description, versions
-from .errors import clean_text, exception_text, first_line, tail_bytes
+from .errors import clean_text, evaluation_log, exception_text, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
 from .static import static_check
 
@@ -356,9 +356,11 @@ class Server:
         if worker and worker.get("strays"):
             out["notes"].append("%d process(es) the kernel left behind were killed" % worker["strays"])
             out["flags"].append("stray_processes")
-        out["log"] = tail_bytes((out.get("log") or "") + log)
+        out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
         if out.get("category") not in (None, "syntax", "static_check") and out.get("message"):
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
+        if out.get("correct"):
+            out["phase"] = "finished"
         return out
 
     def run_judge_alone(self, rid, job, private):
@@ -384,13 +386,17 @@ class Server:
         status = reap(pid)
         log = read_log(judge_log)
         out = ending(job, final, ended_by, status, log)
-        out["log"] = tail_bytes((out.get("log") or "") + log)
+        out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
+        if out.get("correct"):
+            out["phase"] = "finished"
         return out
 
     def watch(self, rid, job, read_fd):
         """Relays the judge's progress until its result; enforces the deadline and cancels."""
         result = job["_result"]
-        deadline = time.time() + float(job.get("timeout_s", 300))
+        started = time.time()
+        timeline = job.setdefault("_timeline", [])
+        deadline = started + float(job.get("timeout_s", 300))
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
         data = b""
         final = None
@@ -422,6 +428,7 @@ class Server:
                             continue
                         if "progress" in message:
                             result["phase"] = message["progress"]
+                            timeline.append((time.time() - started, message["progress"]))
                             self.send({"event": "progress", "id": rid, "phase": message["progress"]})
                         elif "result" in message:
                             final = message["result"]

@@ -60,3 +60,15 @@ def test_categories_are_unique_and_failures_check_them():
     assert len(set(protocol.CATEGORIES)) == len(protocol.CATEGORIES)
     with pytest.raises(AssertionError):
         protocol.KernelFailure("not_a_category", "x")
+
+
+def test_the_log_says_the_phases_even_when_nothing_was_printed():
+    from kforge_harness.errors import evaluation_log
+
+    log = evaluation_log([(0.01, "loading task"), (1.5, "correctness trial 1/5")], "")
+    assert "    0.01  loading task" in log
+    assert "    1.50  correctness trial 1/5" in log
+    assert log.rstrip().endswith("(nothing printed)")
+    printed = evaluation_log([], "hello from the kernel\n")
+    assert "(none reported)" in printed
+    assert printed.rstrip().endswith("hello from the kernel")

@@ -1,0 +1,50 @@
+//! The `manual` provider: the person writes the answer. The prompt goes into a file above a
+//! marker line; whatever is written below the marker is the answer. The TUI (`A`) and
+//! `kforge ask --provider manual` both use this format.
+
+/// The line that separates the prompt (dropped) from the answer.
+pub const ANSWER_MARKER: &str =
+    "----- kforge: write the answer below this line; everything above it is dropped -----";
+
+/// The file the person edits: the prompt, then the marker.
+pub fn answer_template(prompt: &str) -> String {
+    format!("{prompt}\n{ANSWER_MARKER}\n")
+}
+
+/// The answer in an edited file: the text below the marker (the whole text when the marker
+/// was deleted); `None` when that is blank.
+pub fn answer_from(edited: &str) -> Option<String> {
+    let answer = match edited.split_once(ANSWER_MARKER) {
+        Some((_, after)) => after.trim_start_matches(['\r', '\n']).to_string(),
+        None => edited.to_string(),
+    };
+    (!answer.trim().is_empty()).then_some(answer)
+}
+
+/// The editor to run: `$VISUAL`, else `$EDITOR`, else `vi`.
+pub fn editor_from_env() -> String {
+    ["VISUAL", "EDITOR"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "vi".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_is_what_follows_the_marker() {
+        let t = answer_template("write a kernel");
+        assert_eq!(answer_from(&t), None, "nothing written");
+        assert_eq!(
+            answer_from(&format!("{t}```python\nx = 1\n```\n")).as_deref(),
+            Some("```python\nx = 1\n```\n")
+        );
+        assert_eq!(
+            answer_from("no marker left").as_deref(),
+            Some("no marker left")
+        );
+    }
+}
