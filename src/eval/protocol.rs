@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{EvalConfig, Executor, Tolerance};
 
-/// Where an evaluation runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Where an evaluation runs. Written as torch names it (`cpu`, `cuda:0`), as everywhere
+/// else; sessions written before read too (`"Cpu"`, `{"Cuda": 0}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Device {
     /// Triton's interpreter on the CPU: correctness only.
     Cpu,
@@ -28,6 +29,44 @@ impl Device {
 
     pub fn is_gpu(&self) -> bool {
         matches!(self, Device::Cuda(_))
+    }
+
+    /// A device as torch names it (`cpu`, `cuda`, `cuda:1`).
+    pub fn parse(name: &str) -> Option<Device> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Some(Device::Cpu),
+            "cuda" => Some(Device::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse().ok())
+                .map(Device::Cuda),
+        }
+    }
+}
+
+impl Serialize for Device {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.torch_name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Device {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        enum Old {
+            Cuda(u32),
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Name(String),
+            Old(Old),
+        }
+        match Written::deserialize(d)? {
+            Written::Name(n) => Device::parse(&n)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown device `{n}`"))),
+            Written::Old(Old::Cuda(i)) => Ok(Device::Cuda(i)),
+        }
     }
 }
 
@@ -545,6 +584,21 @@ pub struct Hello {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_are_written_as_torch_names_and_old_sessions_still_read() {
+        assert_eq!(serde_json::to_string(&Device::Cpu).unwrap(), "\"cpu\"");
+        assert_eq!(serde_json::to_string(&Device::Cuda(1)).unwrap(), "\"cuda:1\"");
+        for (written, device) in [
+            ("\"cpu\"", Device::Cpu),
+            ("\"cuda:1\"", Device::Cuda(1)),
+            ("\"Cpu\"", Device::Cpu),
+            ("{\"Cuda\":2}", Device::Cuda(2)),
+        ] {
+            assert_eq!(serde_json::from_str::<Device>(written).unwrap(), device, "{written}");
+        }
+        assert!(serde_json::from_str::<Device>("\"tpu\"").is_err());
+    }
 
     #[test]
     fn a_task_that_does_not_fit_is_the_tasks_fault_and_a_kernel_oom_is_not() {
