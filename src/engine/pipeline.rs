@@ -529,7 +529,12 @@ pub fn stage_verdict(
             false,
             format!("{old:.3}x -> {new:.3}x is no improvement: keeping the base"),
         ),
-        (Accept::Improve, _, _) => (true, "correct (no timing to compare)".to_string()),
+        // Nothing measured on one side (the CPU, a timing that failed): no comparison, so no
+        // replacement; regression protection never waves a kernel through unmeasured.
+        (Accept::Improve, _, _) => (
+            false,
+            "correct, not compared: no timing to compare with (the base stays)".to_string(),
+        ),
     }
 }
 
@@ -555,8 +560,8 @@ mod tests {
             "never an incorrect one"
         );
         assert!(
-            stage_verdict(Accept::Improve, true, None, None).0,
-            "no timing: correct is enough"
+            !stage_verdict(Accept::Improve, true, None, None).0,
+            "no timing: not compared, the base stays"
         );
     }
 }

@@ -588,14 +588,21 @@ mod tests {
     #[test]
     fn devices_are_written_as_torch_names_and_old_sessions_still_read() {
         assert_eq!(serde_json::to_string(&Device::Cpu).unwrap(), "\"cpu\"");
-        assert_eq!(serde_json::to_string(&Device::Cuda(1)).unwrap(), "\"cuda:1\"");
+        assert_eq!(
+            serde_json::to_string(&Device::Cuda(1)).unwrap(),
+            "\"cuda:1\""
+        );
         for (written, device) in [
             ("\"cpu\"", Device::Cpu),
             ("\"cuda:1\"", Device::Cuda(1)),
             ("\"Cpu\"", Device::Cpu),
             ("{\"Cuda\":2}", Device::Cuda(2)),
         ] {
-            assert_eq!(serde_json::from_str::<Device>(written).unwrap(), device, "{written}");
+            assert_eq!(
+                serde_json::from_str::<Device>(written).unwrap(),
+                device,
+                "{written}"
+            );
         }
         assert!(serde_json::from_str::<Device>("\"tpu\"").is_err());
     }

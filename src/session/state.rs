@@ -51,8 +51,9 @@ pub struct Candidate {
 }
 
 /// The best correct candidate of `candidates` by the one ranking every view uses: a
-/// measured score beats none, a higher score a lower one, and on a tie the later
-/// candidate wins.
+/// measured score beats none, a higher score a lower one, and on a tie of scores the later
+/// candidate wins (it comes from a more refined step). Among candidates with no score (the
+/// CPU: nothing is timed) the earliest wins: nothing shows a later one is better.
 pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
     candidates
         .into_iter()
@@ -60,10 +61,16 @@ pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Optio
         .max_by(|a, b| rank(a).partial_cmp(&rank(b)).expect("ranks are not NaN"))
 }
 
-/// (has a score, score, id): the order `best_of` ranks correct candidates by.
-fn rank(c: &Candidate) -> (bool, f64, CandidateId) {
+/// (has a score, score, order): the order `best_of` ranks correct candidates by; the
+/// order prefers later candidates among scored ones, earlier among unscored ones.
+fn rank(c: &Candidate) -> (bool, f64, i64) {
     let score = c.score().filter(|s| s.is_finite());
-    (score.is_some(), score.unwrap_or(0.0), c.id)
+    let id = i64::from(c.id.0);
+    (
+        score.is_some(),
+        score.unwrap_or(0.0),
+        if score.is_some() { id } else { -id },
+    )
 }
 
 impl Candidate {
@@ -213,9 +220,8 @@ impl SessionState {
     }
 
     /// The one notion of "best": the candidate the person marked final, else the correct
-    /// candidate with the highest score. A measured score beats none, and on a tie the
-    /// later candidate wins (it comes from a more refined step; on the CPU every correct
-    /// kernel ties, so the latest one is best).
+    /// candidate ranked first by `best_of` (on the CPU, where nothing is timed, the
+    /// earliest correct kernel: a later one is not shown to be better).
     pub fn best_candidate(&self) -> Option<CandidateId> {
         if self.final_marked.is_some() {
             return self.final_marked;
@@ -689,10 +695,11 @@ mod tests {
         for id in 1..=5 {
             apply(&mut s, created(id));
         }
-        // Without timing every correct kernel ties: the later one wins.
-        apply(&mut s, evaluated(1, true, None));
+        // Without timing nothing shows a later kernel is better: the earliest correct wins.
         apply(&mut s, evaluated(2, true, None));
         assert_eq!(s.best, Some(CandidateId(2)));
+        apply(&mut s, evaluated(1, true, None));
+        assert_eq!(s.best, Some(CandidateId(1)));
         // A measured score beats none; a failed kernel never counts.
         apply(&mut s, evaluated(3, true, Some(0.8)));
         apply(&mut s, evaluated(4, false, None));

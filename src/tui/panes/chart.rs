@@ -233,7 +233,7 @@ fn draw_correctness_strip(cx: &Ctx, frame: &mut Frame, area: Rect, ids: &[Candid
         Line::from(spans),
         Line::styled(
             format!(
-                "{} candidates: {correct} correct, {failed} failed (the latest correct one is the best)",
+                "{} candidates: {correct} correct, {failed} failed (nothing is timed: the earliest correct one is the best)",
                 ids.len()
             ),
             cx.theme.get(Role::Muted),
