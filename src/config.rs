@@ -179,6 +179,7 @@ impl Config {
         let mut config: Config = toml::Value::Table(merged.clone())
             .try_into()
             .with_context(|| format!("invalid configuration (read from {})", describe(&sources)))?;
+        tracing::info!(files = ?sources, "configuration read");
         config.sources = sources;
         config.table = merged;
         Ok(config)

@@ -55,9 +55,28 @@ enum Command {
     Open(commands::open::OpenArgs),
 }
 
+impl Command {
+    fn name(&self) -> &'static str {
+        match self {
+            Command::Run(_) => "run",
+            Command::Resume(_) => "resume",
+            Command::Report(_) => "report",
+            Command::Eval(_) => "eval",
+            Command::Doctor(_) => "doctor",
+            Command::Ask(_) => "ask",
+            Command::Bench(_) => "bench",
+            Command::Providers(_) => "providers",
+            Command::Open(_) => "open",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _log = kforge::logging::init();
+    // The subcommand only: arguments can hold a prompt.
+    let name = cli.command.name();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), command = %name, "kforge started");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -80,8 +99,12 @@ fn main() -> ExitCode {
         }
     });
     match result {
-        Ok(code) => code,
+        Ok(code) => {
+            tracing::info!(command = %name, "kforge finished: {code:?}");
+            code
+        }
         Err(e) => {
+            tracing::warn!(command = %name, "kforge stopped with an error: {e:#}");
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }

@@ -179,6 +179,40 @@ fn missing_kernel_file_is_a_clear_error() {
 }
 
 #[test]
+fn the_log_file_says_what_a_person_debugging_needs_and_no_secret() {
+    let cache = tempfile::tempdir().unwrap();
+    let f = fixtures();
+    let out = kforge(&[
+        "eval",
+        f.join("tasks/relu.py").to_str().unwrap(),
+        f.join("kernels/relu_ok.py").to_str().unwrap(),
+        "--cpu",
+    ])
+    .env("KFORGE_CACHE_DIR", cache.path())
+    .env("DEEPSEEK_API_KEY", "sk-kforge-test-secret-value")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(cache.path().join("logs/kforge.log")).unwrap();
+    for needle in [
+        "kforge started",
+        "command=eval",
+        "configuration read",
+        "evaluator server started",
+        "evaluation requested",
+        "evaluation finished",
+        "correct=true",
+        "kforge finished",
+    ] {
+        assert!(
+            log.contains(needle),
+            "{needle} missing from the log:\n{log}"
+        );
+    }
+    assert!(!log.contains("sk-kforge-test-secret-value"), "{log}");
+}
+
+#[test]
 fn a_failing_kernel_shows_its_own_frames_not_the_harness_traceback() {
     let out = eval("relu.py", "relu_compile.py", &[]);
     let stdout = text(&out.stdout);

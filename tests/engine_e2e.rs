@@ -964,3 +964,38 @@ async fn the_persons_actions_during_a_run() {
     let log = session.read_file("console.log").unwrap();
     assert!(log.contains("re-evaluated"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_file_follows_a_run_without_secrets() {
+    let mock = MockLlm::start(standard_script(), Duration::ZERO).await;
+    let run = Run::new(&mock);
+    let cache = tempfile::tempdir().unwrap();
+    let cache_path = cache.path().to_path_buf();
+    let (_run, out) = tokio::task::spawn_blocking(move || {
+        let args = run.args("relu.py", &["--seeds", "1", "--stages", ""]);
+        let out = kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .env("KFORGE_CACHE_DIR", &cache_path)
+            .env("OPENAI_API_KEY", "sk-kforge-run-secret")
+            .output()
+            .unwrap();
+        (run, out)
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let log = std::fs::read_to_string(cache.path().join("logs/kforge.log")).unwrap();
+    for needle in [
+        "command=run",
+        "configuration read",
+        "session created",
+        "provider=mock",
+        "evaluator server started",
+        "llm call started",
+        "llm call answered",
+        "evaluation finished",
+        "evaluator server stopping",
+    ] {
+        assert!(log.contains(needle), "{needle} missing:\n{log}");
+    }
+    assert!(!log.contains("sk-kforge-run-secret"), "{log}");
+}

@@ -193,6 +193,16 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
 
     let (provider, model) = backend.label();
     let session = SessionDir::create(&pipeline.sessions_dir(), &task.name, &provider, &model)?;
+    tracing::info!(
+        session = %session.path.display(),
+        task = %task.name,
+        %provider,
+        %model,
+        %device,
+        mode = ?pipeline.mode,
+        seeds = pipeline.seeds,
+        "session created"
+    );
     let backend = backend.port(&session);
     let lock = session.lock()?;
     let description = json!({
@@ -332,6 +342,12 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         eprintln!("kforge: events.jsonl line {line} is not a valid event ({error}); skipped");
     }
     let prior = SessionState::from_records(&read.records);
+    tracing::info!(
+        session = %session.path.display(),
+        events = read.records.len(),
+        state = prior.state.word(),
+        "resuming a session"
+    );
     if prior.state == EngineState::Finished {
         eprintln!(
             "kforge: this session finished already; open it with `kforge open {}`",

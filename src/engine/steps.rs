@@ -324,6 +324,7 @@ impl Inner {
             }
         }
         let (provider, model) = self.llm.label();
+        tracing::info!(call = call.0, key, kind = kind.word(), %provider, %model, "llm call started");
         self.emit(Event::LlmCallStarted {
             call,
             key: key.to_string(),
@@ -405,6 +406,15 @@ impl Inner {
         }
         match result {
             Ok(answer) => {
+                tracing::info!(
+                    call = call.0,
+                    key,
+                    latency_s = format!("{latency_s:.2}"),
+                    input_tokens = answer.usage.input,
+                    output_tokens = answer.usage.output,
+                    cost_usd = answer.cost_usd,
+                    "llm call answered"
+                );
                 // The whole answer, in case a retry left pieces of an earlier attempt.
                 step!(self.write(&response_file, answer.text.as_bytes()));
                 self.emit(Event::LlmCallFinished {
@@ -425,6 +435,13 @@ impl Inner {
             }
             Err(failure) => {
                 let (message, usage, cost_usd) = failure.parts();
+                tracing::warn!(
+                    call = call.0,
+                    key,
+                    latency_s = format!("{latency_s:.2}"),
+                    error = %message,
+                    "llm call failed"
+                );
                 self.emit(Event::LlmCallFinished {
                     call,
                     ok: false,

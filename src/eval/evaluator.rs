@@ -179,6 +179,16 @@ impl Evaluator {
         let baseline_dir = Some(self.shared.cache_dir.join("baselines"));
         let job = Job::new(&request, baseline_dir);
         let id = self.new_id("eval");
+        let started = std::time::Instant::now();
+        tracing::info!(
+            %id,
+            task = %request.task.display(),
+            kernel = %request.kernel.display(),
+            device = %request.device.torch_name(),
+            timing = request.timing,
+            "evaluation requested"
+        );
+        let log_id = id.clone();
         let (reply, answer) = oneshot::channel();
         let sender = self.worker(request.device).await;
         let ahead = {
@@ -202,11 +212,25 @@ impl Evaluator {
                 "the device worker has stopped".into(),
             ));
         }
-        answer.await.unwrap_or_else(|_| {
+        let outcome = answer.await.unwrap_or_else(|_| {
             Err(EvalError::Unavailable(
                 "the device worker has stopped".into(),
             ))
-        })
+        });
+        let secs = format!("{:.2}", started.elapsed().as_secs_f64());
+        match &outcome {
+            Ok(r) => tracing::info!(
+                id = %log_id,
+                correct = r.correct,
+                category = r.category.map(|c| c.as_str()).unwrap_or("-"),
+                score = r.timing.as_ref().and_then(|t| t.score),
+                flags = ?r.flags,
+                secs,
+                "evaluation finished"
+            ),
+            Err(e) => tracing::warn!(id = %log_id, error = %e, secs, "evaluation gave no result"),
+        }
+        outcome
     }
 
     async fn worker(&self, device: Device) -> mpsc::UnboundedSender<QueuedJob> {

@@ -146,6 +146,14 @@ impl HarnessServer {
             );
         }
         server.hello = hello;
+        tracing::info!(
+            python = %python.display(),
+            pid = server.child.id(),
+            interpret,
+            torch = server.hello.torch.as_deref().unwrap_or("?"),
+            triton = server.hello.triton.as_deref().unwrap_or("?"),
+            "evaluator server started"
+        );
         Ok(server)
     }
 
@@ -212,6 +220,7 @@ impl HarnessServer {
 
     /// Asks the server to exit, killing it if it does not within a few seconds.
     pub async fn shutdown(mut self) {
+        tracing::info!(pid = self.child.id(), "evaluator server stopping");
         let _ = self.send(&serde_json::json!({"op": "shutdown"})).await;
         if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
             .await
