@@ -833,7 +833,7 @@ async fn an_incorrect_stage_kernel_never_replaces_its_base() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("[stage 1/1] block_tiling: not correct (rejected)"),
+        stdout.contains("[stage 1/1] block_tiling: not correct: the base stays"),
         "{stdout}"
     );
     let state = state_of(&run.session());

@@ -1445,3 +1445,19 @@ fn an_attached_window_of_an_ended_run_refuses_actions_before_asking_for_input() 
     }
     assert!(h.host.commands.is_empty());
 }
+
+#[test]
+fn the_sample_session_in_the_repository_opens() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sessions/softmax_h100_scripted");
+    let h = Harness::open(&dir, opts(120, 40)).unwrap();
+    let s = h.screen();
+    assert!(s.contains("softmax"), "{s}");
+    assert!(s.contains("best #4 1.54x"), "{s}");
+    assert_eq!(h.app.state().state, EngineState::Finished);
+    assert_eq!(h.app.state().candidates.len(), 8);
+    // Every file an event names is there.
+    for c in h.app.state().candidates.values() {
+        assert!(dir.join(&c.file).is_file(), "{}", c.file);
+        assert!(dir.join(c.eval_file.as_ref().unwrap()).is_file());
+    }
+}

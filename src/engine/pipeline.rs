@@ -390,7 +390,7 @@ impl Inner {
                 }
             };
             let (accepted, reason) = match &last {
-                None => (false, "no kernel".to_string()),
+                None => (false, "no kernel: the base stays".to_string()),
                 Some(l) => stage_verdict(self.pipeline.accept, l.correct, l.score, base.score),
             };
             if !self.replay.stage_recorded(stage) {
@@ -405,10 +405,8 @@ impl Inner {
             self.log(
                 LogLevel::Info,
                 &tag,
-                format!(
-                    "{stage}: {reason}{}",
-                    if accepted { "" } else { " (rejected)" }
-                ),
+                // Each reason says what happened to the base.
+                format!("{stage}: {reason}"),
             );
             if accepted && let Some(l) = last {
                 base = l;
@@ -518,7 +516,7 @@ pub fn stage_verdict(
     old: Option<f64>,
 ) -> (bool, String) {
     if !correct {
-        return (false, "not correct".to_string());
+        return (false, "not correct: the base stays".to_string());
     }
     match (accept, new, old) {
         (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
