@@ -2,7 +2,7 @@
 
 mod llm_common;
 
-use kforge::llm::{CostSource, LlmError, ProviderKind};
+use kforge::llm::{CostSource, LlmError, ProviderKind, Secret};
 use llm_common::*;
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -151,4 +151,46 @@ async fn stop_reason_max_tokens_is_truncation() {
         "{err}"
     );
     assert_eq!(err.partial().unwrap().text, "Hello!");
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_other_origin_gets_nothing() {
+    // Whatever reaches this server has the key, the extra headers and the prompt.
+    let elsewhere = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(sse(fixture("anthropic_thinking.sse")))
+        .mount(&elsewhere)
+        .await;
+    let target = elsewhere
+        .uri()
+        .replace("http://", "http://someone:location-pass@");
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(307).insert_header("location", format!("{target}{PATH}?sig=q1")),
+        None,
+        1,
+    )
+    .await;
+    let mut p = anthropic(&server);
+    p.extra_headers = vec![("X-Gateway-Token".into(), Secret::new("hdr-secret-42"))];
+    let (events, result) = call(p).await;
+    let received = elsewhere.received_requests().await.unwrap();
+    assert!(
+        received.is_empty(),
+        "the redirect was followed: {} request(s) reached the other origin",
+        received.len()
+    );
+    assert_eq!(events, vec![], "a redirect is not retried");
+    let err = result.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(
+        shown.contains("HTTP 307") && shown.contains(&elsewhere.uri()),
+        "the message names the status and the new origin: {shown}"
+    );
+    for secret in [KEY, "hdr-secret-42", "location-pass"] {
+        assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+    }
+    assert!(!err.is_retryable(), "{err:?}");
 }

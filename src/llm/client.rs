@@ -65,12 +65,16 @@ pub fn is_loopback(base_url: &str) -> bool {
 
 impl LlmClient {
     /// Builds the HTTP client: rustls, `connect_timeout`, no total timeout (the idle
-    /// `read_timeout` is enforced per read), no proxy for loopback URLs.
+    /// `read_timeout` is enforced per read), no proxy for loopback URLs, no redirects.
     pub fn new(provider: ResolvedProvider) -> Result<Self, LlmError> {
         // Installing twice fails harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(provider.connect_timeout)
+            // reqwest strips only `Authorization` on a cross-origin redirect: Anthropic's
+            // `x-api-key`, the extra headers and the whole prompt would go to the new
+            // origin. A 3xx is reported instead (see `redirect_error`).
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("kforge/", env!("CARGO_PKG_VERSION")));
         if is_loopback(&provider.base_url) {
             builder = builder.no_proxy();
@@ -291,6 +295,9 @@ impl LlmClient {
             Ok(sent) => sent.map_err(|e| (connect_error(ctx, shown_url, &e), None))?,
         };
         let status = response.status().as_u16();
+        if response.status().is_redirection() {
+            return Err((redirect_error(ctx, url, &response), None));
+        }
         if !(200..300).contains(&status) {
             let wait = retry::retry_after(response.headers());
             let body = read_error_body(response, p.read_timeout).await;
@@ -416,6 +423,31 @@ fn connect_error(ctx: &ErrorContext, url: &str, e: &reqwest::Error) -> LlmError 
         url: url.to_string(),
         message,
         retryable: !(local && refused),
+    }
+}
+
+/// A 3xx answer, never followed: the error names where it points (scheme, host, port and
+/// path; no credentials, query or fragment, which may carry tokens).
+fn redirect_error(ctx: &ErrorContext, url: &str, response: &reqwest::Response) -> LlmError {
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(
+            |l| match reqwest::Url::parse(url).and_then(|base| base.join(l)) {
+                Ok(target) => match target.host_str() {
+                    Some(_) => {
+                        format!("{}{}", target.origin().ascii_serialization(), target.path())
+                    }
+                    None => "an address that is not HTTP".to_string(),
+                },
+                Err(_) => "an address that is not a URL".to_string(),
+            },
+        );
+    LlmError::Redirect {
+        provider: ctx.provider.clone(),
+        status: response.status().as_u16(),
+        location,
     }
 }
 

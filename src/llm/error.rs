@@ -74,6 +74,17 @@ pub enum LlmError {
         hint: Option<&'static str>,
     },
 
+    #[error(
+        "provider `{provider}` answered HTTP {status}, a redirect to {}: redirects are not followed, since they would carry the API key and the prompt to another address; if that address is right, set base_url to it",
+        .location.as_deref().unwrap_or("nowhere (no Location header)")
+    )]
+    Redirect {
+        provider: String,
+        status: u16,
+        /// Where it points, without credentials or query.
+        location: Option<String>,
+    },
+
     #[error("cannot reach {url}: {message}")]
     Connect {
         url: String,
