@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::config::{ProviderKind, ResolvedProvider};
-use super::error::{ErrorContext, LlmError};
+use super::error::{ErrorContext, LlmError, size_text};
 use super::sse::{self, SseError};
 use super::types::{ChatRequest, Completion, StreamEvent, Truncation, Usage};
 use super::{anthropic, openai, pricing, retry};
@@ -352,6 +352,14 @@ impl LlmClient {
                         message: format!("the connection broke while reading the answer: {m}"),
                     },
                     SseError::Invalid(m) => ctx.malformed(m, ""),
+                    SseError::TooLarge { limit, start } => ctx.malformed(
+                        format!(
+                            "one line or event of the stream is longer than {}, the most kforge \
+                             holds at once: not a real answer, so the stream was not read further",
+                            size_text(limit)
+                        ),
+                        &start,
+                    ),
                 };
                 (err, None)
             })?;

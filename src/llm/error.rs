@@ -173,6 +173,17 @@ pub fn secs(d: Duration) -> String {
     }
 }
 
+/// `16 MiB`, `64 KiB`, `100 bytes`.
+pub fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
 fn truncation_text(cause: Truncation, partial: &Completion) -> String {
     match cause {
         Truncation::StreamEnded => format!(
