@@ -421,3 +421,29 @@ async fn a_password_in_base_url_is_never_shown() {
     assert!(matches!(err, LlmError::Auth { status: 403, .. }), "{shown}");
     assert!(!shown.contains("hunter2-secret"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_whole_json_answer_larger_than_64_kib_is_read_whole() {
+    // The 64 KiB cap is for error bodies; a successful answer this long is ordinary.
+    let long = "x".repeat(1 << 20);
+    let body = serde_json::json!({
+        "model": "gpt-4o", "choices": [{"index": 0, "message": {"role": "assistant", "content": long}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1}
+    });
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(200).set_body_json(body),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    let c = match result {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(c.text == long, "{} characters of text", c.text.len());
+    assert_eq!(events.len(), 3, "text, finish, usage");
+}

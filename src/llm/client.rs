@@ -17,7 +17,8 @@ use super::sse::{self, SseError};
 use super::types::{ChatRequest, Completion, StreamEvent, Truncation, Usage};
 use super::{anthropic, openai, pricing, retry};
 
-/// Largest error body read (the excerpt shown is shorter still).
+/// Largest error body read (the excerpt shown is shorter still). Not for answers: see
+/// `read_answer_body`.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A client for one provider. Cheap to clone; share it between concurrent calls.
@@ -318,7 +319,9 @@ impl LlmClient {
         }
         if content_type.starts_with("application/json") {
             // A server that ignored `stream: true` (or answered an error as JSON under 200).
-            let body = read_error_body(response, p.read_timeout).await;
+            let body = read_answer_body(response, p.read_timeout, ctx, shown_url)
+                .await
+                .map_err(|e| (e, None))?;
             let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
                 (
                     ctx.malformed(format!("the answer is not JSON ({e})"), &body),
@@ -457,6 +460,51 @@ fn redirect_error(ctx: &ErrorContext, url: &str, response: &reqwest::Response) -
         status: response.status().as_u16(),
         location,
     }
+}
+
+/// Reads a whole successful answer: up to [`sse::MAX_EVENT_BYTES`], the same cap as one
+/// event of a stream (`MAX_ERROR_BODY` is for error bodies, whose excerpt is all that is
+/// shown; an answer is used whole).
+async fn read_answer_body(
+    response: reqwest::Response,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<String, LlmError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    loop {
+        match tokio::time::timeout(read_timeout, stream.next()).await {
+            Err(_) => {
+                return Err(LlmError::ReadTimeout {
+                    after: read_timeout,
+                });
+            }
+            Ok(None) => break,
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Some(Err(e))) => {
+                return Err(LlmError::Connect {
+                    retryable: true,
+                    url: url.to_string(),
+                    message: format!(
+                        "the connection broke while reading the answer: {}",
+                        ctx.clean(&e.to_string())
+                    ),
+                });
+            }
+        }
+        if body.len() > sse::MAX_EVENT_BYTES {
+            let start = String::from_utf8_lossy(&body[..200]).into_owned();
+            return Err(ctx.malformed(
+                format!(
+                    "the answer is larger than {}, the most kforge holds at once: not a real answer",
+                    size_text(sse::MAX_EVENT_BYTES)
+                ),
+                &start,
+            ));
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Reads up to `MAX_ERROR_BODY` bytes of a body, giving up after an idle `read_timeout`.
