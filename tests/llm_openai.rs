@@ -447,3 +447,80 @@ async fn a_whole_json_answer_larger_than_64_kib_is_read_whole() {
     assert!(c.text == long, "{} characters of text", c.text.len());
     assert_eq!(events.len(), 3, "text, finish, usage");
 }
+
+#[tokio::test]
+async fn an_in_stream_server_error_before_any_token_is_retried() {
+    let server = MockServer::start().await;
+    let error = r#"data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}"#;
+    mount(&server, PATH, sse(format!("{error}\n\n")), Some(1), 1).await;
+    mount(
+        &server,
+        PATH,
+        sse(fixture("openai_text_usage.sse")),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    let reason = "provider `testprov` reported an error in the stream (server_error): \
+                  The server had an error while processing your request. Sorry about that!";
+    assert_eq!(
+        events,
+        vec![
+            retrying(2, 10, reason),
+            text("Hello"),
+            text(" world"),
+            finish("stop"),
+            usage(1200, 1000, 0, 300, 0)
+        ]
+    );
+    assert_eq!(result.unwrap().attempts, 2);
+}
+
+#[tokio::test]
+async fn an_in_stream_server_error_after_a_token_is_final() {
+    let body = format!(
+        "{}data: {}\n\n",
+        content_chunk("Hel"),
+        r#"{"error":{"message":"boom","type":"server_error"}}"#
+    );
+    let server = server_with(body, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events, vec![text("Hel")]);
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, LlmError::InStream { .. }) && err.to_string().contains("boom"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plain_text_200_says_what_it_is_and_is_not_retried() {
+    let server = MockServer::start().await;
+    let page = ResponseTemplate::new(200)
+        .set_body_raw("Service is up. Try /v2/chat for the new API.", "text/plain");
+    mount(&server, PATH, page, None, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events, vec![], "not retried");
+    let err = result.unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.contains("the server answered 200 with text/plain, not an event stream or JSON")
+            && shown.contains("Service is up. Try /v2/chat for the new API."),
+        "{shown}"
+    );
+    assert!(!shown.contains("truncated"), "{shown}");
+}
+
+#[tokio::test]
+async fn an_event_stream_labelled_text_plain_still_works() {
+    let server = MockServer::start().await;
+    let body = ResponseTemplate::new(200).set_body_raw(
+        fixture("openai_text_usage.sse"),
+        "text/plain; charset=utf-8",
+    );
+    mount(&server, PATH, body, None, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(result.unwrap().text, "Hello world");
+}

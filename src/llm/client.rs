@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
@@ -339,7 +340,23 @@ impl LlmClient {
             acc.take_all(out, on_event);
             return result.map_err(|e| (e, None));
         }
-        let mut events = std::pin::pin!(sse::events(response.bytes_stream(), p.read_timeout));
+        let mut body = response.bytes_stream();
+        let mut head = None;
+        if content_type.starts_with("text/plain") {
+            // Some servers label their event stream text/plain; others answer a plain
+            // message (a health page, a proxy's notice) that would read as an empty stream
+            // and be retried as a truncation. The first line tells them apart.
+            let first = sniff(&mut body, p.read_timeout, ctx, shown_url)
+                .await
+                .map_err(|e| (e, None))?;
+            if !sse::looks_like_sse(&first) {
+                let text = read_error_text(&mut body, first, p.read_timeout).await;
+                return Err((plain_text_error(ctx, &text), None));
+            }
+            head = Some(Ok(Bytes::from(first)));
+        }
+        let body = futures::stream::iter(head).chain(body);
+        let mut events = std::pin::pin!(sse::events(body, p.read_timeout));
         let mut decoder = match p.kind {
             ProviderKind::OpenAi => Decoder::OpenAi(openai::Decoder::default()),
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
@@ -462,6 +479,33 @@ fn redirect_error(ctx: &ErrorContext, url: &str, response: &reqwest::Response) -
     }
 }
 
+/// The next chunk of a body, waiting at most `read_timeout`; `None` at its end.
+async fn next_chunk<S>(
+    body: &mut S,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<Option<Bytes>, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    match tokio::time::timeout(read_timeout, body.next()).await {
+        Err(_) => Err(LlmError::ReadTimeout {
+            after: read_timeout,
+        }),
+        Ok(None) => Ok(None),
+        Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+        Ok(Some(Err(e))) => Err(LlmError::Connect {
+            retryable: true,
+            url: url.to_string(),
+            message: format!(
+                "the connection broke while reading the answer: {}",
+                ctx.clean(&e.to_string())
+            ),
+        }),
+    }
+}
+
 /// Reads a whole successful answer: up to [`sse::MAX_EVENT_BYTES`], the same cap as one
 /// event of a stream (`MAX_ERROR_BODY` is for error bodies, whose excerpt is all that is
 /// shown; an answer is used whole).
@@ -473,26 +517,8 @@ async fn read_answer_body(
 ) -> Result<String, LlmError> {
     let mut body = Vec::new();
     let mut stream = response.bytes_stream();
-    loop {
-        match tokio::time::timeout(read_timeout, stream.next()).await {
-            Err(_) => {
-                return Err(LlmError::ReadTimeout {
-                    after: read_timeout,
-                });
-            }
-            Ok(None) => break,
-            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
-            Ok(Some(Err(e))) => {
-                return Err(LlmError::Connect {
-                    retryable: true,
-                    url: url.to_string(),
-                    message: format!(
-                        "the connection broke while reading the answer: {}",
-                        ctx.clean(&e.to_string())
-                    ),
-                });
-            }
-        }
+    while let Some(chunk) = next_chunk(&mut stream, read_timeout, ctx, url).await? {
+        body.extend_from_slice(&chunk);
         if body.len() > sse::MAX_EVENT_BYTES {
             let start = String::from_utf8_lossy(&body[..200]).into_owned();
             return Err(ctx.malformed(
@@ -507,17 +533,57 @@ async fn read_answer_body(
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-/// Reads up to `MAX_ERROR_BODY` bytes of a body, giving up after an idle `read_timeout`.
-async fn read_error_body(response: reqwest::Response, read_timeout: Duration) -> String {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(read_timeout, stream.next()).await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            break;
+/// The first bytes of a body: its first line, or 64 bytes of it, or all of a shorter body.
+async fn sniff<S>(
+    body: &mut S,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<Vec<u8>, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let mut head = Vec::new();
+    while head.len() < 64 && !head.iter().any(|&b| b == b'\n' || b == b'\r') {
+        match next_chunk(body, read_timeout, ctx, url).await? {
+            Some(chunk) => head.extend_from_slice(&chunk),
+            None => break,
         }
     }
-    String::from_utf8_lossy(&body).into_owned()
+    Ok(head)
+}
+
+/// A 200 answer in plain text: what it is, and the start of what it says.
+fn plain_text_error(ctx: &ErrorContext, text: &str) -> LlmError {
+    let start: String = ctx.clean(text).chars().take(200).collect();
+    ctx.malformed(
+        "the server answered 200 with text/plain, not an event stream or JSON (check base_url)",
+        if start.is_empty() {
+            "(empty body)"
+        } else {
+            &start
+        },
+    )
+}
+
+/// Reads up to `MAX_ERROR_BODY` bytes of a body, giving up after an idle `read_timeout`.
+async fn read_error_body(response: reqwest::Response, read_timeout: Duration) -> String {
+    read_error_text(&mut response.bytes_stream(), Vec::new(), read_timeout).await
+}
+
+/// The rest of an error body after its first bytes `head`, up to `MAX_ERROR_BODY` in all.
+async fn read_error_text<S>(body: &mut S, head: Vec<u8>, read_timeout: Duration) -> String
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let mut text = head;
+    while text.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(read_timeout, body.next()).await {
+            Ok(Some(Ok(chunk))) => text.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// What one attempt has gathered so far.

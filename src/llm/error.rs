@@ -64,6 +64,9 @@ pub enum LlmError {
         provider: String,
         kind: String,
         message: String,
+        /// A failure on the server's side (OpenAI's `server_error`, Anthropic's
+        /// `api_error`): the same request may succeed, as after an HTTP 500.
+        retryable: bool,
     },
 
     #[error("provider `{provider}` answered HTTP {status}{}: {body}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
@@ -112,6 +115,9 @@ impl LlmError {
             LlmError::RateLimited { .. }
             | LlmError::Overloaded { .. }
             | LlmError::Connect {
+                retryable: true, ..
+            }
+            | LlmError::InStream {
                 retryable: true, ..
             } => true,
             LlmError::Http { status, .. } => is_retryable_status(*status),
@@ -204,6 +210,17 @@ fn truncation_text(cause: Truncation, partial: &Completion) -> String {
         ),
     }
 }
+
+/// In-stream error types that mean the server failed, not the request: retried before
+/// the first token like an overload (OpenAI `server_error`, Anthropic `api_error`, and the
+/// names gateways use for the same).
+const SERVER_SIDE_KINDS: &[&str] = &[
+    "server_error",
+    "api_error",
+    "internal_error",
+    "internal_server_error",
+    "service_unavailable",
+];
 
 /// What error classification needs to know about the call.
 #[derive(Debug, Clone)]
@@ -304,6 +321,9 @@ impl ErrorContext {
                 retry_after: None,
             }
         } else {
+            // What an HTTP 500 would have said, said inside a 200 stream instead.
+            let retryable = kind.split('/').any(|k| SERVER_SIDE_KINDS.contains(&k))
+                || matches!(code, Some(500 | 504));
             let kind = if kind.is_empty() {
                 "error".to_string()
             } else {
@@ -313,6 +333,7 @@ impl ErrorContext {
                 provider,
                 kind,
                 message,
+                retryable,
             }
         }
     }
@@ -460,6 +481,21 @@ mod tests {
             !e.is_retryable() && e.to_string().contains("context too long"),
             "{e}"
         );
+        for v in [
+            serde_json::json!({"type": "server_error", "message": "The server had an error"}),
+            serde_json::json!({"type": "error", "code": "server_error", "message": "boom"}),
+            serde_json::json!({"type": "api_error", "message": "Internal server error"}),
+            serde_json::json!({"code": 500, "message": "boom"}),
+        ] {
+            let e = c.in_stream_error(&v);
+            assert!(
+                matches!(e, LlmError::InStream { .. }) && e.is_retryable(),
+                "{v}: {e:?}"
+            );
+        }
+        let v =
+            serde_json::json!({"type": "invalid_request_error", "code": "bad_server_error_name"});
+        assert!(!c.in_stream_error(&v).is_retryable());
         let v = serde_json::json!("plain string error");
         assert!(
             c.in_stream_error(&v)

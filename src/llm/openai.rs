@@ -125,6 +125,7 @@ impl Decoder {
                         provider: ctx.provider.clone(),
                         kind: "finish_reason".into(),
                         message: "the server ended the answer with finish_reason \"error\"".into(),
+                        retryable: false,
                     });
                 }
                 self.finished = true;

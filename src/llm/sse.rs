@@ -101,6 +101,27 @@ where
     })
 }
 
+/// Whether `head`, the first bytes of a body, starts like an event stream: a blank line,
+/// a comment, or a `data`, `event`, `id` or `retry` field.
+pub fn looks_like_sse(head: &[u8]) -> bool {
+    let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
+    let end = head
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .unwrap_or(head.len());
+    let line = &head[..end];
+    let ended = end < head.len();
+    let field = line.split(|&b| b == b':').next().unwrap_or(line);
+    match line.first() {
+        None => ended,
+        Some(b':') => true,
+        Some(_) => {
+            matches!(field, b"data" | b"event" | b"id" | b"retry")
+                && (ended || field.len() < line.len())
+        }
+    }
+}
+
 struct State<S> {
     body: S,
     parser: Parser,
@@ -396,6 +417,32 @@ mod tests {
             matches!(got.as_slice(), [Err(e)] if e.starts_with("TooLarge { limit: 64")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn what_looks_like_an_event_stream() {
+        for head in [
+            &b"data: {}\n"[..],
+            b"data:{\"choices\"",
+            b"event: message_start\r\n",
+            b": keep-alive\n",
+            b"\n\ndata: x",
+            b"\xef\xbb\xbfid: 1\n",
+            b"data\n",
+        ] {
+            assert!(looks_like_sse(head), "{}", String::from_utf8_lossy(head));
+        }
+        for head in [
+            &b""[..],
+            b"OK",
+            b"Service is up.\n",
+            b"database: ready\n",
+            b"data",
+            b"<html>",
+            b"{\"error\": \"x\"}",
+        ] {
+            assert!(!looks_like_sse(head), "{}", String::from_utf8_lossy(head));
+        }
     }
 
     #[tokio::test]
