@@ -12,7 +12,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::config::{ProviderKind, ResolvedProvider};
+use super::config::{ProviderKind, ResolvedProvider, redact_url};
 use super::error::{ErrorContext, LlmError, size_text};
 use super::sse::{self, SseError};
 use super::types::{ChatRequest, Completion, StreamEvent, Truncation, Usage};
@@ -89,14 +89,14 @@ impl LlmClient {
             ProviderKind::Anthropic => anthropic::endpoint(&provider.base_url),
         };
         let mut secrets: Vec<String> = provider.secrets().into_iter().map(String::from).collect();
-        let mut shown_url = url.clone();
-        if let Ok(mut parsed) = reqwest::Url::parse(&url)
-            && let Some(password) = parsed.password().map(String::from)
+        // Servers and libraries may echo the URL: its password is scrubbed like a key.
+        if let Some(password) = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.password().map(String::from))
         {
             secrets.push(password);
-            let _ = parsed.set_password(Some("***"));
-            shown_url = parsed.to_string();
         }
+        let shown_url = redact_url(&url);
         let ctx = ErrorContext {
             provider: provider.name.clone(),
             model: provider.model.clone(),
