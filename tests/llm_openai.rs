@@ -524,3 +524,29 @@ async fn an_event_stream_labelled_text_plain_still_works() {
     assert_eq!(events.len(), 4, "{events:?}");
     assert_eq!(result.unwrap().text, "Hello world");
 }
+
+/// A whole (non-streamed) `chat.completion` in one `data:` line, as some proxies send it.
+fn whole_completion() -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-9", "object": "chat.completion", "created": 1, "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello whole"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+    })
+}
+
+#[tokio::test]
+async fn a_whole_completion_in_one_data_line_is_an_answer() {
+    for tail in ["", "data: [DONE]\n\n"] {
+        let server = server_with(format!("data: {}\n\n{tail}", whole_completion()), 1).await;
+        let (events, result) = call(openai(&server, "gpt-4o")).await;
+        assert_eq!(
+            events,
+            vec![text("Hello whole"), finish("stop"), usage(9, 0, 0, 2, 0)],
+            "tail {tail:?}"
+        );
+        let c = result.unwrap();
+        assert_eq!(c.text, "Hello whole");
+        assert_eq!(c.response_model.as_deref(), Some("gpt-4o-2024-08-06"));
+        assert_eq!(c.attempts, 1);
+    }
+}

@@ -318,31 +318,27 @@ impl LlmClient {
             );
             return Err((ctx.malformed(message, &body), None));
         }
-        if content_type.starts_with("application/json") {
-            // A server that ignored `stream: true` (or answered an error as JSON under 200).
-            let body = read_answer_body(response, p.read_timeout, ctx, shown_url)
-                .await
-                .map_err(|e| (e, None))?;
-            let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
-                (
-                    ctx.malformed(format!("the answer is not JSON ({e})"), &body),
-                    None,
-                )
-            })?;
-            if p.kind == ProviderKind::Anthropic && value.get("error").is_none() {
-                return Err((
-                    ctx.malformed("expected an event stream, got a JSON document", &body),
-                    None,
-                ));
-            }
-            let mut out = Vec::new();
-            let result = openai::Decoder::default().on_chunk(&value, ctx, &mut out);
-            acc.take_all(out, on_event);
-            return result.map_err(|e| (e, None));
-        }
         let mut body = response.bytes_stream();
         let mut head = None;
-        if content_type.starts_with("text/plain") {
+        if content_type.starts_with("application/json") {
+            // A server that ignored `stream: true` (or answered an error as JSON under 200).
+            let text = read_answer_body(&mut body, p.read_timeout, ctx, shown_url)
+                .await
+                .map_err(|e| (e, None))?;
+            match serde_json::from_str(&text) {
+                Ok(value) => {
+                    return whole_json(p, &value, &text, ctx, acc, on_event).map_err(|e| (e, None));
+                }
+                // An event stream labelled JSON (some proxies do): read below as one.
+                Err(_) if sse::looks_like_sse(text.as_bytes()) => {
+                    head = Some(Ok(Bytes::from(text)));
+                }
+                Err(e) => {
+                    let message = format!("the answer is not JSON ({e})");
+                    return Err((ctx.malformed(message, &text), None));
+                }
+            }
+        } else if content_type.starts_with("text/plain") {
             // Some servers label their event stream text/plain; others answer a plain
             // message (a health page, a proxy's notice) that would read as an empty stream
             // and be retried as a truncation. The first line tells them apart.
@@ -410,6 +406,45 @@ impl LlmClient {
 enum Decoder {
     OpenAi(openai::Decoder),
     Anthropic(anthropic::Decoder),
+}
+
+/// A whole answer as one JSON document (`text` is its source, for the error excerpt): an
+/// OpenAI `chat.completion`, an Anthropic message, or an error object.
+fn whole_json<F>(
+    p: &ResolvedProvider,
+    value: &serde_json::Value,
+    text: &str,
+    ctx: &ErrorContext,
+    acc: &mut Accumulator,
+    on_event: &mut F,
+) -> Result<(), LlmError>
+where
+    F: FnMut(&StreamEvent) + Send,
+{
+    let mut out = Vec::new();
+    let result = match p.kind {
+        ProviderKind::OpenAi => {
+            let mut d = openai::Decoder::default();
+            let result = d.on_chunk(value, ctx, &mut out).map(|_| ());
+            acc.response_model = d.response_model;
+            result
+        }
+        ProviderKind::Anthropic => {
+            let mut d = anthropic::Decoder::default();
+            let result = d.on_value("message", value, ctx, &mut out);
+            acc.response_model = d.response_model;
+            match result {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(ctx.malformed(
+                    "expected an event stream or a whole message, got another JSON document",
+                    text,
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    acc.take_all(out, on_event);
+    result
 }
 
 fn secret_header(value: &str) -> Result<HeaderValue, (LlmError, Option<Duration>)> {
@@ -509,15 +544,17 @@ where
 /// Reads a whole successful answer: up to [`sse::MAX_EVENT_BYTES`], the same cap as one
 /// event of a stream (`MAX_ERROR_BODY` is for error bodies, whose excerpt is all that is
 /// shown; an answer is used whole).
-async fn read_answer_body(
-    response: reqwest::Response,
+async fn read_answer_body<S>(
+    stream: &mut S,
     read_timeout: Duration,
     ctx: &ErrorContext,
     url: &str,
-) -> Result<String, LlmError> {
+) -> Result<String, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = next_chunk(&mut stream, read_timeout, ctx, url).await? {
+    while let Some(chunk) = next_chunk(stream, read_timeout, ctx, url).await? {
         body.extend_from_slice(&chunk);
         if body.len() > sse::MAX_EVENT_BYTES {
             let start = String::from_utf8_lossy(&body[..200]).into_owned();
