@@ -2,7 +2,7 @@
 
 mod llm_common;
 
-use kforge::llm::{CostSource, LlmError, ProviderKind};
+use kforge::llm::{CostSource, LlmError, ProviderKind, Secret};
 use llm_common::*;
 use wiremock::matchers::{body_partial_json, header, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -151,4 +151,130 @@ async fn stop_reason_max_tokens_is_truncation() {
         "{err}"
     );
     assert_eq!(err.partial().unwrap().text, "Hello!");
+}
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_other_origin_gets_nothing() {
+    // Whatever reaches this server has the key, the extra headers and the prompt.
+    let elsewhere = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(sse(fixture("anthropic_thinking.sse")))
+        .mount(&elsewhere)
+        .await;
+    let target = elsewhere
+        .uri()
+        .replace("http://", "http://someone:location-pass@");
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(307).insert_header("location", format!("{target}{PATH}?sig=q1")),
+        None,
+        1,
+    )
+    .await;
+    let mut p = anthropic(&server);
+    p.extra_headers = vec![("X-Gateway-Token".into(), Secret::new("hdr-secret-42"))];
+    let (events, result) = call(p).await;
+    let received = elsewhere.received_requests().await.unwrap();
+    assert!(
+        received.is_empty(),
+        "the redirect was followed: {} request(s) reached the other origin",
+        received.len()
+    );
+    assert_eq!(events, vec![], "a redirect is not retried");
+    let err = result.unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(
+        shown.contains("HTTP 307") && shown.contains(&elsewhere.uri()),
+        "the message names the status and the new origin: {shown}"
+    );
+    for secret in [KEY, "hdr-secret-42", "location-pass"] {
+        assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+    }
+    assert!(!err.is_retryable(), "{err:?}");
+}
+
+/// What LiteLLM's `/v1/messages` sent to a streamed request: one `data:` line holding a
+/// whole (non-streamed) message.
+fn whole_message() -> serde_json::Value {
+    serde_json::json!({
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": [{"type": "text", "text": "Hello from the proxy"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": 12, "output_tokens": 5}
+    })
+}
+
+#[tokio::test]
+async fn a_whole_message_in_one_data_line_is_an_answer() {
+    for tail in ["", "data: [DONE]\n\n"] {
+        let server = MockServer::start().await;
+        let body = format!("data: {}\n\n{tail}", whole_message());
+        mount(&server, PATH, sse(body), None, 1).await;
+        let (events, result) = call(anthropic(&server)).await;
+        assert_eq!(
+            events,
+            vec![
+                text("Hello from the proxy"),
+                finish("end_turn"),
+                usage(12, 0, 0, 5, 0)
+            ],
+            "tail {tail:?}"
+        );
+        let c = result.unwrap();
+        assert_eq!(c.text, "Hello from the proxy");
+        assert_eq!(
+            c.response_model.as_deref(),
+            Some("claude-sonnet-4-5-20250929")
+        );
+        assert_eq!(c.finish_reason.unwrap().as_str(), "end_turn");
+        assert_eq!((c.usage.input_tokens, c.usage.output_tokens), (12, 5));
+        assert_eq!(c.attempts, 1);
+    }
+}
+
+#[tokio::test]
+async fn a_whole_message_as_a_json_document_is_an_answer() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(200).set_body_json(whole_message()),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(anthropic(&server)).await;
+    assert_eq!(
+        events,
+        vec![
+            text("Hello from the proxy"),
+            finish("end_turn"),
+            usage(12, 0, 0, 5, 0)
+        ]
+    );
+    assert_eq!(result.unwrap().text, "Hello from the proxy");
+}
+
+#[tokio::test]
+async fn a_whole_message_in_a_data_line_labelled_json_is_an_answer() {
+    let server = MockServer::start().await;
+    let body = format!("data: {}\n\n", whole_message());
+    let labelled_json = ResponseTemplate::new(200).set_body_raw(body, "application/json");
+    mount(&server, PATH, labelled_json, None, 1).await;
+    let (events, result) = call(anthropic(&server)).await;
+    assert_eq!(
+        events,
+        vec![
+            text("Hello from the proxy"),
+            finish("end_turn"),
+            usage(12, 0, 0, 5, 0)
+        ]
+    );
+    assert_eq!(result.unwrap().text, "Hello from the proxy");
 }

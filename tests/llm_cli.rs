@@ -237,3 +237,44 @@ async fn providers_lists_presets_default_and_key_state_without_keys() {
         "{stdout}"
     );
 }
+
+#[tokio::test]
+async fn a_password_in_base_url_is_masked_in_the_listing_the_errors_and_the_log() {
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        "/v1/chat/completions",
+        wiremock::ResponseTemplate::new(500).set_body_string("upstream failed"),
+        None,
+        1,
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    let base = server
+        .uri()
+        .replace("http://", "http://gateway-user:pw-secret-77@");
+    let config = format!(
+        "[llm]\ndefault = \"mock\"\nmax_retries = 0\n\n[llm.providers.mock]\nbase_url = \"{base}/v1\"\nmodel = \"gpt-4o\"\n"
+    );
+    std::fs::write(dir.path().join("config/config.toml"), config).unwrap();
+    let out = kforge(dir.path(), &["providers"], &[], None).await;
+    let stdout = text_of(&out.stdout);
+    assert!(out.status.success(), "{}", text_of(&out.stderr));
+    let line = stdout.lines().find(|l| l.contains("mock")).unwrap();
+    assert!(
+        line.contains(&base.replace("pw-secret-77", "***")),
+        "the user and host stay visible: {stdout}"
+    );
+    let out = kforge(dir.path(), &["ask", "hi"], &[("KFORGE_LOG", "trace")], None).await;
+    let stderr = text_of(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let log = std::fs::read_to_string(dir.path().join("cache/logs/kforge.log")).unwrap();
+    assert!(log.contains("llm request url"), "the log is written: {log}");
+    for (what, text) in [("listing", &stdout), ("stderr", &stderr), ("log", &log)] {
+        assert!(
+            !text.contains("pw-secret-77"),
+            "the password is in the {what}: {text}"
+        );
+    }
+}

@@ -421,3 +421,132 @@ async fn a_password_in_base_url_is_never_shown() {
     assert!(matches!(err, LlmError::Auth { status: 403, .. }), "{shown}");
     assert!(!shown.contains("hunter2-secret"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_whole_json_answer_larger_than_64_kib_is_read_whole() {
+    // The 64 KiB cap is for error bodies; a successful answer this long is ordinary.
+    let long = "x".repeat(1 << 20);
+    let body = serde_json::json!({
+        "model": "gpt-4o", "choices": [{"index": 0, "message": {"role": "assistant", "content": long}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1}
+    });
+    let server = MockServer::start().await;
+    mount(
+        &server,
+        PATH,
+        ResponseTemplate::new(200).set_body_json(body),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    let c = match result {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(c.text == long, "{} characters of text", c.text.len());
+    assert_eq!(events.len(), 3, "text, finish, usage");
+}
+
+#[tokio::test]
+async fn an_in_stream_server_error_before_any_token_is_retried() {
+    let server = MockServer::start().await;
+    let error = r#"data: {"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}"#;
+    mount(&server, PATH, sse(format!("{error}\n\n")), Some(1), 1).await;
+    mount(
+        &server,
+        PATH,
+        sse(fixture("openai_text_usage.sse")),
+        None,
+        1,
+    )
+    .await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    let reason = "provider `testprov` reported an error in the stream (server_error): \
+                  The server had an error while processing your request. Sorry about that!";
+    assert_eq!(
+        events,
+        vec![
+            retrying(2, 10, reason),
+            text("Hello"),
+            text(" world"),
+            finish("stop"),
+            usage(1200, 1000, 0, 300, 0)
+        ]
+    );
+    assert_eq!(result.unwrap().attempts, 2);
+}
+
+#[tokio::test]
+async fn an_in_stream_server_error_after_a_token_is_final() {
+    let body = format!(
+        "{}data: {}\n\n",
+        content_chunk("Hel"),
+        r#"{"error":{"message":"boom","type":"server_error"}}"#
+    );
+    let server = server_with(body, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events, vec![text("Hel")]);
+    let err = result.unwrap_err();
+    assert!(
+        matches!(err, LlmError::InStream { .. }) && err.to_string().contains("boom"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plain_text_200_says_what_it_is_and_is_not_retried() {
+    let server = MockServer::start().await;
+    let page = ResponseTemplate::new(200)
+        .set_body_raw("Service is up. Try /v2/chat for the new API.", "text/plain");
+    mount(&server, PATH, page, None, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events, vec![], "not retried");
+    let err = result.unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.contains("the server answered 200 with text/plain, not an event stream or JSON")
+            && shown.contains("Service is up. Try /v2/chat for the new API."),
+        "{shown}"
+    );
+    assert!(!shown.contains("truncated"), "{shown}");
+}
+
+#[tokio::test]
+async fn an_event_stream_labelled_text_plain_still_works() {
+    let server = MockServer::start().await;
+    let body = ResponseTemplate::new(200).set_body_raw(
+        fixture("openai_text_usage.sse"),
+        "text/plain; charset=utf-8",
+    );
+    mount(&server, PATH, body, None, 1).await;
+    let (events, result) = call(openai(&server, "gpt-4o")).await;
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(result.unwrap().text, "Hello world");
+}
+
+/// A whole (non-streamed) `chat.completion` in one `data:` line, as some proxies send it.
+fn whole_completion() -> serde_json::Value {
+    serde_json::json!({
+        "id": "chatcmpl-9", "object": "chat.completion", "created": 1, "model": "gpt-4o-2024-08-06",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello whole"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+    })
+}
+
+#[tokio::test]
+async fn a_whole_completion_in_one_data_line_is_an_answer() {
+    for tail in ["", "data: [DONE]\n\n"] {
+        let server = server_with(format!("data: {}\n\n{tail}", whole_completion()), 1).await;
+        let (events, result) = call(openai(&server, "gpt-4o")).await;
+        assert_eq!(
+            events,
+            vec![text("Hello whole"), finish("stop"), usage(9, 0, 0, 2, 0)],
+            "tail {tail:?}"
+        );
+        let c = result.unwrap();
+        assert_eq!(c.text, "Hello whole");
+        assert_eq!(c.response_model.as_deref(), Some("gpt-4o-2024-08-06"));
+        assert_eq!(c.attempts, 1);
+    }
+}

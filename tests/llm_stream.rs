@@ -224,3 +224,32 @@ async fn no_response_headers_within_the_read_timeout_is_a_read_timeout() {
     assert!(started.elapsed() < Duration::from_secs(2));
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_line_over_16_mib_is_a_clear_error_and_not_retried() {
+    let mut script = vec![send(r#"data: {"choices":[{"index":0,"delta":{"content":""#)];
+    let mib = "x".repeat(1 << 20);
+    for _ in 0..17 {
+        script.push(send(mib.clone()));
+    }
+    script.push(send("\"}}]}\n\ndata: [DONE]\n\n"));
+    let server = script_server(script).await;
+    let (events, result) = call(provider(ProviderKind::OpenAi, &server.base_url, "m")).await;
+    // Never print these events or the result: 17 MiB of text.
+    assert!(events.is_empty(), "{} events", events.len());
+    let Err(err) = result else {
+        panic!("the over-long line was accepted")
+    };
+    let shown = err.to_string();
+    assert!(matches!(err, LlmError::Malformed { .. }), "{shown}");
+    assert!(
+        shown.contains("longer than 16 MiB") && shown.contains(r#"data: {"choices""#),
+        "{shown}"
+    );
+    assert!(
+        shown.len() < 2000,
+        "the excerpt is short: {} bytes",
+        shown.len()
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}

@@ -80,6 +80,7 @@ impl LlmPort for ClientLlm {
                         LlmError::Auth { .. }
                             | LlmError::ModelNotFound { .. }
                             | LlmError::QuotaExceeded { .. }
+                            | LlmError::Redirect { .. }
                             | LlmError::Config { .. }
                     );
                     let message = e.to_string();

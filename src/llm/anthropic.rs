@@ -90,7 +90,7 @@ pub struct Decoder {
 }
 
 impl Decoder {
-    /// One SSE event. Returns `true` at `message_stop`.
+    /// One SSE event. Returns `true` at `message_stop`, or after a whole message.
     pub fn on_event(
         &mut self,
         ev: &SseEvent,
@@ -103,11 +103,33 @@ impl Decoder {
         }
         let v: Value = serde_json::from_str(data)
             .map_err(|e| ctx.malformed(format!("an event is not JSON ({e})"), data))?;
-        let name = match ev.name.as_str() {
+        self.on_value(&ev.name, &v, ctx, out)
+    }
+
+    /// One event's JSON, `name` being its SSE name (`message` when it had none: the JSON's
+    /// `type` says what it is). A whole JSON answer comes here as an unnamed event too.
+    pub fn on_value(
+        &mut self,
+        name: &str,
+        v: &Value,
+        ctx: &ErrorContext,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, LlmError> {
+        let name = match name {
             "message" => v.get("type").and_then(Value::as_str).unwrap_or(""),
             name => name,
         };
         match name {
+            // A whole, non-streamed message: what some proxies (LiteLLM's /v1/messages)
+            // send to a streamed request, in one `data:` line or as a JSON document.
+            "message" => {
+                self.whole_message(v, ctx, out)?;
+                return Ok(true);
+            }
+            // A gateway's own error shape, without Anthropic's `type`.
+            "" if v.get("error").is_some_and(|e| !e.is_null()) => {
+                return Err(ctx.in_stream_error(&v["error"]));
+            }
             "message_start" => {
                 let message = v.get("message");
                 self.response_model = message
@@ -169,10 +191,58 @@ impl Decoder {
                 }
             }
             "message_stop" => return Ok(true),
-            "error" => return Err(ctx.in_stream_error(v.get("error").unwrap_or(&v))),
+            "error" => return Err(ctx.in_stream_error(v.get("error").unwrap_or(v))),
             _ => {} // content_block_stop and event types added after this was written
         }
         Ok(false)
+    }
+}
+
+impl Decoder {
+    /// A whole message: its thinking and text blocks, stop reason and usage, in the order
+    /// a stream would have given them.
+    fn whole_message(
+        &mut self,
+        message: &Value,
+        ctx: &ErrorContext,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), LlmError> {
+        let Some(blocks) = message.get("content").and_then(Value::as_array) else {
+            return Err(ctx.malformed(
+                "a whole message without a content list",
+                &message.to_string(),
+            ));
+        };
+        self.response_model = message
+            .get("model")
+            .and_then(Value::as_str)
+            .map(String::from);
+        for block in blocks {
+            let field = |k: &str| {
+                block
+                    .get(k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+            };
+            match block.get("type").and_then(Value::as_str) {
+                Some("thinking") => out.extend(field("thinking").map(StreamEvent::Reasoning)),
+                Some("text") => out.extend(field("text").map(StreamEvent::Text)),
+                _ => {} // redacted_thinking, tool_use and later kinds
+            }
+        }
+        if let Some(reason) = message
+            .get("stop_reason")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
+            out.push(StreamEvent::Finish(FinishReason(reason.to_string())));
+        }
+        if let Some(u) = message.get("usage").filter(|u| u.is_object()) {
+            self.counters.update(u);
+            out.push(StreamEvent::Usage(self.counters.normalized()));
+        }
+        Ok(())
     }
 }
 
@@ -215,6 +285,69 @@ mod tests {
             json!({"type": "enabled", "budget_tokens": 2048})
         );
         assert!(b.get("temperature").is_none());
+    }
+
+    fn ctx() -> ErrorContext {
+        ErrorContext {
+            provider: "p".into(),
+            model: "m".into(),
+            env_var: None,
+            secrets: vec![],
+        }
+    }
+
+    #[test]
+    fn a_whole_message_is_the_whole_answer() {
+        let message = json!({
+            "type": "message", "model": "claude-x",
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                {"type": "text", "text": "one"},
+                {"type": "tool_use", "id": "t", "name": "f", "input": {}},
+                {"type": "text", "text": "two"}
+            ],
+            "stop_reason": "max_tokens",
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 10, "output_tokens": 7}
+        });
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        assert!(d.on_value("message", &message, &ctx(), &mut out).unwrap());
+        assert_eq!(d.response_model.as_deref(), Some("claude-x"));
+        let mut usage = Counters::default();
+        usage.update(&message["usage"]);
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::Reasoning("hmm".into()),
+                StreamEvent::Text("one".into()),
+                StreamEvent::Text("two".into()),
+                StreamEvent::Finish(FinishReason("max_tokens".into())),
+                StreamEvent::Usage(usage.normalized()),
+            ]
+        );
+        let no_content = json!({"type": "message", "content": "text"});
+        let e = Decoder::default()
+            .on_value("message", &no_content, &ctx(), &mut Vec::new())
+            .unwrap_err();
+        assert!(matches!(e, LlmError::Malformed { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_gateway_error_without_a_type_is_an_error() {
+        let v = json!({"error": {"message": "upstream failed", "type": "api_error"}});
+        let e = Decoder::default()
+            .on_value("message", &v, &ctx(), &mut Vec::new())
+            .unwrap_err();
+        assert!(
+            e.is_retryable() && e.to_string().contains("upstream failed"),
+            "{e}"
+        );
+        let v = json!({"ok": true, "error": null});
+        assert!(
+            !Decoder::default()
+                .on_value("message", &v, &ctx(), &mut Vec::new())
+                .unwrap()
+        );
     }
 
     #[test]

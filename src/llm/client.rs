@@ -6,18 +6,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::config::{ProviderKind, ResolvedProvider};
-use super::error::{ErrorContext, LlmError};
+use super::config::{ProviderKind, ResolvedProvider, redact_url};
+use super::error::{ErrorContext, LlmError, size_text};
 use super::sse::{self, SseError};
 use super::types::{ChatRequest, Completion, StreamEvent, Truncation, Usage};
 use super::{anthropic, openai, pricing, retry};
 
-/// Largest error body read (the excerpt shown is shorter still).
+/// Largest error body read (the excerpt shown is shorter still). Not for answers: see
+/// `read_answer_body`.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A client for one provider. Cheap to clone; share it between concurrent calls.
@@ -65,12 +67,16 @@ pub fn is_loopback(base_url: &str) -> bool {
 
 impl LlmClient {
     /// Builds the HTTP client: rustls, `connect_timeout`, no total timeout (the idle
-    /// `read_timeout` is enforced per read), no proxy for loopback URLs.
+    /// `read_timeout` is enforced per read), no proxy for loopback URLs, no redirects.
     pub fn new(provider: ResolvedProvider) -> Result<Self, LlmError> {
         // Installing twice fails harmlessly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder()
             .connect_timeout(provider.connect_timeout)
+            // reqwest strips only `Authorization` on a cross-origin redirect: Anthropic's
+            // `x-api-key`, the extra headers and the whole prompt would go to the new
+            // origin. A 3xx is reported instead (see `redirect_error`).
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("kforge/", env!("CARGO_PKG_VERSION")));
         if is_loopback(&provider.base_url) {
             builder = builder.no_proxy();
@@ -83,14 +89,14 @@ impl LlmClient {
             ProviderKind::Anthropic => anthropic::endpoint(&provider.base_url),
         };
         let mut secrets: Vec<String> = provider.secrets().into_iter().map(String::from).collect();
-        let mut shown_url = url.clone();
-        if let Ok(mut parsed) = reqwest::Url::parse(&url)
-            && let Some(password) = parsed.password().map(String::from)
+        // Servers and libraries may echo the URL: its password is scrubbed like a key.
+        if let Some(password) = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.password().map(String::from))
         {
             secrets.push(password);
-            let _ = parsed.set_password(Some("***"));
-            shown_url = parsed.to_string();
         }
+        let shown_url = redact_url(&url);
         let ctx = ErrorContext {
             provider: provider.name.clone(),
             model: provider.model.clone(),
@@ -291,6 +297,9 @@ impl LlmClient {
             Ok(sent) => sent.map_err(|e| (connect_error(ctx, shown_url, &e), None))?,
         };
         let status = response.status().as_u16();
+        if response.status().is_redirection() {
+            return Err((redirect_error(ctx, url, &response), None));
+        }
         if !(200..300).contains(&status) {
             let wait = retry::retry_after(response.headers());
             let body = read_error_body(response, p.read_timeout).await;
@@ -309,27 +318,41 @@ impl LlmClient {
             );
             return Err((ctx.malformed(message, &body), None));
         }
+        let mut body = response.bytes_stream();
+        let mut head = None;
         if content_type.starts_with("application/json") {
             // A server that ignored `stream: true` (or answered an error as JSON under 200).
-            let body = read_error_body(response, p.read_timeout).await;
-            let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
-                (
-                    ctx.malformed(format!("the answer is not JSON ({e})"), &body),
-                    None,
-                )
-            })?;
-            if p.kind == ProviderKind::Anthropic && value.get("error").is_none() {
-                return Err((
-                    ctx.malformed("expected an event stream, got a JSON document", &body),
-                    None,
-                ));
+            let text = read_answer_body(&mut body, p.read_timeout, ctx, shown_url)
+                .await
+                .map_err(|e| (e, None))?;
+            match serde_json::from_str(&text) {
+                Ok(value) => {
+                    return whole_json(p, &value, &text, ctx, acc, on_event).map_err(|e| (e, None));
+                }
+                // An event stream labelled JSON (some proxies do): read below as one.
+                Err(_) if sse::looks_like_sse(text.as_bytes()) => {
+                    head = Some(Ok(Bytes::from(text)));
+                }
+                Err(e) => {
+                    let message = format!("the answer is not JSON ({e})");
+                    return Err((ctx.malformed(message, &text), None));
+                }
             }
-            let mut out = Vec::new();
-            let result = openai::Decoder::default().on_chunk(&value, ctx, &mut out);
-            acc.take_all(out, on_event);
-            return result.map_err(|e| (e, None));
+        } else if content_type.starts_with("text/plain") {
+            // Some servers label their event stream text/plain; others answer a plain
+            // message (a health page, a proxy's notice) that would read as an empty stream
+            // and be retried as a truncation. The first line tells them apart.
+            let first = sniff(&mut body, p.read_timeout, ctx, shown_url)
+                .await
+                .map_err(|e| (e, None))?;
+            if !sse::looks_like_sse(&first) {
+                let text = read_error_text(&mut body, first, p.read_timeout).await;
+                return Err((plain_text_error(ctx, &text), None));
+            }
+            head = Some(Ok(Bytes::from(first)));
         }
-        let mut events = std::pin::pin!(sse::events(response.bytes_stream(), p.read_timeout));
+        let body = futures::stream::iter(head).chain(body);
+        let mut events = std::pin::pin!(sse::events(body, p.read_timeout));
         let mut decoder = match p.kind {
             ProviderKind::OpenAi => Decoder::OpenAi(openai::Decoder::default()),
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
@@ -345,6 +368,14 @@ impl LlmClient {
                         message: format!("the connection broke while reading the answer: {m}"),
                     },
                     SseError::Invalid(m) => ctx.malformed(m, ""),
+                    SseError::TooLarge { limit, start } => ctx.malformed(
+                        format!(
+                            "one line or event of the stream is longer than {}, the most kforge \
+                             holds at once: not a real answer, so the stream was not read further",
+                            size_text(limit)
+                        ),
+                        &start,
+                    ),
                 };
                 (err, None)
             })?;
@@ -375,6 +406,45 @@ impl LlmClient {
 enum Decoder {
     OpenAi(openai::Decoder),
     Anthropic(anthropic::Decoder),
+}
+
+/// A whole answer as one JSON document (`text` is its source, for the error excerpt): an
+/// OpenAI `chat.completion`, an Anthropic message, or an error object.
+fn whole_json<F>(
+    p: &ResolvedProvider,
+    value: &serde_json::Value,
+    text: &str,
+    ctx: &ErrorContext,
+    acc: &mut Accumulator,
+    on_event: &mut F,
+) -> Result<(), LlmError>
+where
+    F: FnMut(&StreamEvent) + Send,
+{
+    let mut out = Vec::new();
+    let result = match p.kind {
+        ProviderKind::OpenAi => {
+            let mut d = openai::Decoder::default();
+            let result = d.on_chunk(value, ctx, &mut out).map(|_| ());
+            acc.response_model = d.response_model;
+            result
+        }
+        ProviderKind::Anthropic => {
+            let mut d = anthropic::Decoder::default();
+            let result = d.on_value("message", value, ctx, &mut out);
+            acc.response_model = d.response_model;
+            match result {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(ctx.malformed(
+                    "expected an event stream or a whole message, got another JSON document",
+                    text,
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    acc.take_all(out, on_event);
+    result
 }
 
 fn secret_header(value: &str) -> Result<HeaderValue, (LlmError, Option<Duration>)> {
@@ -419,17 +489,138 @@ fn connect_error(ctx: &ErrorContext, url: &str, e: &reqwest::Error) -> LlmError 
     }
 }
 
-/// Reads up to `MAX_ERROR_BODY` bytes of a body, giving up after an idle `read_timeout`.
-async fn read_error_body(response: reqwest::Response, read_timeout: Duration) -> String {
+/// A 3xx answer, never followed: the error names where it points (scheme, host, port and
+/// path; no credentials, query or fragment, which may carry tokens).
+fn redirect_error(ctx: &ErrorContext, url: &str, response: &reqwest::Response) -> LlmError {
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(
+            |l| match reqwest::Url::parse(url).and_then(|base| base.join(l)) {
+                Ok(target) => match target.host_str() {
+                    Some(_) => {
+                        format!("{}{}", target.origin().ascii_serialization(), target.path())
+                    }
+                    None => "an address that is not HTTP".to_string(),
+                },
+                Err(_) => "an address that is not a URL".to_string(),
+            },
+        );
+    LlmError::Redirect {
+        provider: ctx.provider.clone(),
+        status: response.status().as_u16(),
+        location,
+    }
+}
+
+/// The next chunk of a body, waiting at most `read_timeout`; `None` at its end.
+async fn next_chunk<S>(
+    body: &mut S,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<Option<Bytes>, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    match tokio::time::timeout(read_timeout, body.next()).await {
+        Err(_) => Err(LlmError::ReadTimeout {
+            after: read_timeout,
+        }),
+        Ok(None) => Ok(None),
+        Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
+        Ok(Some(Err(e))) => Err(LlmError::Connect {
+            retryable: true,
+            url: url.to_string(),
+            message: format!(
+                "the connection broke while reading the answer: {}",
+                ctx.clean(&e.to_string())
+            ),
+        }),
+    }
+}
+
+/// Reads a whole successful answer: up to [`sse::MAX_EVENT_BYTES`], the same cap as one
+/// event of a stream (`MAX_ERROR_BODY` is for error bodies, whose excerpt is all that is
+/// shown; an answer is used whole).
+async fn read_answer_body<S>(
+    stream: &mut S,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<String, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(read_timeout, stream.next()).await {
+    while let Some(chunk) = next_chunk(stream, read_timeout, ctx, url).await? {
         body.extend_from_slice(&chunk);
-        if body.len() >= MAX_ERROR_BODY {
-            break;
+        if body.len() > sse::MAX_EVENT_BYTES {
+            let start = String::from_utf8_lossy(&body[..200]).into_owned();
+            return Err(ctx.malformed(
+                format!(
+                    "the answer is larger than {}, the most kforge holds at once: not a real answer",
+                    size_text(sse::MAX_EVENT_BYTES)
+                ),
+                &start,
+            ));
         }
     }
-    String::from_utf8_lossy(&body).into_owned()
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The first bytes of a body: its first line, or 64 bytes of it, or all of a shorter body.
+async fn sniff<S>(
+    body: &mut S,
+    read_timeout: Duration,
+    ctx: &ErrorContext,
+    url: &str,
+) -> Result<Vec<u8>, LlmError>
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let mut head = Vec::new();
+    while head.len() < 64 && !head.iter().any(|&b| b == b'\n' || b == b'\r') {
+        match next_chunk(body, read_timeout, ctx, url).await? {
+            Some(chunk) => head.extend_from_slice(&chunk),
+            None => break,
+        }
+    }
+    Ok(head)
+}
+
+/// A 200 answer in plain text: what it is, and the start of what it says.
+fn plain_text_error(ctx: &ErrorContext, text: &str) -> LlmError {
+    let start: String = ctx.clean(text).chars().take(200).collect();
+    ctx.malformed(
+        "the server answered 200 with text/plain, not an event stream or JSON (check base_url)",
+        if start.is_empty() {
+            "(empty body)"
+        } else {
+            &start
+        },
+    )
+}
+
+/// Reads up to `MAX_ERROR_BODY` bytes of a body, giving up after an idle `read_timeout`.
+async fn read_error_body(response: reqwest::Response, read_timeout: Duration) -> String {
+    read_error_text(&mut response.bytes_stream(), Vec::new(), read_timeout).await
+}
+
+/// The rest of an error body after its first bytes `head`, up to `MAX_ERROR_BODY` in all.
+async fn read_error_text<S>(body: &mut S, head: Vec<u8>, read_timeout: Duration) -> String
+where
+    S: Stream<Item = reqwest::Result<Bytes>> + Unpin,
+{
+    let mut text = head;
+    while text.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(read_timeout, body.next()).await {
+            Ok(Some(Ok(chunk))) => text.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
 }
 
 /// What one attempt has gathered so far.

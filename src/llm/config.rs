@@ -244,12 +244,13 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Everything a call needs, resolved. `Debug` and `Serialize` never show the key or
-/// header values, so this can go into logs and session snapshots.
-#[derive(Debug, Clone, Serialize)]
+/// Everything a call needs, resolved. `Debug` and `Serialize` never show the key, header
+/// values or a password in `base_url`, so this can go into logs and session snapshots.
+#[derive(Clone, Serialize)]
 pub struct ResolvedProvider {
     pub name: String,
     pub kind: ProviderKind,
+    #[serde(serialize_with = "serialize_redacted_url")]
     pub base_url: String,
     pub model: String,
     #[serde(skip)]
@@ -307,6 +308,84 @@ impl ResolvedProvider {
             .chain(self.extra_headers.iter().map(|(_, v)| v.expose()))
             .collect()
     }
+}
+
+impl fmt::Debug for ResolvedProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Every field named, so that a new one cannot be forgotten here.
+        let Self {
+            name,
+            kind,
+            base_url,
+            model,
+            api_key,
+            api_key_env,
+            include_usage,
+            max_tokens,
+            max_tokens_field,
+            temperature,
+            reasoning_effort,
+            thinking_budget,
+            connect_timeout,
+            read_timeout,
+            wall_timeout,
+            retry,
+            extra_headers,
+            free,
+            prices,
+        } = self;
+        f.debug_struct("ResolvedProvider")
+            .field("name", name)
+            .field("kind", kind)
+            .field("base_url", &redact_url(base_url))
+            .field("model", model)
+            .field("api_key", api_key)
+            .field("api_key_env", api_key_env)
+            .field("include_usage", include_usage)
+            .field("max_tokens", max_tokens)
+            .field("max_tokens_field", max_tokens_field)
+            .field("temperature", temperature)
+            .field("reasoning_effort", reasoning_effort)
+            .field("thinking_budget", thinking_budget)
+            .field("connect_timeout", connect_timeout)
+            .field("read_timeout", read_timeout)
+            .field("wall_timeout", wall_timeout)
+            .field("retry", retry)
+            .field("extra_headers", extra_headers)
+            .field("free", free)
+            .field("prices", prices)
+            .finish()
+    }
+}
+
+fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url(url))
+}
+
+/// `url` with the password of its userinfo replaced by `***` (`https://user:***@host/v1`):
+/// how a base URL is shown and logged everywhere (the providers listing, errors, logs).
+/// Works on text that does not parse as a URL too, since a config error shows it.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let start = scheme_end + 3;
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len())];
+    if let Some(at) = authority.rfind('@') {
+        return match authority[..at].find(':') {
+            Some(colon) => format!("{}***{}", &url[..start + colon + 1], &rest[at..]),
+            None => url.to_string(), // a user name alone
+        };
+    }
+    // Not a URL, with an `@` further on: most likely a password holding a raw `/`, `?` or
+    // `#`. Everything before that `@` is hidden.
+    if reqwest::Url::parse(url).is_err()
+        && let Some(at) = rest.rfind('@')
+    {
+        return format!("{}***{}", &url[..start], &rest[at..]);
+    }
+    url.to_string()
 }
 
 /// gpt-5 and the o-series take `max_completion_tokens`; everything else `max_tokens`.
@@ -381,6 +460,7 @@ impl fmt::Display for KeyStatus {
 pub struct ProviderSummary {
     pub name: String,
     pub kind: ProviderKind,
+    /// Without its password (see [`redact_url`]).
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub key: KeyStatus,
@@ -463,7 +543,7 @@ impl LlmConfig {
                 ProviderSummary {
                     is_default: default.as_deref() == Some(name.as_str()),
                     kind: cfg.protocol.unwrap_or(ProviderKind::OpenAi),
-                    base_url: cfg.base_url.clone(),
+                    base_url: cfg.base_url.as_deref().map(redact_url),
                     model: cfg.model.clone(),
                     key,
                     origin,
@@ -525,7 +605,8 @@ impl LlmConfig {
             })?;
         reqwest::Url::parse(&base_url).map_err(|e| {
             LlmError::Config(format!(
-                "provider `{name}`: base_url `{base_url}` is not a URL: {e}"
+                "provider `{name}`: base_url `{}` is not a URL: {e}",
+                redact_url(&base_url)
             ))
         })?;
         let model = model
@@ -899,6 +980,57 @@ mod tests {
             );
         }
         assert_eq!(r.secrets(), vec!["sk-topsecret", "hdr-secret"]);
+    }
+
+    #[test]
+    fn passwords_in_urls_are_masked() {
+        for (url, shown) in [
+            ("https://user:secret@host/v1", "https://user:***@host/v1"),
+            (
+                "http://u:p%40ss@127.0.0.1:8000",
+                "http://u:***@127.0.0.1:8000",
+            ),
+            ("https://:tok@host", "https://:***@host"),
+            ("https://user@host/v1", "https://user@host/v1"),
+            ("https://host/v1/@org", "https://host/v1/@org"),
+            ("https://host:8443/v1?x=@", "https://host:8443/v1?x=@"),
+            ("https://user:pa/ss@host/v1", "https://***@host/v1"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_password_in_base_url_is_masked_in_debug_serialization_summaries_and_errors() {
+        let c = parse(
+            "[llm.providers.x]\nbase_url = \"https://me:pw-in-url@gw.example/v1\"\nmodel = \"m\"\n\
+             [llm.providers.y]\nbase_url = \"https://me:pw-in-url@gw.example:port/v1\"\nmodel = \"m\"\n",
+        );
+        let r = c.resolve_with(Some("x"), None, &[], &env_of(&[])).unwrap();
+        assert_eq!(
+            r.base_url, "https://me:pw-in-url@gw.example/v1",
+            "kept for the request"
+        );
+        let row = c
+            .summaries(&env_of(&[]))
+            .into_iter()
+            .find(|s| s.name == "x")
+            .unwrap();
+        let err = c
+            .resolve_with(Some("y"), None, &[], &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("https://me:***@gw.example:port/v1"), "{err}");
+        for text in [
+            format!("{r:?}"),
+            serde_json::to_string(&r).unwrap(),
+            row.base_url.clone().unwrap(),
+            err,
+        ] {
+            assert!(!text.contains("pw-in-url"), "{text}");
+            assert!(text.contains("me:***@gw.example"), "{text}");
+        }
     }
 
     #[cfg(unix)]

@@ -64,6 +64,9 @@ pub enum LlmError {
         provider: String,
         kind: String,
         message: String,
+        /// A failure on the server's side (OpenAI's `server_error`, Anthropic's
+        /// `api_error`): the same request may succeed, as after an HTTP 500.
+        retryable: bool,
     },
 
     #[error("provider `{provider}` answered HTTP {status}{}: {body}", .hint.map(|h| format!(" ({h})")).unwrap_or_default())]
@@ -72,6 +75,17 @@ pub enum LlmError {
         status: u16,
         body: String,
         hint: Option<&'static str>,
+    },
+
+    #[error(
+        "provider `{provider}` answered HTTP {status}, a redirect to {}: redirects are not followed, since they would carry the API key and the prompt to another address; if that address is right, set base_url to it",
+        .location.as_deref().unwrap_or("nowhere (no Location header)")
+    )]
+    Redirect {
+        provider: String,
+        status: u16,
+        /// Where it points, without credentials or query.
+        location: Option<String>,
     },
 
     #[error("cannot reach {url}: {message}")]
@@ -101,6 +115,9 @@ impl LlmError {
             LlmError::RateLimited { .. }
             | LlmError::Overloaded { .. }
             | LlmError::Connect {
+                retryable: true, ..
+            }
+            | LlmError::InStream {
                 retryable: true, ..
             } => true,
             LlmError::Http { status, .. } => is_retryable_status(*status),
@@ -162,6 +179,17 @@ pub fn secs(d: Duration) -> String {
     }
 }
 
+/// `16 MiB`, `64 KiB`, `100 bytes`.
+pub fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
 fn truncation_text(cause: Truncation, partial: &Completion) -> String {
     match cause {
         Truncation::StreamEnded => format!(
@@ -182,6 +210,17 @@ fn truncation_text(cause: Truncation, partial: &Completion) -> String {
         ),
     }
 }
+
+/// In-stream error types that mean the server failed, not the request: retried before
+/// the first token like an overload (OpenAI `server_error`, Anthropic `api_error`, and the
+/// names gateways use for the same).
+const SERVER_SIDE_KINDS: &[&str] = &[
+    "server_error",
+    "api_error",
+    "internal_error",
+    "internal_server_error",
+    "service_unavailable",
+];
 
 /// What error classification needs to know about the call.
 #[derive(Debug, Clone)]
@@ -282,6 +321,9 @@ impl ErrorContext {
                 retry_after: None,
             }
         } else {
+            // What an HTTP 500 would have said, said inside a 200 stream instead.
+            let retryable = kind.split('/').any(|k| SERVER_SIDE_KINDS.contains(&k))
+                || matches!(code, Some(500 | 504));
             let kind = if kind.is_empty() {
                 "error".to_string()
             } else {
@@ -291,6 +333,7 @@ impl ErrorContext {
                 provider,
                 kind,
                 message,
+                retryable,
             }
         }
     }
@@ -438,6 +481,21 @@ mod tests {
             !e.is_retryable() && e.to_string().contains("context too long"),
             "{e}"
         );
+        for v in [
+            serde_json::json!({"type": "server_error", "message": "The server had an error"}),
+            serde_json::json!({"type": "error", "code": "server_error", "message": "boom"}),
+            serde_json::json!({"type": "api_error", "message": "Internal server error"}),
+            serde_json::json!({"code": 500, "message": "boom"}),
+        ] {
+            let e = c.in_stream_error(&v);
+            assert!(
+                matches!(e, LlmError::InStream { .. }) && e.is_retryable(),
+                "{v}: {e:?}"
+            );
+        }
+        let v =
+            serde_json::json!({"type": "invalid_request_error", "code": "bad_server_error_name"});
+        assert!(!c.in_stream_error(&v).is_retryable());
         let v = serde_json::json!("plain string error");
         assert!(
             c.in_stream_error(&v)

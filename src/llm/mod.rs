@@ -21,7 +21,8 @@ pub mod types;
 pub use client::{LlmClient, LlmStream, is_loopback};
 pub use config::{
     DefaultReason, KeyStatus, LlmConfig, MaxTokensField, PRESETS, Preset, ProviderConfig,
-    ProviderKind, ProviderSummary, ResolvedProvider, RetryPolicy, Secret, process_env, resolve,
+    ProviderKind, ProviderSummary, ResolvedProvider, RetryPolicy, Secret, process_env, redact_url,
+    resolve,
 };
 pub use error::LlmError;
 pub use extract::{Analysis, ExtractError, extract_analysis, extract_code};

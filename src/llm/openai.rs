@@ -74,17 +74,19 @@ impl Decoder {
         }
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| ctx.malformed(format!("a stream chunk is not JSON ({e})"), data))?;
-        self.on_chunk(&chunk, ctx, out)?;
-        Ok(false)
+        // A whole response in one `data:` line (some proxies send that to a streamed
+        // request) is the whole answer: no `[DONE]` has to follow.
+        self.on_chunk(&chunk, ctx, out)
     }
 
-    /// One chunk (or a whole non-streamed response, whose choices carry `message`).
+    /// One chunk, or a whole non-streamed response (its choices carry `message`). Returns
+    /// `true` for a whole response.
     pub fn on_chunk(
         &mut self,
         chunk: &Value,
         ctx: &ErrorContext,
         out: &mut Vec<StreamEvent>,
-    ) -> Result<(), LlmError> {
+    ) -> Result<bool, LlmError> {
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             return Err(ctx.in_stream_error(error));
         }
@@ -125,6 +127,7 @@ impl Decoder {
                         provider: ctx.provider.clone(),
                         kind: "finish_reason".into(),
                         message: "the server ended the answer with finish_reason \"error\"".into(),
+                        retryable: false,
                     });
                 }
                 self.finished = true;
@@ -134,7 +137,21 @@ impl Decoder {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             out.push(StreamEvent::Usage(parse_usage(usage)));
         }
-        Ok(())
+        Ok(is_whole_response(chunk, choices))
+    }
+}
+
+/// `object: "chat.completion"` (chunks are `chat.completion.chunk`), or, from servers that
+/// leave `object` out, choices that all carry a `message` and none a `delta`.
+fn is_whole_response(chunk: &Value, choices: &[Value]) -> bool {
+    match chunk.get("object").and_then(Value::as_str) {
+        Some(object) => object == "chat.completion",
+        None => {
+            !choices.is_empty()
+                && choices
+                    .iter()
+                    .all(|c| c.get("message").is_some() && c.get("delta").is_none())
+        }
     }
 }
 
@@ -248,6 +265,30 @@ mod tests {
             (100, 60, 50, 30)
         );
         assert_eq!(u.reported_cost_usd, Some(0.001));
+    }
+
+    #[test]
+    fn a_whole_response_ends_the_stream_and_a_chunk_does_not() {
+        let whole = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":"a"},"finish_reason":"stop"}]}"#;
+        let (ev, r) = decode(&[whole]);
+        assert!(r.unwrap(), "no [DONE] needed after a whole response");
+        assert_eq!(
+            ev,
+            vec![
+                StreamEvent::Text("a".into()),
+                StreamEvent::Finish(FinishReason("stop".into()))
+            ]
+        );
+        let without_object =
+            r#"{"choices":[{"index":0,"message":{"content":"a"},"finish_reason":"stop"}]}"#;
+        assert!(decode(&[without_object]).1.unwrap());
+        for chunk in [
+            r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+        ] {
+            assert!(!decode(&[chunk]).1.unwrap(), "{chunk}");
+        }
     }
 
     #[test]
