@@ -594,9 +594,7 @@ class Evaluation:
     def calibrate(self, flush):
         """The exchange's own cost, measured before the kernel is imported (so the kernel
         cannot inflate it): null runs that do everything a timed run does inside the judge's
-        clock, with a harness-owned stand-in for the kernel's model (standin.py: fresh outputs,
-        one Triton launch, the copy and description of the outputs). (Refreshing inputs happens
-        outside that clock.)"""
+        clock but the forward. (Refreshing inputs happens outside that clock.)"""
         import torch
 
         self.progress("calibrating the timing exchange")
