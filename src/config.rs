@@ -198,7 +198,7 @@ fn describe(sources: &[PathBuf]) -> String {
 }
 
 /// The top-level sections a config file may have.
-pub const SECTIONS: [&str; 5] = ["python", "eval", "llm", "pipeline", "tui"];
+pub const SECTIONS: [&str; 6] = ["python", "eval", "llm", "pipeline", "prompts", "tui"];
 
 fn read_table(path: &Path) -> Result<toml::Table> {
     let text =
