@@ -678,6 +678,39 @@ async fn token_budget_ends_the_run_cleanly_with_everything_saved() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(session.read_file("report.md").unwrap().contains("relu"));
+    // Resumed with a larger budget, the run goes on from where it stopped (no answered
+    // call sent again) and finishes; the new budget is kept in session.json.
+    let config = run.config.clone();
+    let path = session.path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        kforge(&[
+            "resume",
+            path.to_str().unwrap(),
+            "--headless",
+            "--config",
+            config.to_str().unwrap(),
+            "--max-tokens",
+            "1000000",
+        ])
+        .output()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("budgets now: tokens 1000000"));
+    assert_eq!(state_of(&session).state, EngineState::Finished);
+    assert_eq!(
+        mock.total(),
+        10,
+        "the two seed answers were not asked again"
+    );
+    assert!(
+        session
+            .read_file("session.json")
+            .unwrap()
+            .contains("1000000")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

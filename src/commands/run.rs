@@ -96,6 +96,16 @@ pub struct ResumeArgs {
     /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
     #[arg(long)]
     pub headless: bool,
+    /// A new session budget in tokens (over the whole session, earlier runs included): a
+    /// run stopped by its budget goes on with a larger one. Kept in session.json.
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// A new session budget in USD (the whole session).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// A new wall-time budget in seconds (counted from this resume).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_wall: Option<f64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -364,8 +374,31 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     }
     let eval_settings: EvalConfig = serde_json::from_value(description["eval"].clone())
         .context("session.json has no valid eval settings")?;
-    let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
+    let mut pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
         .context("session.json has no valid pipeline settings")?;
+    // New budgets (a run stopped by its budget goes on): kept in session.json, so that a
+    // later resume keeps them.
+    if args.max_tokens.is_some() || args.max_cost.is_some() || args.max_wall.is_some() {
+        pipeline.max_tokens = args.max_tokens.or(pipeline.max_tokens);
+        pipeline.max_cost_usd = args.max_cost.or(pipeline.max_cost_usd);
+        pipeline.max_wall_s = args.max_wall.or(pipeline.max_wall_s);
+        let mut updated = description.clone();
+        updated["pipeline"] = serde_json::to_value(&pipeline)?;
+        session.write_file(
+            "session.json",
+            serde_json::to_string_pretty(&updated)?.as_bytes(),
+        )?;
+        eprintln!(
+            "kforge: budgets now: tokens {}, cost {}, wall {}",
+            pipeline.max_tokens.map_or("none".into(), |t| t.to_string()),
+            pipeline
+                .max_cost_usd
+                .map_or("none".into(), |c| format!("${c}")),
+            pipeline
+                .max_wall_s
+                .map_or("none".into(), |w| format!("{w} s"))
+        );
+    }
     let device: Device = serde_json::from_value(description["device"].clone())
         .context("session.json has no valid device")?;
     let provider = description["provider"]
