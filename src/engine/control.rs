@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use crate::protocol::{CallId, Command, Decision, GateId, Mode};
 
 pub struct Control {
-    gates: Mutex<HashMap<GateId, oneshot::Sender<Decision>>>,
+    /// Waiting gates: where the decision goes, and whether a rewrite means anything there.
+    gates: Mutex<HashMap<GateId, (oneshot::Sender<Decision>, bool)>>,
     /// The answer each gate got, so a second answer (another window) is told it lost.
     answered: Mutex<HashMap<GateId, &'static str>>,
     calls: Mutex<HashMap<CallId, CancellationToken>>,
@@ -68,10 +69,14 @@ impl Control {
         }
     }
 
-    /// Registers a gate; the receiver gets the decision.
-    pub fn open_gate(&self, gate: GateId) -> oneshot::Receiver<Decision> {
+    /// Registers a gate; the receiver gets the decision. `rewritable`: a prompt or kernel
+    /// waits there (elsewhere a rewrite is refused, not taken as an approval).
+    pub fn open_gate(&self, gate: GateId, rewritable: bool) -> oneshot::Receiver<Decision> {
         let (tx, rx) = oneshot::channel();
-        self.gates.lock().expect("gates lock").insert(gate, tx);
+        self.gates
+            .lock()
+            .expect("gates lock")
+            .insert(gate, (tx, rewritable));
         rx
     }
 
@@ -92,8 +97,16 @@ impl Control {
     pub fn dispatch(&self, command: Command) -> Dispatched {
         match command {
             Command::Resolve { gate, decision } => {
-                match self.gates.lock().expect("gates lock").remove(&gate) {
-                    Some(tx) => {
+                let mut gates = self.gates.lock().expect("gates lock");
+                if matches!(decision, Decision::Rewrite { .. })
+                    && gates.get(&gate).is_some_and(|(_, rewritable)| !rewritable)
+                {
+                    return Dispatched::Ignored(format!(
+                        "gate {gate} has no prompt or kernel to rewrite: your rewrite was not applied; approve or reject it"
+                    ));
+                }
+                match gates.remove(&gate) {
+                    Some((tx, _)) => {
                         let word = decision.word();
                         let _ = tx.send(decision);
                         self.answered.lock().expect("answered").insert(gate, word);
@@ -177,7 +190,15 @@ mod tests {
     #[tokio::test]
     async fn gates_answers_pause_and_stop() {
         let (control, mut actions) = Control::new(Mode::Step);
-        let gate = control.open_gate(GateId(1));
+        let gate = control.open_gate(GateId(1), false);
+        // A rewrite where nothing can be rewritten is refused; the gate keeps waiting.
+        assert!(matches!(
+            control.dispatch(Command::Resolve {
+                gate: GateId(1),
+                decision: Decision::Rewrite { text: "x".into() }
+            }),
+            Dispatched::Ignored(m) if m.contains("no prompt or kernel to rewrite")
+        ));
         assert!(matches!(
             control.dispatch(Command::Resolve {
                 gate: GateId(2),
@@ -214,7 +235,7 @@ mod tests {
             Command::Repair { .. }
         ));
 
-        let pending = control.open_gate(GateId(3));
+        let pending = control.open_gate(GateId(3), true);
         control.dispatch(Command::Stop);
         assert!(control.stop.is_cancelled());
         assert!(

@@ -733,7 +733,9 @@ impl Inner {
             return Step::Stopped;
         }
         let gate = GateId(self.ids.gate.take());
-        let answer = self.control.open_gate(gate);
+        let answer = self
+            .control
+            .open_gate(gate, kind.takes_rewrite(file.is_some()));
         self.emit(Event::GateOpened {
             gate,
             key: key.to_string(),

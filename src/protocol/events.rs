@@ -85,6 +85,14 @@ pub enum GateKind {
     FinalBest,
 }
 
+impl GateKind {
+    /// Whether a rewrite means something at such a gate: only a prompt before it is sent
+    /// and a kernel before it is evaluated (`has_file`: the gate shows one) can be rewritten.
+    pub fn takes_rewrite(self, has_file: bool) -> bool {
+        has_file && matches!(self, GateKind::LlmCall | GateKind::Evaluation)
+    }
+}
+
 /// Token usage of one call, normalized across providers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -128,10 +128,10 @@ impl Gate {
     }
 
     /// Whether a rewrite means something here: only a prompt before it is sent and a kernel
-    /// before it is evaluated can be rewritten (the engine takes a rewrite at the other
-    /// gates as an approval).
+    /// before it is evaluated can be rewritten (the engine refuses a rewrite at the other
+    /// gates and keeps them waiting).
     pub fn rewritable(&self) -> bool {
-        self.file.is_some() && matches!(self.kind, GateKind::LlmCall | GateKind::Evaluation)
+        self.kind.takes_rewrite(self.file.is_some())
     }
 }
 
