@@ -1461,3 +1461,42 @@ fn the_sample_session_in_the_repository_opens() {
         assert!(dir.join(c.eval_file.as_ref().unwrap()).is_file());
     }
 }
+
+#[test]
+fn a_search_in_a_streaming_llm_tab_is_not_pulled_back_to_the_end() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.event(call_started(
+        50,
+        "stage/block_tiling/repair1",
+        CallKind::Repair,
+        Some(9),
+        "llm/10.prompt.md",
+    ));
+    select(&mut h, 9);
+    h.key("4");
+    // The calls of #9: the one that wrote it, then the repair streaming now.
+    h.key(".");
+    assert!(h.screen().contains("call #50"), "{}", h.screen());
+    h.keys(&["tab", "tab"]); // tree -> chart -> detail
+    h.key("/");
+    h.type_text("You are an expert");
+    h.key("enter");
+    let at = h.app.detail_scroll();
+    assert!(h.screen().contains("match 1 of"), "{}", h.screen());
+    // Back to the streaming end, then `n`: the view goes to the match and stays there.
+    h.key("G");
+    assert!(h.app.detail_scroll() > at, "G follows the end");
+    h.key("n");
+    assert_eq!(h.app.detail_scroll(), at, "{}", h.screen());
+    h.event(Event::LlmDelta {
+        call: CallId(50),
+        text: "more text\n".repeat(40),
+        reasoning: String::new(),
+    });
+    assert_eq!(
+        h.app.detail_scroll(),
+        at,
+        "a new delta does not pull it back"
+    );
+}

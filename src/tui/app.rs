@@ -270,14 +270,6 @@ impl App {
         }
     }
 
-    pub fn can_act(&self) -> bool {
-        self.cx.can_act()
-    }
-
-    pub fn run_active(&self) -> bool {
-        self.cx.run_active()
-    }
-
     pub fn take_effects(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.effects)
     }
@@ -502,13 +494,11 @@ impl App {
             AppEvent::Flash(text) => self.flash = Some(text),
             AppEvent::Select { id, by_user } => self.select(id, by_user),
             AppEvent::Focus(f) => self.cx.focus = f,
-            AppEvent::ShowTab(t) => self.detail.set_tab(t),
             AppEvent::Open(overlay) => self.open(overlay),
             AppEvent::Close => {
                 self.overlay = None;
                 self.cx.overlay_open = false;
             }
-            AppEvent::OpenGate(gate) => self.gate = Some(GateView::new(gate)),
             AppEvent::CloseGate => self.gate = None,
             AppEvent::Resolve { gate, decision } => {
                 if self.send(Command::Resolve { gate, decision }) {
@@ -599,7 +589,6 @@ impl App {
             EditPurpose::Filter => AppEvent::Filter(text),
             EditPurpose::Search => {
                 self.detail.search(&text);
-                self.detail.llm.stop_tail();
                 return;
             }
             EditPurpose::Repair(id) => send(

@@ -22,7 +22,6 @@ use crate::session::store::SessionDir;
 
 use super::TuiExit;
 use super::app::{AppOptions, EditPurpose, Focus};
-use super::detail::Tab;
 use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::{Action, Context, Keymap};
@@ -68,12 +67,9 @@ pub enum AppEvent {
         by_user: bool,
     },
     Focus(Focus),
-    ShowTab(Tab),
     Open(Overlay),
     /// The open dialog is done.
     Close,
-    /// Open the gate dialog for this gate.
-    OpenGate(GateId),
     /// Close the gate dialog (the gate keeps waiting).
     CloseGate,
     /// Answer a gate (the dialog closes; the next opens only when asked).

@@ -168,6 +168,35 @@ pub fn skip_cols(line: Line<'static>, n: usize) -> Line<'static> {
     Line::from(spans).style(line.style)
 }
 
+/// Two columns of lines side by side, split in the middle by a border-coloured rule (the
+/// side-by-side diff, Compare).
+pub fn draw_columns(
+    cx: &Ctx,
+    frame: &mut ratatui::Frame,
+    area: Rect,
+    left: Vec<Line<'static>>,
+    right: Vec<Line<'static>>,
+) {
+    let half = area.width.saturating_sub(1) / 2;
+    let rule = Rect::new(area.x + half, area.y, 1, area.height);
+    let right_area = Rect::new(
+        area.x + half + 1,
+        area.y,
+        area.width.saturating_sub(half + 1),
+        area.height,
+    );
+    frame.render_widget(
+        ratatui::widgets::Paragraph::new(left),
+        Rect::new(area.x, area.y, half, area.height),
+    );
+    frame.render_widget(
+        ratatui::widgets::Paragraph::new(vec![Line::from("│"); area.height as usize])
+            .style(cx.theme.get(Role::Border)),
+        rule,
+    );
+    frame.render_widget(ratatui::widgets::Paragraph::new(right), right_area);
+}
+
 /// The plain text of a line (what a search looks through).
 pub fn plain(line: &Line) -> String {
     line.spans.iter().map(|s| s.content.as_ref()).collect()

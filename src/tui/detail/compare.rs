@@ -12,7 +12,7 @@ use crate::protocol::CandidateId;
 use crate::tui::component::Ctx;
 use crate::tui::keymap::Action;
 use crate::tui::theme::Role;
-use crate::tui::widgets::{code_lines, glyph, numbered, outcome, plain, truncate};
+use crate::tui::widgets::{code_lines, draw_columns, glyph, numbered, outcome, plain, truncate};
 
 #[derive(Debug, Default)]
 pub struct CompareTab;
@@ -113,19 +113,6 @@ impl TabView for CompareTab {
         let hs = view.hscroll;
         let l_out = numbered(cx, &ll, start, h, hs, |l| view.marked(cx, l));
         let r_out = numbered(cx, &rl, start, h, hs, |l| view.marked(cx, l));
-        let left = Rect::new(body.x, body.y, half, body.height);
-        let sep = Rect::new(body.x + half, body.y, 1, body.height);
-        let right = Rect::new(
-            body.x + half + 1,
-            body.y,
-            body.width - half - 1,
-            body.height,
-        );
-        frame.render_widget(Paragraph::new(l_out), left);
-        frame.render_widget(
-            Paragraph::new(vec![Line::from("│"); h]).style(cx.theme.get(Role::Border)),
-            sep,
-        );
-        frame.render_widget(Paragraph::new(r_out), right);
+        draw_columns(cx, frame, body, l_out, r_out);
     }
 }

@@ -15,7 +15,7 @@ use crate::tui::diff::{self, Diff, Half, RowKind, Segments, SideRow};
 use crate::tui::highlight::hash_text;
 use crate::tui::keymap::Action;
 use crate::tui::theme::Role;
-use crate::tui::widgets::{code_lines, diff_sign, row_spans, seg_spans};
+use crate::tui::widgets::{code_lines, diff_sign, draw_columns, row_spans, seg_spans};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DiffLayout {
@@ -240,15 +240,6 @@ impl TabView for DiffTab {
             }
             DiffLayout::SideBySide => {
                 let start = view.clamp(diff.side.len(), h);
-                let half = (body.width.saturating_sub(1)) / 2;
-                let left = Rect::new(body.x, body.y, half, body.height);
-                let sep = Rect::new(body.x + half, body.y, 1, body.height);
-                let right = Rect::new(
-                    body.x + half + 1,
-                    body.y,
-                    body.width - half - 1,
-                    body.height,
-                );
                 let mut l_lines = Vec::new();
                 let mut r_lines = Vec::new();
                 for row in diff.side.iter().skip(start).take(h) {
@@ -284,12 +275,7 @@ impl TabView for DiffTab {
                         }
                     }
                 }
-                frame.render_widget(Paragraph::new(l_lines), left);
-                frame.render_widget(
-                    Paragraph::new(vec![Line::from("│"); h]).style(cx.theme.get(Role::Border)),
-                    sep,
-                );
-                frame.render_widget(Paragraph::new(r_lines), right);
+                draw_columns(cx, frame, body, l_lines, r_lines);
             }
         }
     }

@@ -18,7 +18,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::protocol::{CallId, CandidateId};
+use crate::protocol::CallId;
 use crate::session::state::Call;
 
 use super::app::{EditPurpose, Focus};
@@ -99,7 +99,7 @@ pub struct DetailPane {
     code: code::CodeTab,
     diff: diff_tab::DiffTab,
     compare: compare::CompareTab,
-    pub llm: llm::LlmTab,
+    llm: llm::LlmTab,
     eval: eval::EvalTab,
     analysis: analysis::AnalysisTab,
     /// Where it and its tab labels were last drawn (the mouse).
@@ -167,9 +167,11 @@ impl DetailPane {
         }
     }
 
-    /// The search entered in the pane's input.
+    /// The search entered in the pane's input: the view goes where it finds, so a
+    /// streaming answer stops pulling it to its end.
     pub fn search(&mut self, text: &str) {
         self.view.set_search(text);
+        self.llm.stop_tail();
     }
 
     /// A message the last frame left for the message line (where a search landed).
@@ -224,8 +226,9 @@ impl DetailPane {
             _ => return Handled::Ignored,
         }
         match action {
-            Action::Up | Action::PageUp => self.llm.stop_tail(),
-            Action::Top => self.llm.stop_tail(),
+            Action::Up | Action::PageUp | Action::Top | Action::NextHunk | Action::PrevHunk => {
+                self.llm.stop_tail()
+            }
             Action::Bottom => self.llm.follow_tail(),
             _ => {}
         }
@@ -244,7 +247,7 @@ impl Component for DetailPane {
             Hint::new(Action::TabNext, "tab"),
             Hint::new(Action::Filter, "search"),
         ]);
-        self.tab_hints(cx, out);
+        self.shared_hints(cx, out);
     }
 
     fn on_action(&mut self, action: Action, cx: &Ctx, out: &mut AppEvents) -> Handled {
@@ -366,7 +369,9 @@ impl Component for DetailPane {
 }
 
 impl DetailPane {
-    fn tab_hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
+    /// The hints of the shown tab, whatever pane has the keyboard (its keys work
+    /// everywhere).
+    pub fn shared_hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
         match self.tab {
             Tab::Code => self.code.hints(cx, out),
             Tab::Diff => self.diff.hints(cx, out),
@@ -375,16 +380,5 @@ impl DetailPane {
             Tab::Eval => self.eval.hints(cx, out),
             Tab::Analysis => self.analysis.hints(cx, out),
         }
-    }
-
-    /// The hints of the shown tab, whatever pane has the keyboard (its keys work
-    /// everywhere).
-    pub fn shared_hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
-        self.tab_hints(cx, out);
-    }
-
-    /// The candidate the Diff tab compares against: the marked one, else the parent.
-    pub fn diff_base(cx: &Ctx) -> Option<CandidateId> {
-        diff_tab::diff_base(cx)
     }
 }
