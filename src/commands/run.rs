@@ -55,17 +55,36 @@ pub struct RunArgs {
     /// Which correct seeds get an algorithm analysis.
     #[arg(long, value_enum)]
     pub analyze: Option<AnalyzeWhen>,
-    /// Session budget: stop cleanly after this many tokens, input + output, over all calls.
-    #[arg(long)]
-    pub max_tokens: Option<u64>,
-    /// Stop cleanly after this cost in USD.
-    #[arg(long)]
-    pub max_cost: Option<f64>,
-    /// Stop cleanly after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    pub max_wall: Option<f64>,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
     #[command(flatten)]
     pub eval: EvalFlags,
+}
+
+/// The session's budgets, for `run` and for `resume` (where they replace those the session
+/// was started with: a run stopped by its budget goes on with a larger one).
+#[derive(clap::Args, Debug, Default)]
+pub struct BudgetArgs {
+    /// Session budget: stop cleanly after this many tokens, input + output, over all calls
+    /// of the session (earlier runs included).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Session budget: stop cleanly after this cost in USD (the whole session).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+    /// Stop cleanly after this many seconds (counted from the start of this process).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_wall: Option<f64>,
+}
+
+impl BudgetArgs {
+    /// Puts the budgets given over `pipeline`'s; whether any was given.
+    fn apply(&self, pipeline: &mut PipelineConfig) -> bool {
+        pipeline.max_tokens = self.max_tokens.or(pipeline.max_tokens);
+        pipeline.max_cost_usd = self.max_cost.or(pipeline.max_cost_usd);
+        pipeline.max_wall_s = self.max_wall.or(pipeline.max_wall_s);
+        self.max_tokens.is_some() || self.max_cost.is_some() || self.max_wall.is_some()
+    }
 }
 
 /// The evaluator's options for a session.
@@ -96,16 +115,9 @@ pub struct ResumeArgs {
     /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
     #[arg(long)]
     pub headless: bool,
-    /// A new session budget in tokens (over the whole session, earlier runs included): a
-    /// run stopped by its budget goes on with a larger one. Kept in session.json.
-    #[arg(long)]
-    pub max_tokens: Option<u64>,
-    /// A new session budget in USD (the whole session).
-    #[arg(long)]
-    pub max_cost: Option<f64>,
-    /// A new wall-time budget in seconds (counted from this resume).
-    #[arg(long, value_name = "SECONDS")]
-    pub max_wall: Option<f64>,
+    /// New budgets, kept in session.json.
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -145,9 +157,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     if let Some(a) = args.analyze {
         pipeline.analyze = a;
     }
-    pipeline.max_tokens = args.max_tokens.or(pipeline.max_tokens);
-    pipeline.max_cost_usd = args.max_cost.or(pipeline.max_cost_usd);
-    pipeline.max_wall_s = args.max_wall.or(pipeline.max_wall_s);
+    args.budgets.apply(&mut pipeline);
     args.eval.apply(&mut eval_settings, &mut pipeline);
 
     let task = TaskFile::load(&args.task)?;
@@ -378,10 +388,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         .context("session.json has no valid pipeline settings")?;
     // New budgets (a run stopped by its budget goes on): kept in session.json, so that a
     // later resume keeps them.
-    if args.max_tokens.is_some() || args.max_cost.is_some() || args.max_wall.is_some() {
-        pipeline.max_tokens = args.max_tokens.or(pipeline.max_tokens);
-        pipeline.max_cost_usd = args.max_cost.or(pipeline.max_cost_usd);
-        pipeline.max_wall_s = args.max_wall.or(pipeline.max_wall_s);
+    if args.budgets.apply(&mut pipeline) {
         let mut updated = description.clone();
         updated["pipeline"] = serde_json::to_value(&pipeline)?;
         session.write_file(
