@@ -99,6 +99,26 @@ async fn run_to_end(run: Run, task: &'static str, extra: &'static [&'static str]
     .unwrap()
 }
 
+/// `kforge resume SESSION --headless --config CONFIG EXTRA...` of a run's session, to its
+/// end, off the async runtime (the mock LLM serves on it meanwhile).
+async fn resume_to_end(run: &Run, extra: &[&str]) -> Output {
+    let mut args: Vec<String> = vec![
+        "resume".into(),
+        run.session().path.display().to_string(),
+        "--headless".into(),
+        "--config".into(),
+        run.config.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    tokio::task::spawn_blocking(move || {
+        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 fn state_of(session: &SessionDir) -> SessionState {
     SessionState::from_records(&session.read_events().unwrap().records)
 }
@@ -445,21 +465,7 @@ async fn kill_9_then_resume_reaches_the_same_tree_without_resending_answered_cal
             .values()
             .filter(|c| c.ok == Some(true))
             .count();
-        let session = run.session().path.clone();
-        let config = run.config.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            kforge(&[
-                "resume",
-                session.to_str().unwrap(),
-                "--headless",
-                "--config",
-                config.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap()
-        })
-        .await
-        .unwrap();
+        let out = resume_to_end(&run, &[]).await;
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -680,23 +686,7 @@ async fn token_budget_ends_the_run_cleanly_with_everything_saved() {
     assert!(session.read_file("report.md").unwrap().contains("relu"));
     // Resumed with a larger budget, the run goes on from where it stopped (no answered
     // call sent again) and finishes; the new budget is kept in session.json.
-    let config = run.config.clone();
-    let path = session.path.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        kforge(&[
-            "resume",
-            path.to_str().unwrap(),
-            "--headless",
-            "--config",
-            config.to_str().unwrap(),
-            "--max-tokens",
-            "1000000",
-        ])
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = resume_to_end(&run, &["--max-tokens", "1000000"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("budgets now: tokens 1000000"));
     assert_eq!(state_of(&session).state, EngineState::Finished);
@@ -740,21 +730,7 @@ async fn ctrl_c_stops_cleanly_and_the_session_resumes() {
     let state = state_of(&session);
     assert_eq!(state.state, EngineState::Stopped);
     assert!(!session.is_live(), "the lock is released");
-    let config = run.config.clone();
-    let path = session.path.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        kforge(&[
-            "resume",
-            path.to_str().unwrap(),
-            "--headless",
-            "--config",
-            config.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap()
-    })
-    .await
-    .unwrap();
+    let out = resume_to_end(&run, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(state_of(&session).state, EngineState::Finished);
 }
