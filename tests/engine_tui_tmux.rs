@@ -15,6 +15,7 @@ use engine_common::*;
 use kforge::protocol::{Decision, EngineState, GateKind};
 use kforge::session::state::SessionState;
 use kforge::session::store::SessionDir;
+use kforge::tui::testing::have_tmux;
 
 struct Tmux {
     socket: String,
@@ -154,13 +155,7 @@ fn wait_gate(dir: &Path, kind: GateKind) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
+    if !have_tmux() {
         return;
     }
     let script: Script = Arc::new(|step, _u, _n| match step {
@@ -271,17 +266,6 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     assert!(seed.is_correct());
     assert_eq!(mock.count(Step::Analysis), 0);
     assert_eq!(state.best, Some(seed.id));
-}
-
-fn have_tmux() -> bool {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
-    }
-    ok
 }
 
 /// A headless run in step mode and two windows attached to it with `kforge open`: both open

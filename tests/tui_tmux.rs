@@ -10,20 +10,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kforge::session::store::SessionDir;
+use kforge::tui::testing::have_tmux;
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/softmax")
-}
-
-fn have_tmux() -> bool {
-    let ok = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
-    }
-    ok
 }
 
 /// A private tmux server with one 120x40 window running a command.

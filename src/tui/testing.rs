@@ -282,6 +282,18 @@ pub fn draw_alone(width: u16, height: u16, draw: impl FnOnce(&mut ratatui::Frame
     format!("{}--- styles ---\n{}", buffer_text(buf), buffer_styles(buf))
 }
 
+/// Whether tmux can be run (the terminal end-to-end tests); says how to get it when not.
+pub fn have_tmux() -> bool {
+    let ok = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: tmux is not installed (apt-get install -y tmux)");
+    }
+    ok
+}
+
 /// The buffer's text, one line per row, trailing spaces kept off.
 pub fn buffer_text(buf: &Buffer) -> String {
     let mut out = String::new();
