@@ -288,12 +288,7 @@ mod tests {
     }
 
     fn ctx() -> ErrorContext {
-        ErrorContext {
-            provider: "p".into(),
-            model: "m".into(),
-            env_var: None,
-            secrets: vec![],
-        }
+        ErrorContext::plain()
     }
 
     #[test]

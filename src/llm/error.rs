@@ -231,6 +231,19 @@ pub(crate) struct ErrorContext {
     pub secrets: Vec<String>,
 }
 
+#[cfg(test)]
+impl ErrorContext {
+    /// Provider `p`, model `m`, no key variable and no secret: the decoders' unit tests.
+    pub fn plain() -> ErrorContext {
+        ErrorContext {
+            provider: "p".into(),
+            model: "m".into(),
+            env_var: None,
+            secrets: vec![],
+        }
+    }
+}
+
 impl ErrorContext {
     /// `text` cut to an excerpt, without secrets.
     pub fn clean(&self, text: &str) -> String {

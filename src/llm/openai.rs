@@ -176,12 +176,7 @@ mod tests {
     use crate::llm::config::ProviderKind;
 
     fn ctx() -> ErrorContext {
-        ErrorContext {
-            provider: "p".into(),
-            model: "m".into(),
-            env_var: None,
-            secrets: vec![],
-        }
+        ErrorContext::plain()
     }
 
     fn decode(chunks: &[&str]) -> (Vec<StreamEvent>, Result<bool, LlmError>) {
