@@ -283,13 +283,14 @@ mod tests {
         let f = write(dir.path(), "e.toml", "[zzzzzzzz]\n");
         let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
         assert!(!err.contains("did you mean"), "{err}");
-        let f = write(
-            dir.path(),
-            "g.toml",
-            "[providers.x]\nbase_url = \"http://h\"\n",
-        );
-        let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
-        assert!(err.contains("belongs under [llm]"), "{err}");
+        for key in ["providers", "prices"] {
+            let f = write(dir.path(), "g.toml", &format!("[{key}.x]\nmodel = \"m\"\n"));
+            let err = format!("{:#}", Config::load_files(&[f], None).unwrap_err());
+            assert!(
+                err.contains(&format!("belongs under [llm], as [llm.{key}.NAME]")),
+                "{err}"
+            );
+        }
     }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -5,14 +5,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::config::Config;
-use crate::llm::config::{check_misplaced_sections, process_env};
+use crate::llm::config::process_env;
 
 #[derive(clap::Args, Debug)]
 pub struct ProvidersArgs {}
 
 pub async fn run(_args: ProvidersArgs, config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file)?;
-    check_misplaced_sections(&config.table)?;
     print!("{}", render(&config, &process_env));
     Ok(ExitCode::SUCCESS)
 }

@@ -703,22 +703,9 @@ pub fn resolve(
     provider: Option<&str>,
     model: Option<&str>,
 ) -> Result<ResolvedProvider, LlmError> {
-    check_misplaced_sections(&config.table)?;
     config
         .llm
         .resolve_with(provider, model, &config.sources, &process_env)
-}
-
-/// `[providers]` or `[prices]` at the top level are silently ignored by serde: say so.
-pub fn check_misplaced_sections(table: &toml::Table) -> Result<(), LlmError> {
-    for key in ["providers", "prices"] {
-        if table.contains_key(key) {
-            return Err(LlmError::Config(format!(
-                "the config has a top-level [{key}] section: it belongs under [llm], as [llm.{key}.NAME]"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The message when no provider can be chosen.
@@ -1059,19 +1046,13 @@ mod tests {
     }
 
     #[test]
-    fn typos_and_misplaced_sections_are_errors() {
+    fn typos_in_a_provider_are_errors() {
         let table: toml::Table = "[llm.providers.x]\napi_key_evn = \"X\"\n".parse().unwrap();
         let err = toml::Value::Table(table["llm"].as_table().unwrap().clone())
             .try_into::<LlmConfig>()
             .unwrap_err();
         assert!(err.to_string().contains("api_key_evn"), "{err}");
-        let table: toml::Table = "[providers.x]\nmodel = \"m\"\n".parse().unwrap();
-        assert!(
-            check_misplaced_sections(&table)
-                .unwrap_err()
-                .to_string()
-                .contains("[llm.providers.NAME]")
-        );
+        // Top-level [providers] / [prices]: `config::check_sections`, for every file read.
     }
 
     #[test]
