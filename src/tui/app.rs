@@ -319,24 +319,25 @@ impl App {
             let _ = gate.on_key(&key, &self.cx, out);
             return;
         }
-        let focus_context = match self.cx.focus {
-            Focus::Tree => Context::Tree,
-            Focus::Chart => Context::Chart,
-            Focus::Detail => Context::Detail,
-            Focus::Console => Context::Console,
+        let pane: &mut dyn Component = match self.cx.focus {
+            Focus::Tree => &mut self.tree,
+            Focus::Chart => &mut self.chart,
+            Focus::Detail => &mut self.detail,
+            Focus::Console => &mut self.console,
         };
-        let Some(action) = self
-            .cx
-            .keymap
-            .lookup(&key, &[focus_context, Context::Global])
-        else {
+        let contexts: Vec<Context> = pane
+            .context()
+            .into_iter()
+            .chain([Context::Global])
+            .collect();
+        let Some(action) = self.cx.keymap.lookup(&key, &contexts) else {
             return;
         };
-        let handled = match self.cx.focus {
-            Focus::Tree => self.tree.on_action(action, &self.cx, out),
-            Focus::Chart => self.chart.on_action(action, &self.cx, out),
-            Focus::Detail => Handled::Ignored,
-            Focus::Console => self.console.on_action(action, &self.cx, out),
+        // The detail pane is asked next in any case (its tab keys work from every pane).
+        let handled = if self.cx.focus == Focus::Detail {
+            Handled::Ignored
+        } else {
+            pane.on_action(action, &self.cx, out)
         };
         if handled == Handled::Consumed
             || self.detail.on_action(action, &self.cx, out) == Handled::Consumed
