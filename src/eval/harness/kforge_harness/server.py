@@ -356,11 +356,9 @@ class Server:
         if worker and worker.get("strays"):
             out["notes"].append("%d process(es) the kernel left behind were killed" % worker["strays"])
             out["flags"].append("stray_processes")
-        out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
+        add_log(out, job, log)
         if out.get("category") not in (None, "syntax", "static_check") and out.get("message"):
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
-        if out.get("correct"):
-            out["phase"] = "finished"
         return out
 
     def run_judge_alone(self, rid, job, private):
@@ -386,9 +384,7 @@ class Server:
         status = reap(pid)
         log = read_log(judge_log)
         out = ending(job, final, ended_by, status, log)
-        out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
-        if out.get("correct"):
-            out["phase"] = "finished"
+        add_log(out, job, log)
         return out
 
     def watch(self, rid, job, read_fd):
@@ -496,6 +492,14 @@ class Server:
             return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query", "the device query")}
         except ValueError:
             return {"error": describe_exit(status, "device query", "the device query")}
+
+
+def add_log(out, job, log):
+    """The evaluation's log onto its result (the phases the judge reported, then what the
+    processes printed); a correct result's phase says it finished."""
+    out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
+    if out.get("correct"):
+        out["phase"] = "finished"
 
 
 def ending(job, final, ended_by, status, log):
