@@ -246,10 +246,6 @@ impl App {
         self.overlay.as_ref()
     }
 
-    pub fn flash(&self) -> Option<&str> {
-        self.flash.as_deref()
-    }
-
     pub fn set_flash(&mut self, text: String) {
         self.flash = Some(text);
         self.dirty = true;
