@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod eval;
+pub mod external_editor;
 pub mod llm;
 pub mod logging;
 pub mod paths;

@@ -89,28 +89,16 @@ pub async fn run(args: AskArgs, config_file: Option<&Path>) -> anyhow::Result<Ex
 /// The `manual` provider: the prompt opens in the editor above a marker line and what is
 /// written below the marker is the answer, printed as a provider's would be.
 fn ask_yourself(prompt: &str, editor: &str) -> anyhow::Result<ExitCode> {
+    use crate::external_editor::{Edited, edit};
     use crate::llm::manual::{answer_from, answer_template};
-    let file = tempfile::Builder::new()
-        .prefix("kforge-answer-")
-        .suffix(".md")
-        .tempfile()
-        .context("cannot create a file for the answer")?;
-    std::fs::write(file.path(), answer_template(prompt))
-        .with_context(|| format!("cannot write {}", file.path().display()))?;
     eprintln!("manual provider: write the answer below the marker line in {editor}");
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{editor} \"$1\""))
-        .arg("sh")
-        .arg(file.path())
-        .status()
-        .with_context(|| format!("cannot run the editor `{editor}` (set $VISUAL or $EDITOR)"))?;
-    if !status.success() {
-        eprintln!("error: the editor `{editor}` exited with {status}: no answer");
-        return Ok(ExitCode::from(1));
-    }
-    let edited = std::fs::read_to_string(file.path())
-        .with_context(|| format!("cannot read {}", file.path().display()))?;
+    let edited = match edit(editor, &answer_template(prompt), ".md")? {
+        Edited::Text(text) => text,
+        Edited::Failed(status) => {
+            eprintln!("error: the editor `{editor}` exited with {status}: no answer");
+            return Ok(ExitCode::from(1));
+        }
+    };
     match answer_from(&edited) {
         Some(answer) => {
             print!("{answer}");

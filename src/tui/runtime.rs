@@ -440,27 +440,17 @@ impl Host for TerminalHost {
     }
 
     fn edit(&mut self, text: &str, suffix: &str) -> Result<Option<String>> {
-        let file = tempfile::Builder::new()
-            .prefix("kforge-edit-")
-            .suffix(suffix)
-            .tempfile()?;
-        std::fs::write(file.path(), text)?;
+        use crate::external_editor::{Edited, edit};
         self.input.pause();
         restore_terminal();
-        let status = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("{} \"$1\"", self.editor))
-            .arg("sh")
-            .arg(file.path())
-            .status();
+        let edited = edit(&self.editor, text, suffix);
         let back = setup_terminal(self.mouse);
         self.input.resume();
         back?;
-        let status = status.with_context(|| format!("cannot run the editor `{}`", self.editor))?;
-        if !status.success() {
-            return Ok(None);
-        }
-        Ok(Some(std::fs::read_to_string(file.path())?))
+        Ok(match edited? {
+            Edited::Text(t) => Some(t),
+            Edited::Failed(_) => None,
+        })
     }
 
     fn suspend(&mut self) -> Result<()> {
