@@ -40,6 +40,43 @@ fn approve_all() -> Person {
 }
 
 /// Runs an engine over the fakes to its end; `person` answers what it shows.
+/// An engine on the session with the fake ports, a fresh start.
+fn engine_on(
+    session: &SessionDir,
+    eval: &Arc<FakeEvaluator>,
+    llm: &Arc<FakeLlm>,
+    pipeline: PipelineConfig,
+) -> Engine {
+    engine_resuming(
+        session,
+        SessionState::default(),
+        eval,
+        llm,
+        pipeline,
+        Device::Cpu,
+    )
+}
+
+/// An engine on the session with the fake ports, continuing `prior`.
+fn engine_resuming(
+    session: &SessionDir,
+    prior: SessionState,
+    eval: &Arc<FakeEvaluator>,
+    llm: &Arc<FakeLlm>,
+    pipeline: PipelineConfig,
+    device: Device,
+) -> Engine {
+    let setup = fakes::setup(
+        session.clone(),
+        prior,
+        eval.clone(),
+        llm.clone(),
+        pipeline,
+        device,
+    );
+    Engine::new(setup).unwrap()
+}
+
 async fn run_with(
     session: &SessionDir,
     prior: SessionState,
@@ -49,15 +86,7 @@ async fn run_with(
     device: Device,
     person: Person,
 ) -> (RunOutcome, SessionState) {
-    let setup = fakes::setup(
-        session.clone(),
-        prior,
-        eval.clone(),
-        llm.clone(),
-        pipeline,
-        device,
-    );
-    let engine = Arc::new(Engine::new(setup).unwrap());
+    let engine = Arc::new(engine_resuming(session, prior, eval, llm, pipeline, device));
     let steering = fakes::steer(&engine, person);
     let outcome = engine.run().await;
     engine.stop_actions();
@@ -789,15 +818,7 @@ async fn the_person_can_ask_a_failed_call_again() {
         call_reasks: 0,
         ..pipeline()
     };
-    let setup = fakes::setup(
-        d.session.clone(),
-        SessionState::default(),
-        eval.clone(),
-        llm.clone(),
-        config,
-        Device::Cpu,
-    );
-    let engine = Engine::new(setup).unwrap();
+    let engine = engine_on(&d.session, &eval, &llm, config);
     let outcome = engine.run().await;
     assert_eq!(outcome.end, RunEnd::NoAnswer);
     down.store(false, std::sync::atomic::Ordering::SeqCst);
@@ -951,15 +972,7 @@ async fn a_call_approved_while_paused_waits_for_the_resume() {
         stages: vec![],
         ..pipeline()
     };
-    let setup = fakes::setup(
-        d.session.clone(),
-        SessionState::default(),
-        eval.clone(),
-        llm.clone(),
-        config,
-        Device::Cpu,
-    );
-    let engine = Arc::new(Engine::new(setup).unwrap());
+    let engine = Arc::new(engine_on(&d.session, &eval, &llm, config));
     let mut events = engine.subscribe();
     let run = {
         let engine = engine.clone();
@@ -1053,15 +1066,7 @@ async fn marking_final_after_the_run_rewrites_the_result_files() {
         stages: vec![],
         ..pipeline()
     };
-    let setup = fakes::setup(
-        d.session.clone(),
-        SessionState::default(),
-        eval.clone(),
-        llm.clone(),
-        config,
-        Device::Cpu,
-    );
-    let engine = Engine::new(setup).unwrap();
+    let engine = engine_on(&d.session, &eval, &llm, config);
     let outcome = engine.run().await;
     assert_eq!(outcome.end, RunEnd::Complete);
     let state = engine.state();
