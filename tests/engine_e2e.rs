@@ -5,7 +5,7 @@
 
 mod engine_common;
 mod eval_common;
-use eval_common::text;
+use eval_common::{kforge, kforge_output, text};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,16 +19,6 @@ use kforge::protocol::{
 };
 use kforge::session::state::{CandidateStatus, SessionState};
 use kforge::session::store::SessionDir;
-
-fn kforge(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
-    c.args(args);
-    eval_common::isolate(&mut c);
-    c.env_remove("KFORGE_PROVIDER")
-        .env_remove("KFORGE_MODEL")
-        .env_remove("KFORGE_BASE_URL");
-    c
-}
 
 struct Run {
     sessions: tempfile::TempDir,
@@ -110,13 +100,7 @@ async fn resume_to_end(run: &Run, extra: &[&str]) -> Output {
         run.config.display().to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    tokio::task::spawn_blocking(move || {
-        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    kforge_output(args).await
 }
 
 fn state_of(session: &SessionDir) -> SessionState {

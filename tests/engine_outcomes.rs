@@ -5,10 +5,10 @@
 
 mod engine_common;
 mod eval_common;
-use eval_common::text;
+use eval_common::{kforge, kforge_output, text};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,16 +16,6 @@ use engine_common::*;
 use kforge::protocol::{EngineState, Event, RunEnd};
 use kforge::session::state::SessionState;
 use kforge::session::store::SessionDir;
-
-fn kforge(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
-    c.args(args);
-    eval_common::isolate(&mut c);
-    c.env_remove("KFORGE_PROVIDER")
-        .env_remove("KFORGE_MODEL")
-        .env_remove("KFORGE_BASE_URL");
-    c
-}
 
 /// `kforge run TASK --cpu --headless` against `config`, off the async runtime.
 async fn run(config: PathBuf, sessions: PathBuf, task: PathBuf, extra: &[&str]) -> Output {
@@ -44,13 +34,7 @@ async fn run(config: PathBuf, sessions: PathBuf, task: PathBuf, extra: &[&str]) 
         "60".into(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
-    tokio::task::spawn_blocking(move || {
-        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
+    kforge_output(args).await
 }
 
 fn only_session(sessions: &Path) -> SessionDir {

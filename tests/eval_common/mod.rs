@@ -58,6 +58,29 @@ pub fn test_config() -> PathBuf {
     dir
 }
 
+/// The `kforge` binary as the engine tests run it: on the tests' cache and config, with no
+/// provider or model chosen through the environment.
+pub fn kforge(args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kforge"));
+    c.args(args);
+    isolate(&mut c);
+    c.env_remove("KFORGE_PROVIDER")
+        .env_remove("KFORGE_MODEL")
+        .env_remove("KFORGE_BASE_URL");
+    c
+}
+
+/// `kforge ARGS...` to its end, off the async runtime (the mock LLM serves on it meanwhile).
+pub async fn kforge_output(args: Vec<String>) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
 /// A command's stdout or stderr as text, for assertions and their messages.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
