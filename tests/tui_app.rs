@@ -3,6 +3,8 @@
 //! key sequences through the real input handling, effects and drawing on `TestBackend`;
 //! the async loop itself; following a session another process appends to.
 
+mod tui_common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,18 +18,7 @@ use kforge::tui::TuiExit;
 use kforge::tui::app::{Focus, Input, Tab};
 use kforge::tui::config::{KeyList, TuiConfig};
 use kforge::tui::testing::{Harness, HarnessOptions, key_event, write_big_session};
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/softmax")
-}
-
-fn records() -> Vec<EventRecord> {
-    SessionDir::open(&fixture())
-        .unwrap()
-        .read_events()
-        .unwrap()
-        .records
-}
+use tui_common::{fixture, records};
 
 fn opts(width: u16, height: u16) -> HarnessOptions {
     HarnessOptions {

@@ -2,12 +2,12 @@
 //! styles, in insta snapshots), and what a component does with its own keys: the panes,
 //! every detail tab, every dialog and the bars. Whole screens are in `tui_app.rs`.
 
-use std::path::PathBuf;
+mod tui_common;
+
 use std::time::Duration;
 
 use chrono::Duration as Span;
 use kforge::protocol::{CandidateId, Decision, Event, EventRecord, GateId, GateKind};
-use kforge::session::store::SessionDir;
 use kforge::tui::app::{EditPurpose, Focus, Tab};
 use kforge::tui::bars;
 use kforge::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
@@ -18,18 +18,7 @@ use kforge::tui::keymap::Action;
 use kforge::tui::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView};
 use kforge::tui::panes::{ChartPane, ConsolePane, TreePane};
 use kforge::tui::testing::{HarnessOptions, context_for, draw_alone, key_event};
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/softmax")
-}
-
-fn records() -> Vec<EventRecord> {
-    SessionDir::open(&fixture())
-        .unwrap()
-        .read_events()
-        .unwrap()
-        .records
-}
+use tui_common::{fixture, records};
 
 /// The finished session, #9 selected.
 fn finished() -> Ctx {
