@@ -39,6 +39,9 @@ enum Command {
     /// Continue a session after Ctrl-C, a crash, a full disk or a provider outage.
     #[command(after_help = RUN_EXIT_CODES)]
     Resume(commands::run::ResumeArgs),
+    /// Run many tasks (files, directories, a KernelBench checkout), here over every GPU or
+    /// through Slurm; `batch status|resume|report BATCH` follow and continue one.
+    Batch(Box<commands::batch::BatchArgs>),
     /// (Re)write a session's report.md, summary.json and usage.csv.
     Report(commands::run::ReportArgs),
     /// Check a Triton kernel against a KernelBench task: correctness, then timing.
@@ -60,6 +63,7 @@ impl Command {
         match self {
             Command::Run(_) => "run",
             Command::Resume(_) => "resume",
+            Command::Batch(_) => "batch",
             Command::Report(_) => "report",
             Command::Eval(_) => "eval",
             Command::Doctor(_) => "doctor",
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => commands::run::run(args, config).await,
             Command::Resume(args) => commands::run::resume(args, config).await,
+            Command::Batch(args) => commands::batch::run(*args, config).await,
             Command::Report(args) => commands::run::report(args, config).await,
             Command::Eval(args) => commands::eval::run(args, config).await,
             Command::Doctor(args) => commands::doctor::run(args, config).await,

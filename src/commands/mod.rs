@@ -2,10 +2,12 @@
 //! `run(args, config_file) -> Result<ExitCode>`; errors become exit code 2 in `main`.
 
 pub mod ask;
+pub mod batch;
 pub mod bench;
 pub mod common;
 pub mod doctor;
 pub mod eval;
+pub mod launch;
 pub mod open;
 pub mod providers;
 pub mod run;

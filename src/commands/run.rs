@@ -4,29 +4,48 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-use super::common::{CheckArgs, DeviceArgs};
+use super::common::{CheckArgs, DeviceSetArgs};
+use super::launch::{
+    NewSession, Provider, SessionPlace, Stored, check_task, create_session, follow_control,
+    resumed_llm, run_headless,
+};
 use crate::config::{Config, EvalConfig};
 use crate::engine::config::{Accept, AnalyzeWhen, PipelineConfig};
-use crate::engine::llm_backend::{ClientLlm, ManualLlm};
-use crate::engine::ports::LlmPort;
-use crate::engine::runner::{Engine, EngineSetup, RunOutcome, write_session_files};
-use crate::eval::{self, Device, EvalRequest};
+use crate::engine::device_pool::DevicePool;
+use crate::engine::ports::EvalPort;
+use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
+use crate::eval;
 use crate::prompts::PromptSet;
-use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, Mode, RunEnd};
+use crate::protocol::{EngineState, Mode, RunEnd};
 use crate::session::state::SessionState;
-use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir};
+use crate::session::store::SessionDir;
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
     /// KernelBench task file.
     pub task: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Where sessions are created (default ./sessions).
+    #[arg(long, value_name = "DIR")]
+    pub sessions_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub eval: EvalFlags,
+}
+
+/// Who answers and what the pipeline does: `run` and `batch` share these.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct PlanArgs {
     /// LLM provider (a preset, a configured name, or `manual` to answer prompts yourself).
     #[arg(long)]
     pub provider: Option<String>,
@@ -40,12 +59,6 @@ pub struct RunArgs {
     /// Number of independent seed kernels.
     #[arg(long)]
     pub seeds: Option<u32>,
-    /// Print the console log instead of the TUI (automatic when stdout is not a terminal).
-    #[arg(long)]
-    pub headless: bool,
-    /// Where sessions are created (default ./sessions).
-    #[arg(long, value_name = "DIR")]
-    pub sessions_dir: Option<PathBuf>,
     /// Tuning stages, comma-separated (empty: none).
     #[arg(long, value_delimiter = ',')]
     pub stages: Option<Vec<String>>,
@@ -55,15 +68,11 @@ pub struct RunArgs {
     /// Which correct seeds get an algorithm analysis.
     #[arg(long, value_enum)]
     pub analyze: Option<AnalyzeWhen>,
-    #[command(flatten)]
-    pub budgets: BudgetArgs,
-    #[command(flatten)]
-    pub eval: EvalFlags,
 }
 
 /// The session's budgets, for `run` and for `resume` (where they replace those the session
 /// was started with: a run stopped by its budget goes on with a larger one).
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug, Default, Clone)]
 pub struct BudgetArgs {
     /// Session budget: stop cleanly after this many tokens, input + output, over all calls
     /// of the session (earlier runs included).
@@ -79,7 +88,7 @@ pub struct BudgetArgs {
 
 impl BudgetArgs {
     /// Puts the budgets given over `pipeline`'s; whether any was given.
-    fn apply(&self, pipeline: &mut PipelineConfig) -> bool {
+    pub fn apply(&self, pipeline: &mut PipelineConfig) -> bool {
         pipeline.max_tokens = self.max_tokens.or(pipeline.max_tokens);
         pipeline.max_cost_usd = self.max_cost.or(pipeline.max_cost_usd);
         pipeline.max_wall_s = self.max_wall.or(pipeline.max_wall_s);
@@ -88,10 +97,10 @@ impl BudgetArgs {
 }
 
 /// The evaluator's options for a session.
-#[derive(clap::Args, Debug, Default)]
+#[derive(clap::Args, Debug, Default, Clone)]
 pub struct EvalFlags {
     #[command(flatten)]
-    pub device: DeviceArgs,
+    pub devices: DeviceSetArgs,
     #[command(flatten)]
     pub check: CheckArgs,
     /// Collect Nsight Compute metrics for correct kernels (GPU).
@@ -100,7 +109,7 @@ pub struct EvalFlags {
 }
 
 impl EvalFlags {
-    fn apply(&self, eval: &mut EvalConfig, pipeline: &mut PipelineConfig) {
+    pub fn apply(&self, eval: &mut EvalConfig, pipeline: &mut PipelineConfig) {
         self.check.apply(eval);
         if self.profile {
             pipeline.profile = true;
@@ -135,44 +144,20 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     let config = Config::load(config_file)?;
     let mut pipeline = config.pipeline.clone();
     let mut eval_settings = config.eval.clone();
-    if let Some(m) = args.mode {
-        pipeline.mode = m;
-    }
-    if let Some(n) = args.seeds {
-        pipeline.seeds = n;
-    }
-    if let Some(d) = &args.sessions_dir {
-        pipeline.sessions_dir = Some(d.clone());
-    }
-    if let Some(s) = &args.stages {
-        pipeline.stages = s
-            .iter()
-            .filter(|x| !x.trim().is_empty())
-            .map(|x| x.trim().to_string())
-            .collect();
-    }
-    if let Some(a) = args.accept {
-        pipeline.accept = a;
-    }
-    if let Some(a) = args.analyze {
-        pipeline.analyze = a;
-    }
-    args.budgets.apply(&mut pipeline);
-    args.eval.apply(&mut eval_settings, &mut pipeline);
-
+    args.apply(&mut pipeline, &mut eval_settings);
     let task = TaskFile::load(&args.task)?;
     check_stages(&pipeline)?;
     let prompts = load_prompts(&config)?;
-    let backend = match args.provider.as_deref() {
-        Some("manual") => Ok(Provider::Manual),
-        provider => crate::llm::resolve(&config, provider, args.model.as_deref())
-            .and_then(crate::llm::LlmClient::new)
-            .map(Provider::Client),
-    };
+    let device_choice = args.eval.devices.choice()?;
+    let backend = Provider::resolve(
+        &config,
+        args.plan.provider.as_deref(),
+        args.plan.model.as_deref(),
+    );
     // A provider named on the command line that cannot be used (a typo, a missing key) is
     // said at once, before the evaluator starts; with none named, the task is checked first
     // and then what to configure is said.
-    if let (Err(e), Some(named)) = (&backend, args.provider.as_deref()) {
+    if let (Err(e), Some(named)) = (&backend, args.plan.provider.as_deref()) {
         eprintln!("kforge: --provider {named}: {e}");
         eprintln!(
             "kforge: no session was started, no evaluator was started, and no LLM call was made"
@@ -182,15 +167,20 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
-    let device = args.eval.device.pick(&evaluator).await?;
+    let devices = device_choice.resolve(&evaluator).await?;
+    let pool: Arc<dyn EvalPort> = Arc::new(DevicePool::new(
+        Arc::new(evaluator.clone()),
+        devices.clone(),
+    ));
+    let device = devices.primary();
 
     // The task is checked before anything is spent on it: a task that does not run, does
     // not fit or draws its inputs too slowly is refused here, before any LLM call.
     eprintln!("kforge: checking the task with the evaluator on {device} ...");
-    let check = check_task(&evaluator, &args.task, device, &eval_settings).await;
+    let check = check_task(pool.as_ref(), &args.task, device, &eval_settings).await;
     check.report(&task.name, device);
     let backend = match backend {
-        Ok(b) if matches!(check, TaskCheck::Ready(_)) => b,
+        Ok(b) if check.is_ready() => b,
         Ok(_) => {
             evaluator.shutdown().await;
             eprintln!(
@@ -212,45 +202,35 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     };
 
     let (provider, model) = backend.label();
-    let session = SessionDir::create(&pipeline.sessions_dir(), &task.name, &provider, &model)?;
-    tracing::info!(
-        session = %session.path.display(),
-        task = %task.name,
-        %provider,
-        %model,
-        %device,
-        mode = ?pipeline.mode,
-        seeds = pipeline.seeds,
-        "session created"
-    );
-    let backend = backend.port(&session);
-    let lock = session.lock()?;
-    let description = json!({
-        "task": task.name,
-        "task_file": std::path::absolute(&args.task).unwrap_or(args.task.clone()),
-        "task_hash": task.hash,
-        "provider": provider,
-        "model": model,
-        "device": device,
-        "mode": pipeline.mode,
-        "eval": eval_settings,
-        "pipeline": pipeline,
-        "kforge": env!("CARGO_PKG_VERSION"),
-        "versions": evaluator.hello().await.ok().map(|h| json!({"python": h.python, "torch": h.torch, "triton": h.triton})),
-        "created": chrono::Utc::now(),
-    });
-    write_session_files(&session, &task, description)?;
+    let versions = evaluator
+        .hello()
+        .await
+        .ok()
+        .map(|h| json!({"python": h.python, "torch": h.torch, "triton": h.triton}));
+    let (session, lock) = create_session(
+        SessionPlace::Under(&pipeline.sessions_dir()),
+        &NewSession {
+            task: &task,
+            task_file: &args.task,
+            provider: &provider,
+            model: &model,
+            devices: &devices,
+            eval: &eval_settings,
+            pipeline: &pipeline,
+            versions,
+        },
+    )?;
     prompts.snapshot_into(&session.file("prompts"))?;
     eprintln!("kforge: session {}", session.path.display());
     let setup = EngineSetup {
+        llm: backend.port(&session),
         session,
         prior: SessionState::default(),
         task,
-        evaluator: Arc::new(evaluator.clone()),
-        device,
+        evaluator: pool,
+        devices,
         eval: eval_settings,
         pipeline,
-        llm: backend,
         prompts,
     };
     drive_and_close(
@@ -263,79 +243,45 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     .await
 }
 
-/// Who answers the prompts, before the session that names it exists.
-enum Provider {
-    Client(crate::llm::LlmClient),
-    Manual,
-}
-
-impl Provider {
-    fn label(&self) -> (String, String) {
-        match self {
-            Provider::Client(c) => (c.provider().name.clone(), c.provider().model.clone()),
-            Provider::Manual => ("manual".into(), "you".into()),
+impl RunArgs {
+    /// Puts the options given over the configured pipeline and evaluation settings.
+    fn apply(&self, pipeline: &mut PipelineConfig, eval_settings: &mut EvalConfig) {
+        self.plan.apply(pipeline);
+        if let Some(d) = &self.sessions_dir {
+            pipeline.sessions_dir = Some(d.clone());
         }
-    }
-
-    fn port(self, session: &SessionDir) -> Arc<dyn LlmPort> {
-        match self {
-            Provider::Client(c) => Arc::new(ClientLlm(c)),
-            Provider::Manual => Arc::new(ManualLlm::new(session.clone())),
-        }
+        self.budgets.apply(pipeline);
+        self.eval.apply(eval_settings, pipeline);
     }
 }
 
-/// What the task check before a session found.
-enum TaskCheck {
-    /// The task runs; the text says how fast the reference is, where it was timed.
-    Ready(String),
-    /// The task's own verdict (`task`, `oom`...): one line.
-    Refused(String),
-    /// No verdict: the evaluator itself could not run.
-    EvaluatorFailed(eval::EvalError),
-}
-
-impl TaskCheck {
-    fn report(&self, task: &str, device: Device) {
-        match self {
-            TaskCheck::Ready(line) => eprintln!("kforge: task {task} OK on {device}{line}"),
-            TaskCheck::Refused(summary) => eprintln!("kforge: task {task} refused: {summary}"),
-            TaskCheck::EvaluatorFailed(err) => eprintln!("kforge: the evaluator failed: {err}"),
+impl PlanArgs {
+    /// Puts the mode, seeds, stages and choices given over `pipeline`'s.
+    pub fn apply(&self, pipeline: &mut PipelineConfig) {
+        if let Some(m) = self.mode {
+            pipeline.mode = m;
         }
-    }
-}
-
-/// Builds the task's Model, runs it on its inputs, plans its memory and (GPU) times it.
-async fn check_task(
-    evaluator: &eval::Evaluator,
-    task: &Path,
-    device: Device,
-    settings: &EvalConfig,
-) -> TaskCheck {
-    let request = EvalRequest::task_check(task, device, settings.clone());
-    match evaluator
-        .evaluate(request, CancellationToken::new(), None)
-        .await
-    {
-        Ok(r) if r.correct => TaskCheck::Ready(
-            r.timing
-                .as_ref()
-                .filter(|t| t.meaningful)
-                .map(|t| {
-                    format!(
-                        ": the reference runs in {:.4} ms (median)",
-                        t.reference.median_ms
-                    )
-                })
-                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
-        ),
-        Ok(r) => TaskCheck::Refused(r.summary),
-        Err(err) => TaskCheck::EvaluatorFailed(err),
+        if let Some(n) = self.seeds {
+            pipeline.seeds = n;
+        }
+        if let Some(s) = &self.stages {
+            pipeline.stages = s
+                .iter()
+                .filter(|x| !x.trim().is_empty())
+                .map(|x| x.trim().to_string())
+                .collect();
+        }
+        if let Some(a) = self.accept {
+            pipeline.accept = a;
+        }
+        if let Some(a) = self.analyze {
+            pipeline.analyze = a;
+        }
     }
 }
 
 /// Every stage needs its prompt template.
-fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
+pub fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
     for stage in &pipeline.stages {
         if crate::prompts::TemplateName::stage(stage).is_none() {
             bail!(
@@ -348,92 +294,54 @@ fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
 }
 
 pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    if crate::batch::manifest::Manifest::is_batch(&args.session) {
+        return crate::commands::batch::resume_dir(&args.session, &args.budgets, config_file).await;
+    }
     let config = Config::load(config_file)?;
-    let session = SessionDir::open(&args.session)?;
-    let lock = session.lock()?;
-    let read = session.read_events()?;
-    if let Some(torn) = &read.torn {
-        eprintln!(
-            "kforge: the last line of events.jsonl was cut off by a crash ({} bytes); it is dropped",
-            torn.len()
-        );
-    }
-    for (line, error) in &read.invalid {
-        eprintln!("kforge: events.jsonl line {line} is not a valid event ({error}); skipped");
-    }
-    let prior = SessionState::from_records(&read.records);
+    let mut stored = Stored::open(&args.session)?;
     tracing::info!(
-        session = %session.path.display(),
-        events = read.records.len(),
-        state = prior.state.word(),
+        session = %stored.session.path.display(),
+        events = stored.events,
+        state = stored.prior.state.word(),
         "resuming a session"
     );
-    if prior.state == EngineState::Finished {
+    if stored.is_finished() {
         eprintln!(
             "kforge: this session finished already; open it with `kforge open {}`",
             args.session.display()
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let description: serde_json::Value = serde_json::from_str(&session.read_file("session.json")?)
-        .context("session.json is not valid JSON")?;
-    let mut task = TaskFile::load(&session.file("task.py"))?;
-    // The copy is `task.py`; the task keeps the name it was started with.
-    if let Some(info) = &prior.info {
-        task.name = info.task.clone();
-    }
-    let eval_settings: EvalConfig = serde_json::from_value(description["eval"].clone())
-        .context("session.json has no valid eval settings")?;
-    let mut pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
-        .context("session.json has no valid pipeline settings")?;
     // New budgets (a run stopped by its budget goes on): kept in session.json, so that a
     // later resume keeps them.
+    let mut pipeline = stored.pipeline.clone();
     if args.budgets.apply(&mut pipeline) {
-        let mut updated = description.clone();
-        updated["pipeline"] = serde_json::to_value(&pipeline)?;
-        session.write_file(
-            "session.json",
-            serde_json::to_string_pretty(&updated)?.as_bytes(),
-        )?;
-        eprintln!(
-            "kforge: budgets now: tokens {}, cost {}, wall {}",
-            pipeline.max_tokens.map_or("none".into(), |t| t.to_string()),
-            pipeline
-                .max_cost_usd
-                .map_or("none".into(), |c| format!("${c}")),
-            pipeline
-                .max_wall_s
-                .map_or("none".into(), |w| format!("{w} s"))
-        );
+        stored.save_pipeline(pipeline)?;
+        eprintln!("kforge: budgets now: {}", budgets_text(&stored.pipeline));
     }
-    let device: Device = serde_json::from_value(description["device"].clone())
-        .context("session.json has no valid device")?;
-    let provider = description["provider"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let model = description["model"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let backend: Arc<dyn LlmPort> = if provider == "manual" {
-        Arc::new(ManualLlm::new(session.clone()))
-    } else {
-        let resolved = crate::llm::resolve(&config, Some(&provider), Some(&model))
-            .with_context(|| format!("the session used provider `{provider}`"))?;
-        Arc::new(ClientLlm(crate::llm::LlmClient::new(resolved)?))
-    };
+    let backend = resumed_llm(&config, &stored.session, &stored.provider, &stored.model)?;
     let prompts = load_prompts(&config)?;
-    prompts.snapshot_into(&session.file("prompts"))?;
+    prompts.snapshot_into(&stored.session.file("prompts"))?;
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+    let pool: Arc<dyn EvalPort> = Arc::new(DevicePool::new(
+        Arc::new(evaluator.clone()),
+        stored.devices.clone(),
+    ));
+    let device = stored.devices.primary();
     // The task is checked again before any LLM call: the environment, the device or the
     // task file may have changed since the session started.
     eprintln!("kforge: checking the task with the evaluator on {device} ...");
-    let check = check_task(&evaluator, &session.file("task.py"), device, &eval_settings).await;
-    check.report(&task.name, device);
-    if !matches!(check, TaskCheck::Ready(_)) {
+    let check = check_task(
+        pool.as_ref(),
+        &stored.session.file("task.py"),
+        device,
+        &stored.eval,
+    )
+    .await;
+    check.report(&stored.task.name, device);
+    if !check.is_ready() {
         evaluator.shutdown().await;
         eprintln!(
             "\nkforge: the session was not resumed and no LLM call was made; fix the task (or the evaluator) and resume again"
@@ -442,16 +350,26 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     }
     eprintln!(
         "kforge: resuming {} ({} events so far)",
-        session.path.display(),
-        read.records.len()
+        stored.session.path.display(),
+        stored.events
     );
+    let Stored {
+        session,
+        lock,
+        prior,
+        task,
+        eval,
+        pipeline,
+        devices,
+        ..
+    } = stored;
     let setup = EngineSetup {
         session,
         prior,
         task,
-        evaluator: Arc::new(evaluator.clone()),
-        device,
-        eval: eval_settings,
+        evaluator: pool,
+        devices,
+        eval,
         pipeline,
         llm: backend,
         prompts,
@@ -464,6 +382,20 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         &config.tui,
     )
     .await
+}
+
+/// `tokens 1000, cost $2, wall none`.
+pub fn budgets_text(pipeline: &PipelineConfig) -> String {
+    format!(
+        "tokens {}, cost {}, wall {}",
+        pipeline.max_tokens.map_or("none".into(), |t| t.to_string()),
+        pipeline
+            .max_cost_usd
+            .map_or("none".into(), |c| format!("${c}")),
+        pipeline
+            .max_wall_s
+            .map_or("none".into(), |w| format!("{w} s"))
+    )
 }
 
 pub async fn report(args: ReportArgs, _config_file: Option<&Path>) -> Result<ExitCode> {
@@ -503,22 +435,7 @@ async fn drive(
 ) -> Result<ExitCode> {
     let session = setup.session.clone();
     let engine = Arc::new(Engine::new(setup)?);
-    let control = {
-        let engine = engine.clone();
-        let path = session.file(CONTROL_FILE);
-        tokio::spawn(async move {
-            let mut follower = LineFollower::from_end(path);
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                for line in follower.poll() {
-                    match serde_json::from_str::<Command>(&line) {
-                        Ok(command) => engine.command(command),
-                        Err(e) => tracing::warn!("ignoring a malformed control line: {e}"),
-                    }
-                }
-            }
-        })
-    };
+    let control = follow_control(engine.clone(), &session);
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let outcome = if headless {
         run_headless(&engine, &session, interrupted.clone()).await
@@ -546,35 +463,6 @@ async fn drive(
             ExitCode::from(outcome.end.exit_code())
         },
     )
-}
-
-async fn run_headless(
-    engine: &Arc<Engine>,
-    session: &SessionDir,
-    interrupted: Arc<std::sync::atomic::AtomicBool>,
-) -> RunOutcome {
-    let printer = tokio::spawn(print_console(engine.subscribe(), session.path.clone()));
-    let ctrl_c = {
-        let engine = engine.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
-                eprintln!(
-                    "\nkforge: stopping (Ctrl-C again to quit at once); the session stays resumable"
-                );
-                engine.stop();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
-        })
-    };
-    let outcome = engine.run().await;
-    ctrl_c.abort();
-    engine.stop_actions();
-    // The printer stops at the run's final state change, the last event of a run.
-    let _ = printer.await;
-    outcome
 }
 
 /// The engine runs in the background while the TUI is open; the TUI stays open on a
@@ -615,37 +503,4 @@ async fn run_with_tui(
     let outcome = run.await.context("the engine task failed")?;
     exit?;
     Ok(outcome)
-}
-
-/// The headless console: every log line, tagged.
-async fn print_console(
-    mut events: tokio::sync::mpsc::UnboundedReceiver<EventRecord>,
-    session: PathBuf,
-) {
-    let color = std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    while let Some(record) = events.recv().await {
-        match record.event {
-            Event::Log {
-                level,
-                tag,
-                message,
-            } => {
-                let (start, end) = match (color, level) {
-                    (true, LogLevel::Warn) => ("\x1b[33m", "\x1b[0m"),
-                    (true, LogLevel::Error) => ("\x1b[31m", "\x1b[0m"),
-                    _ => ("", ""),
-                };
-                println!("{start}[{tag}] {message}{end}");
-            }
-            Event::GateOpened { gate, .. } => {
-                println!(
-                    "[you] gate {gate} is open: answer it from another terminal with `kforge open {}`",
-                    session.display()
-                );
-            }
-            Event::StateChanged { state } if state.is_over() => break,
-            _ => {}
-        }
-    }
 }

@@ -119,7 +119,7 @@ impl Inner {
         let Some(file) = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone())) else {
             return Step::Failed(format!("no candidate {id}"));
         };
-        if profile && !self.device.is_gpu() {
+        if profile && !self.devices.is_gpu() {
             self.log(
                 LogLevel::Warn,
                 TAG,

@@ -70,7 +70,7 @@ pub fn setup(
         prior,
         task,
         evaluator,
-        device,
+        devices: crate::eval::devices::DeviceSet::one(device),
         eval: EvalConfig::default(),
         pipeline,
         llm,

@@ -4,6 +4,7 @@
 mod actions;
 pub mod config;
 pub mod control;
+pub mod device_pool;
 pub mod fakes;
 pub mod llm_backend;
 pub mod outcome;

@@ -18,7 +18,7 @@ impl Inner {
 
         // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis and
         // optimization as soon as it has a correct kernel, without waiting for the others.
-        self.evaluator.prepare(self.device).await;
+        self.evaluator.prepare(self.devices.primary()).await;
         let lineages = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
         let lineages = futures::future::join_all(lineages).await;
         if !lineages
@@ -85,7 +85,7 @@ impl Inner {
                 provider,
                 model,
                 mode: self.pipeline.mode,
-                device: self.device.to_string(),
+                device: self.devices.to_string(),
                 timing_meaningful: self.timing_meaningful(),
             });
         }

@@ -18,7 +18,7 @@ use super::ports::{EvalPort, LlmPort};
 use super::recorder::Recorder;
 use super::replay::Replay;
 use crate::config::EvalConfig;
-use crate::eval::Device;
+use crate::eval::devices::DeviceSet;
 use crate::prompts::{PromptContext, PromptSet};
 use crate::protocol::*;
 use crate::session::state::SessionState;
@@ -32,7 +32,7 @@ pub struct EngineSetup {
     pub prior: SessionState,
     pub task: TaskFile,
     pub evaluator: Arc<dyn EvalPort>,
-    pub device: Device,
+    pub devices: DeviceSet,
     pub eval: EvalConfig,
     pub pipeline: PipelineConfig,
     pub llm: Arc<dyn LlmPort>,
@@ -73,7 +73,7 @@ pub(super) struct Inner {
     pub replay: Replay,
     pub task: TaskFile,
     pub evaluator: Arc<dyn EvalPort>,
-    pub device: Device,
+    pub devices: DeviceSet,
     pub eval: EvalConfig,
     pub pipeline: PipelineConfig,
     pub llm: Arc<dyn LlmPort>,
@@ -94,7 +94,7 @@ impl Engine {
             prior,
             task,
             evaluator,
-            device,
+            devices,
             eval,
             pipeline,
             llm,
@@ -117,7 +117,7 @@ impl Engine {
             replay,
             task,
             evaluator,
-            device,
+            devices,
             eval,
             pipeline,
             llm,
@@ -327,7 +327,7 @@ impl Inner {
     }
 
     pub fn timing_meaningful(&self) -> bool {
-        self.device.is_gpu()
+        self.devices.is_gpu()
     }
 
     pub fn score_text(&self, id: CandidateId) -> String {

@@ -606,10 +606,10 @@ impl Inner {
         let mut request = EvalRequest::new(
             self.session.file("task.py"),
             self.session.file(file),
-            self.device,
+            self.devices.primary(),
             self.eval.clone(),
         );
-        request.profile = profile && self.device.is_gpu();
+        request.profile = profile && self.devices.is_gpu();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let evaluation =
             self.evaluator
@@ -800,5 +800,6 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
             .iter()
             .map(|w| w.message.clone())
             .collect(),
+        device: result.device.torch_name.clone(),
     }
 }

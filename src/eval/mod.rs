@@ -1,6 +1,7 @@
 //! Evaluation of untrusted kernels (docs/architecture.md, Evaluation): the embedded Python harness,
 //! the interpreter that runs it, one server per device, and the async `Evaluator`.
 
+pub mod devices;
 pub mod evaluator;
 pub mod harness;
 pub mod protocol;

@@ -228,6 +228,10 @@ pub enum Status {
 #[serde(default)]
 pub struct DeviceInfo {
     pub kind: String,
+    /// `cuda:1`, as torch names it (results from before device sets have none).
+    pub torch_name: Option<String>,
+    /// The GPU's UUID: cached reference timings are per physical device.
+    pub uuid: Option<String>,
     pub name: Option<String>,
     pub capability: Option<String>,
     pub memory_bytes: Option<u64>,

@@ -117,6 +117,9 @@ pub struct EvalSummary {
     pub reference_ms: Option<f64>,
     pub flags: Vec<String>,
     pub warnings: Vec<String>,
+    /// The device it ran on (`cuda:1`), when the session spreads evaluations over several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -324,6 +327,19 @@ pub enum RunEnd {
 }
 
 impl RunEnd {
+    /// As `events.jsonl` writes it: `complete`, `no_correct_kernel`...
+    pub fn word(self) -> &'static str {
+        match self {
+            RunEnd::Complete => "complete",
+            RunEnd::Stopped => "stopped",
+            RunEnd::BudgetReached => "budget_reached",
+            RunEnd::NoAnswer => "no_answer",
+            RunEnd::NothingEvaluated => "nothing_evaluated",
+            RunEnd::NoCorrectKernel => "no_correct_kernel",
+            RunEnd::Failed => "failed",
+        }
+    }
+
     /// The process exit code of `kforge run` / `kforge resume`.
     pub fn exit_code(self) -> u8 {
         match self {

@@ -80,3 +80,22 @@ mod tests {
         assert_eq!((counter.take(), counter.take()), (5, 6));
     }
 }
+
+/// A task of a batch: `L1_019_ReLU` for KernelBench's level 1 problem 19, else the task
+/// file's name. It names the task's session directory (`tasks/<key>`), its rows and its
+/// Slurm array element, so it holds only `[A-Za-z0-9_.-]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskKey(pub String);
+
+impl TaskKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TaskKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}

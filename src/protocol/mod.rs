@@ -17,4 +17,4 @@ pub use commands::{Command, Decision};
 pub use events::{
     EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
 };
-pub use ids::{CallId, CandidateId, GateId, IdCounter};
+pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};

@@ -147,6 +147,27 @@ impl SessionDir {
         )
     }
 
+    /// Creates the session directory at exactly `path` (a batch's `tasks/<key>`). A
+    /// directory already there is taken if it holds no events yet (a batch stopped between
+    /// making it and starting the session); one holding events is refused: that session is
+    /// resumed, never started again.
+    pub fn create_at(path: &Path) -> Result<SessionDir> {
+        if path.join(EVENTS_FILE).exists() {
+            bail!(
+                "{} holds a session already (resume it instead)",
+                path.display()
+            );
+        }
+        for sub in ["kernels", "llm", "eval", "prompts"] {
+            std::fs::create_dir_all(path.join(sub))
+                .with_context(|| format!("cannot create {}", path.join(sub).display()))?;
+        }
+        Ok(SessionDir {
+            path: path.to_path_buf(),
+            limit: None,
+        })
+    }
+
     /// Opens an existing session directory (it must hold `events.jsonl`).
     pub fn open(path: &Path) -> Result<SessionDir> {
         if !path.join(EVENTS_FILE).is_file() {

@@ -7,10 +7,14 @@ def device_description(device):
     import torch
 
     if device == "cpu":
-        return {"kind": "cpu", "name": platform.processor() or platform.machine(), "interpreter": True}
+        return {"kind": "cpu", "torch_name": "cpu", "name": platform.processor() or platform.machine(),
+                "interpreter": True}
     props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
     return {
         "kind": "cuda",
+        "torch_name": str(torch.device(device)),
+        "uuid": str(uuid) if uuid is not None else None,
         "name": props.name,
         "capability": "%d.%d" % (props.major, props.minor),
         "memory_bytes": props.total_memory,

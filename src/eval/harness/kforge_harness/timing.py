@@ -89,6 +89,9 @@ def baseline_key(task_source, device_info, versions, signature, job):
     material = json.dumps({
         "task": hashlib.sha256(task_source.encode()).hexdigest(),
         "gpu": device_info.get("name"),
+        # Per physical device: two GPUs of one model still differ (clocks, cooling), and a
+        # score compares kernel and reference timed on the same one.
+        "gpu_uuid": device_info.get("uuid"),
         "torch": versions.get("torch"),
         "inputs": signature,
         "timing": [job["warmup"], job["timing_trials"], job["min_timing_trials"], job["timing_budget_s"],

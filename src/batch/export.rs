@@ -1,0 +1,178 @@
+//! The batch's kernels in KernelBench's own run layout, so its scripts can check them
+//! again: `kernelbench/level_<L>/level_<L>_problem_<P>_sample_0_kernel.py` (each task's
+//! best kernel, else its last evaluated one) and `kernelbench/level_<L>/eval_results.json`
+//! with the fields `scripts/eval_from_generations.py` writes (`compiled`, `correctness`,
+//! `metadata`, `runtime`, `runtime_stats`), keyed by problem id. Re-check with
+//! `python scripts/eval_from_generations.py runs_dir=<batch>/kernelbench run_name=level_<L>
+//! level=<L> ...`. Tasks outside KernelBench's layout (no level or problem number) are not
+//! exported; summary.md says how many.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use super::results::TaskResult;
+use super::summary::BatchSummary;
+use crate::eval::EvalResult;
+use crate::protocol::Category;
+use crate::session::state::{CandidateStatus, SessionState};
+use crate::session::store::SessionDir;
+
+pub const EXPORT_DIR: &str = "kernelbench";
+
+/// KernelBench counts a kernel that failed to build or load as not compiled.
+fn compiled(category: Option<Category>) -> bool {
+    !matches!(
+        category,
+        Some(
+            Category::StaticCheck
+                | Category::Syntax
+                | Category::Import
+                | Category::Compile
+                | Category::OutOfResources
+        )
+    )
+}
+
+/// The candidate to export: the session's best, else the last one evaluated.
+fn exported_candidate(state: &SessionState) -> Option<&crate::session::state::Candidate> {
+    state
+        .best_candidate()
+        .and_then(|id| state.candidates.get(&id))
+        .or_else(|| {
+            state
+                .candidates
+                .values()
+                .rev()
+                .find(|c| matches!(c.status, CandidateStatus::Correct | CandidateStatus::Failed))
+        })
+}
+
+/// One task's `eval_results.json` entry and its kernel, if it has one.
+fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
+    let session_dir = batch
+        .join(super::manifest::TASKS_DIR)
+        .join(task.key.as_str());
+    let state = SessionDir::open(&session_dir)
+        .and_then(|s| s.read_events())
+        .map(|r| SessionState::from_records(&r.records))
+        .unwrap_or_default();
+    let Some(candidate) = exported_candidate(&state) else {
+        return (
+            json!({
+                "sample_id": 0,
+                "compiled": false,
+                "correctness": false,
+                "metadata": {"kforge_task": task.key, "kforge_status": task.status.word(),
+                             "error": task.refused.clone().unwrap_or_else(|| "no kernel was evaluated".into())},
+                "runtime": -1.0,
+                "runtime_stats": {},
+            }),
+            None,
+        );
+    };
+    let kernel = std::fs::read_to_string(session_dir.join(&candidate.file)).ok();
+    let result: Option<EvalResult> = candidate
+        .eval_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(session_dir.join(f)).ok())
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let eval = candidate.eval.clone().unwrap_or_default();
+    let timing = result
+        .as_ref()
+        .and_then(|r| r.timing.as_ref())
+        .filter(|t| t.meaningful);
+    let hardware = result.as_ref().and_then(|r| r.device.name.clone());
+    let runtime_stats = timing.map_or(json!({}), |t| {
+        json!({
+            "mean": t.kernel.mean_ms,
+            "std": t.kernel.std_ms,
+            "min": t.kernel.min_ms,
+            "max": t.kernel.max_ms,
+            "num_trials": t.kernel.runs,
+            "hardware": hardware,
+            "device": eval.device,
+        })
+    });
+    let mut metadata = json!({
+        "kforge_task": task.key,
+        "kforge_status": task.status.word(),
+        "kforge_candidate": candidate.id,
+        "kforge_kernel_median_ms": eval.kernel_ms,
+        "kforge_reference_median_ms": eval.reference_ms,
+        "kforge_speedup": eval.score,
+        "hardware": hardware,
+        "device": eval.device,
+    });
+    if let Some(category) = eval.category {
+        metadata["error_category"] = json!(category.as_str());
+        metadata["error"] = json!(eval.summary);
+    }
+    (
+        json!({
+            "sample_id": 0,
+            "compiled": eval.correct || compiled(eval.category),
+            "correctness": eval.correct,
+            "metadata": metadata,
+            // KernelBench's runtime is the mean of its timed runs, in ms; -1 when untimed.
+            "runtime": timing.map_or(-1.0, |t| t.kernel.mean_ms),
+            "runtime_stats": runtime_stats,
+        }),
+        kernel,
+    )
+}
+
+/// Writes the export; returns the files written.
+pub fn write_kernelbench(batch: &Path, summary: &BatchSummary) -> Result<Vec<PathBuf>> {
+    let mut by_level: BTreeMap<u32, BTreeMap<u32, Value>> = BTreeMap::new();
+    let mut written = Vec::new();
+    for task in &summary.tasks {
+        let (Some(level), Some(problem)) = (task.level, task.problem) else {
+            continue;
+        };
+        let dir = batch.join(EXPORT_DIR).join(format!("level_{level}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let (value, kernel) = entry(batch, task);
+        if let Some(kernel) = kernel {
+            let file = dir.join(format!(
+                "level_{level}_problem_{problem}_sample_0_kernel.py"
+            ));
+            std::fs::write(&file, kernel)
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            written.push(file);
+        }
+        by_level.entry(level).or_default().insert(problem, value);
+    }
+    for (level, problems) in by_level {
+        // KernelBench keys by problem id (a string) and holds a list of samples.
+        let results: serde_json::Map<String, Value> = problems
+            .into_iter()
+            .map(|(p, v)| (p.to_string(), Value::Array(vec![v])))
+            .collect();
+        let file = batch
+            .join(EXPORT_DIR)
+            .join(format!("level_{level}"))
+            .join("eval_results.json");
+        std::fs::write(&file, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        written.push(file);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_failures_are_not_compiled_and_the_rest_are() {
+        assert!(!compiled(Some(Category::Compile)));
+        assert!(!compiled(Some(Category::Syntax)));
+        assert!(compiled(Some(Category::Mismatch)));
+        assert!(compiled(Some(Category::Timeout)));
+        assert!(compiled(None));
+    }
+}

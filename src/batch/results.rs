@@ -1,0 +1,255 @@
+//! Each task's figures, read from its session (the sessions are the truth; nothing here
+//! is stored twice): its status, best kernel, score, medians, tokens, cost and wall time.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::manifest::{BatchTask, Manifest, REFUSED_FILE};
+use crate::protocol::{CandidateId, EngineState, Event, EventRecord, RunEnd, TaskKey};
+use crate::session::state::SessionState;
+use crate::session::store::SessionDir;
+
+/// Where a task of a batch stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Not started yet.
+    Waiting,
+    /// The task check refused it (a broken task, or one that does not fit): no session.
+    Refused,
+    /// A process is running its session now.
+    Running,
+    /// Its session was started and its process died (kill -9, a node lost): resumable.
+    Interrupted,
+    /// Its last run ended this way.
+    Ended(RunEnd),
+}
+
+/// Written as its word (`complete`, `interrupted`): one column of results.csv.
+impl Serialize for TaskStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.word())
+    }
+}
+
+impl TaskStatus {
+    /// One word for tables: `waiting`, `complete`, `no_correct_kernel`...
+    pub fn word(&self) -> &'static str {
+        match self {
+            TaskStatus::Waiting => "waiting",
+            TaskStatus::Refused => "refused",
+            TaskStatus::Running => "running",
+            TaskStatus::Interrupted => "interrupted",
+            TaskStatus::Ended(end) => end.word(),
+        }
+    }
+
+    /// Nothing more will happen to it on resume: its session finished (a correct kernel,
+    /// or candidates judged and none correct).
+    pub fn is_final(&self) -> bool {
+        matches!(self, TaskStatus::Ended(end) if end.state() == EngineState::Finished)
+    }
+}
+
+/// One task's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskResult {
+    pub key: TaskKey,
+    pub name: String,
+    pub level: Option<u32>,
+    pub problem: Option<u32>,
+    pub status: TaskStatus,
+    /// The task check's verdict, for a refused task.
+    pub refused: Option<String>,
+    /// Whether the session holds a correct kernel.
+    pub correct: bool,
+    pub best: Option<CandidateId>,
+    /// The best kernel's file, relative to the batch directory.
+    pub best_file: Option<PathBuf>,
+    /// Speedup of the best kernel over the reference (None: no timing, or none correct).
+    pub score: Option<f64>,
+    pub reference_ms: Option<f64>,
+    pub kernel_ms: Option<f64>,
+    /// The device the best kernel was timed on.
+    pub device: Option<String>,
+    /// Whether scores are real (GPU) speedups.
+    pub timed: bool,
+    pub candidates: usize,
+    pub calls: usize,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// None when a call's price is unknown.
+    pub cost_usd: Option<f64>,
+    /// Seconds the session's runs took (time between runs not counted).
+    pub wall_s: f64,
+}
+
+impl TaskResult {
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// Seconds of the runs recorded in `records`: each run from its start (or resume) to its
+/// last event, so the hours between a kill and a resume are not counted.
+pub fn run_seconds(records: &[EventRecord]) -> f64 {
+    let mut total = 0.0;
+    let mut segment: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+    for r in records {
+        let starts = matches!(
+            r.event,
+            Event::SessionStarted { .. } | Event::SessionResumed { .. }
+        );
+        segment = match segment {
+            Some((from, to)) if starts => {
+                total += (to - from).num_milliseconds() as f64 / 1000.0;
+                Some((r.ts, r.ts))
+            }
+            Some((from, _)) => Some((from, r.ts)),
+            None => Some((r.ts, r.ts)),
+        };
+    }
+    if let Some((from, to)) = segment {
+        total += (to - from).num_milliseconds() as f64 / 1000.0;
+    }
+    total.max(0.0)
+}
+
+/// The figures of one task, read from `batch/tasks/<key>`.
+pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
+    let dir = batch.join(task.session());
+    let mut result = TaskResult {
+        key: task.key.clone(),
+        name: task.name.clone(),
+        level: task.level,
+        problem: task.problem,
+        status: TaskStatus::Waiting,
+        refused: None,
+        correct: false,
+        best: None,
+        best_file: None,
+        score: None,
+        reference_ms: None,
+        kernel_ms: None,
+        device: None,
+        timed: false,
+        candidates: 0,
+        calls: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        cost_usd: Some(0.0),
+        wall_s: 0.0,
+    };
+    let Ok(session) = SessionDir::open(&dir) else {
+        if let Ok(text) = std::fs::read_to_string(dir.join(REFUSED_FILE)) {
+            result.status = TaskStatus::Refused;
+            result.refused = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["summary"].as_str().map(String::from));
+        }
+        return result;
+    };
+    let records = session.read_events().map(|r| r.records).unwrap_or_default();
+    let state = SessionState::from_records(&records);
+    result.status = if session.is_live() {
+        TaskStatus::Running
+    } else if state.state.is_over() {
+        TaskStatus::Ended(state.end.unwrap_or(match state.state {
+            EngineState::Finished => RunEnd::Complete,
+            EngineState::Stopped => RunEnd::Stopped,
+            _ => RunEnd::Failed,
+        }))
+    } else {
+        TaskStatus::Interrupted
+    };
+    result.timed = state.info.as_ref().is_some_and(|i| i.timing_meaningful);
+    result.candidates = state.candidates.len();
+    result.calls = state.calls.len();
+    let usage = state.total_usage();
+    result.input_tokens = usage.input;
+    result.output_tokens = usage.output;
+    result.cost_usd = state.total_cost();
+    result.wall_s = run_seconds(&records);
+    if let Some(best) = state
+        .best_candidate()
+        .and_then(|id| state.candidates.get(&id))
+    {
+        result.correct = best.is_correct();
+        result.best = Some(best.id);
+        result.best_file = Some(task.session().join(&best.file));
+        if let Some(eval) = &best.eval {
+            result.score = eval.score;
+            result.reference_ms = eval.reference_ms;
+            result.kernel_ms = eval.kernel_ms;
+            result.device = eval.device.clone();
+        }
+    }
+    result
+}
+
+/// Every task's figures, in the manifest's order.
+pub fn collect(batch: &Path, manifest: &Manifest) -> Vec<TaskResult> {
+    manifest
+        .tasks
+        .iter()
+        .map(|t| task_result(batch, t))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn record(seq: u64, secs: i64, event: Event) -> EventRecord {
+        EventRecord {
+            seq,
+            ts: Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap(),
+            event,
+        }
+    }
+
+    #[test]
+    fn wall_time_counts_each_run_and_not_the_gap_between_them() {
+        let log = |m: &str| Event::Log {
+            level: crate::protocol::LogLevel::Info,
+            tag: "t".into(),
+            message: m.into(),
+        };
+        let records = vec![
+            record(1, 0, Event::SessionResumed { previous_seq: 0 }),
+            record(2, 10, log("a")),
+            record(3, 30, log("b")),
+            // Killed; resumed an hour later.
+            record(4, 3630, Event::SessionResumed { previous_seq: 3 }),
+            record(5, 3635, log("c")),
+        ];
+        assert_eq!(run_seconds(&records), 35.0);
+        assert_eq!(run_seconds(&[]), 0.0);
+    }
+
+    #[test]
+    fn a_task_without_a_session_is_waiting_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = BatchTask {
+            key: TaskKey("t".into()),
+            name: "t".into(),
+            level: None,
+            problem: None,
+            origin: "/t.py".into(),
+        };
+        assert_eq!(task_result(dir.path(), &task).status, TaskStatus::Waiting);
+        let session = dir.path().join(task.session());
+        std::fs::create_dir_all(&session).unwrap();
+        std::fs::write(
+            session.join(REFUSED_FILE),
+            r#"{"summary": "task: no Model"}"#,
+        )
+        .unwrap();
+        let r = task_result(dir.path(), &task);
+        assert_eq!(r.status, TaskStatus::Refused);
+        assert_eq!(r.refused.as_deref(), Some("task: no Model"));
+        assert!(!r.status.is_final());
+    }
+}

@@ -1,0 +1,429 @@
+//! What a batch shows people and scripts: per level (and over all tasks) the correctness
+//! rate, KernelBench's fast_p, the geometric and arithmetic mean speedup and the cost; per
+//! task its row. Written as `summary.md`, `summary.json` and `results.csv` in the batch
+//! directory, always recomputed from the sessions.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::manifest::Manifest;
+use super::results::{TaskResult, collect};
+
+pub const SUMMARY_MD: &str = "summary.md";
+pub const SUMMARY_JSON: &str = "summary.json";
+pub const RESULTS_CSV: &str = "results.csv";
+pub const SPEEDUPS_SVG: &str = "speedups.svg";
+
+/// The thresholds of KernelBench's fast_p: the share of all tasks whose kernel is correct
+/// and more than p times as fast as the reference (fast_0 = correct and timed).
+pub const FAST_P: [f64; 4] = [0.0, 1.0, 1.5, 2.0];
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FastP {
+    pub p: f64,
+    /// Tasks correct with a speedup above p.
+    pub count: usize,
+    /// `count` over every task of the group (KernelBench divides by all tasks).
+    pub rate: f64,
+}
+
+/// Figures over a group of tasks (one level, or all).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSummary {
+    /// `level 1`, `other` (tasks outside KernelBench's layout) or `all`.
+    pub group: String,
+    pub tasks: usize,
+    /// Tasks whose session has finished.
+    pub finished: usize,
+    pub correct: usize,
+    pub correctness_rate: f64,
+    /// None where nothing was timed (the CPU): there is no speedup to count.
+    pub fast_p: Option<Vec<FastP>>,
+    /// Correct tasks with a measured speedup: the means are over these.
+    pub timed_correct: usize,
+    /// Geometric mean of the speedup over the correct, timed tasks (KernelBench's
+    /// `geometric_mean_speed_ratio_correct_only`).
+    pub geomean_speedup: Option<f64>,
+    /// Arithmetic mean over the same tasks.
+    pub mean_speedup: Option<f64>,
+    pub tokens: u64,
+    /// None when a price is unknown.
+    pub cost_usd: Option<f64>,
+    pub cost_per_task: Option<f64>,
+    pub wall_s: f64,
+}
+
+/// Aggregates `results` under the name `group`.
+pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
+    let n = results.len();
+    let correct = results.iter().filter(|r| r.correct).count();
+    let speedups: Vec<f64> = results
+        .iter()
+        .filter(|r| r.correct)
+        .filter_map(|r| r.score)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .collect();
+    let any_timed = results.iter().any(|r| r.timed);
+    let rate = |count: usize| if n == 0 { 0.0 } else { count as f64 / n as f64 };
+    let fast_p = any_timed.then(|| {
+        FAST_P
+            .iter()
+            .map(|&p| {
+                let count = speedups.iter().filter(|s| **s > p).count();
+                FastP {
+                    p,
+                    count,
+                    rate: rate(count),
+                }
+            })
+            .collect()
+    });
+    let (geomean, mean) = if speedups.is_empty() {
+        (None, None)
+    } else {
+        let k = speedups.len() as f64;
+        (
+            Some((speedups.iter().map(|s| s.ln()).sum::<f64>() / k).exp()),
+            Some(speedups.iter().sum::<f64>() / k),
+        )
+    };
+    let cost_usd = results
+        .iter()
+        .try_fold(0.0, |sum, r| r.cost_usd.map(|c| sum + c));
+    GroupSummary {
+        group: group.to_string(),
+        tasks: n,
+        finished: results.iter().filter(|r| r.status.is_final()).count(),
+        correct,
+        correctness_rate: rate(correct),
+        fast_p,
+        timed_correct: speedups.len(),
+        geomean_speedup: geomean,
+        mean_speedup: mean,
+        tokens: results.iter().map(|r| r.tokens()).sum(),
+        cost_usd,
+        cost_per_task: cost_usd.filter(|_| n > 0).map(|c| c / n as f64),
+        wall_s: results.iter().map(|r| r.wall_s).sum(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchSummary {
+    pub batch: String,
+    pub provider: String,
+    pub model: String,
+    /// One group per KernelBench level present, `other` for the rest, then `all`.
+    pub groups: Vec<GroupSummary>,
+    pub tasks: Vec<TaskResult>,
+}
+
+pub fn summarize(name: &str, manifest: &Manifest, tasks: Vec<TaskResult>) -> BatchSummary {
+    let mut levels: Vec<Option<u32>> = tasks.iter().map(|t| t.level).collect();
+    levels.sort();
+    levels.dedup();
+    let mut groups: Vec<GroupSummary> = levels
+        .iter()
+        .map(|level| {
+            let members: Vec<&TaskResult> = tasks.iter().filter(|t| t.level == *level).collect();
+            let group = level.map_or("other".to_string(), |l| format!("level {l}"));
+            summarize_group(&group, &members)
+        })
+        .collect();
+    // Levels sort before `other`.
+    groups.sort_by_key(|g| g.group == "other");
+    if groups.len() > 1 || groups.is_empty() {
+        groups.push(summarize_group("all", &tasks.iter().collect::<Vec<_>>()));
+    }
+    BatchSummary {
+        batch: name.to_string(),
+        provider: manifest.provider.clone(),
+        model: manifest.model.clone(),
+        groups,
+        tasks,
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(String::new, |x| format!("{x:.digits$}"))
+}
+
+fn speedup(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |x| format!("{x:.2}x"))
+}
+
+fn cost(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".into(), |c| format!("${c:.4}"))
+}
+
+/// `results.csv`: one row per task.
+pub fn results_csv(summary: &BatchSummary) -> String {
+    let mut out = String::from(
+        "task,level,problem,status,correct,score,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,wall_s,best_file\n",
+    );
+    let quote = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    for t in &summary.tasks {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{}",
+            quote(t.key.as_str()),
+            t.level.map_or(String::new(), |l| l.to_string()),
+            t.problem.map_or(String::new(), |p| p.to_string()),
+            t.status.word(),
+            t.correct,
+            opt(t.score, 4),
+            opt(t.reference_ms, 5),
+            opt(t.kernel_ms, 5),
+            quote(t.device.as_deref().unwrap_or("")),
+            t.candidates,
+            t.calls,
+            t.input_tokens,
+            t.output_tokens,
+            opt(t.cost_usd, 6),
+            t.wall_s,
+            quote(
+                &t.best_file
+                    .as_ref()
+                    .map_or(String::new(), |f| f.display().to_string())
+            ),
+        );
+    }
+    out
+}
+
+/// `summary.md`.
+pub fn summary_md(summary: &BatchSummary) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Batch {}\n", summary.batch);
+    let _ = writeln!(
+        md,
+        "{} tasks, {} / {}. Figures are recomputed from the task sessions by `kforge batch report`.\n",
+        summary.tasks.len(),
+        summary.provider,
+        summary.model
+    );
+    let _ = writeln!(md, "![speedup distribution]({SPEEDUPS_SVG})\n");
+    md.push_str("## Results\n\n");
+    md.push_str("| group | tasks | finished | correct | fast_0 | fast_1 | fast_1.5 | fast_2 | geomean | mean | tokens | cost | cost/task |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for g in &summary.groups {
+        let fast: Vec<String> = match &g.fast_p {
+            Some(f) => f
+                .iter()
+                .map(|x| format!("{:.1}% ({})", 100.0 * x.rate, x.count))
+                .collect(),
+            None => vec!["n/a".into(); FAST_P.len()],
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} ({:.1}%) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            g.group,
+            g.tasks,
+            g.finished,
+            g.correct,
+            100.0 * g.correctness_rate,
+            fast[0],
+            fast[1],
+            fast[2],
+            fast[3],
+            speedup(g.geomean_speedup),
+            speedup(g.mean_speedup),
+            g.tokens,
+            cost(g.cost_usd),
+            cost(g.cost_per_task),
+        );
+    }
+    md.push_str(
+        "\nfast_p: tasks whose best kernel is correct and more than p times as fast as the \
+         PyTorch reference, over all tasks of the group (KernelBench's definition). geomean and \
+         mean: the geometric and arithmetic mean speedup over the correct tasks with a timing \
+         (their number: ",
+    );
+    let timed: Vec<String> = summary
+        .groups
+        .iter()
+        .map(|g| format!("{} {}", g.group, g.timed_correct))
+        .collect();
+    let _ = writeln!(
+        md,
+        "{}). n/a: nothing was timed (the CPU interpreter checks correctness only).\n",
+        timed.join(", ")
+    );
+    md.push_str("## Tasks\n\n| task | status | best | speedup | reference ms | kernel ms | device | tokens | cost | wall |\n");
+    md.push_str("|---|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+    for t in &summary.tasks {
+        let best = match (&t.best_file, t.correct) {
+            (Some(f), true) => format!("[#{}]({})", t.best.map_or(0, |b| b.0), f.display()),
+            _ => t.refused.clone().unwrap_or_else(|| "-".into()),
+        };
+        let _ = writeln!(
+            md,
+            "| [{}]({}) | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}s |",
+            t.key,
+            Path::new(super::manifest::TASKS_DIR)
+                .join(t.key.as_str())
+                .join("report.md")
+                .display(),
+            t.status.word(),
+            best.replace('|', "\\|"),
+            speedup(t.score),
+            opt(t.reference_ms, 4),
+            opt(t.kernel_ms, 4),
+            t.device.as_deref().unwrap_or(""),
+            t.tokens(),
+            cost(t.cost_usd),
+            t.wall_s,
+        );
+    }
+    md
+}
+
+/// Recomputes the summary from the sessions and writes `summary.md`, `summary.json`,
+/// `results.csv`, `speedups.svg` and the KernelBench export.
+pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
+    let name = dir
+        .file_name()
+        .map_or("batch".into(), |n| n.to_string_lossy().into_owned());
+    let summary = summarize(&name, manifest, collect(dir, manifest));
+    let write = |file: &str, text: &str| {
+        std::fs::write(dir.join(file), text)
+            .with_context(|| format!("cannot write {}", dir.join(file).display()))
+    };
+    write(SUMMARY_MD, &summary_md(&summary))?;
+    write(
+        SUMMARY_JSON,
+        &(serde_json::to_string_pretty(&summary)? + "\n"),
+    )?;
+    write(RESULTS_CSV, &results_csv(&summary))?;
+    super::export::write_kernelbench(dir, &summary)?;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::results::TaskStatus;
+    use crate::protocol::{RunEnd, TaskKey};
+
+    fn task(key: &str, level: Option<u32>, correct: bool, score: Option<f64>) -> TaskResult {
+        TaskResult {
+            key: TaskKey(key.into()),
+            name: key.into(),
+            level,
+            problem: Some(1),
+            status: TaskStatus::Ended(if correct {
+                RunEnd::Complete
+            } else {
+                RunEnd::NoCorrectKernel
+            }),
+            refused: None,
+            correct,
+            best: None,
+            best_file: None,
+            score,
+            reference_ms: None,
+            kernel_ms: None,
+            device: None,
+            timed: true,
+            candidates: 1,
+            calls: 2,
+            input_tokens: 100,
+            output_tokens: 10,
+            cost_usd: Some(0.5),
+            wall_s: 2.0,
+        }
+    }
+
+    #[test]
+    fn fast_p_counts_correct_tasks_above_p_over_all_tasks() {
+        let tasks = [
+            task("a", Some(1), true, Some(0.5)),
+            task("b", Some(1), true, Some(1.2)),
+            task("c", Some(1), true, Some(2.5)),
+            task("d", Some(1), false, None),
+            // Incorrect with a (stale) score: never counted.
+            task("e", Some(1), false, Some(9.0)),
+        ];
+        let g = summarize_group("level 1", &tasks.iter().collect::<Vec<_>>());
+        let fast = g.fast_p.unwrap();
+        let counts: Vec<usize> = fast.iter().map(|f| f.count).collect();
+        assert_eq!(counts, vec![3, 2, 1, 1]);
+        assert_eq!(fast[1].rate, 2.0 / 5.0);
+        assert_eq!(g.correct, 3);
+        assert_eq!(g.correctness_rate, 0.6);
+        let geomean = (0.5f64 * 1.2 * 2.5).powf(1.0 / 3.0);
+        assert!((g.geomean_speedup.unwrap() - geomean).abs() < 1e-12);
+        assert!((g.mean_speedup.unwrap() - 4.2 / 3.0).abs() < 1e-12);
+        assert_eq!(g.timed_correct, 3);
+        assert_eq!(g.tokens, 550);
+        assert_eq!(g.cost_usd, Some(2.5));
+        assert_eq!(g.cost_per_task, Some(0.5));
+    }
+
+    #[test]
+    fn untimed_groups_have_no_fast_p_and_unknown_prices_no_cost() {
+        let mut a = task("a", None, true, None);
+        a.timed = false;
+        let mut b = a.clone();
+        b.cost_usd = None;
+        let g = summarize_group("other", &[&a, &b]);
+        assert_eq!(g.fast_p, None);
+        assert_eq!(g.geomean_speedup, None);
+        assert_eq!(g.cost_usd, None);
+        assert_eq!(g.correctness_rate, 1.0);
+        let empty = summarize_group("all", &[]);
+        assert_eq!(empty.correctness_rate, 0.0);
+        assert_eq!(empty.cost_per_task, None);
+    }
+
+    #[test]
+    fn groups_are_levels_then_other_then_all_and_the_tables_show_them() {
+        let m = crate::batch::manifest::Manifest::new(
+            "p".into(),
+            "m".into(),
+            None,
+            crate::commands::common::DeviceChoice::Cpu,
+            crate::batch::manifest::BatchLimits {
+                tasks_at_once: 1,
+                llm_calls_at_once: 1,
+                max_tokens: None,
+                max_cost_usd: None,
+                max_wall_s: None,
+            },
+            Default::default(),
+            Default::default(),
+            vec![],
+        );
+        let tasks = vec![
+            task("x", None, true, Some(1.0)),
+            task("L2", Some(2), true, Some(3.0)),
+            task("L1", Some(1), false, None),
+        ];
+        let s = summarize("b", &m, tasks);
+        let names: Vec<&str> = s.groups.iter().map(|g| g.group.as_str()).collect();
+        assert_eq!(names, ["level 1", "level 2", "other", "all"]);
+        let md = summary_md(&s);
+        assert!(md.contains("| level 2 | 1 | 1 | 1 (100.0%) | 100.0% (1) | 100.0% (1) | 100.0% (1) | 100.0% (1) | 3.00x |"), "{md}");
+        assert!(
+            md.contains("(their number: level 1 0, level 2 1, other 1, all 2)"),
+            "{md}"
+        );
+        let csv = results_csv(&s);
+        assert_eq!(csv.lines().count(), 4);
+        assert!(
+            csv.lines()
+                .nth(2)
+                .unwrap()
+                .starts_with("L2,2,1,complete,true,3.0000,"),
+            "{csv}"
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! `kforge batch TASKS...` and its subcommands: make a batch of tasks (files, directories,
+//! a KernelBench checkout with `--level` and `--tasks`), run it here or submit it to
+//! Slurm, follow it (`status`), continue it (`resume`), summarize it (`report`), and run
+//! one of its tasks (`task`, what each Slurm array element runs).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use super::launch::Provider;
+use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
+use crate::batch::manifest::{self, BatchEnd, BatchLimits, BatchTask, Manifest};
+use crate::batch::results::{TaskStatus, collect};
+use crate::batch::runner::{BatchContext, BatchOutcome, run_batch};
+use crate::batch::select::{NumberSet, find_tasks};
+use crate::config::Config;
+use crate::eval;
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct BatchArgs {
+    #[command(subcommand)]
+    pub action: Option<BatchAction>,
+    #[command(flatten)]
+    pub new: NewBatchArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BatchAction {
+    /// Each task's status, best score and cost (and Slurm's state of its job).
+    Status(BatchDirArgs),
+    /// Continue a batch: resume stopped or interrupted sessions, start those not started.
+    Resume(ResumeBatchArgs),
+    /// (Re)write summary.md, summary.json, results.csv and the KernelBench export.
+    Report(BatchDirArgs),
+    /// Run one task of a batch (what each Slurm array element runs).
+    Task(TaskArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BatchDirArgs {
+    /// The batch directory (it holds batch.json).
+    pub batch: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TaskArgs {
+    /// The batch directory.
+    pub batch: PathBuf,
+    /// The task's index in batch.json (Slurm's $SLURM_ARRAY_TASK_ID).
+    #[arg(long)]
+    pub index: usize,
+}
+
+#[derive(clap::Args, Debug, Default)]
+pub struct ResumeBatchArgs {
+    /// The batch directory.
+    pub batch: PathBuf,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// New per-task budgets, kept in batch.json and each session.
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+}
+
+/// How much of the machine and of the budget the whole batch uses.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct LimitArgs {
+    /// Tasks running at once (default 4).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// LLM calls in flight at once over all tasks (default 8).
+    #[arg(long, value_name = "N")]
+    pub llm_calls: Option<usize>,
+    /// Batch budget: stop every task cleanly once all tasks' calls used this many tokens.
+    #[arg(long, value_name = "TOKENS")]
+    pub batch_max_tokens: Option<u64>,
+    /// Batch budget: stop every task cleanly once all tasks' calls cost this many USD.
+    #[arg(long, value_name = "USD")]
+    pub batch_max_cost: Option<f64>,
+    /// Batch budget: stop every task cleanly after this many seconds of this run.
+    #[arg(long, value_name = "SECONDS")]
+    pub batch_max_wall: Option<f64>,
+}
+
+impl LimitArgs {
+    fn apply(&self, limits: &mut BatchLimits) {
+        if let Some(n) = self.jobs {
+            limits.tasks_at_once = n.max(1);
+        }
+        if let Some(n) = self.llm_calls {
+            limits.llm_calls_at_once = n.max(1);
+        }
+        limits.max_tokens = self.batch_max_tokens.or(limits.max_tokens);
+        limits.max_cost_usd = self.batch_max_cost.or(limits.max_cost_usd);
+        limits.max_wall_s = self.batch_max_wall.or(limits.max_wall_s);
+    }
+}
+
+#[derive(clap::Args, Debug, Default)]
+pub struct NewBatchArgs {
+    /// Task files, directories of task files, or a KernelBench checkout.
+    #[arg(required = true)]
+    pub tasks: Vec<PathBuf>,
+    /// KernelBench levels, e.g. `1,2` (needed for a checkout).
+    #[arg(long, value_name = "LIST")]
+    pub level: Option<String>,
+    /// KernelBench problem numbers, e.g. `1-20,42`.
+    #[arg(long = "tasks", value_name = "LIST")]
+    pub problems: Option<String>,
+    /// The batch directory to create (default ./batches/<date>_<time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Per-task budgets (each task's session).
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub eval: EvalFlags,
+}
+
+pub async fn run(args: BatchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    match args.action {
+        Some(BatchAction::Status(a)) => status(&a.batch),
+        Some(BatchAction::Report(a)) => report(&a.batch),
+        Some(BatchAction::Resume(a)) => resume(a, config_file).await,
+        Some(BatchAction::Task(a)) => task(a, config_file).await,
+        None => create(args.new, config_file).await,
+    }
+}
+
+fn default_dir() -> PathBuf {
+    Path::new("batches").join(chrono::Local::now().format("%Y%m%d_%H%M%S").to_string())
+}
+
+/// Makes the batch directory: batch.json and a copy of every task file.
+fn make_batch(dir: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
+    if dir.join(manifest::MANIFEST_FILE).exists() {
+        bail!(
+            "{} is a batch already: continue it with `kforge batch resume {}`",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let sources = dir.join(manifest::SOURCES_DIR);
+    std::fs::create_dir_all(&sources)
+        .with_context(|| format!("cannot create {}", sources.display()))?;
+    std::fs::create_dir_all(dir.join(manifest::TASKS_DIR))
+        .with_context(|| format!("cannot create {}", dir.join(manifest::TASKS_DIR).display()))?;
+    for (task, file) in manifest.tasks.iter().zip(files) {
+        let copy = dir.join(task.source());
+        std::fs::copy(file, &copy)
+            .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
+    }
+    // batch.json last: a directory with it is a complete batch.
+    manifest.save(dir)
+}
+
+async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    let levels = args.level.as_deref().map(NumberSet::parse).transpose()?;
+    let problems = args.problems.as_deref().map(NumberSet::parse).transpose()?;
+    let found = find_tasks(&args.tasks, levels.as_ref(), problems.as_ref())?;
+    let mut pipeline = config.pipeline.clone();
+    let mut eval_settings = config.eval.clone();
+    args.plan.apply(&mut pipeline);
+    args.budgets.apply(&mut pipeline);
+    args.eval.apply(&mut eval_settings, &mut pipeline);
+    check_stages(&pipeline)?;
+    let devices = args.eval.devices.choice()?;
+    // Who answers must work before anything is made: a batch is many sessions.
+    let provider = match Provider::resolve(
+        &config,
+        args.plan.provider.as_deref(),
+        args.plan.model.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kforge cannot start the batch: {e:#}");
+            eprintln!("kforge: no batch was made and no LLM call was made");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let (provider_name, model) = provider.label();
+    let mut limits = BatchLimits {
+        tasks_at_once: 4,
+        llm_calls_at_once: 8,
+        max_tokens: None,
+        max_cost_usd: None,
+        max_wall_s: None,
+    };
+    args.limits.apply(&mut limits);
+    let tasks: Vec<BatchTask> = found
+        .iter()
+        .map(|t| BatchTask {
+            key: t.key.clone(),
+            name: t.name.clone(),
+            level: t.level,
+            problem: t.problem,
+            origin: std::path::absolute(&t.file).unwrap_or(t.file.clone()),
+        })
+        .collect();
+    let files: Vec<PathBuf> = found.iter().map(|t| t.file.clone()).collect();
+    let config_file = config_file.map(|c| std::path::absolute(c).unwrap_or(c.to_path_buf()));
+    let manifest = Manifest::new(
+        provider_name,
+        model,
+        config_file,
+        devices,
+        limits,
+        pipeline,
+        eval_settings,
+        tasks,
+    );
+    let dir = args.out.clone().unwrap_or_else(default_dir);
+    make_batch(&dir, &manifest, &files)?;
+    eprintln!(
+        "kforge: batch {} with {} task(s); follow it with `kforge open {}`",
+        dir.display(),
+        manifest.tasks.len(),
+        dir.display()
+    );
+    tracing::info!(batch = %dir.display(), tasks = manifest.tasks.len(), "batch created");
+    run_here(&dir, manifest, config, provider, "batch".into(), None).await
+}
+
+/// Builds the run's context (the evaluator, the devices) and runs the tasks `only`.
+async fn run_here(
+    dir: &Path,
+    manifest: Manifest,
+    config: Config,
+    provider: Provider,
+    how: String,
+    only: Option<Vec<usize>>,
+) -> Result<ExitCode> {
+    let prompts = crate::prompts::PromptSet::from_config(&config)?;
+    let cache = crate::paths::cache_dir();
+    let evaluator =
+        eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
+    let devices = manifest.devices.resolve(&evaluator).await?;
+    let versions = evaluator
+        .hello()
+        .await
+        .ok()
+        .map(|h| json!({"python": h.python, "torch": h.torch, "triton": h.triton}));
+    let ctx = BatchContext {
+        dir: dir.to_path_buf(),
+        manifest,
+        config,
+        evaluator,
+        devices,
+        prompts,
+        provider,
+        versions,
+        how,
+    };
+    let outcome = run_batch(ctx, only).await?;
+    Ok(finish(dir, &outcome))
+}
+
+/// Says how the run ended and where the summary is; the exit code.
+fn finish(dir: &Path, outcome: &BatchOutcome) -> ExitCode {
+    let finished = outcome
+        .results
+        .iter()
+        .filter(|r| r.status.is_final())
+        .count();
+    let correct = outcome.results.iter().filter(|r| r.correct).count();
+    eprintln!(
+        "kforge: batch {}: {} ({}); {finished} of {} task(s) finished, {correct} with a correct kernel",
+        dir.display(),
+        match outcome.end {
+            BatchEnd::Done => "done",
+            BatchEnd::Interrupted => "interrupted",
+            BatchEnd::BudgetReached => "budget reached",
+            BatchEnd::Failed => "failed",
+        },
+        outcome.reason,
+        outcome.results.len()
+    );
+    eprintln!(
+        "kforge: summary {}",
+        dir.join(crate::batch::summary::SUMMARY_MD).display()
+    );
+    let open = outcome
+        .results
+        .iter()
+        .filter(|r| !r.status.is_final() && r.status != TaskStatus::Refused)
+        .count();
+    if open > 0 {
+        eprintln!(
+            "kforge: {open} task(s) can go on: `kforge batch resume {}`",
+            dir.display()
+        );
+    }
+    match outcome.end {
+        BatchEnd::Done | BatchEnd::BudgetReached => ExitCode::SUCCESS,
+        BatchEnd::Interrupted => ExitCode::from(130),
+        BatchEnd::Failed => ExitCode::from(1),
+    }
+}
+
+/// Who answers a batch's new sessions: the provider and model it was made with.
+fn batch_provider(config: &Config, manifest: &Manifest) -> Result<Provider> {
+    Provider::resolve(config, Some(&manifest.provider), Some(&manifest.model))
+        .with_context(|| format!("the batch uses provider `{}`", manifest.provider))
+}
+
+/// The config a batch was made with (its `--config` file), unless one is named now.
+fn batch_config(manifest: &Manifest, config_file: Option<&Path>) -> Result<Config> {
+    Config::load(config_file.or(manifest.config_file.as_deref()))
+}
+
+async fn resume(args: ResumeBatchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let mut manifest = Manifest::load(&args.batch)?;
+    let config = batch_config(&manifest, config_file)?;
+    let mut changed = args.budgets.apply(&mut manifest.pipeline);
+    let before = manifest.limits.clone();
+    args.limits.apply(&mut manifest.limits);
+    changed |= before != manifest.limits;
+    if changed {
+        let (pipeline, limits) = (manifest.pipeline.clone(), manifest.limits.clone());
+        manifest = manifest::update(&args.batch, |m| {
+            m.pipeline = pipeline;
+            m.limits = limits;
+        })?;
+    }
+    let provider = batch_provider(&config, &manifest)?;
+    run_here(
+        &args.batch,
+        manifest,
+        config,
+        provider,
+        "resume".into(),
+        None,
+    )
+    .await
+}
+
+/// `kforge resume BATCH`: the same as `kforge batch resume BATCH` with per-task budgets.
+pub async fn resume_dir(
+    dir: &Path,
+    budgets: &BudgetArgs,
+    config_file: Option<&Path>,
+) -> Result<ExitCode> {
+    resume(
+        ResumeBatchArgs {
+            batch: dir.to_path_buf(),
+            budgets: budgets.clone(),
+            ..Default::default()
+        },
+        config_file,
+    )
+    .await
+}
+
+async fn task(args: TaskArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let mut manifest = Manifest::load(&args.batch)?;
+    if args.index >= manifest.tasks.len() {
+        bail!(
+            "the batch has {} task(s); index {} is not one of them",
+            manifest.tasks.len(),
+            args.index
+        );
+    }
+    let config = batch_config(&manifest, config_file)?;
+    let provider = batch_provider(&config, &manifest)?;
+    // One task per element: the element is the unit Slurm schedules.
+    manifest.limits.tasks_at_once = 1;
+    let how = match std::env::var("SLURM_ARRAY_JOB_ID") {
+        Ok(job) => format!("slurm {job}_{}", args.index),
+        Err(_) => format!("task {}", args.index),
+    };
+    run_here(
+        &args.batch,
+        manifest,
+        config,
+        provider,
+        how,
+        Some(vec![args.index]),
+    )
+    .await
+}
+
+fn report(dir: &Path) -> Result<ExitCode> {
+    let manifest = Manifest::load(dir)?;
+    manifest::with_lock(dir, || crate::batch::summary::write_all(dir, &manifest))?;
+    println!("{}", dir.join(crate::batch::summary::SUMMARY_MD).display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(dir: &Path) -> Result<ExitCode> {
+    let manifest = Manifest::load(dir)?;
+    let results = collect(dir, &manifest);
+    println!(
+        "{:<28} {:<18} {:>9} {:>8} {:>10} {:>7}",
+        "task", "status", "speedup", "tokens", "cost", "wall"
+    );
+    for r in &results {
+        let speedup = match (r.correct, r.score) {
+            (true, Some(s)) => format!("{s:.2}x"),
+            (true, None) => "correct".into(),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s",
+            r.key.as_str(),
+            r.status.word(),
+            speedup,
+            r.tokens(),
+            r.cost_usd.map_or("?".into(), |c| format!("${c:.4}")),
+            r.wall_s
+        );
+    }
+    let count = |s: fn(&TaskStatus) -> bool| results.iter().filter(|r| s(&r.status)).count();
+    println!(
+        "{} task(s): {} finished, {} running, {} waiting, {} refused, {} resumable",
+        results.len(),
+        count(TaskStatus::is_final),
+        count(|s| *s == TaskStatus::Running),
+        count(|s| *s == TaskStatus::Waiting),
+        count(|s| *s == TaskStatus::Refused),
+        count(|s| matches!(s, TaskStatus::Interrupted)
+            || matches!(s, TaskStatus::Ended(_)) && !s.is_final()),
+    );
+    Ok(ExitCode::SUCCESS)
+}

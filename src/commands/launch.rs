@@ -1,0 +1,368 @@
+//! Starting and resuming a session, shared by `run`, `resume` and `batch` (whose tasks are
+//! ordinary sessions): who answers the prompts, the task check before anything is spent,
+//! the session directory and its description, the control file another window writes
+//! commands into, and the headless console.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, EvalConfig};
+use crate::engine::config::PipelineConfig;
+use crate::engine::llm_backend::{ClientLlm, ManualLlm};
+use crate::engine::ports::{EvalPort, LlmPort};
+use crate::engine::runner::{Engine, RunOutcome, write_session_files};
+use crate::eval::devices::DeviceSet;
+use crate::eval::{self, Device, EvalRequest};
+use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel};
+use crate::session::state::SessionState;
+use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
+use crate::task::TaskFile;
+
+/// Who answers the prompts, before the session that names it exists.
+pub enum Provider {
+    Client(crate::llm::LlmClient),
+    Manual,
+}
+
+impl Provider {
+    /// The provider named (or the configured default): `manual`, or a client.
+    pub fn resolve(config: &Config, name: Option<&str>, model: Option<&str>) -> Result<Provider> {
+        match name {
+            Some("manual") => Ok(Provider::Manual),
+            provider => {
+                let resolved = crate::llm::resolve(config, provider, model)?;
+                Ok(Provider::Client(crate::llm::LlmClient::new(resolved)?))
+            }
+        }
+    }
+
+    /// (provider, model) as sessions record them.
+    pub fn label(&self) -> (String, String) {
+        match self {
+            Provider::Client(c) => (c.provider().name.clone(), c.provider().model.clone()),
+            Provider::Manual => ("manual".into(), "you".into()),
+        }
+    }
+
+    pub fn port(&self, session: &SessionDir) -> Arc<dyn LlmPort> {
+        match self {
+            Provider::Client(c) => Arc::new(ClientLlm(c.clone())),
+            Provider::Manual => Arc::new(ManualLlm::new(session.clone())),
+        }
+    }
+}
+
+/// The port answering a resumed session's prompts: the provider and model it was started
+/// with.
+pub fn resumed_llm(
+    config: &Config,
+    session: &SessionDir,
+    provider: &str,
+    model: &str,
+) -> Result<Arc<dyn LlmPort>> {
+    Ok(if provider == "manual" {
+        Arc::new(ManualLlm::new(session.clone()))
+    } else {
+        let resolved = crate::llm::resolve(config, Some(provider), Some(model))
+            .with_context(|| format!("the session used provider `{provider}`"))?;
+        Arc::new(ClientLlm(crate::llm::LlmClient::new(resolved)?))
+    })
+}
+
+/// What the task check before a session found.
+pub enum TaskCheck {
+    /// The task runs; the text says how fast the reference is, where it was timed.
+    Ready(String),
+    /// The task's own verdict (`task`, `oom`...): one line.
+    Refused(String),
+    /// No verdict: the evaluator itself could not run.
+    EvaluatorFailed(eval::EvalError),
+}
+
+impl TaskCheck {
+    pub fn is_ready(&self) -> bool {
+        matches!(self, TaskCheck::Ready(_))
+    }
+
+    /// One line for the console.
+    pub fn line(&self, task: &str, device: Device) -> String {
+        match self {
+            TaskCheck::Ready(line) => format!("task {task} OK on {device}{line}"),
+            TaskCheck::Refused(summary) => format!("task {task} refused: {summary}"),
+            TaskCheck::EvaluatorFailed(err) => format!("the evaluator failed: {err}"),
+        }
+    }
+
+    pub fn report(&self, task: &str, device: Device) {
+        eprintln!("kforge: {}", self.line(task, device));
+    }
+}
+
+/// Builds the task's Model, runs it on its inputs, plans its memory and (GPU) times it.
+pub async fn check_task(
+    evaluator: &dyn EvalPort,
+    task: &Path,
+    device: Device,
+    settings: &EvalConfig,
+) -> TaskCheck {
+    let request = EvalRequest::task_check(task, device, settings.clone());
+    match evaluator
+        .evaluate(request, CancellationToken::new(), None)
+        .await
+    {
+        Ok(r) if r.correct => TaskCheck::Ready(
+            r.timing
+                .as_ref()
+                .filter(|t| t.meaningful)
+                .map(|t| {
+                    format!(
+                        ": the reference runs in {:.4} ms (median)",
+                        t.reference.median_ms
+                    )
+                })
+                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
+        ),
+        Ok(r) => TaskCheck::Refused(r.summary),
+        Err(err) => TaskCheck::EvaluatorFailed(err),
+    }
+}
+
+/// Where a new session's directory goes.
+pub enum SessionPlace<'a> {
+    /// A new dated directory under the sessions dir.
+    Under(&'a Path),
+    /// Exactly this directory (a batch's task).
+    At(&'a Path),
+}
+
+/// What a new session records about itself in session.json.
+pub struct NewSession<'a> {
+    pub task: &'a TaskFile,
+    pub task_file: &'a Path,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub devices: &'a DeviceSet,
+    pub eval: &'a EvalConfig,
+    pub pipeline: &'a PipelineConfig,
+    /// Python, torch and triton as the harness reports them.
+    pub versions: Option<Value>,
+}
+
+/// Creates the session directory, takes its lock and writes task.py and session.json.
+pub fn create_session(
+    place: SessionPlace<'_>,
+    new: &NewSession<'_>,
+) -> Result<(SessionDir, SessionLock)> {
+    let session = match place {
+        SessionPlace::Under(dir) => {
+            SessionDir::create(dir, &new.task.name, new.provider, new.model)?
+        }
+        SessionPlace::At(path) => SessionDir::create_at(path)?,
+    };
+    let lock = session.lock()?;
+    tracing::info!(
+        session = %session.path.display(),
+        task = %new.task.name,
+        provider = %new.provider,
+        model = %new.model,
+        devices = %new.devices,
+        mode = ?new.pipeline.mode,
+        seeds = new.pipeline.seeds,
+        "session created"
+    );
+    let description = json!({
+        "task": new.task.name,
+        "task_file": std::path::absolute(new.task_file).unwrap_or(new.task_file.to_path_buf()),
+        "task_hash": new.task.hash,
+        "provider": new.provider,
+        "model": new.model,
+        "device": new.devices.primary(),
+        "devices": new.devices,
+        "mode": new.pipeline.mode,
+        "eval": new.eval,
+        "pipeline": new.pipeline,
+        "kforge": env!("CARGO_PKG_VERSION"),
+        "versions": new.versions,
+        "created": chrono::Utc::now(),
+    });
+    write_session_files(&session, new.task, description)?;
+    Ok((session, lock))
+}
+
+/// A session read back for `resume`.
+pub struct Stored {
+    pub session: SessionDir,
+    pub lock: SessionLock,
+    pub prior: SessionState,
+    pub events: usize,
+    pub task: TaskFile,
+    pub description: Value,
+    pub eval: EvalConfig,
+    pub pipeline: PipelineConfig,
+    pub devices: DeviceSet,
+    pub provider: String,
+    pub model: String,
+}
+
+impl Stored {
+    /// Opens and locks the session and folds its events (a torn last line or invalid lines
+    /// are said and dropped).
+    pub fn open(path: &Path) -> Result<Stored> {
+        let session = SessionDir::open(path)?;
+        let lock = session.lock()?;
+        let read = session.read_events()?;
+        if let Some(torn) = &read.torn {
+            eprintln!(
+                "kforge: the last line of {}/events.jsonl was cut off by a crash ({} bytes); it is dropped",
+                path.display(),
+                torn.len()
+            );
+        }
+        for (line, error) in &read.invalid {
+            eprintln!(
+                "kforge: {}/events.jsonl line {line} is not a valid event ({error}); skipped",
+                path.display()
+            );
+        }
+        let prior = SessionState::from_records(&read.records);
+        let description: Value = serde_json::from_str(&session.read_file("session.json")?)
+            .context("session.json is not valid JSON")?;
+        let mut task = TaskFile::load(&session.file("task.py"))?;
+        // The copy is `task.py`; the task keeps the name it was started with.
+        if let Some(info) = &prior.info {
+            task.name = info.task.clone();
+        }
+        let eval: EvalConfig = serde_json::from_value(description["eval"].clone())
+            .context("session.json has no valid eval settings")?;
+        let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
+            .context("session.json has no valid pipeline settings")?;
+        // Sessions from before device sets name one `device`.
+        let devices: DeviceSet = match description.get("devices") {
+            Some(list) if !list.is_null() => {
+                serde_json::from_value(list.clone()).context("session.json has no valid devices")?
+            }
+            _ => DeviceSet::one(
+                serde_json::from_value(description["device"].clone())
+                    .context("session.json has no valid device")?,
+            ),
+        };
+        let text = |key: &str| description[key].as_str().unwrap_or_default().to_string();
+        Ok(Stored {
+            provider: text("provider"),
+            model: text("model"),
+            events: read.records.len(),
+            session,
+            lock,
+            prior,
+            task,
+            description,
+            eval,
+            pipeline,
+            devices,
+        })
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.prior.state == EngineState::Finished
+    }
+
+    /// Keeps new pipeline settings (budgets) in session.json, so that a later resume
+    /// keeps them too.
+    pub fn save_pipeline(&mut self, pipeline: PipelineConfig) -> Result<()> {
+        self.description["pipeline"] = serde_json::to_value(&pipeline)?;
+        self.session.write_file(
+            "session.json",
+            serde_json::to_string_pretty(&self.description)?.as_bytes(),
+        )?;
+        self.pipeline = pipeline;
+        Ok(())
+    }
+}
+
+/// Commands another process writes into the session's control file (`kforge open`
+/// attached to this run) go to the engine until the returned task is aborted.
+pub fn follow_control(engine: Arc<Engine>, session: &SessionDir) -> tokio::task::JoinHandle<()> {
+    let path = session.file(CONTROL_FILE);
+    tokio::spawn(async move {
+        let mut follower = LineFollower::from_end(path);
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            for line in follower.poll() {
+                match serde_json::from_str::<Command>(&line) {
+                    Ok(command) => engine.command(command),
+                    Err(e) => tracing::warn!("ignoring a malformed control line: {e}"),
+                }
+            }
+        }
+    })
+}
+
+/// Runs the engine headless with its console printed, Ctrl-C stopping it cleanly (a second
+/// Ctrl-C quits at once).
+pub async fn run_headless(
+    engine: &Arc<Engine>,
+    session: &SessionDir,
+    interrupted: Arc<std::sync::atomic::AtomicBool>,
+) -> RunOutcome {
+    let printer = tokio::spawn(print_console(engine.subscribe(), session.path.clone()));
+    let ctrl_c = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!(
+                    "\nkforge: stopping (Ctrl-C again to quit at once); the session stays resumable"
+                );
+                engine.stop();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        })
+    };
+    let outcome = engine.run().await;
+    ctrl_c.abort();
+    engine.stop_actions();
+    // The printer stops at the run's final state change, the last event of a run.
+    let _ = printer.await;
+    outcome
+}
+
+/// The headless console: every log line, tagged.
+async fn print_console(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<EventRecord>,
+    session: PathBuf,
+) {
+    let color = std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    while let Some(record) = events.recv().await {
+        match record.event {
+            Event::Log {
+                level,
+                tag,
+                message,
+            } => {
+                let (start, end) = match (color, level) {
+                    (true, LogLevel::Warn) => ("\x1b[33m", "\x1b[0m"),
+                    (true, LogLevel::Error) => ("\x1b[31m", "\x1b[0m"),
+                    _ => ("", ""),
+                };
+                println!("{start}[{tag}] {message}{end}");
+            }
+            Event::GateOpened { gate, .. } => {
+                println!(
+                    "[you] gate {gate} is open: answer it from another terminal with `kforge open {}`",
+                    session.display()
+                );
+            }
+            Event::StateChanged { state } if state.is_over() => break,
+            _ => {}
+        }
+    }
+}
