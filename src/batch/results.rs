@@ -79,8 +79,11 @@ pub struct TaskResult {
     pub calls: usize,
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// None when a call's price is unknown.
-    pub cost_usd: Option<f64>,
+    /// The cost of the calls whose price is known.
+    pub cost_usd: f64,
+    /// Finished calls whose cost is unknown (no price, or cut off by a crash before the
+    /// provider's bill was read): `cost_usd` is then a lower bound.
+    pub unpriced_calls: usize,
     /// Seconds the session's runs took (time between runs not counted).
     pub wall_s: f64,
 }
@@ -88,6 +91,15 @@ pub struct TaskResult {
 impl TaskResult {
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens
+    }
+}
+
+/// `$0.0123`, or `$0.0123 + 2 unpriced calls` when some costs are unknown.
+pub fn cost_text(cost_usd: f64, unpriced_calls: usize) -> String {
+    match unpriced_calls {
+        0 => format!("${cost_usd:.4}"),
+        1 => format!("${cost_usd:.4} + 1 unpriced call"),
+        n => format!("${cost_usd:.4} + {n} unpriced calls"),
     }
 }
 
@@ -138,7 +150,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         calls: 0,
         input_tokens: 0,
         output_tokens: 0,
-        cost_usd: Some(0.0),
+        cost_usd: 0.0,
+        unpriced_calls: 0,
         wall_s: 0.0,
     };
     let Ok(session) = SessionDir::open(&dir) else {
@@ -169,7 +182,9 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     let usage = state.total_usage();
     result.input_tokens = usage.input;
     result.output_tokens = usage.output;
-    result.cost_usd = state.total_cost();
+    let finished = state.calls.values().filter(|c| c.ok.is_some());
+    result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum();
+    result.unpriced_calls = finished.filter(|c| c.cost_usd.is_none()).count();
     result.wall_s = run_seconds(&records);
     if let Some(best) = state
         .best_candidate()

@@ -106,7 +106,7 @@ fn spent_so_far(dir: &Path, manifest: &Manifest) -> Spent {
         .iter()
         .fold(Spent::default(), |s, r| Spent {
             tokens: s.tokens + r.tokens(),
-            cost_usd: s.cost_usd + r.cost_usd.unwrap_or(0.0),
+            cost_usd: s.cost_usd + r.cost_usd,
         })
 }
 
@@ -122,6 +122,15 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
     let evaluator = ctx.evaluator.clone();
     let limits = ctx.manifest.limits.clone();
     let indices: Vec<usize> = only.unwrap_or_else(|| (0..ctx.manifest.tasks.len()).collect());
+    // Finished tasks are left alone and not counted in this run.
+    let indices: Vec<usize> = indices
+        .into_iter()
+        .filter(|i| {
+            !task_result(&ctx.dir, &ctx.manifest.tasks[*i])
+                .status
+                .is_final()
+        })
+        .collect();
     let started = chrono::Utc::now();
     let run_index = manifest::update(&dir, |m| {
         m.runs.push(BatchRun {
@@ -291,18 +300,18 @@ async fn run_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
                 after.status.word(),
                 after.candidates,
                 after.tokens(),
-                after
-                    .cost_usd
-                    .map_or("cost unknown".into(), |c| format!("${c:.4}")),
+                super::results::cost_text(after.cost_usd, after.unpriced_calls),
                 after.wall_s
             )
         }
         TaskTurn::Refused(why) => format!("refused by the task check: {why}"),
         TaskTurn::Failed(why) => format!("failed: {why}"),
-        other => format!("{other:?}"),
+        TaskTurn::NotStarted => "not started: the batch is stopping".into(),
+        TaskTurn::AlreadyFinished => "finished already".into(),
+        TaskTurn::RunningElsewhere => "another process runs it".into(),
     };
     shared.say(format!(
-        "[{}] {what}  [{}/{} of this run]",
+        "[{}] {what}  [{} of {} done]",
         task.key, *done, shared.total
     ));
     turn

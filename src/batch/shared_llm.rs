@@ -119,10 +119,11 @@ impl LlmPort for SharedLlm {
     ) -> BoxFuture<'a, Result<Answer, CallFailure>> {
         Box::pin(async move {
             let permit = tokio::select! {
-                permit = self.slots.acquire() => permit.map_err(|_| CallFailure::Cancelled)?,
-                _ = cancel.cancelled() => return Err(CallFailure::Cancelled),
+                biased;
                 // The batch stops every session; a call not sent yet is never sent.
                 _ = self.ledger.tripped.cancelled() => return Err(CallFailure::Cancelled),
+                _ = cancel.cancelled() => return Err(CallFailure::Cancelled),
+                permit = self.slots.acquire() => permit.map_err(|_| CallFailure::Cancelled)?,
             };
             let outcome = self.inner.complete(call, cancel, progress).await;
             drop(permit);

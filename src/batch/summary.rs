@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::manifest::Manifest;
-use super::results::{TaskResult, collect};
+use super::results::{TaskResult, collect, cost_text};
 
 pub const SUMMARY_MD: &str = "summary.md";
 pub const SUMMARY_JSON: &str = "summary.json";
@@ -50,8 +50,10 @@ pub struct GroupSummary {
     /// Arithmetic mean over the same tasks.
     pub mean_speedup: Option<f64>,
     pub tokens: u64,
-    /// None when a price is unknown.
-    pub cost_usd: Option<f64>,
+    /// The cost of the calls whose price is known ...
+    pub cost_usd: f64,
+    /// ... and how many calls' cost is unknown (then the costs are lower bounds).
+    pub unpriced_calls: usize,
     pub cost_per_task: Option<f64>,
     pub wall_s: f64,
 }
@@ -90,9 +92,7 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
             Some(speedups.iter().sum::<f64>() / k),
         )
     };
-    let cost_usd = results
-        .iter()
-        .try_fold(0.0, |sum, r| r.cost_usd.map(|c| sum + c));
+    let cost_usd: f64 = results.iter().map(|r| r.cost_usd).sum();
     GroupSummary {
         group: group.to_string(),
         tasks: n,
@@ -105,7 +105,8 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
         mean_speedup: mean,
         tokens: results.iter().map(|r| r.tokens()).sum(),
         cost_usd,
-        cost_per_task: cost_usd.filter(|_| n > 0).map(|c| c / n as f64),
+        unpriced_calls: results.iter().map(|r| r.unpriced_calls).sum(),
+        cost_per_task: (n > 0).then(|| cost_usd / n as f64),
         wall_s: results.iter().map(|r| r.wall_s).sum(),
     }
 }
@@ -154,14 +155,10 @@ fn speedup(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".into(), |x| format!("{x:.2}x"))
 }
 
-fn cost(v: Option<f64>) -> String {
-    v.map_or_else(|| "unknown".into(), |c| format!("${c:.4}"))
-}
-
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,wall_s,best_file\n",
+        "task,level,problem,status,correct,score,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -173,7 +170,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
@@ -187,7 +184,8 @@ pub fn results_csv(summary: &BatchSummary) -> String {
             t.calls,
             t.input_tokens,
             t.output_tokens,
-            opt(t.cost_usd, 6),
+            t.cost_usd,
+            t.unpriced_calls,
             t.wall_s,
             quote(
                 &t.best_file
@@ -237,8 +235,9 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             speedup(g.geomean_speedup),
             speedup(g.mean_speedup),
             g.tokens,
-            cost(g.cost_usd),
-            cost(g.cost_per_task),
+            cost_text(g.cost_usd, g.unpriced_calls),
+            g.cost_per_task
+                .map_or_else(|| "n/a".into(), |c| format!("${c:.4}")),
         );
     }
     md.push_str(
@@ -279,7 +278,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
             t.tokens(),
-            cost(t.cost_usd),
+            cost_text(t.cost_usd, t.unpriced_calls),
             t.wall_s,
         );
     }
@@ -337,7 +336,8 @@ mod tests {
             calls: 2,
             input_tokens: 100,
             output_tokens: 10,
-            cost_usd: Some(0.5),
+            cost_usd: 0.5,
+            unpriced_calls: 0,
             wall_s: 2.0,
         }
     }
@@ -364,20 +364,24 @@ mod tests {
         assert!((g.mean_speedup.unwrap() - 4.2 / 3.0).abs() < 1e-12);
         assert_eq!(g.timed_correct, 3);
         assert_eq!(g.tokens, 550);
-        assert_eq!(g.cost_usd, Some(2.5));
+        assert_eq!(g.cost_usd, 2.5);
         assert_eq!(g.cost_per_task, Some(0.5));
     }
 
     #[test]
-    fn untimed_groups_have_no_fast_p_and_unknown_prices_no_cost() {
+    fn untimed_groups_have_no_fast_p_and_unknown_prices_are_counted() {
         let mut a = task("a", None, true, None);
         a.timed = false;
         let mut b = a.clone();
-        b.cost_usd = None;
+        b.unpriced_calls = 2;
         let g = summarize_group("other", &[&a, &b]);
         assert_eq!(g.fast_p, None);
         assert_eq!(g.geomean_speedup, None);
-        assert_eq!(g.cost_usd, None);
+        assert_eq!((g.cost_usd, g.unpriced_calls), (1.0, 2));
+        assert_eq!(
+            cost_text(g.cost_usd, g.unpriced_calls),
+            "$1.0000 + 2 unpriced calls"
+        );
         assert_eq!(g.correctness_rate, 1.0);
         let empty = summarize_group("all", &[]);
         assert_eq!(empty.correctness_rate, 0.0);

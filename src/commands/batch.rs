@@ -413,7 +413,7 @@ fn status(dir: &Path) -> Result<ExitCode> {
             r.status.word(),
             speedup,
             r.tokens(),
-            r.cost_usd.map_or("?".into(), |c| format!("${c:.4}")),
+            crate::batch::results::cost_text(r.cost_usd, r.unpriced_calls),
             r.wall_s
         );
     }
