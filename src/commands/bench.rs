@@ -13,6 +13,7 @@ use crate::eval::suite::{self, Manifest};
 use crate::eval::{self, EvalRequest};
 
 mod kernelbench;
+mod scaling;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -50,6 +51,9 @@ pub enum BenchKind {
     /// reference timed with kforge's protocol and with KernelBench's (issue 9).
     #[command(name = "kernelbench")]
     KernelBench(kernelbench::KernelBenchArgs),
+    /// A batch run through the batch runner on 1 GPU, then on 2 (or the sets given): the
+    /// throughput ratio and each device's share of the time spent evaluating.
+    BatchScaling(scaling::ScalingArgs),
 }
 
 pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
@@ -170,6 +174,10 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             }
         }
         BenchKind::KernelBench(args) => kernelbench::run(args, &config, &evaluator).await?,
+        BenchKind::BatchScaling(args) => {
+            scaling::run(args, &config, &evaluator).await?;
+            ExitCode::SUCCESS
+        }
     };
     evaluator.shutdown().await;
     Ok(code)

@@ -28,6 +28,8 @@ use crate::task::TaskFile;
 pub enum Provider {
     Client(crate::llm::LlmClient),
     Manual,
+    /// A port made elsewhere (`kforge bench batch-scaling`'s stand-in LLM).
+    Port(Arc<dyn LlmPort>),
 }
 
 impl Provider {
@@ -47,6 +49,7 @@ impl Provider {
         match self {
             Provider::Client(c) => (c.provider().name.clone(), c.provider().model.clone()),
             Provider::Manual => ("manual".into(), "you".into()),
+            Provider::Port(p) => p.label(),
         }
     }
 
@@ -54,6 +57,7 @@ impl Provider {
         match self {
             Provider::Client(c) => Arc::new(ClientLlm(c.clone())),
             Provider::Manual => Arc::new(ManualLlm::new(session.clone())),
+            Provider::Port(p) => p.clone(),
         }
     }
 }
