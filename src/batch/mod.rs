@@ -1,0 +1,3 @@
+//! `kforge batch`: many tasks in one go.
+
+pub mod slurm;
