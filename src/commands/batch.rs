@@ -3,6 +3,7 @@
 //! Slurm, follow it (`status`), continue it (`resume`), summarize it (`report`), and run
 //! one of its tasks (`task`, what each Slurm array element runs).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -11,10 +12,13 @@ use serde_json::json;
 
 use super::launch::Provider;
 use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
-use crate::batch::manifest::{self, BatchEnd, BatchLimits, BatchTask, Manifest};
+use crate::batch::manifest::{
+    self, BatchEnd, BatchLimits, BatchTask, Manifest, SlurmRecord, Submission,
+};
 use crate::batch::results::{TaskStatus, collect};
-use crate::batch::runner::{BatchContext, BatchOutcome, run_batch};
+use crate::batch::runner::{BatchContext, BatchOutcome, TaskTurn, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
+use crate::batch::slurm::{self, SlurmOptions, SlurmState};
 use crate::config::Config;
 use crate::eval;
 
@@ -63,6 +67,9 @@ pub struct ResumeBatchArgs {
     /// New per-task budgets, kept in batch.json and each session.
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// A Slurm batch: run what is left here instead of re-submitting it.
+    #[arg(long)]
+    pub here: bool,
 }
 
 /// How much of the machine and of the budget the whole batch uses.
@@ -122,11 +129,52 @@ pub struct NewBatchArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub eval: EvalFlags,
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// Submitting the batch to Slurm as one job array instead of running it here.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct SlurmArgs {
+    /// Submit one job array to Slurm (element i runs task i) instead of running here.
+    #[arg(long)]
+    pub slurm: bool,
+    /// Slurm partition.
+    #[arg(long, requires = "slurm")]
+    pub partition: Option<String>,
+    /// Generic resources per element, e.g. `gpu:1`.
+    #[arg(long, requires = "slurm")]
+    pub gres: Option<String>,
+    /// Time limit per element (`HH:MM:SS`).
+    #[arg(long, requires = "slurm")]
+    pub time: Option<String>,
+    /// CPUs per element.
+    #[arg(long, requires = "slurm")]
+    pub cpus_per_task: Option<u32>,
+    /// Memory per element, e.g. `16G`.
+    #[arg(long, requires = "slurm")]
+    pub mem: Option<String>,
+    /// A further sbatch argument (repeat for more), e.g. `--sbatch-arg=--account=lab`.
+    #[arg(long, requires = "slurm", value_name = "ARG")]
+    pub sbatch_arg: Vec<String>,
+}
+
+impl SlurmArgs {
+    fn options(&self) -> SlurmOptions {
+        SlurmOptions {
+            partition: self.partition.clone(),
+            gres: self.gres.clone(),
+            time: self.time.clone(),
+            cpus_per_task: self.cpus_per_task,
+            mem: self.mem.clone(),
+            extra: self.sbatch_arg.clone(),
+        }
+    }
 }
 
 pub async fn run(args: BatchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     match args.action {
-        Some(BatchAction::Status(a)) => status(&a.batch),
+        Some(BatchAction::Status(a)) => status(&a.batch).await,
         Some(BatchAction::Report(a)) => report(&a.batch),
         Some(BatchAction::Resume(a)) => resume(a, config_file).await,
         Some(BatchAction::Task(a)) => task(a, config_file).await,
@@ -218,7 +266,18 @@ async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCo
         tasks,
     );
     let dir = args.out.clone().unwrap_or_else(default_dir);
+    let mut manifest = manifest;
+    if args.slurm.slurm {
+        manifest.slurm = Some(SlurmRecord {
+            options: args.slurm.options(),
+            submissions: Vec::new(),
+        });
+    }
     make_batch(&dir, &manifest, &files)?;
+    if args.slurm.slurm {
+        let all: Vec<usize> = (0..manifest.tasks.len()).collect();
+        return submit(&dir, &manifest, &all).await;
+    }
     eprintln!(
         "kforge: batch {} with {} task(s); follow it with `kforge open {}`",
         dir.display(),
@@ -238,6 +297,21 @@ async fn run_here(
     how: String,
     only: Option<Vec<usize>>,
 ) -> Result<ExitCode> {
+    Ok(ExitCode::from(
+        run_context(dir, manifest, config, provider, how, only)
+            .await?
+            .1,
+    ))
+}
+
+async fn run_context(
+    dir: &Path,
+    manifest: Manifest,
+    config: Config,
+    provider: Provider,
+    how: String,
+    only: Option<Vec<usize>>,
+) -> Result<(BatchOutcome, u8)> {
     let prompts = crate::prompts::PromptSet::from_config(&config)?;
     let cache = crate::paths::cache_dir();
     let evaluator =
@@ -260,11 +334,12 @@ async fn run_here(
         how,
     };
     let outcome = run_batch(ctx, only).await?;
-    Ok(finish(dir, &outcome))
+    let code = finish(dir, &outcome);
+    Ok((outcome, code))
 }
 
 /// Says how the run ended and where the summary is; the exit code.
-fn finish(dir: &Path, outcome: &BatchOutcome) -> ExitCode {
+fn finish(dir: &Path, outcome: &BatchOutcome) -> u8 {
     let finished = outcome
         .results
         .iter()
@@ -299,10 +374,114 @@ fn finish(dir: &Path, outcome: &BatchOutcome) -> ExitCode {
         );
     }
     match outcome.end {
-        BatchEnd::Done | BatchEnd::BudgetReached => ExitCode::SUCCESS,
-        BatchEnd::Interrupted => ExitCode::from(130),
-        BatchEnd::Failed => ExitCode::from(1),
+        BatchEnd::Done | BatchEnd::BudgetReached => 0,
+        BatchEnd::Interrupted => 130,
+        BatchEnd::Failed => 1,
     }
+}
+
+/// Writes `slurm/job.sh` for the tasks `indices`, submits it, and records the job.
+async fn submit(dir: &Path, manifest: &Manifest, indices: &[usize]) -> Result<ExitCode> {
+    let Some(record) = &manifest.slurm else {
+        bail!("{} is not a Slurm batch", dir.display());
+    };
+    let dir = std::path::absolute(dir)?;
+    let logs = dir.join("slurm");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let exe = std::env::current_exe().context("cannot find the kforge executable")?;
+    let script = slurm::job_script(
+        &record.options,
+        &exe,
+        &dir,
+        manifest.config_file.as_deref(),
+        indices,
+        &logs,
+    );
+    let script_path = logs.join("job.sh");
+    std::fs::write(&script_path, &script)
+        .with_context(|| format!("cannot write {}", script_path.display()))?;
+    let job = tokio::task::spawn_blocking(move || slurm::submit(&script_path)).await??;
+    let submission = Submission {
+        job_id: job,
+        submitted: chrono::Utc::now(),
+        indices: indices.to_vec(),
+    };
+    manifest::update(&dir, |m| {
+        if let Some(s) = &mut m.slurm {
+            s.submissions.push(submission);
+        }
+    })?;
+    tracing::info!(batch = %dir.display(), job, elements = indices.len(), "batch submitted to Slurm");
+    eprintln!(
+        "kforge: submitted job array {job} ({} element(s)); logs in {}",
+        indices.len(),
+        logs.display()
+    );
+    eprintln!(
+        "kforge: follow it with `kforge batch status {0}` or `kforge open {0}`; `kforge batch resume {0}` re-submits what fails",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each task's element state in its latest job (None: never submitted, or Slurm no
+/// longer knows it).
+async fn slurm_states(manifest: &Manifest) -> Result<BTreeMap<usize, SlurmState>> {
+    let Some(record) = manifest.slurm.clone() else {
+        return Ok(BTreeMap::new());
+    };
+    tokio::task::spawn_blocking(move || {
+        let mut jobs: BTreeMap<u64, BTreeMap<usize, SlurmState>> = BTreeMap::new();
+        let mut states = BTreeMap::new();
+        for index in 0..usize::MAX {
+            let Some(job) = record.job_for(index) else {
+                if record
+                    .submissions
+                    .iter()
+                    .all(|s| s.indices.iter().all(|i| *i < index))
+                {
+                    break;
+                }
+                continue;
+            };
+            if !jobs.contains_key(&job) {
+                jobs.insert(job, slurm::query(job)?);
+            }
+            if let Some(state) = jobs[&job].get(&index) {
+                states.insert(index, state.clone());
+            }
+        }
+        Ok(states)
+    })
+    .await?
+}
+
+/// Re-submits, as one new job array, the tasks that have not reached their end and whose
+/// element is neither pending nor running.
+async fn resubmit(dir: &Path, manifest: &Manifest) -> Result<ExitCode> {
+    let states = slurm_states(manifest).await?;
+    let results = collect(dir, manifest);
+    let again: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| {
+            !r.status.is_final()
+                && r.status != TaskStatus::Running
+                && !states.get(i).is_some_and(SlurmState::is_active)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let active = states.values().filter(|s| s.is_active()).count();
+    if again.is_empty() {
+        eprintln!(
+            "kforge: nothing to re-submit: {} task(s) finished, {active} element(s) pending or running",
+            results.iter().filter(|r| r.status.is_final()).count()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let keys: Vec<&str> = again.iter().map(|i| results[*i].key.as_str()).collect();
+    eprintln!("kforge: re-submitting {}: {}", again.len(), keys.join(", "));
+    submit(dir, manifest, &again).await
 }
 
 /// Who answers a batch's new sessions: the provider and model it was made with.
@@ -329,6 +508,9 @@ async fn resume(args: ResumeBatchArgs, config_file: Option<&Path>) -> Result<Exi
             m.pipeline = pipeline;
             m.limits = limits;
         })?;
+    }
+    if manifest.slurm.is_some() && !args.here {
+        return resubmit(&args.batch, &manifest).await;
     }
     let provider = batch_provider(&config, &manifest)?;
     run_here(
@@ -376,7 +558,8 @@ async fn task(args: TaskArgs, config_file: Option<&Path>) -> Result<ExitCode> {
         Ok(job) => format!("slurm {job}_{}", args.index),
         Err(_) => format!("task {}", args.index),
     };
-    run_here(
+    let key = manifest.tasks[args.index].key.clone();
+    let (outcome, code) = run_context(
         &args.batch,
         manifest,
         config,
@@ -384,7 +567,19 @@ async fn task(args: TaskArgs, config_file: Option<&Path>) -> Result<ExitCode> {
         how,
         Some(vec![args.index]),
     )
-    .await
+    .await?;
+    if code == 130 {
+        return Ok(ExitCode::from(130));
+    }
+    // The element's exit status is its task's: Slurm then shows a task that did not reach
+    // its end as FAILED.
+    Ok(ExitCode::from(match outcome.turns.get(&key) {
+        Some(TaskTurn::Ran(end)) => end.exit_code(),
+        Some(TaskTurn::AlreadyFinished) | None => 0,
+        Some(TaskTurn::Refused(_)) => 2,
+        Some(TaskTurn::NotStarted) => 130,
+        Some(TaskTurn::RunningElsewhere) | Some(TaskTurn::Failed(_)) => 1,
+    }))
 }
 
 fn report(dir: &Path) -> Result<ExitCode> {
@@ -394,21 +589,42 @@ fn report(dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn status(dir: &Path) -> Result<ExitCode> {
+async fn status(dir: &Path) -> Result<ExitCode> {
     let manifest = Manifest::load(dir)?;
     let results = collect(dir, &manifest);
+    let slurm = match slurm_states(&manifest).await {
+        Ok(states) => Some(states).filter(|_| manifest.slurm.is_some()),
+        Err(e) => {
+            eprintln!("kforge: cannot read Slurm's state: {e:#}");
+            None
+        }
+    };
     println!(
-        "{:<28} {:<18} {:>9} {:>8} {:>10} {:>7}",
-        "task", "status", "speedup", "tokens", "cost", "wall"
+        "{:<28} {:<18} {:>9} {:>8} {:>10} {:>7}{}",
+        "task",
+        "status",
+        "speedup",
+        "tokens",
+        "cost",
+        "wall",
+        if slurm.is_some() { "  slurm" } else { "" }
     );
-    for r in &results {
+    for (i, r) in results.iter().enumerate() {
         let speedup = match (r.correct, r.score) {
             (true, Some(s)) => format!("{s:.2}x"),
             (true, None) => "correct".into(),
             _ => "-".into(),
         };
+        let element = slurm.as_ref().map_or(String::new(), |states| {
+            let job = manifest.slurm.as_ref().and_then(|s| s.job_for(i));
+            match (job, states.get(&i)) {
+                (Some(job), Some(state)) => format!("  {job}_{i} {state}"),
+                (Some(job), None) => format!("  {job}_{i} (gone)"),
+                (None, _) => "  not submitted".into(),
+            }
+        });
         println!(
-            "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s",
+            "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s{element}",
             r.key.as_str(),
             r.status.word(),
             speedup,
