@@ -4,6 +4,7 @@
 //! docs/architecture.md, Code layout: `eval` runs untrusted kernels through the Python harness, `llm`
 //! talks to model providers, `commands` are the thin front ends of the CLI.
 
+pub mod charts;
 pub mod commands;
 pub mod config;
 pub mod engine;
