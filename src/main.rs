@@ -39,7 +39,7 @@ enum Command {
     /// Continue a session after Ctrl-C, a crash, a full disk or a provider outage.
     #[command(after_help = RUN_EXIT_CODES)]
     Resume(commands::run::ResumeArgs),
-    /// (Re)write a session's report.md, summary.json and usage.csv.
+    /// (Re)write a session's report.md (with score_timeline.svg), summary.json and usage.csv.
     Report(commands::run::ReportArgs),
     /// Check a Triton kernel against a KernelBench task: correctness, then timing.
     Eval(commands::eval::EvalArgs),
