@@ -71,6 +71,15 @@ fn plottable(value: f64) -> f64 {
     }
 }
 
+/// The score a point is drawn with: a finite, non-negative speedup; anything else is a
+/// cross on the x axis.
+fn drawn_score(point: &TimelinePoint) -> Option<f64> {
+    point
+        .score
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(plottable)
+}
+
 /// The running best over the scored points as the vertices of a step line: flat until a
 /// better score arrives, then straight up to it, and flat to `end` (the last evaluation).
 fn best_steps(scored: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
@@ -105,14 +114,11 @@ pub fn score_timeline_svg(points: &[TimelinePoint], title: &str) -> Result<Strin
     // (seconds, score) of the candidates drawn as points; the seconds of the crosses.
     let scored: Vec<(f64, f64)> = points
         .iter()
-        .filter_map(|p| {
-            let score = p.score.filter(|s| s.is_finite() && *s >= 0.0)?;
-            Some((plottable(p.seconds), plottable(score)))
-        })
+        .filter_map(|p| Some((plottable(p.seconds), drawn_score(p)?)))
         .collect();
     let unscored: Vec<f64> = points
         .iter()
-        .filter(|p| !p.score.is_some_and(|s| s.is_finite() && s >= 0.0))
+        .filter(|p| drawn_score(p).is_none())
         .map(|p| plottable(p.seconds))
         .collect();
 
@@ -191,10 +197,9 @@ pub fn score_timeline_svg(points: &[TimelinePoint], title: &str) -> Result<Strin
         let mut by_time: Vec<&TimelinePoint> = points.iter().collect();
         by_time.sort_by(|a, b| plottable(a.seconds).total_cmp(&plottable(b.seconds)));
         for p in by_time {
-            let Some(score) = p.score.filter(|s| s.is_finite() && *s >= 0.0) else {
+            let Some(score) = drawn_score(p) else {
                 continue;
             };
-            let score = plottable(score);
             if best.is_none_or(|b| score > b) {
                 raisers.push((plottable(p.seconds), score, &p.label));
                 best = Some(score);
