@@ -5,6 +5,7 @@
 //! talks to model providers, `commands` are the thin front ends of the CLI.
 
 pub mod batch;
+pub mod charts;
 pub mod commands;
 pub mod config;
 pub mod engine;

@@ -42,7 +42,7 @@ enum Command {
     /// Run many tasks (files, directories, a KernelBench checkout), here over every GPU or
     /// through Slurm; `batch status|resume|report BATCH` follow and continue one.
     Batch(Box<commands::batch::BatchArgs>),
-    /// (Re)write a session's report.md, summary.json and usage.csv.
+    /// (Re)write a session's report.md (with score_timeline.svg), summary.json and usage.csv.
     Report(commands::run::ReportArgs),
     /// Check a Triton kernel against a KernelBench task: correctness, then timing.
     Eval(commands::eval::EvalArgs),

@@ -1,5 +1,6 @@
 //! What a finished (or stopped) session produced, for people and for scripts: `report.md`
-//! (markdown), `summary.json` and `usage.csv` (docs/architecture.md, Sessions). Everything is derived
+//! (markdown) with its chart `score_timeline.svg`, `summary.json` and `usage.csv`
+//! (docs/architecture.md, Sessions). Everything is derived
 //! from the session state, itself a fold over `events.jsonl`, so a report can be written
 //! again at any time (`kforge open` on an old session).
 
@@ -10,6 +11,7 @@ use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::charts::{TimelinePoint, score_timeline_svg};
 use crate::protocol::{CallKind, CandidateId, CandidateKind, Decision, TokenUsage};
 use crate::session::state::{Call, Candidate, CandidateStatus, SessionState, best_of};
 use crate::session::store::SessionDir;
@@ -17,6 +19,7 @@ use crate::session::store::SessionDir;
 pub const REPORT_FILE: &str = "report.md";
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const USAGE_FILE: &str = "usage.csv";
+pub const SCORE_TIMELINE_FILE: &str = "score_timeline.svg";
 
 /// Call kinds in pipeline order (the order of the usage tables).
 const CALL_KINDS: [CallKind; 6] = [
@@ -28,17 +31,56 @@ const CALL_KINDS: [CallKind; 6] = [
     CallKind::Instructed,
 ];
 
-/// Writes `report.md` into the session directory.
+/// Writes `score_timeline.svg` and `report.md`, which shows it, into the session
+/// directory: the chart first, so the report never names a file that is not there.
 pub fn write_report(dir: &SessionDir, state: &SessionState) -> Result<()> {
+    dir.write_file(SCORE_TIMELINE_FILE, score_timeline(state)?.as_bytes())?;
     dir.write_file(REPORT_FILE, render_report(state).as_bytes())
 }
 
-/// Writes `report.md`, `summary.json` and `usage.csv`.
+/// Writes `report.md` with `score_timeline.svg`, `summary.json` and `usage.csv`.
 pub fn write_all(dir: &SessionDir, state: &SessionState) -> Result<()> {
     write_report(dir, state)?;
     let summary = serde_json::to_string_pretty(&summary_json(state))? + "\n";
     dir.write_file(SUMMARY_FILE, summary.as_bytes())?;
     dir.write_file(USAGE_FILE, usage_csv(state).as_bytes())
+}
+
+/// Every evaluated candidate on the timeline: seconds from the session's start (else from
+/// the first evaluation) to the end of its last evaluation, and its score when it is
+/// correct and timed. Candidates never evaluated (pending, dropped at a gate) have no
+/// place on it.
+pub fn timeline_points(state: &SessionState) -> Vec<TimelinePoint> {
+    let evaluated: Vec<(&Candidate, DateTime<Utc>)> = state
+        .candidates
+        .values()
+        .filter_map(|c| Some((c, c.evaluated?)))
+        .collect();
+    let Some(start) = state
+        .started
+        .or_else(|| evaluated.iter().map(|(_, at)| *at).min())
+    else {
+        return Vec::new();
+    };
+    evaluated
+        .into_iter()
+        .map(|(c, at)| TimelinePoint {
+            seconds: (at - start).num_milliseconds() as f64 / 1000.0,
+            score: c.score().filter(|_| c.is_correct()),
+            label: format!("#{} {}", c.id, c.kind.label()),
+        })
+        .collect()
+}
+
+/// The SVG of `score_timeline.svg`.
+pub fn score_timeline(state: &SessionState) -> Result<String> {
+    let task = state
+        .info
+        .as_ref()
+        .map(|i| i.task.as_str())
+        .filter(|t| !t.is_empty())
+        .unwrap_or("(unknown task)");
+    score_timeline_svg(&timeline_points(state), &format!("{task}: score timeline"))
 }
 
 fn time(ts: &DateTime<Utc>) -> String {
@@ -318,6 +360,7 @@ pub fn render_report(state: &SessionState) -> String {
 
     // Timeline.
     let _ = writeln!(out, "\n## Candidates\n");
+    let _ = writeln!(out, "![score timeline]({SCORE_TIMELINE_FILE})\n");
     if state.candidates.is_empty() {
         let _ = writeln!(out, "No candidate was created.");
     } else {
@@ -1092,12 +1135,46 @@ mod tests {
     }
 
     #[test]
-    fn write_all_writes_the_three_files() {
+    fn the_timeline_has_every_evaluated_candidate_at_its_evaluations_end() {
+        let points: Vec<(f64, Option<f64>, String)> = timeline_points(&session())
+            .into_iter()
+            .map(|p| (p.seconds, p.score, p.label))
+            .collect();
+        // The session started at 08:01; records are a minute apart. #7 was dropped
+        // before any evaluation.
+        assert_eq!(
+            points,
+            [
+                (240.0, None, "#1 seed 1".to_string()),
+                (480.0, Some(0.25), "#2 seed 2".into()),
+                (720.0, Some(0.9), "#3 repair 1".into()),
+                (1200.0, None, "#4 algorithm".into()),
+                (1440.0, Some(1.37), "#5 repair 1".into()),
+                (1800.0, Some(1.52), "#6 stage 1 grid_and_parallel".into()),
+            ]
+        );
+        assert!(timeline_points(&SessionState::default()).is_empty());
+    }
+
+    #[test]
+    fn write_all_writes_the_four_files_and_the_report_shows_the_chart() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SessionDir::create(tmp.path(), "t", "p", "m").unwrap();
         let state = session();
         write_all(&dir, &state).unwrap();
-        assert_eq!(dir.read_file(REPORT_FILE).unwrap(), render_report(&state));
+        let svg = dir.read_file(SCORE_TIMELINE_FILE).unwrap();
+        assert_eq!(svg, score_timeline(&state).unwrap());
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        // One point per timed correct candidate, the task in the title.
+        assert_eq!(svg.matches("<circle").count(), 4);
+        assert!(svg.contains("40_GRUHidden: score timeline"));
+        let report = dir.read_file(REPORT_FILE).unwrap();
+        assert_eq!(report, render_report(&state));
+        // Near the top of the results: right under the Candidates heading.
+        assert!(
+            report.contains("## Candidates\n\n![score timeline](score_timeline.svg)\n\n| # |"),
+            "{report}"
+        );
         assert_eq!(dir.read_file(USAGE_FILE).unwrap(), usage_csv(&state));
         assert_eq!(
             dir.read_file(SUMMARY_FILE).unwrap(),

@@ -207,4 +207,17 @@ async fn the_old_session_resumes_without_asking_answered_calls_again() {
         .collect();
     assert_eq!(asked_now, [GateKind::FinalBest]);
     assert_eq!(state.end, Some(RunEnd::Complete));
+    // The finish wrote the report and its chart. On the CPU nothing is timed: no point,
+    // a cross for each of the eight evaluated candidates, and a note that says why.
+    let chart = session.read_file("score_timeline.svg").unwrap();
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    assert!(chart.contains("no timed correct candidate"), "{chart}");
+    assert_eq!(chart.matches("<circle").count(), 0);
+    assert_eq!(chart.matches("stroke=\"#D62728\"").count(), 2 * 8);
+    assert!(
+        session
+            .read_file("report.md")
+            .unwrap()
+            .contains("\n![score timeline](score_timeline.svg)\n")
+    );
 }

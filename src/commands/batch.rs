@@ -444,8 +444,8 @@ async fn slurm_states(manifest: &Manifest) -> Result<BTreeMap<usize, SlurmState>
                 }
                 continue;
             };
-            if !jobs.contains_key(&job) {
-                jobs.insert(job, slurm::query(job)?);
+            if let std::collections::btree_map::Entry::Vacant(e) = jobs.entry(job) {
+                e.insert(slurm::query(job)?);
             }
             if let Some(state) = jobs[&job].get(&index) {
                 states.insert(index, state.clone());

@@ -48,6 +48,8 @@ pub struct Candidate {
     pub persistent: Option<(bool, Vec<String>)>,
     pub dropped_reason: Option<String>,
     pub created: DateTime<Utc>,
+    /// When its (last) evaluation finished: its `eval_finished` event's time.
+    pub evaluated: Option<DateTime<Utc>>,
 }
 
 /// The best correct candidate of `candidates` by the one ranking every view uses: a
@@ -293,6 +295,7 @@ impl SessionState {
                         persistent: None,
                         dropped_reason: None,
                         created: record.ts,
+                        evaluated: None,
                     },
                 );
             }
@@ -386,6 +389,7 @@ impl SessionState {
                     };
                     c.eval = Some(summary.clone());
                     c.eval_file = Some(result_file.clone());
+                    c.evaluated = Some(record.ts);
                     c.phase = None;
                 }
             }
