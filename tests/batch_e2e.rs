@@ -345,6 +345,9 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
         )),
         "{md}"
     );
+    let svg = std::fs::read_to_string(batch.join("speedups.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(md.contains("![speedup distribution](speedups.svg)"));
     let csv = std::fs::read_to_string(batch.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), TASKS + 1);
     // Each run of the batch is recorded; the killed one never ended.
@@ -355,4 +358,140 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
     assert!(runs[0]["end"].is_null());
     assert_eq!(runs[1]["end"], "done");
     assert_eq!(runs[1]["how"], "resume");
+}
+
+/// A KernelBench-shaped checkout: `--level` and `--tasks` select, the batch's token budget
+/// stops it cleanly, a resume with a larger budget finishes it, and the best kernels are
+/// exported in KernelBench's run layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernelbench_selection_stops_at_the_batch_budget_and_exports_its_kernels() {
+    let mock = MockLlm::start(script(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let level1 = dir.path().join("kb/KernelBench/level1");
+    std::fs::create_dir_all(&level1).unwrap();
+    std::fs::create_dir_all(dir.path().join("kb/KernelBench/level2")).unwrap();
+    let relu = std::fs::read_to_string(fixtures().join("tasks/relu.py")).unwrap();
+    for (name, hard) in [
+        ("1_ReLU.py", false),
+        ("2_ReLU_wide.py", false),
+        ("3_Hard.py", true),
+        ("4_Unselected.py", false),
+    ] {
+        let marker = if hard { "# BATCH-HARD\n" } else { "" };
+        std::fs::write(level1.join(name), format!("{marker}{relu}")).unwrap();
+    }
+    let batch = dir.path().join("kb-batch");
+    let config = config(dir.path(), &mock);
+    let kb = dir.path().join("kb").display().to_string();
+    let common = [
+        "--config",
+        &config.display().to_string(),
+        "--cpu",
+        "--timeout",
+        "60",
+    ]
+    .map(String::from);
+
+    // Without --level a checkout is refused, and says which levels it has.
+    let out = kforge(&["batch", &kb, "--out", &batch.display().to_string()])
+        .args(&common)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("choose levels with --level (present: 1,2)"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // One task at a time, one call at a time: the first task's two calls spend the budget.
+    let mut args: Vec<String> = [
+        "batch",
+        &kb,
+        "--level",
+        "1",
+        "--tasks",
+        "1-3",
+        "--out",
+        &batch.display().to_string(),
+        "--jobs",
+        "1",
+        "--llm-calls",
+        "1",
+        "--batch-max-tokens",
+        "2400",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(common.iter().cloned());
+    let out = kforge_output(args).await;
+    let log = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("the batch token budget (2400) is spent: 2400 tokens"),
+        "{log}"
+    );
+    assert!(log.contains("budget reached"), "{log}");
+    assert_eq!(mock.total(), 2, "no call after the budget: {log}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
+            .unwrap();
+    let statuses: Vec<&str> = summary["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    // The first task's session was stopped with the batch (resumable); the others never began.
+    assert_eq!(statuses, ["stopped", "waiting", "waiting"]);
+    let keys: Vec<&str> = summary["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["L1_001_ReLU", "L1_002_ReLU_wide", "L1_003_Hard"]);
+
+    // A larger budget: the rest runs; the first task finishes from its saved answers.
+    let mut args: Vec<String> = [
+        "batch",
+        "resume",
+        &batch.display().to_string(),
+        "--batch-max-tokens",
+        "100000",
+        "--config",
+        &config.display().to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    args.truncate(7);
+    let out = kforge_output(args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(mock.total(), 6);
+
+    // KernelBench's run layout: one kernel file per task, eval_results.json keyed by problem.
+    let export = batch.join("kernelbench/level_1");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(export.join("eval_results.json")).unwrap())
+            .unwrap();
+    let problems: Vec<&String> = results.as_object().unwrap().keys().collect();
+    assert_eq!(problems, ["1", "2", "3"]);
+    for (problem, correct) in [("1", true), ("2", true), ("3", false)] {
+        let entry = &results[problem][0];
+        assert_eq!(entry["sample_id"], 0);
+        assert_eq!(entry["correctness"], correct, "{problem}: {entry}");
+        // A kernel that failed to compile is not `compiled`; the CPU times nothing.
+        assert_eq!(entry["compiled"], correct, "{problem}: {entry}");
+        assert_eq!(entry["runtime"], -1.0);
+        let kernel = std::fs::read_to_string(
+            export.join(format!("level_1_problem_{problem}_sample_0_kernel.py")),
+        )
+        .unwrap();
+        assert!(kernel.contains("class ModelNew"), "{problem}");
+    }
+    let best = std::fs::read_to_string(batch.join("tasks/L1_001_ReLU/best_kernel.py")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(export.join("level_1_problem_1_sample_0_kernel.py")).unwrap(),
+        best
+    );
 }

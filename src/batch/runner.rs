@@ -206,28 +206,33 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
         })
     };
 
+    // Tasks start in the manifest's order (KernelBench's): a slot is taken here, in order,
+    // before the task's own work is spawned.
     let task_slots = Arc::new(Semaphore::new(limits.tasks_at_once.max(1)));
     let mut handles = Vec::new();
+    let mut not_started = Vec::new();
     for index in indices {
+        let task = shared.ctx.manifest.tasks[index].clone();
+        let permit = tokio::select! {
+            biased;
+            _ = shared.stop.cancelled() => None,
+            permit = task_slots.clone().acquire_owned() => permit.ok(),
+        };
+        let Some(permit) = permit.filter(|_| !shared.stop.is_cancelled()) else {
+            not_started.push(task.key);
+            continue;
+        };
         let shared = shared.clone();
-        let task_slots = task_slots.clone();
         handles.push(tokio::spawn(async move {
-            let task = shared.ctx.manifest.tasks[index].clone();
-            let turn = tokio::select! {
-                permit = task_slots.acquire_owned() => {
-                    let _permit = permit;
-                    if shared.stop.is_cancelled() {
-                        TaskTurn::NotStarted
-                    } else {
-                        run_task(&shared, &task).await
-                    }
-                }
-                _ = shared.stop.cancelled() => TaskTurn::NotStarted,
-            };
+            let turn = run_task(&shared, &task).await;
+            drop(permit);
             (task.key, turn)
         }));
     }
-    let mut turns = BTreeMap::new();
+    let mut turns: BTreeMap<TaskKey, TaskTurn> = not_started
+        .into_iter()
+        .map(|k| (k, TaskTurn::NotStarted))
+        .collect();
     for h in handles {
         let (key, turn) = h.await?;
         turns.insert(key, turn);

@@ -296,6 +296,21 @@ pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
         std::fs::write(dir.join(file), text)
             .with_context(|| format!("cannot write {}", dir.join(file).display()))
     };
+    // The chart before the markdown that links it. A task without a correct kernel is
+    // its own bar; a correct one never timed (the CPU) has no speedup to draw either.
+    let speedups: Vec<Option<f64>> = summary
+        .tasks
+        .iter()
+        .map(|t| t.score.filter(|_| t.correct))
+        .collect();
+    let title = format!(
+        "{name}: speedup of each task's best kernel ({} tasks)",
+        speedups.len()
+    );
+    write(
+        SPEEDUPS_SVG,
+        &crate::charts::speedup_distribution_svg(&speedups, &title)?,
+    )?;
     write(SUMMARY_MD, &summary_md(&summary))?;
     write(
         SUMMARY_JSON,
