@@ -442,8 +442,13 @@ async fn a_kernelbench_selection_stops_at_the_batch_budget_and_exports_its_kerne
         .iter()
         .map(|t| t["status"].as_str().unwrap())
         .collect();
-    // The first task's session was stopped with the batch (resumable); the others never began.
-    assert_eq!(statuses, ["stopped", "waiting", "waiting"]);
+    // The first task's session either reached its end or was stopped with the batch
+    // (resumable) as its last answer spent the budget; the others never began.
+    assert!(
+        matches!(statuses[0], "complete" | "stopped"),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[1..], ["waiting", "waiting"]);
     let keys: Vec<&str> = summary["tasks"]
         .as_array()
         .unwrap()
