@@ -12,7 +12,7 @@ use serde_json::json;
 use super::launch::Provider;
 use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
 use crate::batch::manifest::{self, BatchEnd, BatchLimits, BatchTask, Manifest};
-use crate::batch::results::{TaskStatus, collect};
+use crate::batch::results::{StatusCounts, TaskStatus, collect};
 use crate::batch::runner::{BatchContext, BatchOutcome, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
 use crate::config::Config;
@@ -402,31 +402,17 @@ fn status(dir: &Path) -> Result<ExitCode> {
         "task", "status", "speedup", "tokens", "cost", "wall"
     );
     for r in &results {
-        let speedup = match (r.correct, r.score) {
-            (true, Some(s)) => format!("{s:.2}x"),
-            (true, None) => "correct".into(),
-            _ => "-".into(),
-        };
         println!(
             "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s",
             r.key.as_str(),
             r.status.word(),
-            speedup,
+            r.speedup_text(),
             r.tokens(),
             crate::batch::results::cost_text(r.cost_usd, r.unpriced_calls),
             r.wall_s
         );
     }
-    let count = |s: fn(&TaskStatus) -> bool| results.iter().filter(|r| s(&r.status)).count();
-    println!(
-        "{} task(s): {} finished, {} running, {} waiting, {} refused, {} resumable",
-        results.len(),
-        count(TaskStatus::is_final),
-        count(|s| *s == TaskStatus::Running),
-        count(|s| *s == TaskStatus::Waiting),
-        count(|s| *s == TaskStatus::Refused),
-        count(|s| matches!(s, TaskStatus::Interrupted)
-            || matches!(s, TaskStatus::Ended(_)) && !s.is_final()),
-    );
+    let counts = StatusCounts::of(&results);
+    println!("{} task(s): {}", counts.tasks, counts.text());
     Ok(ExitCode::SUCCESS)
 }
