@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::session::store::SessionDir;
 use crate::tui::runtime::{RunOptions, run_tui_with};
-use crate::tui::{TuiExit, TuiLink, attach};
+use crate::tui::{TuiConfig, TuiExit, TuiLink, attach};
 
 #[derive(clap::Args, Debug)]
 pub struct OpenArgs {
@@ -45,11 +45,34 @@ pub async fn run(args: OpenArgs, config_file: Option<&Path>) -> Result<ExitCode>
         tui.mouse = false;
     }
     let dir = SessionDir::open(&args.session)?;
+    need_terminal()?;
+    let exit = open_session(&dir, &tui, args.read_only, false).await?;
+    println!(
+        "{}",
+        farewell(&dir, exit).unwrap_or_else(|| format!("session: {}", dir.path.display()))
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn need_terminal() -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!("kforge open needs a terminal (stdin and stdout must be a TTY)");
     }
+    Ok(())
+}
+
+/// The session view on `dir` until the person quits it: attached (its events followed,
+/// commands written to its control file unless `read_only`) while another process runs
+/// it, read-only otherwise. `nested`: the terminal is set up already by the caller and
+/// left so.
+pub async fn open_session(
+    dir: &SessionDir,
+    tui: &TuiConfig,
+    read_only: bool,
+    nested: bool,
+) -> Result<TuiExit> {
     let live = dir.is_live();
-    let (initial, offset) = attach::read_initial(&dir)?;
+    let (initial, offset) = attach::read_initial(dir)?;
     let (events_tx, events_rx) = mpsc::unbounded_channel();
     let mut tasks = Vec::new();
     let commands = if live {
@@ -60,7 +83,7 @@ pub async fn run(args: OpenArgs, config_file: Option<&Path>) -> Result<ExitCode>
             events_tx.clone(),
             attach::POLL_INTERVAL,
         ));
-        if args.read_only {
+        if read_only {
             None
         } else {
             let (tx, task) = attach::command_writer(dir.clone());
@@ -71,29 +94,37 @@ pub async fn run(args: OpenArgs, config_file: Option<&Path>) -> Result<ExitCode>
         None
     };
     drop(events_tx);
-    tracing::info!(session = %dir.path.display(), live, "open");
+    tracing::info!(session = %dir.path.display(), live, nested, "open");
     let link = TuiLink {
         session_dir: dir.clone(),
         initial,
         events: events_rx,
         commands,
     };
-    let exit = run_tui_with(link, &tui, RunOptions { attached: live }).await?;
+    let options = RunOptions {
+        attached: live,
+        nested,
+    };
+    let exit = run_tui_with(link, tui, options).await;
     // Let queued commands reach the control file before leaving.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     for t in tasks {
         t.abort();
     }
+    exit
+}
+
+/// What to tell the person about the run they leave, when it goes on without them.
+pub fn farewell(dir: &SessionDir, exit: TuiExit) -> Option<String> {
     match exit {
-        TuiExit::Detached => println!(
+        TuiExit::Detached => Some(format!(
             "detached from {} (it goes on; `kforge open` attaches again)",
             dir.path.display()
-        ),
-        TuiExit::StoppedAndLeft => println!(
+        )),
+        TuiExit::StoppedAndLeft => Some(format!(
             "asked the run of {} to stop, and left (`kforge resume` continues it)",
             dir.path.display()
-        ),
-        _ => println!("session: {}", dir.path.display()),
+        )),
+        TuiExit::Quit | TuiExit::QuitWhileActive => None,
     }
-    Ok(ExitCode::SUCCESS)
 }
