@@ -1,6 +1,10 @@
 //! `kforge open SESSION`: browse a session in the TUI. A finished session opens
 //! read-only; one that another process is running (it holds the session lock) is
 //! attached: its events are followed live and decisions go to its control file.
+//!
+//! `kforge open BATCH` (a directory with batch.json) opens the batch view: every task's
+//! row, live while the batch runs; enter opens a task's session here, the same way
+//! (`open_session`), and quitting it comes back to the batch.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -9,14 +13,18 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use tokio::sync::mpsc;
 
+use crate::batch::manifest::Manifest;
 use crate::config::Config;
 use crate::session::store::SessionDir;
+use crate::tui::batch::{BatchScreen, BatchStep};
 use crate::tui::runtime::{RunOptions, run_tui_with};
 use crate::tui::{TuiConfig, TuiExit, TuiLink, attach};
 
 #[derive(clap::Args, Debug)]
 pub struct OpenArgs {
-    /// The session directory (sessions/<stamp>_<task>_<provider>_<model>).
+    /// A session directory (sessions/<stamp>_<task>_<provider>_<model>), or a batch
+    /// directory (the one holding batch.json) for the batch view.
+    #[arg(value_name = "SESSION|BATCH")]
     pub session: PathBuf,
     /// Theme: dark, light, high-contrast, or a themes/NAME.toml (overrides [tui] theme).
     #[arg(long)]
@@ -44,6 +52,11 @@ pub async fn run(args: OpenArgs, config_file: Option<&Path>) -> Result<ExitCode>
     if args.no_mouse {
         tui.mouse = false;
     }
+    if Manifest::is_batch(&args.session) {
+        let manifest = Manifest::load(&args.session)?;
+        need_terminal()?;
+        return open_batch(&args.session, manifest, &tui, args.read_only).await;
+    }
     let dir = SessionDir::open(&args.session)?;
     need_terminal()?;
     let exit = open_session(&dir, &tui, args.read_only, false).await?;
@@ -63,7 +76,7 @@ fn need_terminal() -> Result<()> {
 
 /// The session view on `dir` until the person quits it: attached (its events followed,
 /// commands written to its control file unless `read_only`) while another process runs
-/// it, read-only otherwise. `nested`: the terminal is set up already by the caller and
+/// it, read-only otherwise. `nested`: the terminal is the batch view's, set up already and
 /// left so.
 pub async fn open_session(
     dir: &SessionDir,
@@ -127,4 +140,43 @@ pub fn farewell(dir: &SessionDir, exit: TuiExit) -> Option<String> {
         )),
         TuiExit::Quit | TuiExit::QuitWhileActive => None,
     }
+}
+
+/// The batch view until the person quits it; enter on a task opens its session on the
+/// same screen.
+async fn open_batch(
+    batch: &Path,
+    manifest: Manifest,
+    tui: &TuiConfig,
+    read_only: bool,
+) -> Result<ExitCode> {
+    let mut screen = BatchScreen::start(batch, manifest, tui)?;
+    tracing::info!(batch = %batch.display(), "open batch");
+    let result = loop {
+        match screen.next().await {
+            Ok(BatchStep::Quit) => break Ok(()),
+            Ok(BatchStep::Open(path)) => {
+                let said = match SessionDir::open(&path) {
+                    Ok(dir) => {
+                        screen.pause();
+                        let exit = open_session(&dir, tui, read_only, true).await;
+                        screen.resume();
+                        match exit {
+                            Ok(exit) => farewell(&dir, exit),
+                            Err(e) => Some(format!("{e:#}")),
+                        }
+                    }
+                    Err(e) => Some(format!("{e:#}")),
+                };
+                if let Some(text) = said {
+                    screen.flash(text);
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    drop(screen);
+    result?;
+    println!("batch: {}", batch.display());
+    Ok(ExitCode::SUCCESS)
 }
