@@ -1,8 +1,11 @@
 //! End to end in tmux: the real binary on a real terminal. `kforge open` on the recorded
-//! session (navigate, diff, compare, help, quit, terminal restored) and attached to a
+//! session (navigate, diff, compare, help, quit, terminal restored), attached to a
 //! session that this test appends to while it holds the session lock (as a running
-//! engine would). Skipped with a message when tmux is not installed (CI installs it with
+//! engine would), and on a batch (its rows, a task's session opened from it and left back
+//! to it). Skipped with a message when tmux is not installed (CI installs it with
 //! `apt-get install -y tmux`).
+
+mod tui_common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,6 +68,12 @@ impl Tmux {
             self.cmd(&["send-keys", "-t", "t", k]);
             std::thread::sleep(Duration::from_millis(80));
         }
+    }
+
+    /// Whether the pane shows the alternate screen now.
+    fn alternate_on(&self) -> bool {
+        let out = self.cmd(&["display-message", "-p", "-t", "t", "#{alternate_on}"]);
+        String::from_utf8_lossy(&out.stdout).trim() == "1"
     }
 
     fn wait_for(&self, text: &str) -> String {
@@ -243,4 +252,59 @@ fn attach_to_a_running_session() {
     t.keys(&["q"]);
     let s = t.wait_for("EXITED 0");
     assert!(s.contains("session: ") || s.contains("detached"), "{s}");
+}
+
+#[test]
+fn open_a_batch_then_a_tasks_session_and_come_back() {
+    use tui_common::batch::*;
+    if !have_tmux() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let batch = write_batch(&home.path().join("kb_level1"));
+    let t = Tmux::start(
+        "batch",
+        &format!("{} open {}", kforge(), batch.dir.display()),
+        home.path(),
+    );
+    let counts = "3 finished, 1 running, 1 waiting, 1 refused, 1 resumable";
+    let s = t.wait_for(counts);
+    for key in [
+        COMPLETE,
+        NO_CORRECT,
+        INTERRUPTED,
+        RUNNING,
+        CPU,
+        WAITING,
+        REFUSED,
+    ] {
+        assert!(s.contains(key), "no row for {key}:\n{s}");
+    }
+    assert!(
+        s.contains("1.52x") && s.contains("no_correct_kernel"),
+        "{s}"
+    );
+    // A waiting task has no session: a message, nothing opens.
+    t.keys(&["G", "k", "Enter"]);
+    t.wait_for(&format!("{WAITING} is waiting: it has no session yet"));
+    // The finished task's session, in the session view on the same screen.
+    t.keys(&["g", "Enter"]);
+    let s = t.wait_for("Candidates 2");
+    assert!(s.contains(COMPLETE) && s.contains("read-only"), "{s}");
+    assert!(!s.contains(counts), "the batch view is still drawn:\n{s}");
+    assert!(t.alternate_on());
+    // q leaves the session view only: the batch view is back and answers keys.
+    t.keys(&["q"]);
+    let s = t.wait_for(counts);
+    assert!(!s.contains("Candidates 2"), "{s}");
+    assert!(t.alternate_on());
+    t.keys(&["j", "Enter"]);
+    let s = t.wait_for("Candidates 2");
+    assert!(s.contains(NO_CORRECT), "{s}");
+    t.keys(&["q"]);
+    t.wait_for(counts);
+    t.keys(&["q"]);
+    let s = t.wait_for("EXITED 0");
+    assert!(s.contains("batch: "), "{s}");
+    assert!(!s.contains(counts), "terminal not restored:\n{s}");
 }

@@ -92,6 +92,54 @@ impl TaskResult {
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens
     }
+
+    /// The best kernel's speedup as tables show it: `1.52x`, `correct` when it was not
+    /// timed (the CPU), `-` when no kernel is correct.
+    pub fn speedup_text(&self) -> String {
+        match (self.correct, self.score) {
+            (true, Some(s)) => format!("{s:.2}x"),
+            (true, None) => "correct".into(),
+            _ => "-".into(),
+        }
+    }
+}
+
+/// How many tasks stand where: what `kforge batch status` and the batch view count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub tasks: usize,
+    /// Nothing more will happen to them (`TaskStatus::is_final`).
+    pub finished: usize,
+    pub running: usize,
+    pub waiting: usize,
+    pub refused: usize,
+    /// Interrupted, or ended in a way `kforge batch resume` continues.
+    pub resumable: usize,
+}
+
+impl StatusCounts {
+    pub fn of(results: &[TaskResult]) -> StatusCounts {
+        let count = |f: fn(&TaskStatus) -> bool| results.iter().filter(|r| f(&r.status)).count();
+        StatusCounts {
+            tasks: results.len(),
+            finished: count(TaskStatus::is_final),
+            running: count(|s| *s == TaskStatus::Running),
+            waiting: count(|s| *s == TaskStatus::Waiting),
+            refused: count(|s| *s == TaskStatus::Refused),
+            resumable: count(|s| {
+                matches!(s, TaskStatus::Interrupted)
+                    || matches!(s, TaskStatus::Ended(_)) && !s.is_final()
+            }),
+        }
+    }
+
+    /// `2 finished, 1 running, 1 waiting, 1 refused, 1 resumable`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} finished, {} running, {} waiting, {} refused, {} resumable",
+            self.finished, self.running, self.waiting, self.refused, self.resumable
+        )
+    }
 }
 
 /// `$0.0123`, or `$0.0123 + 2 unpriced calls` when some costs are unknown.
@@ -183,7 +231,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     result.input_tokens = usage.input;
     result.output_tokens = usage.output;
     let finished = state.calls.values().filter(|c| c.ok.is_some());
-    result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum();
+    // `+ 0.0`: an empty f64 sum is -0.0, which prints as `-0.0000`.
+    result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum::<f64>() + 0.0;
     result.unpriced_calls = finished.filter(|c| c.cost_usd.is_none()).count();
     result.wall_s = run_seconds(&records);
     if let Some(best) = state

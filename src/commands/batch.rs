@@ -15,7 +15,7 @@ use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
 use crate::batch::manifest::{
     self, BatchEnd, BatchLimits, BatchTask, Manifest, SlurmRecord, Submission,
 };
-use crate::batch::results::{TaskStatus, collect};
+use crate::batch::results::{StatusCounts, TaskStatus, collect};
 use crate::batch::runner::{BatchContext, BatchOutcome, TaskTurn, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
 use crate::batch::slurm::{self, SlurmOptions, SlurmState};
@@ -610,11 +610,6 @@ async fn status(dir: &Path) -> Result<ExitCode> {
         if slurm.is_some() { "  slurm" } else { "" }
     );
     for (i, r) in results.iter().enumerate() {
-        let speedup = match (r.correct, r.score) {
-            (true, Some(s)) => format!("{s:.2}x"),
-            (true, None) => "correct".into(),
-            _ => "-".into(),
-        };
         let element = slurm.as_ref().map_or(String::new(), |states| {
             let job = manifest.slurm.as_ref().and_then(|s| s.job_for(i));
             match (job, states.get(&i)) {
@@ -627,22 +622,13 @@ async fn status(dir: &Path) -> Result<ExitCode> {
             "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s{element}",
             r.key.as_str(),
             r.status.word(),
-            speedup,
+            r.speedup_text(),
             r.tokens(),
             crate::batch::results::cost_text(r.cost_usd, r.unpriced_calls),
             r.wall_s
         );
     }
-    let count = |s: fn(&TaskStatus) -> bool| results.iter().filter(|r| s(&r.status)).count();
-    println!(
-        "{} task(s): {} finished, {} running, {} waiting, {} refused, {} resumable",
-        results.len(),
-        count(TaskStatus::is_final),
-        count(|s| *s == TaskStatus::Running),
-        count(|s| *s == TaskStatus::Waiting),
-        count(|s| *s == TaskStatus::Refused),
-        count(|s| matches!(s, TaskStatus::Interrupted)
-            || matches!(s, TaskStatus::Ended(_)) && !s.is_final()),
-    );
+    let counts = StatusCounts::of(&results);
+    println!("{} task(s): {}", counts.tasks, counts.text());
     Ok(ExitCode::SUCCESS)
 }

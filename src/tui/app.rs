@@ -542,6 +542,8 @@ impl App {
                 }
                 self.detail.mark_changed();
             }
+            // Only the batch view opens tasks.
+            AppEvent::OpenTask(_) => {}
         }
     }
 

@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::EngineState;
 use crate::session::state::CandidateStatus;
 
-use super::component::{Ctx, Hint};
+use super::component::{Ctx, Hint, Look};
 use super::keymap::Action;
 use super::theme::Role;
 use super::widgets::fmt_tokens;
@@ -183,24 +183,31 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
 }
 
 /// The key hints of whatever has the keyboard, or the message of the last key.
-pub fn draw_hints(cx: &Ctx, frame: &mut Frame, area: Rect, flash: Option<&str>, hints: &[Hint]) {
+pub fn draw_hints(
+    cx: &impl Look,
+    frame: &mut Frame,
+    area: Rect,
+    flash: Option<&str>,
+    hints: &[Hint],
+) {
+    let theme = cx.theme();
     if let Some(msg) = flash {
         frame.render_widget(
-            Paragraph::new(Line::styled(format!(" {msg}"), cx.theme.get(Role::Warn))),
+            Paragraph::new(Line::styled(format!(" {msg}"), theme.get(Role::Warn))),
             area,
         );
         return;
     }
     let mut spans = vec![Span::raw(" ")];
     for hint in hints {
-        let key = cx.keymap.hint(hint.action);
+        let key = cx.keymap().hint(hint.action);
         if key.is_empty() {
             continue;
         }
-        spans.push(Span::styled(key, cx.theme.get(Role::StatusKey)));
+        spans.push(Span::styled(key, theme.get(Role::StatusKey)));
         spans.push(Span::styled(
             format!(" {}  ", hint.label),
-            cx.theme.get(Role::Muted),
+            theme.get(Role::Muted),
         ));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);

@@ -8,6 +8,10 @@
 //! state (scroll offsets clamped to what fits, the area it was drawn in for the mouse),
 //! as a ratatui `StatefulWidget` changes only its `State`. Nothing draws from disk: files
 //! come from `Docs`, which loads them off the UI thread.
+//!
+//! The session view's components read `Ctx`; the batch view's read its own context
+//! (`batch::BatchCtx`). Both give the theme and the keymap (`Look`), all that a component
+//! shared by the two views (the help dialog, the hints bar) reads.
 
 use std::collections::VecDeque;
 
@@ -16,7 +20,7 @@ use crossterm::event::{KeyEvent, MouseEvent};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use crate::protocol::{CandidateId, Command, Decision, GateId};
+use crate::protocol::{CandidateId, Command, Decision, GateId, TaskKey};
 use crate::session::state::{Candidate, CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
@@ -96,6 +100,9 @@ pub enum AppEvent {
     Suspend,
     Follow(bool),
     ToggleMark,
+    /// The batch view: open this task's session in the session view (the session view
+    /// itself never asks it).
+    OpenTask(TaskKey),
 }
 
 /// The app-event queue components write to.
@@ -134,6 +141,21 @@ pub struct Ctx {
     pub follow: bool,
     /// A dialog (help, confirmation, input) covers the panes: none shows focus.
     pub overlay_open: bool,
+}
+
+/// What every view's context gives its components: the theme and the keymap.
+pub trait Look {
+    fn theme(&self) -> &Theme;
+    fn keymap(&self) -> &Keymap;
+}
+
+impl Look for Ctx {
+    fn theme(&self) -> &Theme {
+        &self.theme
+    }
+    fn keymap(&self) -> &Keymap {
+        &self.keymap
+    }
 }
 
 impl Ctx {
@@ -204,37 +226,38 @@ impl Ctx {
     }
 }
 
-/// A piece of the screen with its own state, keys and hints.
-pub trait Component {
+/// A piece of the screen with its own state, keys and hints, reading the context `C` of
+/// its view (the session view's `Ctx` unless said otherwise).
+pub trait Component<C: Look = Ctx> {
     /// The keymap context whose bindings this component answers first.
     fn context(&self) -> Option<Context> {
         None
     }
 
     /// The hints it shows while it has the keyboard.
-    fn hints(&self, _cx: &Ctx, _out: &mut Vec<Hint>) {}
+    fn hints(&self, _cx: &C, _out: &mut Vec<Hint>) {}
 
     /// An action, already looked up in the keymap.
-    fn on_action(&mut self, action: Action, cx: &Ctx, out: &mut AppEvents) -> Handled;
+    fn on_action(&mut self, action: Action, cx: &C, out: &mut AppEvents) -> Handled;
 
     /// A key: by default looked up in this component's context, then the global one.
-    fn on_key(&mut self, key: &KeyEvent, cx: &Ctx, out: &mut AppEvents) -> Handled {
+    fn on_key(&mut self, key: &KeyEvent, cx: &C, out: &mut AppEvents) -> Handled {
         let contexts: Vec<Context> = self
             .context()
             .into_iter()
             .chain([Context::Global])
             .collect();
-        match cx.keymap.lookup(key, &contexts) {
+        match cx.keymap().lookup(key, &contexts) {
             Some(action) => self.on_action(action, cx, out),
             None => Handled::Ignored,
         }
     }
 
-    fn on_mouse(&mut self, _m: &MouseEvent, _cx: &Ctx, _out: &mut AppEvents) -> Handled {
+    fn on_mouse(&mut self, _m: &MouseEvent, _cx: &C, _out: &mut AppEvents) -> Handled {
         Handled::Ignored
     }
 
-    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect);
+    fn draw(&mut self, cx: &C, frame: &mut Frame, area: Rect);
 }
 
 /// Whether a mouse event falls inside an area.

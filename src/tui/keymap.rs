@@ -20,6 +20,8 @@ pub enum Context {
     Console,
     Gate,
     Confirm,
+    /// The batch view (`kforge open BATCH`).
+    Batch,
 }
 
 impl Context {
@@ -32,6 +34,7 @@ impl Context {
             Context::Console => "Console",
             Context::Gate => "Gate dialog",
             Context::Confirm => "Confirmation",
+            Context::Batch => "Batch view",
         }
     }
 }
@@ -124,6 +127,7 @@ actions! {
     Yes, "yes", Confirm, ["y", "enter"], "yes";
     StopRun, "stop_run", Confirm, ["s"], "stop the run, then quit";
     No, "no", Confirm, ["n", "esc"], "no";
+    OpenTask, "open_task", Batch, ["enter"], "open the task's session (q comes back to the batch)";
 }
 
 impl Action {
@@ -301,7 +305,7 @@ impl Keymap {
         None
     }
 
-    /// Help text: one section per context, one line per bound action.
+    /// Help text of the session view: one section per context, one line per bound action.
     pub fn help(&self) -> Vec<(Context, Vec<(String, &'static str)>)> {
         let contexts = [
             Context::Global,
@@ -312,10 +316,27 @@ impl Keymap {
             Context::Gate,
             Context::Confirm,
         ];
+        self.sections(&contexts, ALL)
+    }
+
+    /// Help text of a view that answers only `actions` (the batch view): its own
+    /// context's section first, then the global one.
+    pub fn help_for(&self, actions: &[Action]) -> Vec<(Context, Vec<(String, &'static str)>)> {
+        let mut contexts: Vec<Context> = actions.iter().map(|a| a.context()).collect();
+        contexts.sort_by_key(|c| (*c == Context::Global, *c));
+        contexts.dedup();
+        self.sections(&contexts, actions)
+    }
+
+    fn sections(
+        &self,
+        contexts: &[Context],
+        actions: &[Action],
+    ) -> Vec<(Context, Vec<(String, &'static str)>)> {
         contexts
             .iter()
             .map(|ctx| {
-                let lines = ALL
+                let lines = actions
                     .iter()
                     .filter(|a| a.context() == *ctx)
                     .filter_map(|a| {
@@ -400,6 +421,21 @@ mod tests {
             map.lookup(&backtab, &[Context::Global]),
             Some(Action::FocusPrev)
         );
+    }
+
+    #[test]
+    fn a_views_help_lists_only_its_actions_its_own_context_first() {
+        let map = Keymap::default();
+        let help = map.help_for(&[Action::Quit, Action::OpenTask, Action::Down]);
+        let contexts: Vec<Context> = help.iter().map(|(c, _)| *c).collect();
+        assert_eq!(contexts, [Context::Batch, Context::Global]);
+        assert_eq!(
+            help[0].1,
+            [("enter".to_string(), Action::OpenTask.description())]
+        );
+        assert_eq!(help[1].1.len(), 2);
+        // The session view's help has no batch section.
+        assert!(!map.help().iter().any(|(c, _)| *c == Context::Batch));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - `docs` and `highlight`: session files and syntax colours, off the UI thread;
 //! - `runtime`: the loop (terminal, input thread, draw throttling, `$EDITOR`, OSC 52);
 //! - `attach`: following a session that another process writes;
+//! - `batch`: the batch view (`kforge open BATCH`), its own small app on the same parts;
 //! - `theme`, `keymap`, `config`, `diff`, `editor`, `widgets`: the parts;
 //! - `testing`: a harness driving the real loop on a `TestBackend`, and big-session
 //!   generation for the benchmark.
@@ -19,6 +20,7 @@
 pub mod app;
 pub mod attach;
 pub mod bars;
+pub mod batch;
 pub mod component;
 pub mod config;
 pub mod detail;

@@ -152,6 +152,9 @@ pub async fn run_loop<B: Backend>(
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub attached: bool,
+    /// The terminal is set up already (raw mode, alternate screen) and stays so after: the
+    /// batch view opens a task's session on its own screen and comes back to it.
+    pub nested: bool,
 }
 
 /// The TUI on the real terminal, for `kforge run` (in-process engine).
@@ -218,11 +221,15 @@ pub async fn run_tui_with(
         }
     });
 
-    let input = InputControl::start(tx.clone());
+    let key_tx = tx.clone();
+    let input = InputControl::start(move |i| key_tx.send(i).is_ok());
     drop(tx);
     let mouse = config.mouse;
-    setup_terminal(mouse)?;
-    let hook = install_panic_hook(mouse);
+    let screen = if options.nested {
+        None
+    } else {
+        Some(Screen::enter(mouse)?)
+    };
     let result = async {
         let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
             .context("cannot start the terminal")?;
@@ -237,11 +244,34 @@ pub async fn run_tui_with(
     }
     .await;
     input.stop();
-    restore_terminal();
-    drop(hook);
+    drop(screen);
     forward.abort();
     ticker.abort();
     result
+}
+
+/// The terminal as the TUI has it (raw mode, alternate screen, no cursor, the mouse when
+/// asked), with a panic hook that puts it back; put back when dropped.
+pub(crate) struct Screen {
+    _hook: HookGuard,
+}
+
+impl Screen {
+    pub(crate) fn enter(mouse: bool) -> Result<Screen> {
+        if let Err(e) = setup_terminal(mouse) {
+            restore_terminal();
+            return Err(e);
+        }
+        Ok(Screen {
+            _hook: install_panic_hook(mouse),
+        })
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
 }
 
 fn setup_terminal(mouse: bool) -> Result<()> {
@@ -308,19 +338,22 @@ struct InputFlags {
     done: bool,
 }
 
-/// The thread reading the terminal; it can be parked while an editor owns the terminal.
+/// The thread reading the terminal; it can be parked while an editor (or the session view
+/// opened from the batch view) owns the terminal.
 #[derive(Clone)]
-struct InputControl {
+pub(crate) struct InputControl {
     shared: Arc<(Mutex<InputFlags>, Condvar)>,
 }
 
 impl InputControl {
-    fn start(tx: UnboundedSender<Input>) -> InputControl {
+    /// Starts the thread; it hands each key, mouse event and resize to `send`, and ends
+    /// when `send` says no one listens any more.
+    pub(crate) fn start(send: impl Fn(Input) -> bool + Send + 'static) -> InputControl {
         let shared = Arc::new((Mutex::new(InputFlags::default()), Condvar::new()));
         let s = shared.clone();
         std::thread::Builder::new()
             .name("kforge-input".into())
-            .spawn(move || input_thread(s, tx))
+            .spawn(move || input_thread(s, send))
             .ok();
         InputControl { shared }
     }
@@ -334,7 +367,7 @@ impl InputControl {
     }
 
     /// Parks the thread and waits until it no longer reads the terminal.
-    fn pause(&self) {
+    pub(crate) fn pause(&self) {
         self.set(|f| f.paused = true);
         let (m, cv) = &*self.shared;
         if let Ok(mut g) = m.lock() {
@@ -348,11 +381,11 @@ impl InputControl {
         }
     }
 
-    fn resume(&self) {
+    pub(crate) fn resume(&self) {
         self.set(|f| f.paused = false);
     }
 
-    fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.set(|f| f.stop = true);
         let (m, cv) = &*self.shared;
         if let Ok(mut g) = m.lock() {
@@ -367,7 +400,7 @@ impl InputControl {
     }
 }
 
-fn input_thread(shared: Arc<(Mutex<InputFlags>, Condvar)>, tx: UnboundedSender<Input>) {
+fn input_thread(shared: Arc<(Mutex<InputFlags>, Condvar)>, send: impl Fn(Input) -> bool) {
     let (m, cv) = &*shared;
     loop {
         {
@@ -400,7 +433,7 @@ fn input_thread(shared: Arc<(Mutex<InputFlags>, Condvar)>, tx: UnboundedSender<I
                     _ => None,
                 };
                 if let Some(i) = input
-                    && tx.send(i).is_err()
+                    && !send(i)
                 {
                     break;
                 }

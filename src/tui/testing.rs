@@ -16,6 +16,7 @@ use ratatui::buffer::Buffer;
 use ratatui::style::Style;
 
 use super::app::{App, AppOptions, Input};
+use super::batch::{BatchApp, BatchCtx, BatchFeed};
 use super::component::Ctx;
 use super::docs::Docs;
 use super::highlight::Highlighter;
@@ -23,6 +24,7 @@ use super::keymap::{Key, Keymap};
 use super::runtime::{self, Host};
 use super::theme::Theme;
 use super::{TuiConfig, TuiExit};
+use crate::batch::manifest::Manifest;
 use crate::protocol::{
     CallId, CallKind, CandidateId, CandidateKind, Category, Command, EngineState, EvalSummary,
     Event, EventRecord, LogLevel, Mode, TokenUsage,
@@ -272,6 +274,29 @@ pub fn context_for(
         }
     };
     Ok(app_for(session, records, options)?.into_ctx())
+}
+
+/// The batch view on a batch directory, with embedded themes and the batch read on the
+/// calling thread (at once, and again on `BatchApp::refresh`).
+pub fn batch_app_for(dir: &Path, options: &HarnessOptions) -> Result<BatchApp> {
+    let theme = match Theme::builtin(&options.theme, options.no_color) {
+        Some(t) => t,
+        None => Theme::load(&options.theme, options.no_color)?,
+    };
+    let keymap = Keymap::with_overrides(&options.config.key_overrides())?;
+    let manifest = Manifest::load(dir)?;
+    Ok(BatchApp::new(BatchCtx::new(
+        dir,
+        manifest,
+        theme,
+        keymap,
+        BatchFeed::sync(dir),
+    )))
+}
+
+/// Draws the batch view on a `width` x `height` buffer; its text then its styles.
+pub fn draw_batch(app: &mut BatchApp, width: u16, height: u16) -> String {
+    draw_alone(width, height, |f| app.render(f))
 }
 
 /// Draws one component alone on a `width` x `height` buffer; its text then its styles.

@@ -13,7 +13,7 @@ use crate::protocol::Category;
 use crate::session::state::{Candidate, CandidateStatus};
 
 use super::app::Focus;
-use super::component::Ctx;
+use super::component::{Ctx, Look};
 use super::diff::{RowKind, Segments};
 use super::theme::Role;
 
@@ -34,12 +34,12 @@ pub fn pane_block<'a>(cx: &Ctx, title: impl Into<Line<'a>>, pane: Focus) -> Bloc
         }))
 }
 
-pub fn dialog<'a>(cx: &Ctx, title: impl Into<Line<'a>>) -> Block<'a> {
+pub fn dialog<'a>(cx: &impl Look, title: impl Into<Line<'a>>) -> Block<'a> {
     Block::bordered()
         .borders(Borders::ALL)
-        .border_style(cx.theme.get(Role::DialogBorder))
+        .border_style(cx.theme().get(Role::DialogBorder))
         .title(title)
-        .title_style(cx.theme.get(Role::DialogBorder))
+        .title_style(cx.theme().get(Role::DialogBorder))
 }
 
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {

@@ -1,4 +1,5 @@
-//! The help dialog: every bound key, generated from the live keymap.
+//! The help dialog: every bound key, generated from the live keymap. The session view's
+//! lists every action; the batch view's only those it answers (`HelpView::for_actions`).
 
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
@@ -7,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 use super::scrolled;
-use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
+use crate::tui::component::{AppEvent, AppEvents, Component, Handled, Hint, Look};
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{centered, dialog};
@@ -15,14 +16,26 @@ use crate::tui::widgets::{centered, dialog};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HelpView {
     scroll: usize,
+    /// The actions listed (`None`: every one, by context).
+    only: Option<&'static [Action]>,
 }
 
-impl Component for HelpView {
-    fn hints(&self, _cx: &Ctx, out: &mut Vec<Hint>) {
+impl HelpView {
+    /// The help of a view that answers only these actions.
+    pub fn for_actions(actions: &'static [Action]) -> HelpView {
+        HelpView {
+            scroll: 0,
+            only: Some(actions),
+        }
+    }
+}
+
+impl<C: Look> Component<C> for HelpView {
+    fn hints(&self, _cx: &C, out: &mut Vec<Hint>) {
         out.push(Hint::new(Action::Down, "scroll"));
     }
 
-    fn on_action(&mut self, action: Action, _cx: &Ctx, out: &mut AppEvents) -> Handled {
+    fn on_action(&mut self, action: Action, _cx: &C, out: &mut AppEvents) -> Handled {
         match scrolled(action, self.scroll, 10) {
             Some(s) => self.scroll = s,
             // Any other key closes it.
@@ -31,8 +44,8 @@ impl Component for HelpView {
         Handled::Consumed
     }
 
-    fn on_key(&mut self, key: &KeyEvent, cx: &Ctx, out: &mut AppEvents) -> Handled {
-        match cx.keymap.lookup(key, &[Context::Global]) {
+    fn on_key(&mut self, key: &KeyEvent, cx: &C, out: &mut AppEvents) -> Handled {
+        match cx.keymap().lookup(key, &[Context::Global]) {
             Some(action) => self.on_action(action, cx, out),
             None => {
                 out.push(AppEvent::Close);
@@ -41,28 +54,33 @@ impl Component for HelpView {
         }
     }
 
-    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
+    fn draw(&mut self, cx: &C, frame: &mut Frame, area: Rect) {
+        let theme = cx.theme();
         let r = centered(area, 84, area.height.saturating_sub(4));
         frame.render_widget(Clear, r);
         let block = dialog(cx, " Keys (from your keymap) — esc closes ");
         let inner = block.inner(r);
         frame.render_widget(block, r);
         let mut lines = Vec::new();
-        for (ctx, entries) in cx.keymap.help() {
+        let sections = match self.only {
+            Some(actions) => cx.keymap().help_for(actions),
+            None => cx.keymap().help(),
+        };
+        for (ctx, entries) in sections {
             if entries.is_empty() {
                 continue;
             }
-            lines.push(Line::styled(ctx.title(), cx.theme.get(Role::Accent)));
+            lines.push(Line::styled(ctx.title(), theme.get(Role::Accent)));
             for (keys, desc) in entries {
                 lines.push(Line::from(vec![
-                    Span::styled(format!("  {keys:<18}"), cx.theme.get(Role::StatusKey)),
-                    Span::styled(desc, cx.theme.get(Role::Text)),
+                    Span::styled(format!("  {keys:<18}"), theme.get(Role::StatusKey)),
+                    Span::styled(desc, theme.get(Role::Text)),
                 ]));
             }
         }
         lines.push(Line::styled(
             "Keys are set in [tui.keys] of config.toml; see docs/tui.md.",
-            cx.theme.get(Role::Muted),
+            theme.get(Role::Muted),
         ));
         let h = inner.height as usize;
         self.scroll = self.scroll.min(lines.len().saturating_sub(h));
