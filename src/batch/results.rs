@@ -233,7 +233,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     let finished = state.calls.values().filter(|c| c.ok.is_some());
     // `+ 0.0`: an empty f64 sum is -0.0, which prints as `-0.0000`.
     result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum::<f64>() + 0.0;
-    result.unpriced_calls = finished.filter(|c| c.cost_usd.is_none()).count();
+    result.unpriced_calls = finished.filter(|c| c.cost_unknown()).count();
     result.wall_s = run_seconds(&records);
     if let Some(best) = state
         .best_candidate()

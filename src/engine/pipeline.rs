@@ -70,7 +70,7 @@ impl Inner {
                 self.emit(Event::LlmCallFinished {
                     call,
                     ok: false,
-                    error: Some("interrupted: the run stopped before the answer was saved".into()),
+                    error: Some(CALL_INTERRUPTED.into()),
                     usage: TokenUsage::default(),
                     cost_usd: None,
                     latency_s: 0.0,

@@ -103,6 +103,10 @@ pub struct TokenUsage {
     pub reasoning: u64,
 }
 
+/// The error of a call that was in flight when its process died, as the resumed run
+/// closes it: the provider may have answered (and billed) it.
+pub const CALL_INTERRUPTED: &str = "interrupted: the run stopped before the answer was saved";
+
 /// The part of an evaluation result that views need without opening `eval/<id>.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

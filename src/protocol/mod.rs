@@ -15,6 +15,6 @@ pub use candidate::{CallKind, CandidateKind};
 pub use category::Category;
 pub use commands::{Command, Decision};
 pub use events::{
-    EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
+    CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};

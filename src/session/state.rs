@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::protocol::{
-    Analysis, CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary,
+    Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary,
     Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
 };
 
@@ -50,6 +50,19 @@ pub struct Candidate {
     pub created: DateTime<Utc>,
     /// When its (last) evaluation finished: its `eval_finished` event's time.
     pub evaluated: Option<DateTime<Utc>>,
+}
+
+impl Call {
+    /// Whether this finished call's cost is unknown: it has no price, and it was answered
+    /// or cut off by a crash (the provider may have billed it). A call refused before any
+    /// answer (an HTTP error, no tokens) cost nothing.
+    pub fn cost_unknown(&self) -> bool {
+        self.ok.is_some()
+            && self.cost_usd.is_none()
+            && (self.ok == Some(true)
+                || self.usage != TokenUsage::default()
+                || self.error.as_deref() == Some(CALL_INTERRUPTED))
+    }
 }
 
 /// The best correct candidate of `candidates` by the one ranking every view uses: a
@@ -663,6 +676,42 @@ mod tests {
             },
         ));
         assert!(s.open_gate().is_none());
+    }
+
+    #[test]
+    fn a_call_refused_before_any_answer_costs_nothing_and_an_interrupted_one_is_unknown() {
+        let call = |ok: bool, error: Option<&str>, input: u64| Call {
+            id: CallId(1),
+            key: "seed1".into(),
+            kind: CallKind::Seed,
+            candidate: None,
+            provider: "p".into(),
+            model: "m".into(),
+            prompt_file: String::new(),
+            response_file: None,
+            ok: Some(ok),
+            error: error.map(String::from),
+            usage: TokenUsage {
+                input,
+                ..Default::default()
+            },
+            cost_usd: None,
+            latency_s: 0.0,
+            started: Utc::now(),
+            retries: vec![],
+            live_text: String::new(),
+            live_reasoning: String::new(),
+        };
+        assert!(call(true, None, 10).cost_unknown(), "answered, no price");
+        assert!(!call(false, Some("HTTP 401"), 0).cost_unknown());
+        assert!(call(false, Some("cut off"), 5).cost_unknown(), "tokens were used");
+        assert!(call(false, Some(CALL_INTERRUPTED), 0).cost_unknown());
+        let mut priced = call(true, None, 10);
+        priced.cost_usd = Some(0.1);
+        assert!(!priced.cost_unknown());
+        let mut in_flight = call(true, None, 10);
+        in_flight.ok = None;
+        assert!(!in_flight.cost_unknown(), "not finished");
     }
 
     fn created(id: u32) -> Event {
