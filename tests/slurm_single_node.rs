@@ -1,6 +1,8 @@
 //! `kforge::batch::slurm` against a real Slurm: the single-node cluster of
 //! scripts/slurm-single-node.sh (tests/slurm_common), skipped where Slurm cannot be installed.
 
+mod engine_common;
+mod eval_common;
 mod slurm_common;
 
 use std::collections::BTreeMap;
@@ -102,4 +104,225 @@ fn read(path: &Path) -> String {
             .unwrap_or_default();
         panic!("{}: {e} (there: {listing:?})", path.display())
     })
+}
+
+mod slurm_batch {
+    //! `kforge batch --slurm` end to end on the single-node cluster: three tasks on the CPU
+    //! against a scripted LLM; one element fails (its provider refuses the calls), `batch
+    //! status` shows Slurm's word for each element, and `batch resume` re-submits only that
+    //! one, which then completes.
+
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    use serde_json::Value;
+
+    use super::engine_common::*;
+    use super::eval_common::{kforge, text};
+
+    fn manifest(batch: &Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap()
+    }
+
+    /// Waits until `n` runs of the batch have ended (each element records its run).
+    fn wait_for_runs(batch: &Path, n: usize, env: &[(String, String)], what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        loop {
+            let ended = manifest(batch)["runs"]
+                .as_array()
+                .map_or(0, |r| r.iter().filter(|r| !r["ended"].is_null()).count());
+            if ended >= n {
+                return;
+            }
+            if Instant::now() > deadline {
+                let status = kforge(&["batch", "status", &batch.display().to_string()])
+                    .envs(env.iter().cloned())
+                    .output()
+                    .unwrap();
+                let logs: Vec<String> = std::fs::read_dir(batch.join("slurm"))
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "out"))
+                    .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                    .collect();
+                panic!(
+                    "{what}: {ended} of {n} runs ended in 300 s\n{}\n{}",
+                    text(&status.stdout),
+                    logs.join("\n-----\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_three_task_batch_completes_on_the_single_node_cluster() {
+        let Some(cluster) = super::slurm_common::slurm_cluster() else {
+            return;
+        };
+        let env = cluster.env();
+        // relu_01's calls are refused (401) until the flag is cleared.
+        let refuse = Arc::new(AtomicBool::new(true));
+        let script: Script = {
+            let refuse = refuse.clone();
+            Arc::new(move |step, user: &str, _| {
+                if user.contains("SLURM-FLAKY") && refuse.load(Ordering::SeqCst) {
+                    return "HTTP:401".into();
+                }
+                match step {
+                    Step::Analysis => analysis_json("no"),
+                    _ => fenced(&relu_ok("slurm seed")),
+                }
+            })
+        };
+        let mock = MockLlm::start(script, Duration::ZERO).await;
+        let work = tempfile::tempdir().unwrap();
+        let tasks = work.path().join("tasks");
+        std::fs::create_dir_all(&tasks).unwrap();
+        let relu = std::fs::read_to_string(fixtures().join("tasks/relu.py")).unwrap();
+        for i in 0..3 {
+            let marker = if i == 1 { "# SLURM-FLAKY\n" } else { "" };
+            std::fs::write(
+                tasks.join(format!("relu_{i:02}.py")),
+                format!("{marker}{relu}"),
+            )
+            .unwrap();
+        }
+        let config = work.path().join("kforge-test.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[pipeline]\nseeds = 1\nstages = []\n\n[eval]\ntimeout_s = 60.0\n",
+                mock.base_url
+            ),
+        )
+        .unwrap();
+        let batch = work.path().join("slurm-batch");
+        let b = batch.display().to_string();
+
+        let submitted = tokio::task::spawn_blocking({
+            let (env, tasks, config) = (env.clone(), tasks.clone(), config.clone());
+            move || {
+                kforge(&[
+                    "batch",
+                    &tasks.display().to_string(),
+                    "--out",
+                    &b,
+                    "--config",
+                    &config.display().to_string(),
+                    "--cpu",
+                    "--slurm",
+                    "--partition",
+                    "debug",
+                    "--time",
+                    "00:10:00",
+                    "--cpus-per-task",
+                    "1",
+                ])
+                .envs(env)
+                .output()
+                .unwrap()
+            }
+        })
+        .await
+        .unwrap();
+        assert!(
+            submitted.status.success(),
+            "{}\n{}",
+            text(&submitted.stderr),
+            cluster.log_tail()
+        );
+        assert!(text(&submitted.stderr).contains("submitted job array"));
+        let m = manifest(&batch);
+        let first_job = m["slurm"]["submissions"][0]["job_id"].as_u64().unwrap();
+        assert_eq!(
+            m["slurm"]["submissions"][0]["indices"],
+            serde_json::json!([0, 1, 2])
+        );
+        let job_sh = std::fs::read_to_string(batch.join("slurm/job.sh")).unwrap();
+        assert!(job_sh.contains("#SBATCH --array=0-2"), "{job_sh}");
+        assert!(!job_sh.contains("KEY"), "no secrets in the script");
+
+        tokio::task::spawn_blocking({
+            let (batch, env) = (batch.clone(), env.clone());
+            move || wait_for_runs(&batch, 3, &env, "the first submission")
+        })
+        .await
+        .unwrap();
+        let status = kforge(&["batch", "status", &batch.display().to_string()])
+            .envs(env.iter().cloned())
+            .output()
+            .unwrap();
+        let table = text(&status.stdout);
+        let row = |key: &str| {
+            table
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or_else(|| panic!("no row {key}:\n{table}"))
+                .to_string()
+        };
+        assert!(row("relu_00").contains("complete"), "{table}");
+        assert!(
+            row("relu_00").contains(&format!("{first_job}_0 COMPLETED")),
+            "{table}"
+        );
+        assert!(row("relu_01").contains("failed"), "{table}");
+        assert!(
+            row("relu_01").contains(&format!("{first_job}_1 FAILED")),
+            "{table}"
+        );
+        assert!(row("relu_02").contains("complete"), "{table}");
+
+        // The provider is back: resume re-submits the failed element only.
+        refuse.store(false, Ordering::SeqCst);
+        let resumed = tokio::task::spawn_blocking({
+            let (batch, env) = (batch.clone(), env.clone());
+            move || {
+                kforge(&["batch", "resume", &batch.display().to_string()])
+                    .envs(env)
+                    .output()
+                    .unwrap()
+            }
+        })
+        .await
+        .unwrap();
+        assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+        assert!(
+            text(&resumed.stderr).contains("re-submitting 1: relu_01"),
+            "{}",
+            text(&resumed.stderr)
+        );
+        let m = manifest(&batch);
+        assert_eq!(
+            m["slurm"]["submissions"][1]["indices"],
+            serde_json::json!([1])
+        );
+        tokio::task::spawn_blocking({
+            let (batch, env) = (batch.clone(), env.clone());
+            move || wait_for_runs(&batch, 4, &env, "the re-submission")
+        })
+        .await
+        .unwrap();
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
+                .unwrap();
+        let statuses: Vec<&str> = summary["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["complete", "complete", "complete"]);
+        let again = kforge(&["batch", "resume", &batch.display().to_string()])
+            .envs(env.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(
+            text(&again.stderr).contains("nothing to re-submit"),
+            "{}",
+            text(&again.stderr)
+        );
+    }
 }

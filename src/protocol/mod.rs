@@ -15,6 +15,7 @@ pub use candidate::{CallKind, CandidateKind};
 pub use category::Category;
 pub use commands::{Command, Decision};
 pub use events::{
-    CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
+    CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode,
+    RunEnd, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};

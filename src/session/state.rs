@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::protocol::{
-    Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision, EngineState, EvalSummary,
-    Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd, TokenUsage,
+    Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
+    EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
+    TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -704,7 +705,10 @@ mod tests {
         };
         assert!(call(true, None, 10).cost_unknown(), "answered, no price");
         assert!(!call(false, Some("HTTP 401"), 0).cost_unknown());
-        assert!(call(false, Some("cut off"), 5).cost_unknown(), "tokens were used");
+        assert!(
+            call(false, Some("cut off"), 5).cost_unknown(),
+            "tokens were used"
+        );
         assert!(call(false, Some(CALL_INTERRUPTED), 0).cost_unknown());
         let mut priced = call(true, None, 10);
         priced.cost_usd = Some(0.1);
