@@ -500,3 +500,64 @@ async fn a_kernelbench_selection_stops_at_the_batch_budget_and_exports_its_kerne
         best
     );
 }
+
+/// Ctrl-C stops every running session cleanly (each stays resumable), starts no further
+/// task, records the run as interrupted and exits 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_every_session_cleanly() {
+    let mock = MockLlm::start(script(), Duration::from_millis(400)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = make_tasks(dir.path());
+    let batch = dir.path().join("batch");
+    let config = config(dir.path(), &mock);
+    let args = batch_args(&tasks, &batch, &config);
+    let code = {
+        let batch = batch.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut child = kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            while progress(&batch).1 < 1 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(300),
+                    "no session got going"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let status = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            child.wait().unwrap().code()
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(code, Some(130));
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap();
+    assert_eq!(manifest["runs"][0]["end"], "interrupted");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
+            .unwrap();
+    let statuses: Vec<&str> = summary["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    // Every started session ended cleanly (none left `interrupted`, none still running),
+    // and some tasks never started.
+    assert!(
+        statuses
+            .iter()
+            .all(|s| matches!(*s, "stopped" | "complete" | "no_correct_kernel" | "waiting")),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&"stopped"), "{statuses:?}");
+    assert!(statuses.contains(&"waiting"), "{statuses:?}");
+}

@@ -84,3 +84,17 @@ def test_baseline_cache_round_trip_and_rejects_garbage(tmp_path):
     (tmp_path / "bad.json").write_text('{"median_ms": -1}')
     assert timing.read_baseline(str(tmp_path), "bad") is None
     assert timing.read_baseline(str(tmp_path), "missing") is None
+
+
+def test_cached_reference_timings_are_per_physical_gpu():
+    job = {"warmup": 10, "timing_trials": 100, "min_timing_trials": 10, "timing_budget_s": 1.0,
+           "flush_l2": True}
+    versions = {"torch": "2.11.0"}
+    gpu0 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}
+    gpu1 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb"}
+    key = lambda device, task="t": timing.baseline_key(task, device, versions, "sig", job)
+    # Two GPUs of one model never share a baseline: a score compares kernel and reference
+    # timed on the same device.
+    assert key(gpu0) != key(gpu1)
+    assert key(gpu0) == key(dict(gpu0))
+    assert key(gpu0) != key(gpu0, task="u")
