@@ -13,7 +13,7 @@ use crate::session::state::CandidateStatus;
 use super::component::{Ctx, Hint, Look};
 use super::keymap::Action;
 use super::theme::Role;
-use super::widgets::fmt_tokens;
+use super::widgets::{fmt_tokens, parts_line};
 
 /// The run's elapsed time: to now while it runs, to its last event once it ended.
 pub fn elapsed_text(cx: &Ctx) -> String {
@@ -162,24 +162,7 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
     } else if cx.options.attached {
         parts.push((3, "attached".into(), Role::Muted));
     }
-    let width =
-        |parts: &[(u8, String, Role)]| parts.iter().map(|p| p.1.chars().count() + 3).sum::<usize>();
-    while width(&parts) > area.width as usize && parts.len() > 1 {
-        let (i, _) = parts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, p)| p.0)
-            .unwrap_or((0, &parts[0]));
-        parts.remove(i);
-    }
-    let mut spans = Vec::new();
-    for (i, (_, text, role)) in parts.into_iter().enumerate() {
-        if i > 0 {
-            spans.push(Span::styled(" │ ", cx.theme.get(Role::Border)));
-        }
-        spans.push(Span::styled(text, cx.theme.get(role)));
-    }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    frame.render_widget(Paragraph::new(parts_line(cx, parts, area.width)), area);
 }
 
 /// The key hints of whatever has the keyboard, or the message of the last key.

@@ -42,6 +42,30 @@ pub fn dialog<'a>(cx: &impl Look, title: impl Into<Line<'a>>) -> Block<'a> {
         .title_style(cx.theme().get(Role::DialogBorder))
 }
 
+/// A one-line bar of (priority, text, role) parts joined by ` │ `: while the line is wider
+/// than `width`, the part of lowest priority is left out (the status bar and the batch
+/// view's header).
+pub fn parts_line(cx: &impl Look, mut parts: Vec<(u8, String, Role)>, width: u16) -> Line<'static> {
+    let len =
+        |parts: &[(u8, String, Role)]| parts.iter().map(|p| p.1.chars().count() + 3).sum::<usize>();
+    while len(&parts) > width as usize && parts.len() > 1 {
+        let (i, _) = parts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, p)| p.0)
+            .unwrap_or((0, &parts[0]));
+        parts.remove(i);
+    }
+    let mut spans = Vec::new();
+    for (i, (_, text, role)) in parts.into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(" │ ", cx.theme().get(Role::Border)));
+        }
+        spans.push(Span::styled(text, cx.theme().get(role)));
+    }
+    Line::from(spans)
+}
+
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width.saturating_sub(2));
     let h = height.min(area.height.saturating_sub(2));

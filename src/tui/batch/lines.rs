@@ -2,14 +2,14 @@
 //! all tasks), the selected task's line under the table, and each cell. Pure functions of
 //! the context.
 
-use ratatui::text::{Line, Span};
+use ratatui::text::Line;
 
 use crate::batch::results::{TaskResult, TaskStatus, cost_text};
 use crate::protocol::RunEnd;
 
 use super::BatchCtx;
 use crate::tui::theme::Role;
-use crate::tui::widgets::{fmt_tokens, truncate};
+use crate::tui::widgets::{fmt_tokens, parts_line, truncate};
 
 /// The role a status word is drawn in.
 pub fn status_role(status: TaskStatus) -> Role {
@@ -53,29 +53,6 @@ pub fn cost_cell(r: &TaskResult) -> String {
 /// Whether a task has a session to open.
 pub fn has_session(r: &TaskResult) -> bool {
     !matches!(r.status, TaskStatus::Waiting | TaskStatus::Refused)
-}
-
-/// Parts joined by a border-coloured bar; the lowest priorities go first when they do not
-/// fit in `width`.
-fn parts_line(cx: &BatchCtx, mut parts: Vec<(u8, String, Role)>, width: u16) -> Line<'static> {
-    let len =
-        |parts: &[(u8, String, Role)]| parts.iter().map(|p| p.1.chars().count() + 3).sum::<usize>();
-    while len(&parts) > width as usize && parts.len() > 1 {
-        let (i, _) = parts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, p)| p.0)
-            .unwrap_or((0, &parts[0]));
-        parts.remove(i);
-    }
-    let mut spans = Vec::new();
-    for (i, (_, text, role)) in parts.into_iter().enumerate() {
-        if i > 0 {
-            spans.push(Span::styled(" │ ", cx.theme.get(Role::Border)));
-        }
-        spans.push(Span::styled(text, cx.theme.get(role)));
-    }
-    Line::from(spans)
 }
 
 /// The first header line: the batch, who answers, where its tasks stand.
