@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::select::FoundTask;
 use crate::commands::common::DeviceChoice;
 use crate::config::EvalConfig;
 use crate::engine::config::PipelineConfig;
@@ -69,6 +70,18 @@ pub struct BatchTask {
     pub problem: Option<u32>,
     /// Where the task file came from (absolute), for people.
     pub origin: PathBuf,
+}
+
+impl From<&FoundTask> for BatchTask {
+    fn from(t: &FoundTask) -> BatchTask {
+        BatchTask {
+            key: t.key.clone(),
+            name: t.name.clone(),
+            level: t.level,
+            problem: t.problem,
+            origin: std::path::absolute(&t.file).unwrap_or(t.file.clone()),
+        }
+    }
 }
 
 impl BatchTask {
@@ -162,6 +175,30 @@ impl Manifest {
             runs: Vec::new(),
             slurm: None,
         }
+    }
+
+    /// Makes the batch directory: a copy of every task file (`files`, in the order of
+    /// `tasks`), then batch.json. A directory that is a batch already is refused: it is
+    /// resumed, never made again.
+    pub fn create(&self, dir: &Path, files: &[PathBuf]) -> Result<()> {
+        if Manifest::is_batch(dir) {
+            bail!(
+                "{} is a batch already: continue it with `kforge batch resume {}`",
+                dir.display(),
+                dir.display()
+            );
+        }
+        for sub in [SOURCES_DIR, TASKS_DIR] {
+            std::fs::create_dir_all(dir.join(sub))
+                .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+        }
+        for (task, file) in self.tasks.iter().zip(files) {
+            let copy = dir.join(task.source());
+            std::fs::copy(file, &copy)
+                .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
+        }
+        // batch.json last: a directory with it is a complete batch.
+        self.save(dir)
     }
 
     /// Whether `dir` is a batch directory.
@@ -284,6 +321,24 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(MANIFEST_FILE)]);
+    }
+
+    #[test]
+    fn a_batch_is_made_once_with_a_copy_of_each_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let task = dir.path().join("19_ReLU.py");
+        std::fs::write(&task, "# the task\n").unwrap();
+        let batch = dir.path().join("b");
+        let m = sample();
+        m.create(&batch, std::slice::from_ref(&task)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(batch.join(m.tasks[0].source())).unwrap(),
+            "# the task\n"
+        );
+        assert!(batch.join(TASKS_DIR).is_dir());
+        assert_eq!(Manifest::load(&batch).unwrap(), m);
+        let err = m.create(&batch, &[task]).unwrap_err().to_string();
+        assert!(err.contains("is a batch already"), "{err}");
     }
 
     #[test]

@@ -186,29 +186,6 @@ fn default_dir() -> PathBuf {
     Path::new("batches").join(chrono::Local::now().format("%Y%m%d_%H%M%S").to_string())
 }
 
-/// Makes the batch directory: batch.json and a copy of every task file.
-fn make_batch(dir: &Path, manifest: &Manifest, files: &[PathBuf]) -> Result<()> {
-    if dir.join(manifest::MANIFEST_FILE).exists() {
-        bail!(
-            "{} is a batch already: continue it with `kforge batch resume {}`",
-            dir.display(),
-            dir.display()
-        );
-    }
-    let sources = dir.join(manifest::SOURCES_DIR);
-    std::fs::create_dir_all(&sources)
-        .with_context(|| format!("cannot create {}", sources.display()))?;
-    std::fs::create_dir_all(dir.join(manifest::TASKS_DIR))
-        .with_context(|| format!("cannot create {}", dir.join(manifest::TASKS_DIR).display()))?;
-    for (task, file) in manifest.tasks.iter().zip(files) {
-        let copy = dir.join(task.source());
-        std::fs::copy(file, &copy)
-            .with_context(|| format!("cannot copy {} to {}", file.display(), copy.display()))?;
-    }
-    // batch.json last: a directory with it is a complete batch.
-    manifest.save(dir)
-}
-
 async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     let config = Config::load(config_file)?;
     let levels = args.level.as_deref().map(NumberSet::parse).transpose()?;
@@ -243,16 +220,7 @@ async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCo
         max_wall_s: None,
     };
     args.limits.apply(&mut limits);
-    let tasks: Vec<BatchTask> = found
-        .iter()
-        .map(|t| BatchTask {
-            key: t.key.clone(),
-            name: t.name.clone(),
-            level: t.level,
-            problem: t.problem,
-            origin: std::path::absolute(&t.file).unwrap_or(t.file.clone()),
-        })
-        .collect();
+    let tasks: Vec<BatchTask> = found.iter().map(BatchTask::from).collect();
     let files: Vec<PathBuf> = found.iter().map(|t| t.file.clone()).collect();
     let config_file = config_file.map(|c| std::path::absolute(c).unwrap_or(c.to_path_buf()));
     let manifest = Manifest::new(
@@ -273,7 +241,7 @@ async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCo
             submissions: Vec::new(),
         });
     }
-    make_batch(&dir, &manifest, &files)?;
+    manifest.create(&dir, &files)?;
     if args.slurm.slurm {
         let all: Vec<usize> = (0..manifest.tasks.len()).collect();
         return submit(&dir, &manifest, &all).await;

@@ -179,16 +179,7 @@ pub async fn run(args: ScalingArgs, config: &Config, evaluator: &Evaluator) -> R
             "set{n}_{}",
             set.to_string().replace([',', ':'], "_")
         ));
-        let tasks: Vec<BatchTask> = found
-            .iter()
-            .map(|t| BatchTask {
-                key: t.key.clone(),
-                name: t.name.clone(),
-                level: t.level,
-                problem: t.problem,
-                origin: std::path::absolute(&t.file).unwrap_or(t.file.clone()),
-            })
-            .collect();
+        let tasks: Vec<BatchTask> = found.iter().map(BatchTask::from).collect();
         let manifest = Manifest::new(
             "bench".into(),
             "one-kernel".into(),
@@ -205,11 +196,8 @@ pub async fn run(args: ScalingArgs, config: &Config, evaluator: &Evaluator) -> R
             eval_settings.clone(),
             tasks,
         );
-        std::fs::create_dir_all(dir.join("sources"))?;
-        for (t, f) in manifest.tasks.iter().zip(&found) {
-            std::fs::copy(&f.file, dir.join(t.source()))?;
-        }
-        manifest.save(&dir)?;
+        let files: Vec<PathBuf> = found.iter().map(|t| t.file.clone()).collect();
+        manifest.create(&dir, &files)?;
         // Start every device's server first: the import of torch is not the batch's work.
         for d in set.devices() {
             crate::engine::ports::EvalPort::prepare(evaluator, *d).await;
