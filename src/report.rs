@@ -96,7 +96,8 @@ fn duration(seconds: i64) -> String {
     }
 }
 
-fn score_text(score: Option<f64>) -> String {
+/// `1.52x`, or `n/a` without a score.
+pub fn score_text(score: Option<f64>) -> String {
     score.map_or_else(|| "n/a".into(), |s| format!("{s:.2}x"))
 }
 

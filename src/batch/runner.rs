@@ -5,7 +5,7 @@
 //! again; a finished one is left alone. Ctrl-C stops every session cleanly.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -82,7 +82,8 @@ struct Shared {
     stop: CancellationToken,
     interrupted: AtomicBool,
     running: Mutex<BTreeMap<TaskKey, Arc<Engine>>>,
-    /// Lines go to stderr, one per task start and end.
+    /// Tasks of this run that have had their turn, of `total`: the `[3 of 10 done]` of the
+    /// console line each task ends with.
     done: Mutex<usize>,
     total: usize,
 }
@@ -101,13 +102,11 @@ impl Shared {
 }
 
 /// What every task's calls spent so far (earlier runs included).
-fn spent_so_far(dir: &Path, manifest: &Manifest) -> Spent {
-    collect(dir, manifest)
-        .iter()
-        .fold(Spent::default(), |s, r| Spent {
-            tokens: s.tokens + r.tokens(),
-            cost_usd: s.cost_usd + r.cost_usd,
-        })
+fn spent_so_far(results: &[TaskResult]) -> Spent {
+    results.iter().fold(Spent::default(), |s, r| Spent {
+        tokens: s.tokens + r.tokens(),
+        cost_usd: s.cost_usd + r.cost_usd,
+    })
 }
 
 fn host() -> String {
@@ -121,15 +120,13 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
     let dir = ctx.dir.clone();
     let evaluator = ctx.evaluator.clone();
     let limits = ctx.manifest.limits.clone();
-    let indices: Vec<usize> = only.unwrap_or_else(|| (0..ctx.manifest.tasks.len()).collect());
-    // Finished tasks are left alone and not counted in this run.
-    let indices: Vec<usize> = indices
+    // Every session is read once here: for the batch budget spent so far, and to leave
+    // finished tasks alone (they are not counted in this run).
+    let before = collect(&dir, &ctx.manifest);
+    let indices: Vec<usize> = only
+        .unwrap_or_else(|| (0..ctx.manifest.tasks.len()).collect())
         .into_iter()
-        .filter(|i| {
-            !task_result(&ctx.dir, &ctx.manifest.tasks[*i])
-                .status
-                .is_final()
-        })
+        .filter(|i| !before[*i].status.is_final())
         .collect();
     let started = chrono::Utc::now();
     let run_index = manifest::update(&dir, |m| {
@@ -147,7 +144,7 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
     .len()
         - 1;
     let ledger = Arc::new(Ledger::new(
-        spent_so_far(&dir, &ctx.manifest),
+        spent_so_far(&before),
         limits.max_tokens,
         limits.max_cost_usd,
     ));

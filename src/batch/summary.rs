@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::manifest::Manifest;
 use super::results::{TaskResult, collect, cost_text};
+use crate::report::score_text;
 
 pub const SUMMARY_MD: &str = "summary.md";
 pub const SUMMARY_JSON: &str = "summary.json";
@@ -151,10 +152,6 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(String::new, |x| format!("{x:.digits$}"))
 }
 
-fn speedup(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |x| format!("{x:.2}x"))
-}
-
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
@@ -232,8 +229,8 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             fast[1],
             fast[2],
             fast[3],
-            speedup(g.geomean_speedup),
-            speedup(g.mean_speedup),
+            score_text(g.geomean_speedup),
+            score_text(g.mean_speedup),
             g.tokens,
             cost_text(g.cost_usd, g.unpriced_calls),
             g.cost_per_task
@@ -273,7 +270,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
                 .display(),
             t.status.word(),
             best.replace('|', "\\|"),
-            speedup(t.score),
+            score_text(t.score),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
