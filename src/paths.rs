@@ -1,7 +1,10 @@
 //! Where kforge keeps its files: a cache dir for the managed Python environment, the
 //! extracted harness, baseline timings and logs; a config dir for `config.toml`.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
 
 /// Cache root: `$KFORGE_CACHE_DIR`, else the platform cache dir (`~/.cache/kforge` on
 /// Linux), else `./.kforge-cache` when the platform has no home at all.
@@ -29,4 +32,16 @@ pub fn user_config_file() -> Option<PathBuf> {
 
 pub fn logs_dir() -> PathBuf {
     cache_dir().join("logs")
+}
+
+/// Opens (creating it, never truncating it) a file that is only there to be locked with
+/// `File::lock` / `try_lock`: the session lock, the environment lock, the batch lock.
+pub fn open_lock_file(path: &Path) -> Result<File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
 }

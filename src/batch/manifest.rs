@@ -254,12 +254,7 @@ impl Manifest {
 /// once each record their run and write the summary, and none may lose another's work.
 pub fn with_lock<T>(dir: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let lock_path = dir.join("batch.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    let lock = crate::paths::open_lock_file(&lock_path)?;
     lock.lock()
         .with_context(|| format!("cannot lock {}", lock_path.display()))?;
     f()

@@ -154,12 +154,7 @@ pub fn ensure_managed(cache_dir: &Path, report: &mut dyn FnMut(&str)) -> Result<
     std::fs::create_dir_all(cache_dir)
         .with_context(|| format!("cannot create the cache dir {}", cache_dir.display()))?;
     let lock_path = cache_dir.join("pyenv.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    let lock = crate::paths::open_lock_file(&lock_path)?;
     if lock.try_lock().is_err() {
         report("another kforge process is creating the Python environment; waiting for it");
         lock.lock()

@@ -250,13 +250,7 @@ impl SessionDir {
     /// holds it (that process is running this session).
     pub fn lock(&self) -> Result<SessionLock> {
         let path = self.file(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+        let file = crate::paths::open_lock_file(&path)?;
         if file.try_lock().is_err() {
             let holder = std::fs::read_to_string(&path).unwrap_or_default();
             bail!(
