@@ -223,7 +223,7 @@ async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCo
     let tasks: Vec<BatchTask> = found.iter().map(BatchTask::from).collect();
     let files: Vec<PathBuf> = found.iter().map(|t| t.file.clone()).collect();
     let config_file = config_file.map(|c| std::path::absolute(c).unwrap_or(c.to_path_buf()));
-    let manifest = Manifest::new(
+    let mut manifest = Manifest::new(
         provider_name,
         model,
         config_file,
@@ -234,7 +234,6 @@ async fn create(args: NewBatchArgs, config_file: Option<&Path>) -> Result<ExitCo
         tasks,
     );
     let dir = args.out.clone().unwrap_or_else(default_dir);
-    let mut manifest = manifest;
     if args.slurm.slurm {
         manifest.slurm = Some(SlurmRecord {
             options: args.slurm.options(),
@@ -401,15 +400,13 @@ async fn slurm_states(manifest: &Manifest) -> Result<BTreeMap<usize, SlurmState>
     tokio::task::spawn_blocking(move || {
         let mut jobs: BTreeMap<u64, BTreeMap<usize, SlurmState>> = BTreeMap::new();
         let mut states = BTreeMap::new();
-        for index in 0..usize::MAX {
+        let submitted: std::collections::BTreeSet<usize> = record
+            .submissions
+            .iter()
+            .flat_map(|s| s.indices.iter().copied())
+            .collect();
+        for index in submitted {
             let Some(job) = record.job_for(index) else {
-                if record
-                    .submissions
-                    .iter()
-                    .all(|s| s.indices.iter().all(|i| *i < index))
-                {
-                    break;
-                }
                 continue;
             };
             if let std::collections::btree_map::Entry::Vacant(e) = jobs.entry(job) {
