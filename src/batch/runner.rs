@@ -426,27 +426,13 @@ async fn resume_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
         "[{}] resuming ({} events so far)",
         task.key, stored.events
     ));
-    let Stored {
-        session,
-        lock,
-        prior,
-        task: task_file,
-        eval,
-        pipeline,
-        ..
-    } = stored;
-    let setup = EngineSetup {
-        llm: shared_port(shared, llm),
-        session,
-        prior,
-        task: task_file,
-        evaluator: shared.pool.clone(),
-        // The devices of this run (a Slurm element lands on another node's GPUs).
-        devices: ctx.devices.clone(),
-        eval,
-        pipeline,
-        prompts: ctx.prompts.clone(),
-    };
+    // The devices of this run (a Slurm element lands on another node's GPUs).
+    let (setup, lock) = stored.into_setup(
+        shared.pool.clone(),
+        ctx.devices.clone(),
+        shared_port(shared, llm),
+        ctx.prompts.clone(),
+    );
     let turn = drive(shared, task, setup).await;
     drop(lock);
     turn

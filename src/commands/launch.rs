@@ -276,6 +276,29 @@ impl Stored {
         self.prior.state == EngineState::Finished
     }
 
+    /// The engine setup that goes on with this session on `devices` through `evaluator`
+    /// and `llm`, and the session's lock, held until the run ends.
+    pub fn into_setup(
+        self,
+        evaluator: Arc<dyn EvalPort>,
+        devices: DeviceSet,
+        llm: Arc<dyn LlmPort>,
+        prompts: crate::prompts::PromptSet,
+    ) -> (crate::engine::runner::EngineSetup, SessionLock) {
+        let setup = crate::engine::runner::EngineSetup {
+            session: self.session,
+            prior: self.prior,
+            task: self.task,
+            evaluator,
+            devices,
+            eval: self.eval,
+            pipeline: self.pipeline,
+            llm,
+            prompts,
+        };
+        (setup, self.lock)
+    }
+
     /// Keeps new pipeline settings (budgets) in session.json, so that a later resume
     /// keeps them too.
     pub fn save_pipeline(&mut self, pipeline: PipelineConfig) -> Result<()> {

@@ -353,27 +353,8 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         stored.session.path.display(),
         stored.events
     );
-    let Stored {
-        session,
-        lock,
-        prior,
-        task,
-        eval,
-        pipeline,
-        devices,
-        ..
-    } = stored;
-    let setup = EngineSetup {
-        session,
-        prior,
-        task,
-        evaluator: pool,
-        devices,
-        eval,
-        pipeline,
-        llm: backend,
-        prompts,
-    };
+    let devices = stored.devices.clone();
+    let (setup, lock) = stored.into_setup(pool, devices, backend, prompts);
     drive_and_close(
         setup,
         &evaluator,
