@@ -3,8 +3,10 @@
 //! with `kforge resume BATCH` without any answered call sent again, and the summary's
 //! figures recomputed here from the sessions' raw events.
 
+mod batch_common;
 mod engine_common;
 mod eval_common;
+use batch_common::{read_json, task_statuses};
 use eval_common::{kforge, kforge_output, text};
 
 use std::collections::BTreeMap;
@@ -203,8 +205,7 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
         killed_finished < TASKS,
         "the kill came after the end ({killed_finished} finished)"
     );
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap();
+    let manifest: Value = read_json(&batch.join("batch.json"));
     assert_eq!(manifest["tasks"].as_array().unwrap().len(), TASKS);
 
     // `kforge batch status` reads a killed batch.
@@ -254,9 +255,7 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
     assert_eq!(answered, expected_calls(), "{started} started");
 
     // The summary, recomputed from the raw events.
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
-            .unwrap();
+    let summary: Value = read_json(&batch.join("summary.json"));
     let rows = summary["tasks"].as_array().unwrap();
     assert_eq!(rows.len(), TASKS);
     let mut mine: BTreeMap<String, (bool, u64, f64)> = BTreeMap::new();
@@ -351,8 +350,7 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
     let csv = std::fs::read_to_string(batch.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), TASKS + 1);
     // Each run of the batch is recorded; the killed one never ended.
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap();
+    let manifest: Value = read_json(&batch.join("batch.json"));
     let runs = manifest["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
     assert!(runs[0]["end"].is_null());
@@ -433,19 +431,12 @@ async fn a_kernelbench_selection_stops_at_the_batch_budget_and_exports_its_kerne
     );
     assert!(log.contains("budget reached"), "{log}");
     assert_eq!(mock.total(), 2, "no call after the budget: {log}");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
-            .unwrap();
-    let statuses: Vec<&str> = summary["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["status"].as_str().unwrap())
-        .collect();
+    let summary: Value = read_json(&batch.join("summary.json"));
+    let statuses = task_statuses(&batch);
     // The first task's session either reached its end or was stopped with the batch
     // (resumable) as its last answer spent the budget; the others never began.
     assert!(
-        matches!(statuses[0], "complete" | "stopped"),
+        matches!(statuses[0].as_str(), "complete" | "stopped"),
         "{statuses:?}"
     );
     assert_eq!(statuses[1..], ["waiting", "waiting"]);
@@ -476,9 +467,7 @@ async fn a_kernelbench_selection_stops_at_the_batch_budget_and_exports_its_kerne
 
     // KernelBench's run layout: one kernel file per task, eval_results.json keyed by problem.
     let export = batch.join("kernelbench/level_1");
-    let results: Value =
-        serde_json::from_str(&std::fs::read_to_string(export.join("eval_results.json")).unwrap())
-            .unwrap();
+    let results: Value = read_json(&export.join("eval_results.json"));
     let problems: Vec<&String> = results.as_object().unwrap().keys().collect();
     assert_eq!(problems, ["1", "2", "3"]);
     for (problem, correct) in [("1", true), ("2", true), ("3", false)] {
@@ -538,26 +527,18 @@ async fn ctrl_c_stops_every_session_cleanly() {
         .unwrap()
     };
     assert_eq!(code, Some(130));
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap();
+    let manifest: Value = read_json(&batch.join("batch.json"));
     assert_eq!(manifest["runs"][0]["end"], "interrupted");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
-            .unwrap();
-    let statuses: Vec<&str> = summary["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["status"].as_str().unwrap())
-        .collect();
+    let statuses = task_statuses(&batch);
     // Every started session ended cleanly (none left `interrupted`, none still running),
     // and some tasks never started.
     assert!(
-        statuses
-            .iter()
-            .all(|s| matches!(*s, "stopped" | "complete" | "no_correct_kernel" | "waiting")),
+        statuses.iter().all(|s| matches!(
+            s.as_str(),
+            "stopped" | "complete" | "no_correct_kernel" | "waiting"
+        )),
         "{statuses:?}"
     );
-    assert!(statuses.contains(&"stopped"), "{statuses:?}");
-    assert!(statuses.contains(&"waiting"), "{statuses:?}");
+    assert!(statuses.iter().any(|s| s == "stopped"), "{statuses:?}");
+    assert!(statuses.iter().any(|s| s == "waiting"), "{statuses:?}");
 }

@@ -1,6 +1,7 @@
 //! `kforge::batch::slurm` against a real Slurm: the single-node cluster of
 //! scripts/slurm-single-node.sh (tests/slurm_common), skipped where Slurm cannot be installed.
 
+mod batch_common;
 mod engine_common;
 mod eval_common;
 mod slurm_common;
@@ -119,11 +120,12 @@ mod slurm_batch {
 
     use serde_json::Value;
 
+    use super::batch_common::{read_json, task_statuses};
     use super::engine_common::*;
     use super::eval_common::{kforge, text};
 
     fn manifest(batch: &Path) -> Value {
-        serde_json::from_str(&std::fs::read_to_string(batch.join("batch.json")).unwrap()).unwrap()
+        read_json(&batch.join("batch.json"))
     }
 
     /// Waits until `n` runs of the batch have ended (each element records its run).
@@ -305,15 +307,7 @@ mod slurm_batch {
         })
         .await
         .unwrap();
-        let summary: Value =
-            serde_json::from_str(&std::fs::read_to_string(batch.join("summary.json")).unwrap())
-                .unwrap();
-        let statuses: Vec<&str> = summary["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["status"].as_str().unwrap())
-            .collect();
+        let statuses = task_statuses(&batch);
         assert_eq!(statuses, ["complete", "complete", "complete"]);
         let again = kforge(&["batch", "resume", &batch.display().to_string()])
             .envs(env.iter().cloned())
