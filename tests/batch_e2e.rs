@@ -542,3 +542,71 @@ async fn ctrl_c_stops_every_session_cleanly() {
     assert!(statuses.iter().any(|s| s == "stopped"), "{statuses:?}");
     assert!(statuses.iter().any(|s| s == "waiting"), "{statuses:?}");
 }
+
+/// A provider that cannot be used makes no batch and no call; a task the task check refuses
+/// gets no session, its row says why, and the other tasks run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_provider_makes_nothing_and_a_refused_task_is_said_and_skipped() {
+    let mock = MockLlm::start(script(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    for name in ["relu.py", "bad_no_model.py"] {
+        std::fs::copy(fixtures().join("tasks").join(name), tasks.join(name)).unwrap();
+    }
+    let batch = dir.path().join("batch");
+    let config = config(dir.path(), &mock);
+    let t = tasks.display().to_string();
+    let (b, c) = (batch.display().to_string(), config.display().to_string());
+
+    let out = kforge(&[
+        "batch",
+        &t,
+        "--out",
+        &b,
+        "--config",
+        &c,
+        "--cpu",
+        "--provider",
+        "nosuch",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no batch was made"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!batch.exists());
+
+    let out = kforge_output(
+        [
+            "batch",
+            &t,
+            "--out",
+            &b,
+            "--config",
+            &c,
+            "--cpu",
+            "--timeout",
+            "60",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    let log = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(
+        log.contains("[bad_no_model] refused by the task check"),
+        "{log}"
+    );
+    assert_eq!(task_statuses(&batch), ["refused", "complete"]);
+    let refused = read_json(&batch.join("summary.json"))["tasks"][0]["refused"].clone();
+    assert!(refused.as_str().is_some_and(|r| !r.is_empty()), "{refused}");
+    assert!(batch.join("tasks/bad_no_model/refused.json").is_file());
+    assert!(!batch.join("tasks/bad_no_model/events.jsonl").exists());
+    // Only the good task's two calls.
+    assert_eq!(mock.total(), 2);
+}
