@@ -22,6 +22,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "audit_rules.py",
     "compare.py",
     "device.py",
+    "digest.py",
     "errors.py",
     "exchange.py",
     "judge.py",
