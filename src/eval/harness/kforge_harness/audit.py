@@ -843,7 +843,7 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
             + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
-def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2):
+def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0):
     """Runs model(*inputs) once under audit under torch.no_grad(); returns (outputs, record).
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     The GPU time split comes from gpu_time(), in a separate forward."""
@@ -903,7 +903,9 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
         for path, leaf in _leaves(outputs, "out", [])[:MAX_OUTPUTS]:
             if isinstance(leaf, torch.Tensor):
                 try:
-                    entries.append(audit.output_entry(path, leaf))
+                    from .digest import tensor_digest
+
+                    entries.append(dict(audit.output_entry(path, leaf), digest=tensor_digest(leaf, seed)))
                 except Exception as exc:  # noqa: BLE001 -- the bookkeeping's own failure (an OOM too) is
                     audit.error("output %s" % path[:40], exc)  # no failure of the kernel: recorded
     finally:

@@ -54,7 +54,8 @@ def _ok(value, spec):
 
 OUTPUT_SPEC = {"path": _name, "shape": [16, _count], "dtype": _name, "numel": _count, "shares": _shares(LABELS),
                "writers": lambda v: (isinstance(v, dict) and set(v) <= {"aten", "library", "triton"}
-                                     and all(_name(w) for w in v.values()))}
+                                     and all(_name(w) for w in v.values())),
+               "digest": _Optional(lambda v: type(v) is str and len(v) == 24)}
 GPU_SPECS = ({"measured": _one_of(False), "reason": _name},
              {"measured": _one_of(True), "total_us": lambda v: _number(v) and 0 < v < 1e15,
               "shares": _shares(GPU_CLASSES),
@@ -99,6 +100,12 @@ def _describe_output(o):
     parts = ["%s %s%s" % (_percent(o["shares"][k]), words[k], " (%s)" % o["writers"][k] if k in o["writers"] else "")
              for k in sorted(LABELS, key=lambda k: -o["shares"][k]) if o["shares"][k] > 0]
     return "%s: %s" % (o["path"], ", ".join(parts) or "empty")
+
+
+def unseen_outputs(record):
+    """Paths of the outputs of a (validated) record with elements whose writer the audit did
+    not see; empty for records without that label."""
+    return [o["path"] for o in record["outputs"] if o["shares"].get("unseen", 0) > 0]
 
 
 def _result(verdict, summary, shares, details):

@@ -2,14 +2,17 @@
 the reference's parameters.
 
 The judge allocates every buffer and writes what goes in; the worker attaches by a
-descriptor (JSON). Nothing travels the other way but JSON, so the judge never loads an
-object the worker made. Two transports:
+descriptor (JSON) and, for memory, a file descriptor passed over the channel. Nothing travels
+the other way but JSON, so the judge never loads an object the worker made, and nothing is
+ever reached through a path: a name in a directory the worker can write could be swapped for
+a symlink to any file of the judge's (it was, in round 2 of the red team). Two transports:
 
 - `cuda_ipc` (GPU): one `cuMemAlloc` per buffer through the driver API, so an IPC handle
   maps exactly that buffer, never a caching-allocator segment that also holds the judge's
   private tensors (the reference's outputs must stay out of reach).
-- `file` (CPU interpreter, or GPU when IPC is refused): a file in the evaluation's exchange
-  directory, mapped shared by both processes.
+- `memfd` (CPU interpreter): one anonymous memory file per lend (memfd_create), mapped
+  shared by both processes, each buffer at a 64-byte aligned offset in it; its descriptor
+  goes to the worker with the message that lends it (SCM_RIGHTS).
 """
 
 import ctypes
@@ -86,10 +89,20 @@ def _wrap_device(ptr, nbytes, dtype, shape, device):
     return raw.view(torch_dtype(dtype)).view(shape)
 
 
-def _wrap_file(path, nbytes, dtype, shape):
+ALIGN = 64  # bytes between buffers of one memory file: any dtype's alignment
+
+
+def _map(fd, size):
+    """The whole memory file as a writable shared mapping."""
+    import mmap
+
+    return mmap.mmap(fd, max(size, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def _wrap_mapping(mapping, offset, nbytes, dtype, shape):
     import torch
 
-    raw = torch.from_file(path, shared=True, size=max(nbytes, 1), dtype=torch.uint8)[:nbytes]
+    raw = torch.frombuffer(mapping, dtype=torch.uint8, count=max(nbytes, 1), offset=offset)[:nbytes]
     return raw.view(torch_dtype(dtype)).view(shape)
 
 
@@ -105,56 +118,71 @@ def _nbytes(shape, dtype):
 class Lender:
     """The judge's side: allocates buffers, hands out descriptors, frees everything at close."""
 
-    def __init__(self, transport, device, directory):
+    def __init__(self, transport, device):
+        if transport not in ("cuda_ipc", "memfd"):
+            raise ValueError("unknown transport %r" % transport)
         self.transport = transport
         self.device = device
-        self.directory = directory
         self.count = 0
         self.allocations = []
+        self.mappings = []
 
-    def buffer(self, shape, dtype):
-        """(tensor the judge uses, descriptor the worker attaches by)."""
-        shape = [int(s) for s in shape]
-        dtype = dtype_name(dtype)
-        nbytes = _nbytes(shape, dtype)
-        self.count += 1
-        desc = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
-                "nbytes": nbytes}
-        if self.transport == "cuda_ipc":
-            lib = _driver()
-            ptr = ctypes.c_uint64()
-            # Whole 2 MiB granules: the driver packs small allocations into shared pages, and
-            # an IPC handle must never map a neighbour's memory.
-            _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), -(-max(nbytes, 1) // GRANULE) * GRANULE), "cuMemAlloc")
-            self.allocations.append(ptr.value)
-            handle = IpcHandle()
-            _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), ptr.value), "cuIpcGetMemHandle")
-            desc["handle"] = bytes(handle).hex()
-            tensor = _wrap_device(ptr.value, nbytes, dtype, shape, self.device)
-        else:
-            path = os.path.join(self.directory, "buffer-%d.bin" % self.count)
-            with open(path, "wb") as f:
-                f.truncate(max(nbytes, 1))
-            desc["path"] = path
-            tensor = _wrap_file(path, nbytes, dtype, shape)
-        return tensor, desc
+    def lend(self, shapes):
+        """Buffers shaped like [(shape, dtype)]: (tensors the judge uses, descriptors the worker
+        attaches by, file descriptors to send with them). The caller closes the file
+        descriptors once sent; the judge keeps its mapping until close()."""
+        specs = [([int(s) for s in shape], dtype_name(dtype)) for shape, dtype in shapes]
+        tensors, descriptors, fds = [], [], []
+        if self.transport == "memfd" and specs:
+            offsets, size = [], 0
+            for shape, dtype in specs:
+                offsets.append(size)
+                size += -(-max(_nbytes(shape, dtype), 1) // ALIGN) * ALIGN
+            fd = os.memfd_create("kforge-lent", os.MFD_CLOEXEC)
+            os.ftruncate(fd, max(size, 1))
+            mapping = _map(fd, size)
+            self.mappings.append(mapping)
+            fds.append(fd)
+        for i, (shape, dtype) in enumerate(specs):
+            nbytes = _nbytes(shape, dtype)
+            self.count += 1
+            desc = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
+                    "nbytes": nbytes}
+            if self.transport == "cuda_ipc":
+                lib = _driver()
+                ptr = ctypes.c_uint64()
+                # Whole 2 MiB granules: the driver packs small allocations into shared pages, and
+                # an IPC handle must never map a neighbour's memory.
+                _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), -(-max(nbytes, 1) // GRANULE) * GRANULE), "cuMemAlloc")
+                self.allocations.append(ptr.value)
+                handle = IpcHandle()
+                _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), ptr.value), "cuIpcGetMemHandle")
+                desc["handle"] = bytes(handle).hex()
+                tensors.append(_wrap_device(ptr.value, nbytes, dtype, shape, self.device))
+            else:
+                desc.update(fd=0, offset=offsets[i])
+                tensors.append(_wrap_mapping(mapping, offsets[i], nbytes, dtype, shape))
+            descriptors.append(desc)
+        return tensors, descriptors, fds
 
     def like(self, value):
-        """Buffers shaped like every tensor of a tree: (tree of tensors, tree of descriptors)."""
+        """Buffers shaped like every tensor of a tree, in one lend: (tree of tensors, tree of
+        descriptors, file descriptors)."""
         import torch
 
-        tensors = {}
+        leaves = []
 
-        def make(v):
+        def collect(v):
             if isinstance(v, torch.Tensor):
-                t, d = self.buffer(v.shape, v.dtype)
-                tensors[d["buffer"]] = t
-                return d
+                leaves.append((v.shape, v.dtype))
+                return {"leaf": len(leaves) - 1}
             return {"value": v}
 
-        descriptors = tree_map(make, value)
-        return tree_map(lambda d: tensors[d["buffer"]] if "buffer" in d else d["value"], descriptors,
-                        leaf=lambda d: isinstance(d, dict) and ("buffer" in d or "value" in d)), descriptors
+        marked = tree_map(collect, value)
+        tensors, descriptors, fds = self.lend(leaves)
+        is_mark = lambda d: isinstance(d, dict) and ("leaf" in d or "value" in d)  # noqa: E731
+        return (tree_map(lambda d: tensors[d["leaf"]] if "leaf" in d else d["value"], marked, leaf=is_mark),
+                tree_map(lambda d: descriptors[d["leaf"]] if "leaf" in d else d, marked, leaf=is_mark), fds)
 
     def close(self):
         if self.allocations:
@@ -165,6 +193,7 @@ class Lender:
             for ptr in self.allocations:
                 lib.cuMemFree_v2(ptr)
             self.allocations = []
+        self.mappings = []  # unmapped when the last tensor over them goes
 
 
 class Borrower:
@@ -172,8 +201,9 @@ class Borrower:
 
     def __init__(self, device):
         self.device = device
+        self.mappings = []
 
-    def attach(self, desc):
+    def attach(self, desc, mappings=()):
         shape = [int(s) for s in desc["shape"]]
         dtype = desc["dtype"]
         nbytes = _nbytes(shape, dtype)
@@ -185,8 +215,25 @@ class Borrower:
             ptr = ctypes.c_uint64()
             _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")
             return _wrap_device(ptr.value, nbytes, dtype, shape, self.device)
-        return _wrap_file(desc["path"], nbytes, dtype, shape)
+        if desc["transport"] != "memfd":
+            raise ValueError("buffer %s: unknown transport %r" % (desc.get("buffer"), desc["transport"]))
+        mapping = mappings[int(desc["fd"])]
+        offset = int(desc["offset"])
+        if offset < 0 or offset + nbytes > len(mapping):
+            raise ValueError("buffer %s lies outside its memory file" % desc.get("buffer"))
+        return _wrap_mapping(mapping, offset, nbytes, dtype, shape)
 
-    def attach_tree(self, descriptors):
-        return tree_map(lambda d: self.attach(d) if "buffer" in d else d["value"], descriptors,
+    def map_fds(self, fds):
+        """Maps each file descriptor of a lend (and closes it): the mappings attach() takes."""
+        mappings = []
+        for fd in fds:
+            try:
+                mappings.append(_map(fd, os.fstat(fd).st_size))
+            finally:
+                os.close(fd)
+        self.mappings.extend(mappings)
+        return mappings
+
+    def attach_tree(self, descriptors, mappings=()):
+        return tree_map(lambda d: self.attach(d, mappings) if "buffer" in d else d["value"], descriptors,
                         leaf=lambda d: isinstance(d, dict) and ("buffer" in d or "value" in d))

@@ -4,10 +4,11 @@ decides the verdict. The reference model and its outputs exist only here.
 """
 
 import os
+import secrets
 import select
 import time
 
-from . import kbprotocol, protocol, timing
+from . import audit_rules, kbprotocol, protocol, timing
 from .alignment import plan_alignment
 from .compare import all_finite, compare_outputs, weak_outputs
 from .device import device_description, l2_flush_buffer, l2_flush_bytes, sync, thrash_l2
@@ -66,7 +67,16 @@ class WorkerLink:
             self._crash("the kernel's process answered run %r for run %r" % (message.get("run"), run))
         return message
 
-    def call(self, request, expected):
+    def call(self, request, expected, fds=()):
+        """Sends a request (with the file descriptors of memory it lends, closed here once
+        sent) and returns the answer it is due."""
+        try:
+            return self._call(request, expected, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _call(self, request, expected, fds):
         # An unsolicited message waiting before a request is sent is an early message.
         if select.select([self.sock], [], [], 0)[0]:
             try:
@@ -76,7 +86,10 @@ class WorkerLink:
             if early is not None:
                 self._crash("the kernel's process sent %r before it was asked" % early.get("type"))
         try:
-            protocol.send(self.sock, request)
+            if fds:
+                protocol.send_fds(self.sock, request, fds)
+            else:
+                protocol.send(self.sock, request)
         except OSError:
             self._crash("the kernel's process stopped listening")
         return self.receive(expected, request.get("run"))
@@ -131,6 +144,24 @@ def shapes_of(tree):
 def task_does_not_fit(reason, **details):
     """The `oom` verdict for a task whose plan or inputs do not fit, before any kernel ran."""
     return KernelFailure("oom", "the task does not fit: " + reason, details=dict(details, kernel_loaded=False))
+
+
+class Frozen:
+    """The kernel's outputs copied out of the slots at "done" (values), and the (slot, copy)
+    pairs to check that the slots were not written afterwards."""
+
+    def __init__(self, values, pairs):
+        self.values = values
+        self.pairs = pairs
+
+    def check_unchanged(self):
+        from .digest import same_bytes
+
+        for slot, frozen in self.pairs:
+            if not same_bytes(slot, frozen):
+                raise KernelFailure("crash", "the kernel's process wrote its outputs after it reported its forward "
+                                    "done (a thread or process it left running): the judge compares what was "
+                                    "there at \"done\"", details={"late_write": True})
 
 
 class UnsupportedOutput:
@@ -254,22 +285,22 @@ class Evaluation:
         del first, first_out
         if self.gpu:
             torch.cuda.empty_cache()
-        self.lender = Lender("cuda_ipc" if self.gpu else "file", self.device, job["exchange_dir"])
+        self.lender = Lender("cuda_ipc" if self.gpu else "memfd", self.device)
         self.meter.enter("buffers")
-        self.inputs, input_desc = self.lender.like(input_shapes)
-        self.slots, slot_desc = self.lender.like(output_shapes)
+        (self.inputs, self.slots), (input_desc, slot_desc), fds = self.lender.like([input_shapes, output_shapes])
         self.meter.sample()
         flush_bytes = tensor_bytes(flush) or 8
         self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
-                        "flush_bytes": flush_bytes}, "attached")
+                        "flush_bytes": flush_bytes}, "attached", fds)
         self.meter.sample()
         calibration = self.calibrate(flush) if self.timing() else None
         clock.mark("startup")
         self.progress("loading kernel")
-        init_buffers, init_desc = self.lender.like(init_inputs)
+        init_buffers, init_desc, fds = self.lender.like(init_inputs)
         copy_into(init_buffers, init_inputs)
         self.link.kernel_loaded = True  # from here on the worker runs the kernel's code
-        loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed}, "loaded")
+        loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
+                                 "source": job["kernel_source"]}, "loaded", fds)
         clock.mark("load")
         self.progress("building models")
         self.align(loaded)
@@ -291,6 +322,8 @@ class Evaluation:
             self.progress("re-check after timing")
             self.meter.enter("recheck")
             self.check("post_timing", job["trials"] + 1, lambda: self.source.draw(self.seed + 3000))
+            self.same_kernels_everywhere([r for _, r, provenance in self.audit_records if provenance][-1])
+            self.result["audit"]["details"]["audited_forwards"] = len(self.audit_records)
             clock.mark("recheck")
         try:
             self.link.call({"op": "exit"}, "bye")
@@ -444,29 +477,41 @@ class Evaluation:
         plan, report = plan_alignment(
             [(n, list(t.shape), str(t.dtype).replace("torch.", "")) for n, t in ref_state.items()], state)
         self.result["alignment"] = report
-        assign = []
-        for ref_name, new_name in plan:
-            buffer, desc = self.lender.buffer(ref_state[ref_name].shape, ref_state[ref_name].dtype)
-            with torch.no_grad():
+        if not plan:
+            return
+        buffers, descriptors, fds = self.lender.lend([(ref_state[r].shape, ref_state[r].dtype) for r, _ in plan])
+        with torch.no_grad():
+            for buffer, (ref_name, _) in zip(buffers, plan):
                 buffer.copy_(ref_state[ref_name])
-            assign.append([new_name, desc])
-        if assign:
-            sync(self.device)
-            self.link.call({"op": "params", "assign": assign}, "params_set")
+        sync(self.device)
+        self.link.call({"op": "params", "assign": [[new, desc] for (_, new), desc in zip(plan, descriptors)]},
+                       "params_set", fds)
 
-    def forward(self, mode, run=None):
+    def forward(self, mode, run=None, nonce=None):
         request = {"op": "forward", "mode": mode}
         if run is not None:
             request["run"] = run
+        if nonce is not None:
+            request["nonce"] = nonce
         return self.link.call(request, "done")
 
-    def check(self, kind, index, draw, mode="check", needs=None):
-        """One correctness trial. `draw()` makes the judge's private inputs; they go into the
-        lent buffers first (the reference may change its inputs in place), then the
+    def check(self, kind, index, draw, needs=None, provenance=False):
+        """One correctness trial, audited. `draw()` makes the judge's private inputs; they go
+        into the lent buffers first (the reference may change its inputs in place), then the
         reference runs on the private copy, which is dropped before the worker runs: at the
-        peak the judge holds the lent buffers and the reference's outputs. `needs(ref_out)`
-        may decline the trial (returns None then). mode "audit" runs the worker's forward
-        under the audit."""
+        peak the judge holds the lent buffers, the reference's outputs and its frozen copy of
+        the kernel's. `needs(ref_out)` may decline the trial (returns None then).
+
+        Every correctness forward runs under the audit, so no forward can be told apart as
+        the audited one. In each, the values the judge compares are tied to the ones the
+        audit labelled by their digest (a nonce per forward seeds it: outputs written by
+        anything else after the forward returned are a `crash`), no output element may come
+        from a writer the audit did not see, and the kernel's Triton code must run (the same
+        kernels in every forward, checked in audit()). Who computed each element is ruled on
+        the signed-input forward (`provenance`): on the task's own inputs an honest kernel
+        can look like a copy (a ReLU of non-negative inputs is one). Returns the answer."""
+        from .audit_rules import classify as classify_audit
+
         private = draw()
         copy_into(self.inputs, private)
         sync(self.device)
@@ -475,10 +520,94 @@ class Evaluation:
         self.meter.sample()
         if needs is not None and not needs(ref_out):
             return None
-        done = self.forward(mode)
+        nonce = secrets.randbelow(1 << 31)
+        done = self.forward("audit", nonce=nonce)
+        outputs = self.freeze(done)
         self.meter.sample()
-        self.compare(kind, index, ref_out, kernel_outputs(done, self.slots))
+        record = done.get("audit")
+        verdict = classify_audit(record, self.gpu)
+        if verdict.get("verdict") == "malformed":
+            raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
+                                % verdict.get("summary", "malformed"), details=verdict)
+        self.match_audit(record, outputs, nonce)
+        self.compare_frozen(kind, index, ref_out, outputs)
+        self.audit_records.append((kind, record, provenance))
+        if verdict.get("verdict") != "ok" and (provenance or audit_rules.unseen_outputs(record)
+                                              or not record["triton_launches"]):
+            self.refuse(verdict)
         return done
+
+    def same_kernels_everywhere(self, ruled):
+        """Every audited forward launched the Triton kernels of the forward ruled on (by name;
+        counts may differ: autotuning benchmarks its configs in the first one)."""
+        expected = sorted({x["name"] for x in ruled["launches"]})
+        for kind, record, _ in self.audit_records:
+            ran = sorted({x["name"] for x in record["launches"]})
+            if ran != expected:
+                label = {"random": "a correctness trial", "post_timing": "the re-check after timing"}.get(kind, kind)
+                raise KernelFailure(
+                    "torch_fallback", "the audited forwards ran different Triton kernels: %s ran %s, the "
+                    "signed-input trial %s: every forward must compute with the same Triton code"
+                    % (label, ", ".join(ran) or "none", ", ".join(expected) or "none"),
+                    details={"kernels": expected, "differing": ran, "kind": kind})
+
+    def freeze(self, done):
+        """The kernel's outputs as the judge compares them: a copy of each slot taken now,
+        into the judge's own memory, which the worker cannot write (a thread it left running
+        can still write the slots). Returns [(slot, frozen)] pairs as a tree of frozen values
+        (stand-ins where the outputs did not fit the slots) and the pairs."""
+        import torch
+
+        pairs = []
+
+        def copy(v):
+            if isinstance(v, torch.Tensor) and v.device.type != "meta":
+                frozen = v.clone()
+                pairs.append((v, frozen))
+                return frozen
+            return v
+
+        return Frozen(tree_map(copy, kernel_outputs(done, self.slots)), pairs)
+
+    def match_audit(self, record, outputs, nonce):
+        """The frozen values must be the ones the audit saw: each output's digest, seeded by
+        this forward's nonce, against the one in the (schema-checked) audit record."""
+        from .audit import MAX_OUTPUTS
+        from .digest import tensor_digest
+
+        import torch
+
+        seen = {o["path"]: o.get("digest") for o in record["outputs"]}
+        for path, value in flatten_outputs(outputs.values):
+            if not isinstance(value, torch.Tensor) or value.device.type == "meta":
+                continue
+            if path not in seen:
+                raise KernelFailure("crash", "the audit record has no entry for output %s%s" % (
+                    path, " (the audit records at most %d outputs)" % MAX_OUTPUTS
+                    if len(record["outputs"]) >= MAX_OUTPUTS else ""))
+            if seen[path] != tensor_digest(value, nonce):
+                raise KernelFailure(
+                    "crash", "output %s is not what the audited forward returned: something wrote the "
+                    "judge's output buffer after the forward (another thread or process of the kernel's)" % path,
+                    details={"output": path})
+
+    def compare_frozen(self, kind, index, ref_out, outputs):
+        """Compares the frozen outputs; then checks that the slots still hold what was frozen:
+        a kernel that writes its outputs after saying "done" is a `crash` whatever the
+        comparison said (on a GPU such a write would move work out of the timed window)."""
+        try:
+            self.compare(kind, index, ref_out, outputs.values)
+        except KernelFailure:
+            outputs.check_unchanged()
+            raise
+        outputs.check_unchanged()
+
+    def refuse(self, verdict):
+        self.result["audit"] = verdict
+        if verdict.get("verdict") == "torch_fallback":
+            raise KernelFailure("torch_fallback", verdict.get("summary", "PyTorch did the work"), details=verdict)
+        raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
+                            % verdict.get("summary", "malformed"), details=verdict)
 
     def signed_draw(self, seed):
         """A draw of the task's inputs with its floating tensors replaced by standard-normal
@@ -506,37 +635,39 @@ class Evaluation:
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
 
     def correctness(self):
-        """The random trials, then the signed-input trial, which is also the audited forward
-        (on the task's [0, 1) inputs an honest ReLU equals its input, which says nothing
-        about who computed it)."""
+        """The random trials, then the signed-input trial (on the task's [0, 1) inputs an
+        honest ReLU equals its input, which says nothing about who computed it); every one
+        audited."""
         job = self.job
-        self.audit_record = None
+        self.audit_records = []
         for t in range(job["trials"]):
             self.progress("correctness trial %d/%d" % (t + 1, job["trials"]))
             self.check("random", t, lambda: self.source.draw(self.seed + 1 + t))
         if job["signed_trial"]:
-            self.progress("signed-input trial (audited)")
-            done = self.check("signed", job["trials"], self.signed_draw(self.seed + 1000), mode="audit",
-                              needs=all_finite)
-            if done is not None:
-                self.audit_record = done.get("audit")
-            else:
+            self.progress("signed-input trial")
+            done = self.check("signed", job["trials"], self.signed_draw(self.seed + 1000), needs=all_finite,
+                              provenance=True)
+            if done is None:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
 
     def audit(self, clock):
-        """Classifies the audited forward (run now if the signed trial did not run it); on a
-        GPU adds each class's share of GPU time from one more forward."""
+        """The audit's verdict in the result, from the forward that rules on provenance (the
+        signed-input trial; else one more audited forward, on signed inputs where the
+        reference allows them), on a GPU with each class's share of GPU time from one more
+        forward; and the same Triton kernels must have run in every audited forward (a
+        kernel that computes with PyTorch in some forwards and with Triton in others ran
+        different code)."""
         from .audit_rules import classify as classify_audit
 
-        record = self.audit_record
-        if record is None:
+        if not any(provenance for _, _, provenance in self.audit_records):
             self.progress("audit of one forward")
-            done = self.check("audit", self.job["trials"] + 2, self.signed_draw(self.seed + 500), mode="audit",
-                              needs=all_finite)
+            done = self.check("audit", self.job["trials"] + 2, self.signed_draw(self.seed + 500), needs=all_finite,
+                              provenance=True)
             if done is None:
-                done = self.check("audit", self.job["trials"] + 2, lambda: self.source.draw(self.seed + 502),
-                                  mode="audit")
-            record = done.get("audit")
+                self.check("audit", self.job["trials"] + 2, lambda: self.source.draw(self.seed + 502),
+                           provenance=True)
+        record = dict([r for _, r, provenance in self.audit_records if provenance][-1])
+        self.same_kernels_everywhere(record)
         clock.mark("audit")
         if self.gpu and isinstance(record, dict):
             # GPU time in its own forward on fresh values: a memoizing kernel would answer a
@@ -546,13 +677,11 @@ class Evaluation:
             record["gpu"] = self.forward("gpu_time").get("gpu")
             self.meter.sample()
         verdict = classify_audit(record, self.gpu)
+        if isinstance(verdict.get("details"), dict):
+            verdict["details"]["audited_forwards"] = len(self.audit_records)
         self.result["audit"] = verdict
-        if verdict.get("verdict") == "torch_fallback":
-            raise KernelFailure("torch_fallback", verdict.get("summary", "PyTorch did the work"),
-                                details=verdict)
         if verdict.get("verdict") != "ok":
-            raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
-                                % verdict.get("summary", "malformed"), details=verdict)
+            self.refuse(verdict)
 
     # -- timing --------------------------------------------------------------------------
 
@@ -707,11 +836,12 @@ class Evaluation:
                 raise KernelFailure("crash", "the kernel's process reported an invalid time %r for run %d" % (event, i))
             events.append(float(event))
             if i in checked:
+                outputs = self.freeze(done)
                 ref_out = reference_forward(self.ref, private, self.device)
                 private = None
                 self.meter.sample()
-                self.compare("timed", i, ref_out, kernel_outputs(done, self.slots))
-                ref_out = None
+                self.compare_frozen("timed", i, ref_out, outputs)
+                ref_out = outputs = None
         self.meter.sample()
         kernel = timing.stats(events)
         host = timing.host_bound(walls, calibration["overhead_ms"])

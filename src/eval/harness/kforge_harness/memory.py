@@ -2,12 +2,14 @@
 
 The plan (docs/eval-result.md, "Memory"): the judge lends the kernel one input buffer per
 input tensor (I bytes in all) and one slot per output (O), and keeps a private copy of one
-draw of the inputs (I) and of the reference's outputs (O) while a trial runs; the worker
-holds the kernel's own outputs (O). The reference's scratch beyond its inputs and outputs
-(R, measured on the first forward) is needed by the reference and, as an estimate, by the
-kernel. Both processes keep an L2 flush buffer. So an evaluation peaks at about
+draw of the inputs (I), of the reference's outputs (O) and, once the worker says "done", of
+the kernel's outputs taken from the slots (O: what it compares, which the worker can no
+longer change); the worker holds the kernel's own outputs (O). The reference's scratch
+beyond its inputs and outputs (R, measured on the first forward) is needed by the reference
+and, as an estimate, by the kernel. Both processes keep an L2 flush buffer. So an evaluation
+peaks at about
 
-    2 I + 3 O + 2 R + 2 flush
+    2 I + 4 O + 2 R + 2 flush
 
 plus the CUDA contexts, which are already in use when the plan is checked. A task whose
 plan does not fit in the memory that is free when the judge starts gets an `oom` verdict
@@ -28,7 +30,7 @@ def tensor_bytes(tree):
 
 def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes):
     """Peak bytes of an evaluation beyond what was in use when the judge started."""
-    return 2 * inputs_bytes + 3 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
+    return 2 * inputs_bytes + 4 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
 
 
 def gib(n):

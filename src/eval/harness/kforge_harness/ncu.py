@@ -1,5 +1,6 @@
 """Nsight Compute: presence, permission and one profiled forward of ModelNew."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -74,34 +75,40 @@ def ncu_check():
             "message": "" if permitted else "ncu ran but reported no metric: " + first_line(clean_text(text, 5))}
 
 
-def run_ncu(job, info, policy):
-    """Profiles one forward of ModelNew in a fresh process under ncu, both inside the same
+def run_ncu(job, info, policy, private_root):
+    """Profiles one forward of ModelNew in a fresh process under ncu, inside the same kind of
     sandbox as every worker (the profiled process runs the kernel's code). It is not part of
-    any verdict, so the task module may live in it."""
+    any verdict, so the task module may live in it. Its files come from a directory of the
+    server's, read-only in there; ncu's report comes back through a memory file passed as a
+    descriptor, never a path the sandbox could swap for a link. Run by root it keeps the
+    user namespace (uid 0 without capabilities), which GPU performance counters need."""
     ncu = find_ncu()
     if not ncu:
         return {"available": False, "reason": "ncu (Nsight Compute) not found on PATH; install it or set KFORGE_NCU"}
-    workdir = tempfile.mkdtemp(prefix="kforge-ncu-", dir=policy.writable_paths[0])
+    inputs = tempfile.mkdtemp(prefix="ncu-", dir=private_root)
+    report_fd = os.memfd_create("kforge-ncu-report", 0)  # inherited by ncu on purpose
     try:
-        kernel_file = os.path.join(workdir, "kernel.py")
-        task_file = os.path.join(workdir, "task.py")
-        shutil.copyfile(job["kernel_path"], kernel_file)
-        shutil.copyfile(job["task_path"], task_file)
-        job_path = os.path.join(workdir, "profile.json")
+        kernel_file = os.path.join(inputs, "kernel.py")
+        task_file = os.path.join(inputs, "task.py")
+        for path, text in ((kernel_file, job["kernel_source"]), (task_file, job["task_source"])):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        job_path = os.path.join(inputs, "profile.json")
         with open(job_path, "w") as f:
             json.dump({"task_file": task_file, "kernel_file": kernel_file, "seed": job["seed"],
                        "device": job["device"]}, f)
-        report = os.path.join(workdir, "ncu.csv")
+        os.chmod(inputs, 0o755)  # readable by the sandbox's uid
+        policy = dataclasses.replace(policy, readonly_paths=policy.readonly_paths + [inputs], uid=None, gid=None)
         command = sandbox.launch_argv(info, policy, [
             ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--target-processes", "all",
-            "--metrics", ",".join(NCU_METRICS), "--log-file", report,
+            "--metrics", ",".join(NCU_METRICS), "--log-file", "/proc/self/fd/%d" % report_fd,
             sys.executable, "-m", "kforge_harness", "profile", job_path])
         try:
             run = subprocess.run(command, capture_output=True, text=True, timeout=float(job.get("profile_timeout_s", 300)),
-                                 cwd=workdir, env=policy.env, start_new_session=True)
+                                 env=policy.env, start_new_session=True, pass_fds=(report_fd,))
         except subprocess.TimeoutExpired:
             return {"available": False, "reason": "Nsight Compute did not finish in time"}
-        text = _read(report)
+        text = _read_fd(report_fd)
         if "ERR_NVGPUCTRPERM" in text + run.stdout + run.stderr:
             return {"available": False, "reason": NCU_PERMISSION_FIX}
         kernels = parse_ncu_csv(text)
@@ -110,7 +117,8 @@ def run_ncu(job, info, policy):
                     first_line(clean_text(text + run.stderr, 10))}
         return {"available": True, "tool": "ncu", "kernels": kernels}
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        os.close(report_fd)
+        shutil.rmtree(inputs, ignore_errors=True)
 
 
 def parse_ncu_csv(text):
@@ -165,9 +173,7 @@ def profile_main(job_path):
         torch.cuda.cudart().cudaProfilerStop()
 
 
-def _read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()[-(1 << 20):]
-    except OSError:
-        return ""
+def _read_fd(fd, limit=1 << 20):
+    """The last `limit` bytes of a memory file, by its descriptor."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", errors="replace")

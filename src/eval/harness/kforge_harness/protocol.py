@@ -8,6 +8,7 @@ decides; what a worker sends can make its own kernel fail, never pass.
 """
 
 import json
+import os
 import socket
 import struct
 
@@ -125,6 +126,10 @@ def recv(sock):
     data = _recv_exact(sock, length)
     if data is None:
         raise ProtocolViolation("connection closed in the middle of a message")
+    return _decode(data)
+
+
+def _decode(data):
     try:
         message = json.loads(data.decode())
     except (UnicodeDecodeError, ValueError) as e:
@@ -135,12 +140,47 @@ def recv(sock):
 
 
 def send_fds(sock, message, fds):
-    """A framed message with file descriptors attached (SCM_RIGHTS)."""
-    socket.send_fds(sock, [encode(message)], list(fds))
+    """A framed message with file descriptors attached (SCM_RIGHTS) to its first bytes. On a
+    stream socket sendmsg may take only part of a large message: the rest follows."""
+    data = encode(message)
+    sent = socket.send_fds(sock, [data], list(fds))
+    if sent < len(data):
+        sock.sendall(data[sent:])
+
+
+def recv_message(sock, max_fds=8):
+    """(message, fds) on a stream socket whose peer may attach file descriptors to a message
+    (send_fds); (None, []) when the peer closed cleanly between messages. The descriptors
+    arrive with the message's first byte, so the header is read with recvmsg; whatever
+    arrives beyond max_fds is closed by the kernel. Raises ProtocolViolation like recv."""
+    header, fds = b"", []
+    while len(header) < 4:
+        data, more, _, _ = socket.recv_fds(sock, 4 - len(header), max_fds)
+        fds += more
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            if header:
+                raise ProtocolViolation("connection closed in the middle of a message")
+            return None, []
+        header += data
+    try:
+        (length,) = struct.unpack(">I", header)
+        if length > MAX_MESSAGE:
+            raise ProtocolViolation("announced a %d-byte message (limit %d)" % (length, MAX_MESSAGE))
+        data = _recv_exact(sock, length)
+        if data is None:
+            raise ProtocolViolation("connection closed in the middle of a message")
+        return _decode(data), fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def recv_with_fds(sock, max_fds=4):
-    """(message, fds) for a message sent with send_fds; (None, []) at end of stream."""
+    """(message, fds) for a message sent with send_fds on a SOCK_SEQPACKET socket (the
+    zygote's control channel: one message per packet); (None, []) at end of stream."""
     data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE + 4, max_fds)
     if not data:
         return None, []
@@ -153,5 +193,4 @@ def recv_with_fds(sock, max_fds=4):
         if not more:
             raise ProtocolViolation("connection closed in the middle of a message")
         body += more
-    message = json.loads(body.decode())
-    return message, fds
+    return _decode(body), fds

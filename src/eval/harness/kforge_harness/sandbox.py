@@ -20,10 +20,16 @@ random urandom tty, a private /dev/shm, the GPU nodes unless interpreting) and /
 Hidden paths under an exposed path are covered by an empty read-only tmpfs (/dev/null for
 files); everything else of the host simply does not exist in there.
 
-Running kforge as root weakens this: the sandbox's uid maps to host uid 0 (with no
-capability), so it owns root's files on the writable paths, and the kernel never enforces
-RLIMIT_NPROC for uid 0 (kill_strays() and the pid namespace still bound a fork bomb's life).
-Run kforge as an ordinary user.
+Nothing of the host is writable in there: the zygote and its workers write only to the
+private /tmp and /dev/shm (tmpfs, emptied between evaluations by the zygote); buffers, logs
+and the kernel's source come and go through file descriptors.
+
+Run by root, the namespaces mechanism is preferred and creates the namespaces without a user
+namespace: sandbox_init builds the view with real privileges, then becomes an unprivileged
+host uid of its own (unprivileged_id(), never uid 0), so the kernel enforces RLIMIT_NPROC
+(never enforced for uid 0) and the sandbox owns no file of root's. bubblewrap cannot do that
+(its sandbox uid maps to the caller's, root), so as root it is the fallback, with the old
+weakness stated in the sandbox's reason.
 """
 
 import ctypes
@@ -86,6 +92,10 @@ MS_PRIVATE, MS_RELATIME, MS_STRICTATIME, MNT_DETACH = 1 << 18, 1 << 21, 1 << 24,
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
 PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 36, 38, 47, 4
 SECBITS_LOCKED_NOROOT = 0b101111  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, all locked
+# Real root becoming another uid: NOROOT and KEEP_CAPS_LOCKED, NO_SETUID_FIXUP locked OFF, so
+# the switch to a non-zero uid clears every capability, and nothing brings them back.
+SECBITS_LOCKED_SETUID_CLEARS = 0b101011
+UNPRIVILEGED_BASE = 0x7F000000  # host uids/gids for sandboxes started by root (see unprivileged_id)
 PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
 
 
@@ -104,6 +114,10 @@ class Policy:
     interpret: bool  # CPU mode: no GPU device nodes
     devices: list = dataclasses.field(default_factory=list)
     tmp_size: int = 1 << 30  # bytes for each of /tmp and /dev/shm (they are memory)
+    # Started by root (namespaces mechanism): the host uid and gid the sandbox becomes once
+    # its view is built. None: a user namespace maps the caller's own uid.
+    uid: int = None
+    gid: int = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,14 +158,27 @@ def allowed_env(source_env, home, tmpdir, interpret, harness_dir=None):
     return env
 
 
-def default_limits(interpret):
+def default_limits(interpret, ram=None):
     cpus = os.cpu_count() or 1
     # nproc counts threads too (torch starts one per core per process).
     limits = {"nproc": max(1024, 32 * cpus), "nofile": 4096, "fsize": 8 << 30, "core": 0, "as": None}
-    if interpret:  # importing torch + triton alone reserves ~3.3 GiB of address space
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        limits["as"] = ram * 3 // 4 + (8 << 30)
+    if interpret:
+        limits["as"] = address_space_limit(ram or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     return limits
+
+
+def address_space_limit(ram):
+    """Bytes of address space for a CPU worker: always below the machine's RAM, so a kernel
+    cannot take all of it. Importing torch + triton reserves ~3.3 GiB and every thread an
+    8 MiB stack, all counted though mostly never touched: half the RAM plus 4 GiB, at most
+    three quarters of it (16 GiB of 24; 6 of 8)."""
+    return min(ram // 2 + (4 << 30), ram * 3 // 4)
+
+
+def unprivileged_id():
+    """The host uid (= gid) a sandbox started by root becomes: in a range no account uses,
+    one per server process, so each server's RLIMIT_NPROC budget is its own."""
+    return UNPRIVILEGED_BASE + (os.getpid() & 0xFFFF)
 
 
 def python_paths():
@@ -164,13 +191,11 @@ def python_paths():
     return [p for p in paths if os.path.exists(p)]
 
 
-def default_policy(harness_dir, exchange_root, triton_cache, hidden_paths, interpret, device_env):
-    """The zygote's policy. device_env is the environment to filter (the server's). Creates
-    the writable dirs: a missing one would not be mounted at all."""
-    for d in (exchange_root, triton_cache):
-        os.makedirs(d, exist_ok=True)
+def default_policy(harness_dir, hidden_paths, interpret, device_env):
+    """The zygote's policy. device_env is the environment to filter (the server's). Nothing
+    of the host is writable: the zygote gives each worker a directory in the private /tmp
+    (its Triton cache included) and empties it afterwards."""
     env = allowed_env(device_env, SANDBOX_TMP, SANDBOX_TMP, interpret, harness_dir=harness_dir)
-    env["TRITON_CACHE_DIR"] = triton_cache
     home = os.path.realpath(os.path.expanduser("~"))
     readonly = [d for d in SYSTEM_DIRS if os.path.exists(d)] + python_paths() + [harness_dir]
     readonly += glob.glob("/usr/local/cuda*") + glob.glob("/usr/local/nvidia")
@@ -182,8 +207,9 @@ def default_policy(harness_dir, exchange_root, triton_cache, hidden_paths, inter
     # exposed again (they are deeper), the rest of it stays invisible.
     hidden = list(hidden_paths) + [home] + [p for p in ETC_SECRETS if os.path.lexists(p)]
     devices = [] if interpret else sorted({d for pat in GPU_DEVICES for d in glob.glob(pat)})
-    return Policy(readonly, [exchange_root, triton_cache], hidden, env, exchange_root,
-                  default_limits(interpret), interpret, devices)
+    uid = unprivileged_id() if os.geteuid() == 0 else None
+    return Policy(readonly, [], hidden, env, SANDBOX_TMP, default_limits(interpret), interpret, devices,
+                  uid=uid, gid=uid)
 
 
 def _under(path, root):
@@ -200,8 +226,8 @@ def _plan(policy):
             p = os.path.abspath(p)
             if os.path.realpath(p) == "/":
                 raise ValueError("refusing to expose / wholesale")
-            if not os.path.exists(p):
-                continue
+            if not os.path.exists(p) or os.path.realpath(p) == SANDBOX_TMP:
+                continue  # the sandbox's /tmp is its own, never the host's (a script run from /tmp)
             ops[(os.path.realpath(p), kind)] = None
             # Symlinks on the way (/lib -> usr/lib, /home -> /var/home) become symlinks in
             # there too, so the path works as given; their targets are what gets bound.
@@ -248,11 +274,16 @@ def launch_argv(info, policy, argv):
         fd, path = tempfile.mkstemp(prefix="kforge-sandbox-", suffix=".json")
         with os.fdopen(fd, "w") as f:  # 0600; sandbox_init deletes it once read
             json.dump(dataclasses.asdict(policy), f)
-        return [info.binary, "--user", "--map-root-user", "--pid", "--fork", "--kill-child",
-                "--net", "--ipc", "--uts", "--mount", "--mount-proc", "--"] + _inner("sandbox-init", path, argv)
+        # Root needs no user namespace to build the view, and without one the uid it then
+        # becomes is a real, unprivileged host uid (see the module docstring).
+        user = [] if policy.uid is not None else ["--user", "--map-root-user"]
+        return [info.binary] + user + ["--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts", "--mount",
+                                       "--mount-proc", "--"] + _inner("sandbox-init", path, argv)
     # env -i: bwrap's pid 1 keeps the environ it was started with, readable in /proc/1/environ.
+    # --as-pid-1: the sandboxed command is the pid namespace's init, to which processes in
+    # there can send no signal it does not handle (a worker cannot stop its zygote).
     a = ["/usr/bin/env", "-i", info.binary, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
-         "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent",
+         "--unshare-uts", "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--as-pid-1",
          "--new-session", "--cap-drop", "ALL", "--uid", "65534", "--gid", "65534",
          "--hostname", "sandbox", "--clearenv"]
     for k, v in sorted(env.items()):
@@ -276,8 +307,10 @@ def launch_argv(info, policy, argv):
 
 
 def _run_probe(info):
+    uid = unprivileged_id() if os.geteuid() == 0 else None
     policy = Policy([d for d in SYSTEM_DIRS if os.path.exists(d)], [], [],
-                    allowed_env({}, SANDBOX_TMP, SANDBOX_TMP, True), "/", default_limits(True), True)
+                    allowed_env({}, SANDBOX_TMP, SANDBOX_TMP, True), "/", default_limits(True), True,
+                    uid=uid, gid=uid)
     try:
         r = subprocess.run(launch_argv(info, policy, ["true"]), env=policy.env, timeout=30,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -300,23 +333,28 @@ def probe(kind):
         return SandboxInfo("none", "", "pivot_root syscall number unknown on " + platform.machine())
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     what = {"bwrap": "user, pid, net, ipc, uts, cgroup namespaces; nested user namespaces off",
-            "namespaces": "user, pid, net, ipc, uts, mount namespaces via sandbox_init"}[kind]
+            "namespaces": "user, pid, net, ipc, uts, mount namespaces via sandbox_init"
+            if os.geteuid() else "pid, net, ipc, uts, mount namespaces via sandbox_init, then host uid %d"
+            % unprivileged_id()}[kind]
     info = SandboxInfo(kind, "%s (%s); minimal read-only root, no capabilities, no_new_privs"
                        % (version or binary, what), "", binary)
     failure = _run_probe(info)
     if failure:
         return SandboxInfo("none", "", "%s does not work here: %s" % (name, failure))
     if os.geteuid() == 0:
-        info = dataclasses.replace(info, reason="running as root: the sandbox uid is host root "
-                                   "without capabilities, and RLIMIT_NPROC is not enforced")
+        info = dataclasses.replace(info, reason=(
+            "running as root: the sandbox uid is host root without capabilities, and RLIMIT_NPROC is not "
+            "enforced" if kind == "bwrap" else
+            "running as root: the sandbox becomes the unprivileged host uid %d" % unprivileged_id()))
     return info
 
 
 @functools.lru_cache(maxsize=None)
 def detect():
-    """The best working mechanism (cached per process)."""
+    """The best working mechanism (cached per process). Root prefers namespaces, which then
+    runs the sandbox as an unprivileged host uid (bwrap would keep host uid 0)."""
     reasons = []
-    for kind in ("bwrap", "namespaces"):
+    for kind in (("namespaces", "bwrap") if os.geteuid() == 0 else ("bwrap", "namespaces")):
         info = probe(kind)
         if info.kind != "none":
             why = "; ".join(reasons + ([info.reason] if info.reason else []))
@@ -381,6 +419,24 @@ def _drop_privileges():
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def _become(uid, gid):
+    """Real root leaving for an unprivileged host uid: the bounding and ambient sets go first
+    (that needs CAP_SETPCAP), then the ids; the kernel clears every capability on the switch."""
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
+            _check(-1, "PR_CAPBSET_DROP")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_SETUID_CLEARS)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError("could not become uid %d" % uid)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    _check(_libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    _prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
 def sandbox_init(policy_path, argv):
     """Namespaces mechanism, run by unshare(1) as root of fresh user/mount/pid namespaces:
     build the filesystem view, drop privileges, exec argv. Never returns."""
@@ -435,7 +491,10 @@ def sandbox_init(policy_path, argv):
     os.chdir("/")
     for path in covers:
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(path))
-    _drop_privileges()
+    if policy.uid is not None:
+        _become(policy.uid, policy.gid)
+    else:
+        _drop_privileges()
     os.setsid()  # no controlling terminal: no TIOCSTI into the user's shell
     apply_limits(policy.limits)
     os.chdir(policy.workdir)
@@ -479,10 +538,11 @@ def harden_zygote():
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def redirect_stdio(log_path):
-    """A forked evaluation process's own hygiene: output to its log file (never into a
-    protocol stream), no stdin, default signal dispositions."""
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+def redirect_stdio(log):
+    """A forked evaluation process's own hygiene: output to its log (never into a protocol
+    stream), no stdin, default signal dispositions. log: a file descriptor (a worker's: the
+    write end of a pipe the server reads) or a path (the judge's, in its private directory)."""
+    log_fd = os.dup(log) if isinstance(log, int) else os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)

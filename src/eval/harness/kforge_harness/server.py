@@ -40,11 +40,15 @@ WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after 
 class Zygote:
     """The sandboxed process that forks workers (zygote.py), and its control channel."""
 
-    def __init__(self, info, policy):
+    def __init__(self, info, policy, scratch):
+        """scratch: where the zygote gives workers their directories: the sandbox's private
+        /tmp, or (no sandbox) a directory of the server's own."""
         self.info = info
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sandboxed = info.kind != "none"
         argv = sandbox.launch_argv(info, policy, [sys.executable, "-m", "kforge_harness", "zygote",
-                                                  str(theirs.fileno())])
+                                                  str(theirs.fileno()), sandbox.SANDBOX_TMP if sandboxed else scratch,
+                                                  "1" if sandboxed else "0"])
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
                                         start_new_session=True, env=None if info.kind != "none" else policy.env)
@@ -85,8 +89,8 @@ class Zygote:
     def alive(self):
         return self.process.poll() is None
 
-    def fork(self, rid, job, channel):
-        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, [channel.fileno()])
+    def fork(self, rid, job, channel, log_fd):
+        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, [channel.fileno(), log_fd])
         while True:
             message = self.read()
             if message is None:
@@ -126,8 +130,11 @@ class Server:
         self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
         self.hidden_paths = hidden_paths
         self.sandbox = sandbox.detect()
-        self.exchange_root = tempfile.mkdtemp(prefix="kforge-exchange-", dir=exchange_parent())
+        # The judge's own files (the task it loads, its log): never visible to a worker.
         self.private_root = tempfile.mkdtemp(prefix="kforge-judge-")
+        # Without a sandbox the zygote's workers get their directories here (in a sandbox
+        # they live in its private /tmp).
+        self.scratch_root = tempfile.mkdtemp(prefix="kforge-scratch-")
         self.zygote = None
 
     def send(self, obj):
@@ -193,24 +200,22 @@ class Server:
         finally:
             if self.zygote:
                 self.zygote.stop()
-            shutil.rmtree(self.exchange_root, ignore_errors=True)
             shutil.rmtree(self.private_root, ignore_errors=True)
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
 
     def sandbox_record(self):
         return {"kind": self.sandbox.kind, "detail": self.sandbox.detail, "reason": self.sandbox.reason,
                 "enforced": self.sandbox.kind != "none"}
 
     def policy(self):
-        return sandbox.default_policy(
-            harness_dir=HARNESS_DIR, exchange_root=self.exchange_root,
-            triton_cache=os.environ.get("TRITON_CACHE_DIR") or os.path.join(self.exchange_root, "triton"),
-            hidden_paths=self.hidden_paths, interpret=self.interpret, device_env=dict(os.environ))
+        return sandbox.default_policy(harness_dir=HARNESS_DIR, hidden_paths=self.hidden_paths,
+                                      interpret=self.interpret, device_env=dict(os.environ))
 
     def start_zygote(self):
         """Starts the zygote without waiting for it (see Zygote.wait_ready)."""
         if self.zygote:
             self.zygote.stop()
-        self.zygote = Zygote(self.sandbox, self.policy())
+        self.zygote = Zygote(self.sandbox, self.policy(), self.scratch_root)
 
     def ensure_zygote(self, fresh):
         if fresh or self.zygote is None or not self.zygote.alive():
@@ -259,30 +264,27 @@ class Server:
             result["duration_s"] = time.time() - started
             return result
 
-        workdir = os.path.join(self.exchange_root, "eval-%s" % safe_name(rid))
         private = tempfile.mkdtemp(prefix="eval-", dir=self.private_root)
-        os.makedirs(workdir, mode=0o700)
         try:
-            # The worker gets a copy of the kernel in its exchange dir (Triton reads kernels
-            # from source files); the task stays in the judge's private dir, out of its sight.
-            kernel_file = os.path.join(workdir, "kernel.py")
+            # The task stays in the judge's private dir, out of the worker's sight; the kernel's
+            # source reaches the worker in the judge's "load" request (the worker writes its
+            # only copy in its own directory).
             task_file = os.path.join(private, "task.py")
-            shutil.copyfile(job["kernel_path"], kernel_file)
-            shutil.copyfile(job["task_path"], task_file)
-            job.update({"kernel_file": kernel_file, "task_file": task_file, "task_source": task_source,
-                        "exchange_dir": workdir, "_result": result})
-            outcome = self.run_judge_and_worker(rid, job, workdir, private)
+            with open(task_file, "w", encoding="utf-8") as f:
+                f.write(task_source)
+            job.update({"task_file": task_file, "task_source": task_source, "kernel_source": kernel_source,
+                        "_result": result})
+            outcome = self.run_judge_and_worker(rid, job, private)
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
             shutil.rmtree(private, ignore_errors=True)
         outcome["duration_s"] = time.time() - started
         if outcome.get("correct") and job.get("profile") and job.get("device") != "cpu":
             from .ncu import run_ncu
 
-            outcome["profile"] = run_ncu(job, self.sandbox, self.policy())
+            outcome["profile"] = run_ncu(job, self.sandbox, self.policy(), self.private_root)
         return outcome
 
-    def run_judge_and_worker(self, rid, job, workdir, private):
+    def run_judge_and_worker(self, rid, job, private):
         result = job["_result"]
         spawn = job.get("executor", "fork") == "spawn"
         if job.get("reference_only"):
@@ -297,20 +299,22 @@ class Server:
         if zygote.hello.get("preimport_error"):
             result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
                                    "the audit imports them itself, slower" % zygote.hello["preimport_error"])
-        worker_log = os.path.join(workdir, "output.log")
         judge_log = os.path.join(private, "judge.log")
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        worker_job = {"kernel_file": job["kernel_file"], "device": job["device"], "workdir": workdir,
-                      "log_path": worker_log, "jit_kernels": result["static"].get("jit_kernels", []),
+        # The worker's output goes into a pipe this process drains, never a file by name.
+        worker_log = LogTail()
+        worker_job = {"device": job["device"], "jit_kernels": result["static"].get("jit_kernels", []),
                       "limits": job.get("limits") or {}, "atol": job.get("atol", 1e-2),
                       "rtol": job.get("rtol", 1e-2)}
         try:
-            zygote.fork(rid, worker_job, worker_end)
+            zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
         except (HarnessError, OSError) as e:
             judge_end.close()
             worker_end.close()
+            worker_log.close()
             return fail(result, "harness", "cannot start the kernel's process: %s" % e)
         worker_end.close()
+        worker_log.writer_gone()
         server_s["worker_start"] = time.time() - mark
         mark = time.time()
         read_fd, write_fd = os.pipe()
@@ -318,6 +322,7 @@ class Server:
         if pid == 0:  # the judge
             try:
                 os.close(read_fd)
+                os.close(worker_log.fd)
                 os.setsid()
                 self.proto.close()
                 zygote.control.close()
@@ -329,18 +334,20 @@ class Server:
         os.close(write_fd)
         self.send({"event": "started", "id": rid, "pid": pid, "executor": "spawn" if spawn else "fork",
                    "sandbox": self.sandbox.kind})
-        final, ended_by = self.watch(rid, job, read_fd)
+        final, ended_by = self.watch(rid, job, read_fd, worker_log)
         server_s["judge"] = time.time() - mark
         mark = time.time()
         kill_group(pid)
         status = reap(pid)
         if ended_by or final is None or not final.get("correct"):
             zygote.kill(rid)
-        worker = self.await_worker(zygote, rid)
+        worker = self.await_worker(zygote, rid, worker_log)
+        worker_log.drain()
+        worker_log.close()
         server_s["teardown"] = time.time() - mark
         if final is not None:
             final["server_phases_s"] = server_s
-        log = read_log(judge_log) + read_log(worker_log)
+        log = read_log(judge_log) + worker_log.text()
         if spawn:
             zygote.stop()
             self.zygote = None
@@ -379,7 +386,7 @@ class Server:
                 os._exit(71)
         os.close(write_fd)
         self.send({"event": "started", "id": rid, "pid": pid, "executor": "fork", "sandbox": "none needed"})
-        final, ended_by = self.watch(rid, job, read_fd)
+        final, ended_by = self.watch(rid, job, read_fd, None)
         kill_group(pid)
         status = reap(pid)
         log = read_log(judge_log)
@@ -387,13 +394,16 @@ class Server:
         add_log(out, job, log)
         return out
 
-    def watch(self, rid, job, read_fd):
-        """Relays the judge's progress until its result; enforces the deadline and cancels."""
+    def watch(self, rid, job, read_fd, worker_log):
+        """Relays the judge's progress until its result; enforces the deadline and cancels;
+        drains the worker's log (None: no worker) so that it never blocks on a full pipe."""
         result = job["_result"]
         started = time.time()
         timeline = job.setdefault("_timeline", [])
         deadline = started + float(job.get("timeout_s", 300))
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
+        if worker_log is not None:
+            self.selector.register(worker_log.fd, selectors.EVENT_READ, "worker_log")
         data = b""
         final = None
         ended_by = None
@@ -411,6 +421,10 @@ class Server:
                             if req.get("op") == "cancel" and req.get("id") == rid:
                                 self.pending.remove(req)
                                 ended_by = "cancelled"
+                        continue
+                    if key.data == "worker_log":
+                        if not worker_log.drain():
+                            self.selector.unregister(worker_log.fd)
                         continue
                     chunk = os.read(read_fd, 1 << 16)
                     if not chunk:
@@ -432,10 +446,13 @@ class Server:
                     return final, ended_by
         finally:
             self.selector.unregister(read_fd)
+            if worker_log is not None and worker_log.fd in self.selector.get_map():
+                self.selector.unregister(worker_log.fd)
             os.close(read_fd)
 
-    def await_worker(self, zygote, rid):
-        """The zygote's word that the worker and everything it started are gone."""
+    def await_worker(self, zygote, rid, worker_log):
+        """The zygote's word that the worker and everything it started are gone (its log
+        drained meanwhile: a worker blocked on a full pipe would never end)."""
         import select
 
         deadline = time.time() + WORKER_EXIT_GRACE_S
@@ -449,8 +466,11 @@ class Server:
                 killed = True
                 deadline = time.time() + WORKER_EXIT_GRACE_S
                 continue
-            ready, _, _ = select.select([zygote.control], [], [], remaining)
-            if ready and zygote.read() is None:
+            ready, _, _ = select.select([zygote.control] + ([worker_log.fd] if worker_log.open else []), [], [],
+                                        remaining)
+            if worker_log.fd in ready:
+                worker_log.drain()
+            if zygote.control in ready and zygote.read() is None:
                 return None
         return zygote.exited.pop(rid)
 
@@ -591,20 +611,50 @@ def redirect_output(log_path):
     sandbox.redirect_stdio(log_path)
 
 
-def exchange_parent():
-    """Where lent file buffers live: /dev/shm (memory) when it is there and roomy, else the
-    system temp dir."""
-    try:
-        st = os.statvfs("/dev/shm")
-        if st.f_bavail * st.f_frsize > (4 << 30) and os.access("/dev/shm", os.W_OK):
-            return "/dev/shm"
-    except OSError:
-        pass
-    return None
+class LogTail:
+    """A worker's output: the read end of a pipe whose write end the worker has as stdout and
+    stderr. Drained as it comes (non-blocking), keeping the last LOG_LIMIT bytes; it is only
+    bytes from a pipe, never a file the worker could have swapped for a link."""
 
+    def __init__(self):
+        self.fd, self.write_fd = os.pipe()
+        os.set_blocking(self.fd, False)
+        self.data = bytearray()
+        self.open = True
 
-def safe_name(rid):
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in str(rid))[:64] or "job"
+    def writer_gone(self):
+        """The write end has been handed over: only the worker holds it now."""
+        os.close(self.write_fd)
+        self.write_fd = None
+
+    def drain(self):
+        """Reads what is there; False once the pipe is closed on the worker's side."""
+        while self.open:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self.open = False
+                break
+            self.data += chunk
+            if len(self.data) > 2 * protocol.LOG_LIMIT:
+                del self.data[:-protocol.LOG_LIMIT]
+        return False
+
+    def text(self):
+        return bytes(self.data[-protocol.LOG_LIMIT:]).decode("utf-8", errors="replace")
+
+    def close(self):
+        for fd in (self.fd, self.write_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.fd = self.write_fd = None
 
 
 def kill_group(pid, own_group=True):

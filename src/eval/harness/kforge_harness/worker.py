@@ -33,8 +33,7 @@ class Worker:
         self.model = None
         self.inputs = None
         self.outputs = None
-        self.ctx = {"interpret": not self.gpu, "kernel_file": os.path.abspath(job["kernel_file"]),
-                    "jit_kernels": job.get("jit_kernels") or []}
+        self.ctx = {"interpret": not self.gpu, "kernel_file": None, "jit_kernels": job.get("jit_kernels") or []}
 
     def reply(self, message):
         protocol.send(self.sock, message)
@@ -52,7 +51,7 @@ class Worker:
             torch.empty(1, device=self.device)  # the context the IPC handles open into
         self.reply({"type": "hello"})
         while True:
-            request = protocol.recv(self.sock)
+            request, fds = protocol.recv_message(self.sock)
             if request is None:
                 return
             if request.get("op") == "exit":
@@ -63,24 +62,35 @@ class Worker:
             if handler is None:
                 self.reply({"type": "error", "error": "unknown op %r" % op})
                 return
-            if handler(request) is False:
+            # The judge lends memory with the message that needs it; mapped (and closed) here.
+            mappings = self.borrower.map_fds(fds)
+            if handler(request, mappings) is False:
                 return
 
-    def op_attach(self, request):
+    def op_attach(self, request, mappings):
         import torch
 
-        self.inputs = self.borrower.attach_tree(request["inputs"])
-        self.outputs = self.borrower.attach_tree(request["outputs"])
+        self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
+        self.outputs = self.borrower.attach_tree(request["outputs"], mappings)
         self.flush = torch.empty(max(int(request.get("flush_bytes") or 8) // 8, 1), dtype=torch.int64,
                                  device=self.device)
         self.reply({"type": "attached"})
 
-    def op_load(self, request):
+    def op_load(self, request, mappings):
         import torch
 
-        init = self.borrower.attach_tree(request["init_inputs"])
+        init = self.borrower.attach_tree(request["init_inputs"], mappings)
+        # The kernel's source comes with the request: this process writes its only copy into
+        # its own directory (Triton reads kernels from source files), before any of it runs.
+        kernel_file = os.path.join(self.job["workdir"], "kernel.py")
+        fd = os.open(kernel_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(request["source"])
+        self.ctx["kernel_file"] = kernel_file
+        if not self.gpu:
+            interpret_autotune()
         try:
-            kernel = load_module(self.job["kernel_file"], "kforge_kernel")
+            kernel = load_module(kernel_file, "kforge_kernel")
         except SystemExit as e:
             self.reply({"type": "failure", "category": "import",
                         "summary": "the kernel called sys.exit(%s) while being imported" % (e.code,)})
@@ -108,16 +118,16 @@ class Worker:
                      for name, t in model.state_dict().items()]
         self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module)})
 
-    def op_params(self, request):
+    def op_params(self, request, mappings):
         import torch
 
         state = self.model.state_dict()
         with torch.no_grad():
             for name, desc in request["assign"]:
-                state[name].copy_(self.borrower.attach(desc))
+                state[name].copy_(self.borrower.attach(desc, mappings))
         self.reply({"type": "params_set"})
 
-    def op_forward(self, request):
+    def op_forward(self, request, mappings):
         import torch
 
         mode = request["mode"]
@@ -148,7 +158,8 @@ class Worker:
                     from .audit import audited_forward
 
                     out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
-                                                  atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2))
+                                                  atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2),
+                                                  seed=int(request.get("nonce") or 0))
                 else:
                     if timed:
                         start.record()
@@ -203,6 +214,24 @@ class Worker:
             elif isinstance(slot, torch.Tensor) or isinstance(value, torch.Tensor):
                 copied = False
         return copied
+
+
+def interpret_autotune():
+    """Under the interpreter `@triton.autotune` with several configs would benchmark them,
+    which needs a GPU driver ("0 active drivers"): the first config left after the kernel's
+    own pruning runs instead. Timing means nothing on the CPU, correctness is the same for
+    every config. (Harness code, run before the kernel is imported.)"""
+    from triton.runtime import autotuner
+
+    original = autotuner.Autotuner.prune_configs
+    if getattr(original, "kforge_interpret", False):
+        return
+
+    def first_config(self, kwargs):
+        return original(self, kwargs)[:1]
+
+    first_config.kforge_interpret = True
+    autotuner.Autotuner.prune_configs = first_config
 
 
 def main(channel_fd, job):

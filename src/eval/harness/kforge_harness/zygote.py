@@ -3,27 +3,39 @@ and forks a worker per evaluation, so that isolation does not cost an interprete
 (2.5-3 s) per evaluation.
 
 Control channel (a SOCK_SEQPACKET socket from the server, fd given on the command line):
-  <- {"op": "fork", "id": ID, "job": {...}} with the worker's end of its judge channel attached
+  <- {"op": "fork", "id": ID, "job": {...}} with the worker's end of its judge channel and
+     the write end of its log pipe attached
   -> {"type": "forked", "id": ID}
   -> {"type": "exited", "id": ID, "status": N, "strays": K}   when the worker has ended and
                                                               every process it left is dead
   <- {"op": "kill", "id": ID}                                 kills the worker now
 The zygote never initializes CUDA (a forked CUDA context is unusable) and never imports a
 kernel. It makes itself non-dumpable, so a worker running as the same user cannot ptrace it
-or read its memory through /proc.
+or read its memory through /proc, and ignores every signal a worker could send it (in the
+sandbox it is the pid namespace's init, which receives only signals it handles).
+
+Each worker gets a fresh private directory under the scratch root (its cwd, TMPDIR, the
+kernel's source file and its own Triton cache). When a worker has ended and every process it
+left is dead, the zygote empties the scratch root (and, in a sandbox, /dev/shm): nothing a
+kernel writes reaches a later evaluation.
 """
 
 import importlib
 import os
 import select
+import shutil
 import signal
-import time
 import socket
+import tempfile
+import time
 
 from . import protocol, sandbox
 
 
-def serve(control_fd):
+def serve(control_fd, scratch, sandboxed):
+    """scratch: the directory whose contents belong to the evaluations (the sandbox's private
+    /tmp, or a directory of the server's without a sandbox); sandboxed: /dev/shm is private too."""
+    ignore_signals()
     control = socket.socket(fileno=control_fd)
     try:
         import torch  # noqa: F401 -- imported once here, inherited by every worker
@@ -43,8 +55,11 @@ def serve(control_fd):
             importlib.import_module(name)
         except Exception as e:  # noqa: BLE001 -- only a cost: the audit imports what it needs itself
             preimport_error = "%s: %s" % (type(e).__name__, e)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
+    warm_error = warm_triton_driver()
     sandbox.harden_zygote()
-    protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(),
+    wipe(scratch, sandboxed)
+    protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(), "warm_error": warm_error,
                             "preimport_s": time.time() - started, "preimport_error": preimport_error})
     running = {}  # pid -> id
     while True:
@@ -56,9 +71,10 @@ def serve(control_fd):
                 message, fds = None, []
             if message is None:
                 break  # the server went away: everything in the sandbox dies with us
-            if message.get("op") == "fork" and len(fds) == 1:
-                pid = spawn_worker(message["job"], fds[0], control)
-                os.close(fds[0])
+            if message.get("op") == "fork" and len(fds) == 2:
+                pid = spawn_worker(message["job"], fds[0], fds[1], control, scratch)
+                for fd in fds:
+                    os.close(fd)
                 running[pid] = message.get("id")
                 protocol.send(control, {"type": "forked", "id": message.get("id")})
             elif message.get("op") == "kill":
@@ -71,7 +87,7 @@ def serve(control_fd):
             else:
                 for fd in fds:
                     os.close(fd)
-        reap(running, control)
+        reap(running, control, scratch, sandboxed)
     for pid in running:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -80,7 +96,7 @@ def serve(control_fd):
     return 0
 
 
-def reap(running, control):
+def reap(running, control, scratch, sandboxed):
     while running:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -93,25 +109,76 @@ def reap(running, control):
             continue  # an orphan re-parented to us: reaped, nothing to report
         # Whatever the worker started (a daemon, a forked helper) goes with it.
         strays = sandbox.kill_strays({os.getpid(), 1})
+        wipe(scratch, sandboxed)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         protocol.send(control, {"type": "exited", "id": rid, "status": code, "strays": strays})
 
 
-def spawn_worker(job, channel_fd, control):
+def wipe(scratch, sandboxed):
+    """Empties the scratch root (and the sandbox's /dev/shm): only once no process of the
+    evaluation is left (kill_strays), so nothing can be planted behind it. rmtree never
+    follows a symlink out of the tree."""
+    for root in [scratch] + (["/dev/shm"] if sandboxed else []):
+        try:
+            names = os.listdir(root)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+
+
+def ignore_signals():
+    """No signal a worker can send stops the zygote: as its pid namespace's init it then
+    receives none (the kernel drops signals with the default action for init), and outside a
+    sandbox they are ignored. SIGCHLD keeps its default (waitpid polls)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGALRM, signal.SIGPIPE, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGVTALRM,
+                signal.SIGPROF, signal.SIGXCPU, signal.SIGXFSZ, signal.SIGWINCH, signal.SIGURG):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def warm_triton_driver():
+    """Builds Triton's CUDA driver utilities (a C module compiled with the system compiler,
+    a few seconds) here, once, before any kernel exists, so a fresh worker with its empty
+    private Triton cache inherits them loaded instead of compiling them again. Loading the
+    module does not initialize CUDA. Nothing to do when interpreting. Returns an error text
+    or None (a failure only costs each worker the build)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    try:
+        from triton.backends.nvidia.driver import CudaUtils
+
+        CudaUtils()
+        return None
+    except Exception as e:  # noqa: BLE001
+        return "%s: %s" % (type(e).__name__, str(e)[:300])
+
+
+def spawn_worker(job, channel_fd, log_fd, control, scratch):
     pid = os.fork()
     if pid:
         return pid
     try:
         control.close()
         os.setsid()
-        sandbox.redirect_stdio(job["log_path"])
+        sandbox.redirect_stdio(log_fd)
         channel = os.dup(channel_fd)
         sandbox.harden_worker(keep_fds=[0, 1, 2, channel], limits=job.get("limits") or {})
-        os.chdir(job["workdir"])
-        os.environ["TMPDIR"] = job["workdir"]
-        import tempfile
-
-        tempfile.tempdir = job["workdir"]
+        workdir = tempfile.mkdtemp(prefix="eval-", dir=scratch)
+        os.chdir(workdir)
+        # The kernel's Triton cache is its own: a fresh, empty directory emptied again after
+        # the evaluation, so no entry a kernel plants reaches another evaluation.
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
+        os.environ["TMPDIR"] = workdir
+        tempfile.tempdir = workdir
+        job = dict(job, workdir=workdir)
         from . import worker
 
         worker.main(channel, job)

@@ -44,3 +44,13 @@ def test_pieces_add_up_to_the_whole_and_odd_sizes_and_offsets_work():
 def test_bool_and_empty_tensors():
     assert tensor_digest(torch.tensor([True, False]), 1) != tensor_digest(torch.tensor([False, True]), 1)
     assert tensor_digest(torch.empty(0, 3), 1) == tensor_digest(torch.empty(0, 3), 1)
+
+
+def test_same_bytes_sees_nan_payloads_and_one_changed_byte():
+    from kforge_harness.digest import same_bytes
+
+    x = torch.full((100,), float("nan"))
+    assert same_bytes(x, x.clone())  # NaN != NaN as floats, equal as bytes
+    y = x.clone()
+    y.view(torch.uint8)[7] ^= 1
+    assert not same_bytes(x, y)

@@ -93,23 +93,39 @@ def test_default_policy_paths(tmp_path, monkeypatch):
     (tmp_path / "lib").mkdir()
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m` puts the cwd (the sessions' dir)
-    p = sandbox.default_policy(HARNESS, str(tmp_path / "ex"), str(tmp_path / "triton"),
-                               [str(tmp_path / "sessions")], True, dict(os.environ, KFORGE_X="1"))
+    p = sandbox.default_policy(HARNESS, [str(tmp_path / "sessions")], True, dict(os.environ, KFORGE_X="1"))
     ro = set(p.readonly_paths)
     assert {sys.prefix, sys.base_prefix, HARNESS, "/usr", "/etc"} <= ro
     assert os.path.dirname(os.path.realpath(sys.executable)) in ro
     assert all(s in ro for s in sys.path if s and os.path.exists(s) and s != str(tmp_path))
     assert str(tmp_path) not in ro and str(home) not in ro and "/" not in ro
     assert str(tmp_path / "lib") in ro and not any("relative" in r or "nonexistent" in r for r in ro)
-    assert p.writable_paths == [str(tmp_path / "ex"), str(tmp_path / "triton")]
-    assert all(os.path.isdir(w) for w in p.writable_paths)  # created, so they get mounted
+    assert p.writable_paths == []  # nothing of the host: the zygote's workers write to the private /tmp
     assert str(home) in p.hidden_paths and str(tmp_path / "sessions") in p.hidden_paths
     assert "/etc/shadow" in p.hidden_paths or not os.path.exists("/etc/shadow")
-    assert p.env["TRITON_CACHE_DIR"] == str(tmp_path / "triton") and p.env["TRITON_INTERPRET"] == "1"
-    assert "KFORGE_X" not in p.env and p.workdir == str(tmp_path / "ex")
+    assert "TRITON_CACHE_DIR" not in p.env and p.env["TRITON_INTERPRET"] == "1"  # each worker gets its own
+    assert "KFORGE_X" not in p.env and p.workdir == "/tmp"
     assert p.devices == [] and p.limits["as"] and p.limits["core"] == 0
-    gpu = sandbox.default_policy(HARNESS, str(tmp_path / "ex"), str(tmp_path / "triton"), [], False, {})
+    # Run by root, the sandbox becomes an unprivileged host uid of its own; else no switch.
+    assert (p.uid, p.gid) == ((sandbox.unprivileged_id(),) * 2 if os.geteuid() == 0 else (None, None))
+    assert p.uid is None or (p.uid > 0 and p.uid != 65534)
+    gpu = sandbox.default_policy(HARNESS, [], False, {})
     assert gpu.limits["as"] is None and "TRITON_INTERPRET" not in gpu.env  # CUDA needs the address space
+
+
+def test_the_address_space_limit_stays_below_the_ram():
+    for ram_gib in (4, 8, 16, 24, 64, 512):
+        ram = ram_gib << 30
+        assert sandbox.address_space_limit(ram) < ram
+    assert sandbox.address_space_limit(24 << 30) == 16 << 30
+    assert sandbox.address_space_limit(8 << 30) == 6 << 30
+
+
+def test_the_host_tmp_is_never_exposed(tmp_path):
+    policy = sandbox.Policy(["/tmp", str(tmp_path)], [], [], {}, "/tmp", {}, True)
+    plan = [(p, k) for p, k, _ in sandbox._plan(policy)]
+    assert ("/tmp", "ro") not in plan and ("/tmp", "tmpfs") in plan  # a script run from /tmp puts it on sys.path
+    assert (os.path.realpath(str(tmp_path)), "ro") in plan  # deeper paths are bound inside the private /tmp
 
 
 def test_plan_orders_covers_and_reexposes(tmp_path):
@@ -149,8 +165,7 @@ def _policy(tmp_path, interpret=True):
     os.environ["HOME"] = str(home)  # default_policy hides the user's $HOME
     try:
         policy = sandbox.default_policy(
-            HARNESS, str(tmp_path / "exchange"), str(tmp_path / "triton"),
-            [str(project / "sessions"), str(project / "config.toml")], interpret, dict(os.environ))
+            HARNESS, [str(project / "sessions"), str(project / "config.toml")], interpret, dict(os.environ))
     finally:
         os.environ["HOME"] = old_home
     policy.readonly_paths.append(str(project))
@@ -164,7 +179,7 @@ def test_launch_argv_bwrap_shape(tmp_path, monkeypatch):
     argv = sandbox.launch_argv(info, policy, ["python", "-m", "kforge_harness", "zygote"])
     assert argv[:3] == ["/usr/bin/env", "-i", "/usr/bin/bwrap"]  # not even bwrap holds our env
     for flag in ("--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-                 "--die-with-parent", "--new-session", "--clearenv", "--disable-userns"):
+                 "--die-with-parent", "--new-session", "--clearenv", "--disable-userns", "--as-pid-1"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL" and argv[argv.index("--uid") + 1] == "65534"
     setenv = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
@@ -178,20 +193,25 @@ def test_launch_argv_bwrap_shape(tmp_path, monkeypatch):
     sessions = str(tmp_path / "project" / "sessions")
     assert ("--tmpfs", sessions, ) in zip(argv, argv[1:]) and ("--remount-ro", sessions) in zip(argv, argv[1:])
     assert ("--ro-bind", "/dev/null", str(tmp_path / "project" / "config.toml")) in pairs
-    assert ("--bind", str(tmp_path / "exchange"), str(tmp_path / "exchange")) in pairs
-    assert argv[argv.index("--chdir") + 1] == str(tmp_path / "exchange")
+    assert "--bind" not in argv  # nothing of the host is writable
+    assert argv[argv.index("--chdir") + 1] == "/tmp"
     tail = argv[argv.index("--chdir") + 3:]
     assert tail[:3] == [sys.executable, "-I", "-S"] and tail[4] == "sandbox-limits"
     assert json.loads(tail[5]) == policy.limits and tail[6:] == ["--", "python", "-m", "kforge_harness", "zygote"]
 
 
-def test_launch_argv_namespaces_shape(tmp_path):
-    policy = _policy(tmp_path)
+@pytest.mark.parametrize("uid", [None, 2130706433])
+def test_launch_argv_namespaces_shape(tmp_path, uid):
+    import dataclasses
+
+    policy = dataclasses.replace(_policy(tmp_path), uid=uid, gid=uid)
     info = sandbox.SandboxInfo("namespaces", "", "", "/usr/bin/unshare")
     argv = sandbox.launch_argv(info, policy, ["true"])
     split = argv.index("--")
-    assert argv[:split] == ["/usr/bin/unshare", "--user", "--map-root-user", "--pid", "--fork",
-                            "--kill-child", "--net", "--ipc", "--uts", "--mount", "--mount-proc"]
+    # Root (a uid to become) creates the namespaces itself: no user namespace maps it to root.
+    user = ["--user", "--map-root-user"] if uid is None else []
+    assert argv[:split] == ["/usr/bin/unshare"] + user + ["--pid", "--fork", "--kill-child", "--net", "--ipc",
+                                                          "--uts", "--mount", "--mount-proc"]
     inner = argv[split + 1:]
     assert inner[4] == "sandbox-init" and inner[6:] == ["--", "true"]
     try:
@@ -201,6 +221,7 @@ def test_launch_argv_namespaces_shape(tmp_path):
     finally:
         os.unlink(inner[5])
     assert written["workdir"] == policy.workdir and written["hidden_paths"] == policy.hidden_paths
+    assert written["uid"] == uid
     assert set(written["readonly_paths"]) >= set(policy.readonly_paths) | {sandbox.HERE}
     assert sandbox.OUTER_PIDNS_VAR in written["env"]
 
@@ -278,8 +299,7 @@ def test_cannot_see_the_parent_or_its_secrets(mechanism, tmp_path, monkeypatch):
     assert r["parent_environ"] == "FileNotFoundError"
     assert r["leaks"] == []
     assert not [k for k, v in r["env"].items() if SECRET in v or "API_KEY" in k]
-    assert set(r["env"]) - {"PWD"} == set(sandbox.default_policy(
-        HARNESS, str(tmp_path / "exchange"), str(tmp_path / "triton"), [], True, dict(os.environ)).env) \
+    assert set(r["env"]) - {"PWD"} == set(sandbox.default_policy(HARNESS, [], True, dict(os.environ)).env) \
         | {sandbox.OUTER_PIDNS_VAR}
 
 
@@ -288,7 +308,7 @@ def test_filesystem_view(mechanism, tmp_path):
     project, home = tmp_path / "project", tmp_path / "home"
     script = """
         import json, os, sys
-        project, home, exchange, triton = sys.argv[1:5]
+        project, home = sys.argv[1:3]
         def attempt(fn):
             try:
                 out = fn()
@@ -308,8 +328,9 @@ def test_filesystem_view(mechanism, tmp_path):
             "home_exists": os.path.exists(home),
             "netrc": attempt(lambda: open(home + "/.netrc").read()),
             "write_home": attempt(lambda: (os.makedirs(home, exist_ok=True), write(home + "/.bashrc"))),
-            "write_exchange": attempt(lambda: write(exchange + "/out.txt")),
-            "write_triton": attempt(lambda: write(triton + "/cache.bin")),
+            "write_tmp": attempt(lambda: write("/tmp/out.txt")),
+            "write_shm": attempt(lambda: write("/dev/shm/out.txt")),
+            "uid": os.getuid(),
             "write_usr": attempt(lambda: write("/usr/pwned")),
             "write_root": attempt(lambda: write("/pwned")),
             "root": sorted(os.listdir("/")),
@@ -319,16 +340,17 @@ def test_filesystem_view(mechanism, tmp_path):
             "real_home": attempt(lambda: os.listdir(os.path.realpath(os.path.expanduser("~root")))),
         }))
     """
-    args = [str(project), str(home), str(tmp_path / "exchange"), str(tmp_path / "triton")]
+    args = [str(project), str(home)]
     r = result_of(run_in(mechanism, policy, script, args))
     assert r["readme"] == "visible"
     assert r["write_project"] == r["write_sessions"] == r["write_usr"] == r["write_root"] == "OSError"
     assert r["sessions"] == [] and r["session_file"] == "FileNotFoundError"
     assert r["config"] in ("", "PermissionError")  # covered by /dev/null (bwrap binds it nodev)
     assert r["home_exists"] is False and r["netrc"] == "FileNotFoundError"
-    assert r["write_exchange"] == r["write_triton"] == "ok"
-    assert (tmp_path / "exchange" / "out.txt").read_text() == "pwned"
-    assert (tmp_path / "triton" / "cache.bin").read_text() == "pwned"
+    assert r["write_tmp"] == r["write_shm"] == "ok"  # its own, in memory
+    assert not os.path.exists("/tmp/out.txt") and not os.path.exists("/dev/shm/out.txt")
+    if os.geteuid() == 0 and mechanism.kind == "namespaces":
+        assert r["uid"] == policy.uid != 0  # root's sandbox is an unprivileged host uid
     # The host is untouched (a write to $HOME's path lands in the sandbox's private /tmp).
     assert sorted(os.listdir(home)) == [".netrc"] and not (project / "new.txt").exists()
     assert sorted(os.listdir(project / "sessions")) == ["s1.json"]
@@ -393,7 +415,7 @@ def _host_pids_with(marker):
 
 def test_daemon_dies_with_the_sandbox(mechanism, tmp_path):
     marker = "%d.%06d" % (900 + random.randrange(99), random.randrange(10 ** 6))  # sleep's argument
-    ready = str(tmp_path / "exchange" / "daemon-ready")
+    ready = "/tmp/daemon-ready"  # the sandbox's own /tmp
     script = """
         import os, sys, time
         marker, ready = sys.argv[1:3]
@@ -528,8 +550,33 @@ def test_torch_and_triton_work_inside(mechanism, tmp_path):
         x = torch.arange(100, dtype=torch.float32)
         out = torch.empty_like(x)
         double[(4,)](x, out, 100, BLOCK=32)
-        print(json.dumps({"ok": bool(torch.equal(out, x * 2)), "interpret": os.environ["TRITON_INTERPRET"],
-                          "cache": os.environ["TRITON_CACHE_DIR"]}))
+        print(json.dumps({"ok": bool(torch.equal(out, x * 2)), "interpret": os.environ["TRITON_INTERPRET"]}))
     """
     r = result_of(run_in(mechanism, _policy(tmp_path), script, timeout=120))
-    assert r == {"ok": True, "interpret": "1", "cache": str(tmp_path / "triton")}
+    assert r == {"ok": True, "interpret": "1"}
+
+
+def test_root_sandbox_enforces_the_process_limit(mechanism, tmp_path):
+    """Run by root, RLIMIT_NPROC binds only because the sandbox is a non-zero host uid."""
+    import dataclasses
+
+    if os.geteuid() != 0 or mechanism.kind != "namespaces":
+        pytest.skip("only root's namespaces sandbox changes uid")
+    policy = dataclasses.replace(_policy(tmp_path), limits={"nproc": 40})
+    script = """
+        import json, os, time
+        started, error = 0, None
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError as e:
+                error = e.errno
+                break
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            started += 1
+        print(json.dumps({"started": started, "errno": error, "uid": os.getuid()}))
+    """
+    r = result_of(run_in(mechanism, policy, script))
+    assert r["uid"] != 0 and r["errno"] == 11 and r["started"] < 40, r  # EAGAIN
