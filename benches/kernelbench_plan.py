@@ -1,6 +1,6 @@
 """The memory plan of every KernelBench task, found on PyTorch's meta device (no GPU, no
 allocation): one draw of get_inputs(), the reference's outputs, and the plan's peak
-2 I + 3 O + 2 F (the reference's scratch R needs a real forward and is left out here).
+2 I + 4 O + 2 F (the reference's scratch R needs a real forward and is left out here).
 
     python benches/kernelbench_plan.py KernelBench/KernelBench/level1 [level2 ...] [--capacity-gib 78]
 

@@ -68,10 +68,15 @@ pub fn install(cache_dir: &Path) -> Result<PathBuf> {
     if root.join(".complete").is_file() {
         return Ok(root);
     }
-    let staging =
-        cache_dir
-            .join("harness")
-            .join(format!(".{}-{}.tmp", package_hash(), std::process::id()));
+    // One staging dir per call: two evaluators of one process (tests, a batch on several
+    // GPUs) may install at the same moment.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let staging = cache_dir.join("harness").join(format!(
+        ".{}-{}-{call}.tmp",
+        package_hash(),
+        std::process::id()
+    ));
     let package = staging.join("kforge_harness");
     std::fs::create_dir_all(&package)
         .with_context(|| format!("cannot create {}", package.display()))?;

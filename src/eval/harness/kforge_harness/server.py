@@ -218,14 +218,19 @@ class Server:
         self.zygote = Zygote(self.sandbox, self.policy(), self.scratch_root)
 
     def ensure_zygote(self, fresh):
-        if fresh or self.zygote is None or not self.zygote.alive():
+        """The running zygote, started when needed; and, when the last one had died (a kernel
+        cannot do that: it is its pid namespace's init and ignores signals), how it ended."""
+        lost = None
+        if self.zygote is not None and not self.zygote.alive():
+            lost = describe_exit(self.zygote.process.returncode, None, "it")  # Popen's returncode: reap()'s terms
+        if fresh or self.zygote is None or lost:
             self.start_zygote()
         try:
             self.zygote.wait_ready()
         except HarnessError:
             self.zygote = None
             raise
-        return self.zygote
+        return self.zygote, lost
 
     # -- evaluation ---------------------------------------------------------
 
@@ -293,9 +298,13 @@ class Server:
         server_s = result.setdefault("server_phases_s", {})
         mark = time.time()
         try:
-            zygote = self.ensure_zygote(fresh=spawn)
+            zygote, lost = self.ensure_zygote(fresh=spawn)
         except HarnessError as e:
             return fail(result, "harness", str(e))
+        if lost:
+            result["flags"].append("zygote_restarted")
+            result["notes"].append("the sandbox's worker-forking process had died since the last evaluation "
+                                   "(%s) and was started again" % lost)
         if zygote.hello.get("preimport_error"):
             result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
                                    "the audit imports them itself, slower" % zygote.hello["preimport_error"])

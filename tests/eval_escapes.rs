@@ -1,0 +1,275 @@
+//! Issue 20's escapes out of the sandbox, each against a live target on the host, with the
+//! static filter off (only the sandbox and the judge stand), and refused by the static filter
+//! when it is on:
+//! - symlinks planted under the names lent buffers used to have never lead the judge to a
+//!   host file (item 1);
+//! - a kernel cannot get a host file into its log, which the repair prompt would send to
+//!   the model (item 2);
+//! - nothing a kernel writes (its Triton cache included) reaches the next evaluation
+//!   (item 3);
+//! - a kernel cannot stop or kill the process that forks the workers (item 4).
+
+mod eval_common;
+
+use eval_common::{evaluator, fixtures};
+use std::path::{Path, PathBuf};
+
+use kforge::config::EvalConfig;
+use kforge::eval::{Category, Device, EvalRequest, EvalResult, Evaluator};
+use tokio_util::sync::CancellationToken;
+
+fn settings(static_checks: bool) -> EvalConfig {
+    EvalConfig {
+        timeout_s: 120.0,
+        static_checks,
+        ..EvalConfig::default()
+    }
+}
+
+/// A copy of a fixture kernel with its `@NAME@` placeholders filled in.
+fn kernel_from(fixture: &str, dir: &Path, fills: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(fixtures().join("kernels").join(fixture)).unwrap();
+    for (name, value) in fills {
+        text = text.replace(name, value);
+    }
+    let path = dir.join(fixture);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn evaluate(
+    evaluator: &Evaluator,
+    task: &str,
+    kernel: &Path,
+    static_checks: bool,
+) -> EvalResult {
+    let request = EvalRequest::new(
+        fixtures().join("tasks").join(task),
+        kernel,
+        Device::Cpu,
+        settings(static_checks),
+    );
+    evaluator
+        .evaluate(request, CancellationToken::new(), None)
+        .await
+        .unwrap()
+}
+
+fn sandboxed(result: &EvalResult) {
+    let sandbox = result.sandbox.clone().expect("the result names its sandbox");
+    assert!(sandbox.enforced, "no sandbox here: {}", sandbox.reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_symlinks_never_lead_the_judge_to_a_host_file() {
+    let probe = tempfile::tempdir().unwrap();
+    let target = probe.path().join("precious.txt");
+    std::fs::write(&target, "untouched\n").unwrap();
+    let kernel = kernel_from(
+        "hack_symlink_buffers.py",
+        probe.path(),
+        &[("@TARGET@", target.to_str().unwrap())],
+    );
+    let evaluator = evaluator();
+    // The task has parameters: the judge lends the reference's weight and bias after the
+    // kernel was imported, which is when the old file transport wrote through the links.
+    let result = evaluate(&evaluator, "linear_relu.py", &kernel, false).await;
+    sandboxed(&result);
+    assert!(
+        result.log.contains("planted"),
+        "the attack ran: {}",
+        result.log
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
+    assert!(
+        result.correct,
+        "the kernel itself is correct: {} {}",
+        result.summary, result.log
+    );
+    let result = evaluate(&evaluator, "linear_relu.py", &kernel, true).await;
+    assert_eq!(
+        result.category,
+        Some(Category::StaticCheck),
+        "{}",
+        result.summary
+    );
+    evaluator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_cannot_get_a_host_file_into_its_log() {
+    let probe = tempfile::tempdir().unwrap();
+    let secret = probe.path().join("private-notes.txt");
+    let marker = "HOST-FILE-CONTENT-5d1e07";
+    std::fs::write(&secret, format!("{marker}\n")).unwrap();
+    let kernel = kernel_from(
+        "hack_log_symlink.py",
+        probe.path(),
+        &[("@SECRET_FILE@", secret.to_str().unwrap())],
+    );
+    let evaluator = evaluator();
+    let result = evaluate(&evaluator, "relu.py", &kernel, false).await;
+    sandboxed(&result);
+    let json = serde_json::to_string(&result).unwrap();
+    assert!(!json.contains(marker), "the host file reached the result");
+    assert!(
+        result.log.contains("could not replace") || result.log.contains("replaced"),
+        "the attack ran and its own output is in the log: {}",
+        result.log
+    );
+    assert!(!result.correct);
+    let result = evaluate(&evaluator, "relu.py", &kernel, true).await;
+    assert_eq!(
+        result.category,
+        Some(Category::StaticCheck),
+        "{}",
+        result.summary
+    );
+    evaluator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_a_kernel_writes_reaches_the_next_evaluation() {
+    let probe = tempfile::tempdir().unwrap();
+    let marker = format!("plant{}", std::process::id());
+    let plant = kernel_from(
+        "hack_plant_cache.py",
+        probe.path(),
+        &[("@MARKER@", &marker)],
+    );
+    let find = kernel_from("hack_find_plant.py", probe.path(), &[("@MARKER@", &marker)]);
+    // One evaluator, one server, one zygote: the second evaluation is the first one's
+    // neighbour in every way the sandbox allows.
+    let evaluator = evaluator();
+    let planted = evaluate(&evaluator, "relu.py", &plant, false).await;
+    sandboxed(&planted);
+    assert!(
+        planted.correct && planted.log.contains("planted "),
+        "{} {}",
+        planted.summary,
+        planted.log
+    );
+    let found = evaluate(&evaluator, "relu.py", &find, false).await;
+    assert!(found.correct, "{} {}", found.summary, found.log);
+    assert!(
+        found.log.contains("CLEAN") && !found.log.contains("FOUND"),
+        "a planted file reached the next evaluation: {}",
+        found.log
+    );
+    let cache_of = |log: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix("my triton cache: "))
+            .map(str::to_string)
+            .expect("the kernel printed its Triton cache")
+    };
+    assert_ne!(
+        cache_of(&planted.log),
+        cache_of(&found.log),
+        "each evaluation has a Triton cache of its own"
+    );
+    for kernel in [&plant, &find] {
+        let refused = evaluate(&evaluator, "relu.py", kernel, true).await;
+        assert_eq!(
+            refused.category,
+            Some(Category::StaticCheck),
+            "{}",
+            refused.summary
+        );
+    }
+    evaluator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kernel_cannot_stop_or_kill_the_zygote() {
+    let evaluator = evaluator();
+    let hostile = fixtures().join("kernels/hack_signal_zygote.py");
+    let signalled = evaluate(&evaluator, "relu.py", &hostile, false).await;
+    sandboxed(&signalled);
+    assert!(
+        signalled.log.contains("signalled"),
+        "the attack ran: {}",
+        signalled.log
+    );
+    assert!(
+        signalled.correct,
+        "{} {}",
+        signalled.summary, signalled.log
+    );
+    let next = evaluate(
+        &evaluator,
+        "relu.py",
+        &fixtures().join("kernels/relu_ok.py"),
+        false,
+    )
+    .await;
+    assert!(next.correct, "{}", next.summary);
+    assert!(
+        !next.flags.iter().any(|f| f == "zygote_restarted"),
+        "the zygote died: {:?}",
+        next.notes
+    );
+
+    // The control: a zygote that really dies (killed from outside, as only the host can)
+    // is noticed, said and replaced.
+    let killed = kill_zygotes();
+    assert!(killed > 0, "no zygote process found to kill");
+    let after = evaluate(
+        &evaluator,
+        "relu.py",
+        &fixtures().join("kernels/relu_ok.py"),
+        false,
+    )
+    .await;
+    assert!(after.correct, "{}", after.summary);
+    assert!(
+        after.flags.iter().any(|f| f == "zygote_restarted"),
+        "{:?} {:?}",
+        after.flags,
+        after.notes
+    );
+    let refused = evaluate(&evaluator, "relu.py", &hostile, true).await;
+    assert_eq!(
+        refused.category,
+        Some(Category::StaticCheck),
+        "{}",
+        refused.summary
+    );
+    evaluator.shutdown().await;
+}
+
+/// SIGKILLs this test's zygotes (processes running `kforge_harness zygote` whose server is a
+/// descendant of this test process); returns how many.
+fn kill_zygotes() -> usize {
+    let me = std::process::id();
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+    };
+    let descends_from_me = |mut pid: u32| {
+        for _ in 0..64 {
+            match parent_of(pid) {
+                Some(p) if p == me => return true,
+                Some(p) if p > 1 => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains("kforge_harness zygote") && descends_from_me(pid) {
+            let status = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            if status.is_ok_and(|s| s.success()) {
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
