@@ -8,6 +8,9 @@
 //! - nothing a kernel writes (its Triton cache included) reaches the next evaluation
 //!   (item 3);
 //! - a kernel cannot stop or kill the process that forks the workers (item 4).
+//!
+//! They run on the CPU (Triton's interpreter); `KFORGE_TEST_DEVICE=cuda:0` runs them on a GPU
+//! (docs/benchmarks.md, "Evaluator trust, round 2", says where that was done).
 
 mod eval_common;
 
@@ -37,6 +40,14 @@ fn kernel_from(fixture: &str, dir: &Path, fills: &[(&str, &str)]) -> PathBuf {
     path
 }
 
+/// The CPU, or the device `KFORGE_TEST_DEVICE` names (`cuda:0`).
+fn device() -> Device {
+    std::env::var("KFORGE_TEST_DEVICE")
+        .ok()
+        .and_then(|name| Device::parse(&name))
+        .unwrap_or(Device::Cpu)
+}
+
 async fn evaluate(
     evaluator: &Evaluator,
     task: &str,
@@ -46,7 +57,7 @@ async fn evaluate(
     let request = EvalRequest::new(
         fixtures().join("tasks").join(task),
         kernel,
-        Device::Cpu,
+        device(),
         settings(static_checks),
     );
     evaluator
