@@ -459,7 +459,7 @@ def _static_rules(tree, report, reject_torch_ops):
 
 _LIMIT = 4096  # longest string (or sequence) a fold builds
 _FOLD_ERRORS = (TypeError, ValueError, IndexError, KeyError, LookupError, OverflowError, AttributeError,
-                binascii.Error)
+                SyntaxError, binascii.Error)
 # Codecs a fold may apply: looking up any other name would import a module in this process.
 _CODECS = {"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "utf-16", "utf-32", "rot13", "rot_13",
            "hex", "base64", "unicode_escape", "raw_unicode_escape"}
@@ -585,7 +585,14 @@ def _fold_call(node, env, sub):
         return _fold_format(fmt, args, kwargs) if isinstance(fmt, str) else None
     if kwargs:
         return None
-    if any(isinstance(a, str) and a.lower() not in _CODECS and name.endswith(("decode", "encode")) for a in args[1:2]):
+    # a codec's name is looked up, and maybe imported, by this process: only the listed ones
+    if isinstance(f, ast.Name) and f.id in ("str", "bytes", "bytearray"):
+        codec = args[1:2]
+    elif isinstance(f, ast.Attribute) and f.attr in ("decode", "encode"):
+        codec = args[1:2] if isinstance(f.value, ast.Name) and f.value.id in ("str", "bytes", "codecs") else args[:1]
+    else:
+        codec = ()
+    if any(not isinstance(a, str) or a.lower() not in _CODECS for a in codec):
         return None
     if isinstance(f, ast.Name) and f.id in ("chr", "str", "reversed", "list", "tuple", "sorted", "bytes",
                                             "bytearray", "int"):
@@ -611,7 +618,8 @@ def _fold_call(node, env, sub):
         return None
     if name == "bytes.fromhex":
         return bytes.fromhex(*args)
-    if isinstance(f.value, ast.Name) and f.value.id in ("str", "bytes") and f.attr in _STR_METHODS and args:
+    if isinstance(f.value, ast.Name) and f.value.id in ("str", "bytes") and f.attr in _STR_METHODS - {"format"} and \
+            args:
         return getattr(str if f.value.id == "str" else bytes, f.attr)(*args)  # str.join("", [...])
     obj = sub(f.value)
     if isinstance(obj, (str, bytes)) and f.attr in _STR_METHODS - {"format", "maketrans"}:

@@ -14,7 +14,7 @@ import tomllib
 
 import pytest
 
-from kforge_harness.static import static_check
+from kforge_harness.static import fold, static_check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -928,6 +928,18 @@ def test_syntax_errors_are_syntax():
     with open(os.path.join(FIXTURES, "kernels", "relu_syntax.py")) as f:
         category, report, _ = static_check(f.read())
     assert category == "syntax" and "never closed" in report["errors"][0]["message"]
+
+
+def test_folds_stay_small_and_look_up_no_codec():
+    """Folding evaluates the candidate's constants in the checker's own process: no widths
+    (a width of 10**9 is a gigabyte), and only the listed codecs (a codec's name is imported)."""
+    for expr in ["str.format('{0:>999999999}', 'x')", "'{0:>999999999}'.format('x')", "'%999999999s' % 'x'",
+                 "'x'.encode('idna')", "b'x'.decode('cp1252')", "ast.literal_eval('(')",
+                 "'a'.replace('a', 'b' * 4000).replace('b', 'c' * 4000)"]:
+        assert fold(ast.parse(expr, mode="eval").body) is None, expr
+    assert fold(ast.parse("'%s%s' % ('__glo', 'bals__')", mode="eval").body) == "__globals__"
+    category, report, _ = static_check(kernel("NAME = '{0:>999999999}'.format('x')"))
+    assert category is None, report["errors"]
 
 
 def test_nesting_is_folded_or_refused_never_crashes():
