@@ -103,7 +103,8 @@ for _names, _rule, _why in [
      "_interpreters _xxsubinterpreters", "threads", "threads and processes are not allowed"),
     ("signal _signal posix nt resource atexit fcntl termios tty pty webbrowser platform uuid pipes mailcap venv "
      "ensurepip syslog curses getpass cgi wsgiref _multiprocessing _posixshmem pip psutil _distutils_hack "
-     "torch.utils.collect_env triton.tools triton.testing.nvsmi triton.testing.set_gpu_clock "
+     "torch.utils.collect_env triton.tools.build_extern triton.tools.compile triton.tools.disasm "
+     "triton.tools.link triton.testing.nvsmi triton.testing.set_gpu_clock "
      "triton.testing.cuda_memcheck", "process", _PROCESS),
     ("gc inspect traceback tracemalloc _tracemalloc pdb bdb trace cProfile profile _lsprof pstats sys.monitoring "
      "dis logging.currentframe", "introspection", _INTROSPECT),

@@ -335,6 +335,7 @@ BYPASSES = [
     ("types_code_type", "import types", "types.CodeType", "types.CodeType"),
     ("dis_bytecode", "import dis", "dis.Bytecode(print).codeobj", "imports dis"),
     ("platform_spawns", "import platform", "platform.architecture()", "imports platform"),
+    ("triton_disasm_spawns", "from triton.tools import disasm", "", "imports triton.tools.disasm"),
     ("platform_private", "", "torch.serialization.platform._syscmd_file('x')", "platform"),
     ("input_reads_stdin", "", "input()", "uses input"),
 
@@ -625,6 +626,20 @@ LEGIT = [
     ("triton_op_with_annotations",
      "@torch.library.triton_op('kforge::relu', mutates_args=())\ndef relu_op(t: torch.Tensor) -> torch.Tensor:\n"
      "    return t", ""),
+    ("tma_descriptors", "from triton.tools.tensor_descriptor import TensorDescriptor",
+     "d = TensorDescriptor.from_tensor(x, [64, 64])"),
+    ("raw_stream_and_libdevice", "from triton.language.extra.cuda import libdevice",
+     "torch._C._cuda_getCurrentRawStream(x.device.index)\ntriton.next_power_of_2(n)"),
+    ("kwargs_set_on_self", "class H(nn.Module):\n    def __init__(self, **kwargs):\n        super().__init__()\n"
+     "        for k, v in kwargs.items():\n            setattr(self, k, v)\n        for k in kwargs:\n"
+     "            getattr(self, k)", ""),
+    ("no_grad_method_registers_by_name", "class H(nn.Module):\n    @torch.no_grad()\n    def init(self):\n"
+     "        for i in range(2):\n            setattr(self, f'w{i}', nn.Parameter(torch.zeros(1)))", ""),
+    ("autograd_ctx_attributes", "class Fn(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, t):\n"
+     "        ctx._n = 3\n        ctx.save_for_backward(t)\n        return t\n    @staticmethod\n"
+     "    def backward(ctx, g):\n        return g * ctx._n", "y = Fn.apply(y)"),
+    ("enum_logging_fstrings", "import enum\nimport logging\nlogger = logging.getLogger(__name__)\n"
+     "class Mode(enum.Enum):\n    A = 1", "logger.info(f'{x.shape=} {type(x).__name__} {Mode.A.name}')"),
     ("activation_function_values", "import torch.nn.functional as F\nACTS = {'relu': F.relu, 'gelu': F.gelu}",
      "act = ACTS['relu']\nself.act = F.silu"),
 ]
