@@ -1044,10 +1044,27 @@ class Selves:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and self._plain(item):
                     self.methods.add(item)
         self.method_names = {m.name for m in self.methods}
+        self.instances = self._instance_names()
         self.exposed = set()
         self.stores = {}
         for node in names.nodes:
             self._scan(node)
+
+    def _instance_names(self):
+        """Names only ever bound to a new object of one of the file's classes (`model = ModelNew()`):
+        `model.forward(x)` calls forward on an instance."""
+        good, bad = set(), set()
+        for node in self.names.nodes:
+            bad.update(_bound_names(node))
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                parent = self.names.parent.get(node)
+                value = parent.value if isinstance(parent, ast.Assign) and parent.targets == [node] else None
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                        value.func.id in self.names.local_classes and self._plain_class(value.func.id, set()):
+                    good.add(node.id)
+                else:
+                    bad.add(node.id)
+        return good - bad
 
     def _meta_base(self, base):
         name = (dotted(base) or "").split(".")[-1]
@@ -1081,8 +1098,8 @@ class Selves:
             v, call = node.value, names.parent.get(node)
             with_self = isinstance(call, ast.Call) and call.func is node and call.args and \
                 isinstance(call.args[0], ast.Name) and call.args[0].id == "self"  # Base.__init__(self)
-            if not ((isinstance(v, ast.Name) and v.id == "self") or _is_super(v) or with_self or
-                    (names.resolved(v) and CLASS not in names.resolved(v))):
+            instance = isinstance(v, ast.Name) and (v.id == "self" or v.id in self.instances)
+            if not (instance or _is_super(v) or with_self or (names.resolved(v) and CLASS not in names.resolved(v))):
                 self.exposed.add(node.attr)
         elif isinstance(node, ast.Name) and node.id in self.method_names:
             self.exposed.add(node.id)
@@ -1134,19 +1151,35 @@ class Selves:
         return False
 
     def _safe_value(self, value):
+        """value is an instance: a constant, a container, an nn module or parameter, or an object of
+        one of the file's classes (not a function, a bound method, a class or a module, one
+        attribute away from __globals__ or a module's functions)."""
         if value is None:
             return False
-        if isinstance(value, ast.Constant):
+        if isinstance(value, (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.DictComp, ast.ListComp,
+                              ast.SetComp)):
             return True
         if not isinstance(value, ast.Call):
             return False
         func = value.func
         if isinstance(func, ast.Name) and func.id in self.names.local_classes:
-            cls = self.names.local_classes[func.id]
-            return func.id not in self.metaclasses and not any(
-                isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__new__" for n in cls.body)
+            return self._plain_class(func.id, set())
         resolved = self.names.resolved(func)
-        return bool(resolved) and CLASS not in resolved and all(q.split(".")[-1][:1].isupper() for q in resolved)
+        return bool(resolved) and all(q.startswith("torch.nn.") and q.split(".")[-1][:1].isupper() for q in resolved)
+
+    def _plain_class(self, name, seen):
+        """A class of the file whose constructor returns an instance: no metaclass and no __new__
+        of its own or of a base class of the file."""
+        if name in seen:
+            return True
+        seen.add(name)
+        cls = self.names.local_classes[name]
+        defined = {getattr(n, "name", None) for n in cls.body} | {
+            t.id for n in cls.body for t in getattr(n, "targets", ()) if isinstance(t, ast.Name)}
+        if name in self.metaclasses or "__new__" in defined:
+            return False
+        return all(self._plain_class(b.id, seen) for b in cls.bases
+                   if isinstance(b, ast.Name) and b.id in self.names.local_classes)
 
     def method_of(self, node):
         while node is not None:

@@ -455,6 +455,8 @@ BYPASSES = [
     ("self_in_staticmethod",
      "class H:\n    @staticmethod\n    def peek(self, n):\n        return getattr(self, n)", "",
      "only allowed on self"),
+    ("method_called_on_a_rebound_instance", "class H:\n    def peek(self, n):\n        return getattr(self, n)",
+     "h = H()\nh = H\nh.peek(relu_kernel, str(x))", "only allowed on self"),
     ("method_called_on_its_class", "class H:\n    def peek(self, n):\n        return getattr(self, n)",
      "H.peek(relu_kernel, str(x))", "only allowed on self"),
     ("method_through_type_of_instance", "class H:\n    def peek(self, n):\n        return getattr(self, n)",
@@ -481,6 +483,10 @@ BYPASSES = [
     ("self_chain_set_by_run_time_setattr", "", "self.f = nn.ReLU()\nsetattr(self, str(x.dtype), relu_kernel)\n"
      "getattr(self.f, str(x.dtype))", "only allowed on self"),
     ("self_chain_method", "", "getattr(self.forward, str(x.dtype))", "only allowed on self"),
+    ("self_chain_bound_method", "import types", "self.m = types.MethodType(relu_kernel.fn, 1)\n"
+     "getattr(self.m, str(x.dtype))", "only allowed on self"),
+    ("self_chain_inherited_new", "class A:\n    def __new__(cls):\n        return relu_kernel\nclass B(A):\n    pass",
+     "self.b = B()\ngetattr(self.b, str(x.dtype))", "only allowed on self"),
     ("self_dict_on_rebound_self", "", "self = torch\nself.__dict__['cuda']", "torch.__dict__"),
 
     # --- 10. results of calls the check cannot resolve, used as modules
@@ -640,6 +646,9 @@ LEGIT = [
      "    def backward(ctx, g):\n        return g * ctx._n", "y = Fn.apply(y)"),
     ("enum_logging_fstrings", "import enum\nimport logging\nlogger = logging.getLogger(__name__)\n"
      "class Mode(enum.Enum):\n    A = 1", "logger.info(f'{x.shape=} {type(x).__name__} {Mode.A.name}')"),
+    ("forward_called_on_an_instance", "",
+     "for i in range(2):\n    getattr(self, f'w{i}', None)\nif __name__ == '__main__':\n    model = ModelNew()\n"
+     "    model.forward(x)"),
     ("activation_function_values", "import torch.nn.functional as F\nACTS = {'relu': F.relu, 'gelu': F.gelu}",
      "act = ACTS['relu']\nself.act = F.silu"),
 ]
