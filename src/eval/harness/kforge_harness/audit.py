@@ -129,6 +129,8 @@ import math
 import re
 import weakref
 
+from .digest import PRIME as _PRIME
+
 VERSION = 2
 MAX_OPS, MAX_LAUNCH_NAMES, MAX_OUTPUTS, MAX_KERNELS, MAX_ERRORS, MAX_NAME = 64, 32, 64, 32, 8, 200
 # Below this fraction a part of the work is not "meaningful": Triton must compute at least this much
@@ -142,13 +144,14 @@ CHUNK_ELEMENTS = 1 << 24
 SNAPSHOT_MARGIN_BYTES = 1 << 30
 SNAPSHOT_MARGIN_FRACTION = 0.10
 HOST_COPY_BYTES = 1 << 26  # one step of a copy into host staging
-# Content digests (unseen writes): one per DIGEST_CHUNK_BYTES of a storage, computed in steps of at
-# most _digest_step() bytes whose temporaries are charged DIGEST_BYTE_COST device bytes a byte (the
-# piece's copy onto the device and words_digest's int64 words and weights: about 11 bytes a byte).
-DIGEST_CHUNK_BYTES = 1 << 22
+# Content digests (unseen writes): one per DIGEST_CHUNK_BYTES of a storage (words_digest's), computed
+# in passes of at most _digest_step() bytes whose temporaries are charged DIGEST_BYTE_COST device
+# bytes a byte (the bytes' copy onto the device, int64 words, weights and sums: about 14 a byte).
+DIGEST_CHUNK_BYTES = 1 << 20
 DIGEST_BYTE_COST = 16
-# On the CPU, steps below torch's parallel grain (32k elements): on few, busy cores the intra-op thread
-# handoff costs far more than the work (a 256 KiB digest: 70 ms in one step, 2 ms in four).
+DIGEST_WEIGHT_BYTES = 4 * DIGEST_CHUNK_BYTES  # held: the two weights (int64) of a chunk's words
+# On the CPU, passes below torch's parallel grain (32k elements): on few, busy cores the intra-op
+# thread handoff costs far more than the work (a 256 KiB digest: 70 ms in one pass, 2 ms in four).
 CPU_DIGEST_BYTES = 1 << 16
 # "The same values" where nothing handed them to the launch (a tracked storage at the same positions,
 # a permutation's moments): far tighter than the evaluation's tolerance.
@@ -534,9 +537,10 @@ def _chunks_of(lo, hi):
 
 
 def _digest_step():
-    """Bytes digested at once: temporaries of DIGEST_BYTE_COST a byte stay within a chunk step's cost
-    (_chunk_cost) for any CHUNK_ELEMENTS of 1024 or more."""
-    return min(DIGEST_CHUNK_BYTES, max(4096, 4 * CHUNK_ELEMENTS))
+    """Bytes digested in one pass (many chunks at once: one device sync): temporaries of
+    DIGEST_BYTE_COST a byte stay within a chunk step's cost (_chunk_cost) for any CHUNK_ELEMENTS of
+    2048 or more (48 MiB on the default)."""
+    return max(4096, 3 * CHUNK_ELEMENTS // 4 * 4)
 
 
 def _positions(prev, now, same):
@@ -630,6 +634,7 @@ class _Audit:
         self.shadows = {}    # (device, storage data_ptr) -> _Shadow
         self.inventory = {}  # (device, storage data_ptr) -> storage: those from before the forward (held)
         self.records = {}    # (device, storage data_ptr) -> [weakref to it, nbytes, [digest per chunk]]
+        self.weights = {}    # device -> the digest weights of a chunk's words (chunk_weights)
         self.seed = (int(seed) * 2654435761 + 97) % ((1 << 31) - 1)  # of the change digests
         self.checked = set()  # storages checked for unseen writes at the end
         self.ops = {}        # op name -> [count, kind]
@@ -637,6 +642,13 @@ class _Audit:
         self.compiled_names, self.errors = set(), []
         self.held = self.peak = 0  # device bytes the bookkeeping holds now / held at most
         self.staged = False        # some launch staged its snapshots in host memory
+
+    def release_all(self):
+        """Lets go of the inventory and of every label, record and weight (the audit is over)."""
+        self.inventory.clear()
+        self.shadows.clear()
+        self.records.clear()
+        self.weights.clear()
 
     def error(self, where, exc):
         if len(self.errors) < MAX_ERRORS:
@@ -713,30 +725,88 @@ class _Audit:
         (made where the audit could not see: numpy, another thread, disabled dispatch...)."""
         return INPUT if key in self.inventory else UNSEEN
 
-    def digest(self, raw, first, device):
-        """(a, b): the digest of the bytes raw (a flat uint8 tensor) that start at byte `first` of their
-        storage (a multiple of 4), computed on `device` in accounted steps."""
-        from .digest import PRIME, words_digest
-        x = y = 0
+    def digest_pieces(self, read, lo, hi, device):
+        """[(chunk, a, b, digest)] of a storage's bytes [lo, hi) (lo a multiple of 4) cut at chunk
+        boundaries, read(a, b) giving the bytes [a, b). Each digest is digest.words_digest's of its piece,
+        its words indexed from its chunk's start (segment_digests), computed for many pieces at once:
+        one pass and one device sync per step (_digest_step(), or CPU_DIGEST_BYTES on the CPU)."""
         step = _digest_step() if device.type != "cpu" else min(_digest_step(), CPU_DIGEST_BYTES)
-        for a, b in _ranges(raw.numel(), step):
-            with self.temp(DIGEST_BYTE_COST * (b - a)):
-                p, q = words_digest(raw[a:b].to(device), self.seed, (first + a) // 4)
-            x, y = (x + p) % PRIME, (y + q) % PRIME
-        return x, y
+        pieces, out, i = _chunks_of(lo, hi), [], 0
+        while i < len(pieces):
+            j, size = i + 1, pieces[i][2] - pieces[i][1]
+            while j < len(pieces) and size + pieces[j][2] - pieces[j][1] <= step:
+                size += pieces[j][2] - pieces[j][1]
+                j += 1
+            if size <= step:  # whole pieces in one pass
+                a, b = pieces[i][1], pieces[j - 1][2]
+                sums = self.segment_digests(read(a, b), a, [p[1] - a for p in pieces[i:j]] + [b - a], device)
+                out += [(c, pa, pb, d) for (c, pa, pb), d in zip(pieces[i:j], sums)]
+            else:  # one piece larger than a step: its steps' digests add up
+                c, a, b = pieces[i]
+                x = y = 0
+                for p, q in _ranges(b - a, step):
+                    ((dx, dy),) = self.segment_digests(read(a + p, a + q), a + p, [0, q - p], device)
+                    x, y = (x + dx) % _PRIME, (y + dy) % _PRIME
+                out.append((c, a, b, (x, y)))
+            i = j
+        return out
+
+    def segment_digests(self, raw, first, cuts, device):
+        """words_digest(raw[cuts[k]:cuts[k + 1]], seed, w_k) for each k in one pass, w_k being the word
+        offset of that piece within its digest chunk (pieces never cross a chunk boundary, and every
+        piece but the first starts one): raw is a flat uint8 tensor starting at byte `first` of its
+        storage (a multiple of 4), the cuts are byte offsets into it, multiples of 4 but the last (a
+        storage's end). Chunk-relative word indexes let every chunk share one row of weights
+        (chunk_weights): several chunks are one (chunks x words) product. A change, move or swap of
+        words inside a chunk still changes its digest, and each chunk is compared with its own record."""
+        import torch
+        n = raw.numel()
+        with self.temp(DIGEST_BYTE_COST * (n + 4) + (8 * DIGEST_CHUNK_BYTES if len(cuts) > 2 else 0)):
+            data = raw.to(device)
+            if n % 4 or data.storage_offset() % 4:  # the last word zero-padded, as words_digest does
+                data = torch.cat([data, torch.zeros(-n % 4, dtype=torch.uint8, device=device)])
+            words = (data.view(torch.int32).to(torch.int64) + (1 << 31)) % _PRIME
+            del data
+            offset, count = first % DIGEST_CHUNK_BYTES // 4, words.numel()
+            if len(cuts) == 2:  # one piece: the weights from its offset
+                weights = [w[offset:offset + count] for w in self.chunk_weights(offset + count, device)]
+            else:  # whole chunks as rows (zeros before the first piece's offset and after the last piece)
+                row = DIGEST_CHUNK_BYTES // 4
+                words = torch.cat([words.new_zeros(offset), words,
+                                   words.new_zeros(-(offset + count) % row)]).view(-1, row)
+                weights = self.chunk_weights(row, device)
+            # each term < 2^31: a chunk's 2^18 of them sum far below 2^63
+            sums = torch.stack([((words * w) % _PRIME).sum(-1).reshape(-1) for w in weights], 1)
+            return [(x % _PRIME, y % _PRIME) for x, y in sums.tolist()]
+
+    def chunk_weights(self, n, device):
+        """The first n words_digest weights of a digest chunk's words (word offset 0, this audit's seed),
+        both sums; computed once per device (in CPU_DIGEST_BYTES steps on the CPU), grown as needed up
+        to a chunk's words, and held (at most DIGEST_WEIGHT_BYTES)."""
+        import torch
+        from .digest import _weights
+        cached = self.weights.get(device)
+        if cached is None or cached[0].numel() < n:
+            m = min(DIGEST_CHUNK_BYTES // 4, max(n, 1024, 2 * (cached[0].numel() if cached else 0)))
+            step = m if device.type != "cpu" else CPU_DIGEST_BYTES // 4
+            parts = [_weights(a, b - a, self.seed, device) for a, b in _ranges(m, step)]
+            if cached is not None:
+                self.drop(2 * 8 * cached[0].numel())
+            cached = self.weights[device] = [torch.cat([p[k] for p in parts]) for k in range(2)]
+            self.hold(2 * 8 * m)
+        return cached
 
     def digests(self, storage, spans, read):
         """[(chunk, a, b, digest)] of the byte spans (word-aligned) cut at chunk boundaries, the bytes of
         [a, b) being read(a, b)."""
-        return [(c, a, b, self.digest(read(a, b), a, storage.device))
-                for lo, hi in spans for c, a, b in _chunks_of(lo, hi)]
+        return [piece for lo, hi in spans for piece in self.digest_pieces(read, lo, hi, storage.device)]
 
     def record(self, key, storage):
         """Digests all of a storage's bytes, chunk by chunk: its contents as the audit saw them last."""
         nbytes = storage.nbytes()
         raw = _raw(storage, 0, nbytes)
-        self.records[key] = [weakref.ref(storage), nbytes,
-                             [self.digest(raw[a:b], a, storage.device) for a, b in _ranges(nbytes, DIGEST_CHUNK_BYTES)]]
+        pieces = self.digest_pieces(lambda a, b: raw[a:b], 0, nbytes, storage.device)
+        self.records[key] = [weakref.ref(storage), nbytes, [d for _, _, _, d in pieces]]
 
     def record_of(self, key, storage):
         """The record of this very storage (not of a freed one whose address it took), or None."""
@@ -749,22 +819,24 @@ class _Audit:
         """After a write the audit saw: each chunk's digest moves by what the write changed (the digest of
         the written span after it, minus before it: `before` from digests()), so that a write it did not
         see elsewhere in the chunk still shows. A storage without a record is recorded whole."""
-        from .digest import PRIME
         rec = self.record_of(key, storage)
         if rec is None:
             self.record(key, storage)
             return
         raw = _raw(storage, 0, storage.nbytes())
+        spans = _merge_spans([(a, b) for _, a, b, _ in before])
+        after = {(c, a, b): d for c, a, b, d in self.digests(storage, spans, lambda a, b: raw[a:b])}
         for c, a, b, (p0, q0) in before:
-            p1, q1 = self.digest(raw[a:b], a, storage.device)
+            p1, q1 = after[(c, a, b)]
             p, q = rec[2][c]
-            rec[2][c] = ((p - p0 + p1) % PRIME, (q - q0 + q1) % PRIME)
+            rec[2][c] = ((p - p0 + p1) % _PRIME, (q - q0 + q1) % _PRIME)
 
     def verify(self, tensors):
         """Before work reads these tensors (a launch, a copy, a library op) and at the end for the outputs:
         the digest chunks of their storages whose bytes differ from the audit's last record of them were
         written by something it did not see; their labels become unseen, and the record takes the bytes
-        as they are (so that what is read from them now carries that label, and a copy of it too)."""
+        as they are (so that what is read from them now carries that label, and a copy of it too).
+        Returns the digests it computed: {(storage key, chunk): digest}."""
         touched = {}
         for t in tensors:
             if t.numel() == 0:
@@ -774,14 +846,16 @@ class _Audit:
                 lo, hi = _extent(t)
                 touched.setdefault(key, (t, st, set()))[2].update(range(lo // DIGEST_CHUNK_BYTES,
                                                                         -(-hi // DIGEST_CHUNK_BYTES)))
+        computed = {}
         for key, (t, st, chunks) in touched.items():
-            rec, raw = self.record_of(key, st), _raw(st, 0, st.nbytes())
-            for c in sorted(chunks):
-                a, b = c * DIGEST_CHUNK_BYTES, min(st.nbytes(), (c + 1) * DIGEST_CHUNK_BYTES)
-                now = self.digest(raw[a:b], a, st.device)
+            rec, raw, nbytes = self.record_of(key, st), _raw(st, 0, st.nbytes()), st.nbytes()
+            spans = _merge_spans([(c * DIGEST_CHUNK_BYTES, min(nbytes, (c + 1) * DIGEST_CHUNK_BYTES)) for c in chunks])
+            for c, a, b, now in self.digests(st, spans, lambda a, b: raw[a:b]):
+                computed[(key, c)] = now
                 if now != rec[2][c]:
                     self.shadow(t, True).mark(a, b, UNSEEN)
                     rec[2][c] = now
+        return computed
 
     def unseen_writes(self, t):
         """At the end of the forward, for an output: verify(), and a storage with labels but no record (its
@@ -1019,7 +1093,7 @@ class _Audit:
     # --- Triton launches
 
     def on_launch(self, name, args, kwargs, run):
-        snapshot = pointers = None
+        snapshot = pointers = verified = None
         try:
             seen, tensors = set(), []
             for t in _tensors((args, {k: v for k, v in kwargs.items() if k != "grid"}), []):
@@ -1028,7 +1102,7 @@ class _Audit:
                     tensors.append(t.detach())
             self.track(tensors)
             pointers = self.pointers(args, kwargs, tensors)
-            self.verify(tensors + [source.like for source in pointers[0]])
+            verified = self.verify(tensors + [source.like for source in pointers[0]])
             snapshot = self.snapshot(tensors)
         except Exception as exc:  # noqa: BLE001 -- recorded: the audit is then incomplete
             self.error("launch %s" % name, exc)
@@ -1040,7 +1114,7 @@ class _Audit:
                 self.compiled_names.add(str(result.name))
             if snapshot is not None:
                 try:
-                    stats[1] += self.attribute(name, snapshot, pointers)
+                    stats[1] += self.attribute(name, snapshot, pointers, verified)
                 except Exception as exc:  # noqa: BLE001 -- recorded: the audit is then incomplete
                     self.error("launch %s" % name, exc)
             return result
@@ -1184,7 +1258,7 @@ class _Audit:
                     return True
         return False
 
-    def attribute(self, name, snap, pointers=None):
+    def attribute(self, name, snap, pointers=None, verified=None):
         """Labels what the launch wrote; returns the elements credited to Triton."""
         args = snap.args
         writers = [self.writers(t) for t in args]
@@ -1203,7 +1277,7 @@ class _Audit:
                            for i in sources)
         finally:
             self.drop(frozen_bytes)
-        self.seal(snap, changed)
+        self.seal(snap, changed, verified or {})
         return credited
 
     def freeze(self, args, sources):
@@ -1407,7 +1481,7 @@ class _Audit:
                     lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
         return tuple(counts), sums, lo, hi
 
-    def seal(self, snap, changed):
+    def seal(self, snap, changed, verified):
         """After a launch's attribution, per storage byte range of its arguments that it changed: the
         digests follow what it wrote there; and bytes it changed there outside its arguments' elements
         (a strided view's gaps, alignment padding), which nothing attributes, become unseen."""
@@ -1416,8 +1490,13 @@ class _Audit:
             moved = [i for i in indexes if changed[i]]
             if buffer is None or not moved:
                 continue
-            t = snap.args[moved[0]]
-            before = self.digests(storage, [(lo, hi)], lambda a, b: buffer[a - lo:b - lo])
+            t, key = snap.args[moved[0]], _storage_key(snap.args[moved[0]])
+            pieces = _chunks_of(lo, hi)
+            if all((key, c) in verified and a == c * DIGEST_CHUNK_BYTES
+                   and b == min(storage.nbytes(), (c + 1) * DIGEST_CHUNK_BYTES) for c, a, b in pieces):
+                before = [(c, a, b, verified[(key, c)]) for c, a, b in pieces]  # as verify found them just before
+            else:
+                before = self.digests(storage, [(lo, hi)], lambda a, b: buffer[a - lo:b - lo])
             for i in moved:  # the bytes expected now: the snapshot with the arguments' new values in place
                 _patch(snap.before[i], snap.args[i])
             now = _raw(storage, lo, hi)
@@ -1428,7 +1507,7 @@ class _Audit:
                         shadow = self.shadow(t, True)
                         shadow.labels[torch.unique((stray + lo + a) // shadow.cell)] = UNSEEN
                         shadow.suspect = True
-            self.update(_storage_key(t), storage, before)
+            self.update(key, storage, before)
 
     def output_entry(self, path, t, seed=0):
         import torch
@@ -1479,7 +1558,8 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
     and, with snapshots="device", a copy of its bytes (the launch's snapshot; "host": staged in host
     memory, no device bytes); labels once more for the outputs when the launch writes one storage while
     another argument's attribution reads it (several outputs, or one output that is also an input);
-    and the temporaries of one chunk step (_chunk_cost). Not included: storages the forward makes in
+    the temporaries of one chunk step (_chunk_cost); and the content digests' weights (at most
+    DIGEST_WEIGHT_BYTES: a digest chunk's words'). Not included: storages the forward makes in
     between (each adds its labels, and the launches that take it its snapshot) and ops that move data
     (index, gather, cat...: a transient label byte per element of their operands and result)."""
     storages = {}
@@ -1491,7 +1571,7 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
     written, read = {_storage_key(t) for t in outputs}, {_storage_key(t) for t in inputs}
     frozen = sum(labels[key] for key in written) if len(written) > 1 or written & read else 0
     copies = sum(nbytes for nbytes, _ in storages.values()) if snapshots == "device" else 0
-    return (sum(labels.values()) + frozen + copies
+    return (sum(labels.values()) + frozen + copies + DIGEST_WEIGHT_BYTES
             + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
@@ -1588,7 +1668,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
                 cls.run = original
             else:
                 del cls.run
-        audit.inventory.clear()  # the storages from before the forward: no longer held
+        # The storages from before the forward are no longer held, and the bookkeeping goes now: the
+        # dispatch mode's class keeps this audit in a reference cycle, which only the cyclic garbage
+        # collector would free (and the next audit's inventory would find and digest it meanwhile).
+        audit.release_all()
     ops = sorted(audit.ops.items(), key=lambda kv: -kv[1][0])
     launches = sorted(audit.launches.items(), key=lambda kv: -kv[1][0])
     record = {
