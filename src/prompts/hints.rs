@@ -171,6 +171,17 @@ const RULES: &[Rule] = &[
         pattern: None,
         hint: "Wrong values: check the masks on every load and store at tile edges, the strides used for each dimension (use `x.stride(i)`, or call `.contiguous()` first), that accumulation happens in fp32, that weights are used with the same layout as PyTorch (nn.Linear computes x @ W.T), and that the result is what `Model.forward` returns. `tl.dot` on fp32 inputs rounds through TF32 by default: if errors are small but above tolerance, pass `input_precision=\"ieee\"` (`allow_tf32=False` on older Triton).",
     },
+    // --- the audit: PyTorch (or something the audit could not see) produced an output.
+    Rule {
+        categories: &["torch_fallback"],
+        pattern: Some(r"could not see"),
+        hint: "Part of an output was produced where the evaluation cannot see it, and that is always refused: do not compute with numpy (`.numpy()`, `torch.from_numpy`, `torch.tensor` of computed data), in other threads, or with PyTorch's dispatch disabled, and do not write through raw pointers (`data_ptr()`). Compute every output with Triton kernels launched from `forward` on its own thread, and create constant tensors in `__init__`.",
+    },
+    Rule {
+        categories: &["torch_fallback"],
+        pattern: Some(r"computed by pytorch|no triton kernel was launched|triton kernels hold"),
+        hint: "An output was computed by PyTorch, not by your Triton code: every output must be written by a Triton kernel that does its computation (a Triton copy of PyTorch's result does not count). Move the PyTorch op the message names (a reduction such as `.mean`/`.sum`, an activation, a `+ bias` epilogue) into Triton: fuse it into the kernel that produces its input, or add a Triton kernel for it. Library GEMM/conv calls (torch.matmul, F.linear, F.conv2d) may stay in PyTorch if a Triton kernel does the rest (bias, activation, reduction) and writes the result into its own output buffer.",
+    },
     // --- crashes and hangs.
     Rule {
         categories: &["cuda_error"],
@@ -376,6 +387,32 @@ mod tests {
         );
         assert!(!any(&other, "different devices"), "{other:?}");
         assert!(any(&other, "signature does not match"), "{other:?}");
+    }
+
+    #[test]
+    fn torch_fallback_names_what_to_move_and_refuses_unseen_work() {
+        let h = hints_for(
+            "torch_fallback",
+            "out was computed by PyTorch (100%), Triton wrote 0% of it: move `mean` into a Triton kernel (fuse it into the kernel that computes its input, or add a Triton kernel for it); 1 Triton launch(es) (linear_gelu_kernel x1), 1 PyTorch compute op(s); out: 100% PyTorch (mean)",
+        );
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert!(any(&h, "fuse it into the kernel"), "{h:?}");
+        assert!(any(&h, "torch.matmul, F.linear, F.conv2d"), "{h:?}");
+        assert!(!any(&h, "numpy"), "{h:?}");
+
+        let u = hints_for(
+            "torch_fallback",
+            "100% of out was produced where the audit could not see it (numpy, another thread, disabled dispatch, raw memory writes): compute every output with Triton kernels launched from forward, on its thread",
+        );
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert!(any(&u, "do not compute with numpy"), "{u:?}");
+        assert!(any(&u, "other threads"), "{u:?}");
+
+        let gpu = hints_for(
+            "torch_fallback",
+            "Triton kernels hold 2% of GPU time, other PyTorch kernels 90%",
+        );
+        assert!(any(&gpu, "Move the PyTorch op"), "{gpu:?}");
     }
 
     #[test]

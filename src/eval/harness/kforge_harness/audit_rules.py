@@ -52,10 +52,15 @@ def _ok(value, spec):
     return spec(value)
 
 
+def _digest(v):
+    """digest.tensor_digest's form: 24 lowercase hex digits."""
+    return type(v) is str and len(v) == 24 and all(c in "0123456789abcdef" for c in v)
+
+
 OUTPUT_SPEC = {"path": _name, "shape": [16, _count], "dtype": _name, "numel": _count, "shares": _shares(LABELS),
                "writers": lambda v: (isinstance(v, dict) and set(v) <= {"aten", "library", "triton"}
                                      and all(_name(w) for w in v.values())),
-               "digest": _Optional(lambda v: type(v) is str and len(v) == 24)}
+               "digest": _digest}
 GPU_SPECS = ({"measured": _one_of(False), "reason": _name},
              {"measured": _one_of(True), "total_us": lambda v: _number(v) and 0 < v < 1e15,
               "shares": _shares(GPU_CLASSES),
@@ -96,7 +101,7 @@ def _percent(share):
 
 def _describe_output(o):
     words = {"alloc": "never written", "input": "copied from inputs", "aten": "PyTorch",
-             "library": "PyTorch library", "triton": "Triton"}
+             "library": "PyTorch library", "triton": "Triton", "unseen": "made where the audit could not see"}
     parts = ["%s %s%s" % (_percent(o["shares"][k]), words[k], " (%s)" % o["writers"][k] if k in o["writers"] else "")
              for k in sorted(LABELS, key=lambda k: -o["shares"][k]) if o["shares"][k] > 0]
     return "%s: %s" % (o["path"], ", ".join(parts) or "empty")
@@ -104,8 +109,8 @@ def _describe_output(o):
 
 def unseen_outputs(record):
     """Paths of the outputs of a (validated) record with elements whose writer the audit did
-    not see; empty for records without that label."""
-    return [o["path"] for o in record["outputs"] if o["shares"].get("unseen", 0) > 0]
+    not see."""
+    return [o["path"] for o in record["outputs"] if o["shares"]["unseen"] > 0]
 
 
 def _result(verdict, summary, shares, details):
@@ -143,19 +148,41 @@ def classify(record, device_is_gpu):
     details = {"triton_launches": record["triton_launches"], "aten_compute_ops": compute_ops,
                "launches": record["launches"], "outputs": record["outputs"], "gpu": gpu}
 
-    reasons = []
+    reasons, unseen, pytorch_ops = [], [], []
     if record["triton_launches"] == 0:
         reasons.append("no Triton kernel was launched")
     for o in record["outputs"]:
+        if o["numel"] > 0 and o["shares"]["unseen"] > 0:
+            # Written where the audit could not follow (numpy, another thread, PyTorch with dispatch
+            # disabled, memory written behind the kernels' backs): nothing vouches for those values.
+            # Failing closed: an honest kernel computes its outputs in Triton launched from forward.
+            unseen.append(o["path"])
+            reasons.append("%s of %s was produced where the audit could not see it (numpy, another thread, "
+                           "disabled dispatch, raw memory writes): compute every output with Triton kernels "
+                           "launched from forward, on its thread" % (_percent(o["shares"]["unseen"]), o["path"]))
+            continue
         # PyTorch's output: PyTorch (aten or a library) computed a meaningful part of it and Triton
         # less than that. Allocations, views, .contiguous() and copies of inputs are not PyTorch
         # compute; a Triton copy of PyTorch's result is. An aten epilogue on a Triton result (Triton
         # GEMM, then `out + bias` in torch) counts as PyTorch's as well: allowing it would let a
-        # trivial Triton pre-pass launder any torch op. The repair prompt can name the op (writers).
+        # trivial Triton pre-pass launder any torch op. A Triton launch that writes over a library
+        # result (cuBLAS/cuDNN) is credited with what it wrote (audit.py, the epilogue rule).
         pytorch = o["shares"]["aten"] + o["shares"]["library"]
         if o["numel"] > 0 and o["shares"]["triton"] < MEANINGFUL <= pytorch:
-            reasons.append("%s was computed by PyTorch (%s), Triton wrote %s of it"
-                           % (o["path"], _percent(pytorch), _percent(o["shares"]["triton"])))
+            ops = [o["writers"][k] for k in ("aten", "library") if k in o["writers"] and o["shares"][k] > 0]
+            pytorch_ops += [op for op in ops if op not in pytorch_ops]
+            aten = o["writers"].get("aten") if o["shares"]["aten"] > 0 else None
+            library = o["writers"].get("library") if o["shares"]["library"] > 0 else None
+            fix = []
+            if aten:
+                fix.append("move `%s` into a Triton kernel (fuse it into the kernel that computes its input, or "
+                           "add a Triton kernel for it)" % aten)
+            if library:
+                fix.append("`%s` (cuBLAS/cuDNN) may stay in PyTorch, but a Triton kernel must write the output: "
+                           "apply what follows it in a Triton epilogue kernel" % library)
+            reasons.append("%s was computed by PyTorch (%s), Triton wrote %s of it%s"
+                           % (o["path"], _percent(pytorch), _percent(o["shares"]["triton"]),
+                              ": " + "; ".join(fix) if fix else ""))
     if shares and shares["triton"] < MEANINGFUL and shares["aten"] >= ATEN_DOMINANT:
         # Library GEMM/conv time is not held against a kernel (hybrids are legal); plain PyTorch
         # compute kernels dwarfing the Triton ones mean the Triton part is decoration.
@@ -163,5 +190,8 @@ def classify(record, device_is_gpu):
                        % (_percent(shares["triton"]), _percent(shares["aten"])))
     if reasons:
         details["reasons"] = reasons
+        details["pytorch_ops"] = pytorch_ops  # the PyTorch ops that wrote the refused outputs (a repair names them)
+        if unseen:
+            details["unseen_outputs"] = unseen
         return _result("torch_fallback", "; ".join(reasons + parts), shares, details)
     return _result("ok", "; ".join(parts), shares, details)

@@ -42,12 +42,12 @@ def shares(**kw):
 
 def output(path="out", writers=None, **kw):
     return {"path": path, "shape": [4, 8], "dtype": "float32", "numel": 32, "shares": shares(**kw),
-            "writers": writers or {}}
+            "writers": writers or {}, "digest": "0123456789abcdef01234567"}
 
 
 def record(outputs=None, launches=1, gpu=None, ops=None):
     return {
-        "version": 1, "device": "cuda" if gpu is not None else "cpu",
+        "version": audit.VERSION, "device": "cuda" if gpu is not None else "cpu",
         "aten_ops": ops if ops is not None else [{"name": "empty_like", "count": 1, "kind": "alloc"}],
         "aten_ops_dropped": 0, "triton_launches": launches,
         "launches": [{"name": "relu_kernel", "count": launches, "elements_written": 32}] if launches else [],
@@ -173,7 +173,7 @@ def mutate(path, value):
 
 
 @pytest.mark.parametrize("path,value", [
-    (("version",), 2), (("version",), True), (("device",), "tpu"), (("aten_ops_dropped",), -1),
+    (("version",), 1), (("version",), 3), (("version",), True), (("device",), "tpu"), (("aten_ops_dropped",), -1),
     (("triton_launches",), True), (("triton_launches",), "1"), (("triton_launches",), 0),  # < per-name sum
     (("triton_launches",), 10 ** 400), (("launches", 0, "count"), 1.5), (("launches", 0, "name"), "k" * 1000),
     (("outputs", 0, "shares", "triton"), float("nan")), (("outputs", 0, "shares", "triton"), 0.5),  # sum != 1
@@ -355,7 +355,7 @@ def test_views_copies_and_moves_of_a_triton_result_stay_triton(signed):
     assert result["verdict"] == "ok", result["summary"]
     assert [o["shares"]["triton"] for o in rec["outputs"][:6]] == [1.0] * 6
     positive = float((signed > 0).float().mean())  # the rest of `picked` is zeros_like's
-    assert rec["outputs"][6]["shares"] == pytest.approx(dict(alloc=1 - positive, input=0.0, aten=0.0, library=0.0,
+    assert rec["outputs"][6]["shares"] == pytest.approx(dict(alloc=1 - positive, input=0.0, aten=0.0, library=0.0, unseen=0.0,
                                                             triton=positive))
 
 
@@ -530,7 +530,17 @@ def triton_copy(src, dst):
 
 def scenario_fn(case):
     """The forwards of the tests above (honest, attacks and mixed), by name."""
+    if case in MOVED_CASES:
+        return pytorch_moved_fn(case).fn
+    if case in UNSEEN_CASES:
+        return unseen_fn(case).fn
+
     def fn(x):
+        if case == "conv_epilogue_in_place":  # library result, Triton Hardtanh in place (most values kept)
+            weight = torch.randn(4, 4, 3, 3, generator=torch.Generator().manual_seed(0)) * 0.1
+            y = F.conv2d(x.reshape(2, 4, 10, 10), weight)
+            hardtanh_kernel[grid(y.numel())](y, y, y.numel(), BLOCK=64)
+            return y
         if case == "epilogue":
             y = triton_relu(x)
             y.mul_(2.0)
@@ -585,7 +595,10 @@ def scenario_fn(case):
 
 SCENARIOS = ["relu_ok", "relu_token_launch", "relu_torch_then_triton_copy", "relu_torch_ops", "epilogue",
              "reads_torch_result", "poke_one_element", "torch_rows", "nudge", "triton_work", "transposed",
-             "views_copies_moves", "in_place_two_views", "two_outputs"]
+             "views_copies_moves", "in_place_two_views", "two_outputs",
+             # round 2: moments, the tight comparison, digests and the epilogue rule under chunking
+             "transpose_back", "xor_mask_unmask", "raw_pointer_source", "numpy_before_triton_same_chunk",
+             "triton_writes_a_strided_views_gaps", "conv_epilogue_in_place"]
 
 
 def scenario(case, x):
@@ -613,7 +626,8 @@ def test_chunked_passes_give_the_unchunked_labels(signed, monkeypatch, case):
 def test_scenario_verdicts(signed):
     # the expectations the scenarios above are compared under (so that "identical" means right)
     verdicts = {case: scenario(case, signed)[1] for case in SCENARIOS}
-    ok = {"relu_ok", "relu_torch_ops", "triton_work", "transposed", "views_copies_moves", "in_place_two_views"}
+    ok = {"relu_ok", "relu_torch_ops", "triton_work", "transposed", "views_copies_moves", "in_place_two_views",
+          "conv_epilogue_in_place"}
     assert verdicts == {case: "ok" if case in ok else "torch_fallback" for case in SCENARIOS}
 
 
@@ -668,14 +682,15 @@ def test_a_real_oom_in_the_forward_still_propagates(signed):
 
 def test_bookkeeping_peak_of_a_relu(monkeypatch):
     # ReLU of I bytes into O bytes (fp32): the peak is the two snapshots, a label byte per output
-    # element (the input is never labeled: nothing writes it) and one chunk step's temporaries.
+    # element (the input is never labeled: nothing writes it), one chunk step's temporaries, and the
+    # content digests' weights (a fixed allowance: their size follows the largest storage digested).
     chunk = 1000
     monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
     torch.manual_seed(0)
     x = torch.randn(64, 1000)
     out, rec, result = run(fixture("relu_ok"), x)
     size = x.numel() * 4  # I == O
-    peak, step = rec["bookkeeping_peak_bytes"], audit._chunk_cost(chunk, 4)
+    peak, step = rec["bookkeeping_peak_bytes"], audit._chunk_cost(chunk, 4) + audit.DIGEST_WEIGHT_BYTES
     assert result["verdict"] == "ok" and rec["snapshots"] == "device"
     assert size + size + size // 4 <= peak <= size + size + size // 4 + step
     assert peak <= audit.audit_extra_bytes([x], [out]) == 2 * size + 2 * (size // 4) + step
@@ -759,7 +774,7 @@ def test_writes_through_narrower_views_coarsen_to_the_element(signed, monkeypatc
     elif case == "triton_uint8":
         # a cell is Triton's when all its bytes changed; bytes equal to the 0xFF sentinel did not
         sentinel = (torch.relu(signed).view(torch.uint8).view(-1, 4) == 0xFF).any(1).float().mean().item()
-        assert shares == pytest.approx(dict(alloc=sentinel, input=0.0, aten=0.0, library=0.0, triton=1 - sentinel))
+        assert shares == pytest.approx(dict(alloc=sentinel, input=0.0, aten=0.0, library=0.0, triton=1 - sentinel, unseen=0.0))
         assert result["verdict"] == "ok"
     else:  # a Triton copy of, or a byte poke into, PyTorch's result stays PyTorch's
         assert shares["aten"] == 1.0 and result["verdict"] == "torch_fallback", (case, shares)
@@ -827,3 +842,499 @@ def test_a_triton_epilogue_on_a_torch_matmul_keeps_its_share():
     x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1))
     _, rec, result = run(Model(_honest_bias_relu_epilogue), x)
     assert rec["outputs"][0]["shares"]["triton"] > 0.5, rec["outputs"][0]["shares"]
+
+
+# ---------------------------------------------------------------------------
+# Evaluator trust, round 2 (issue 20): unseen work, output digests, provenance through raw pointers,
+# several launches and moved values, the library epilogue rule, repair details
+# ---------------------------------------------------------------------------
+
+import threading  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from kforge_harness import digest  # noqa: E402
+
+
+@triton.jit
+def raw_copy_kernel(src_address, y_ptr, n, BLOCK: tl.constexpr):
+    # the source arrives as an integer (`t.data_ptr()`) and is cast to a pointer in the kernel
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    src = src_address.to(tl.pointer_type(tl.float32))
+    tl.store(y_ptr + offs, tl.load(src + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def transpose_kernel(x_ptr, y_ptr, rows, cols, BLOCK: tl.constexpr):
+    # y (cols x rows) = x (rows x cols) transposed
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < rows * cols
+    r, c = offs // cols, offs % cols
+    tl.store(y_ptr + c * rows + r, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def reverse_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + (n - 1 - offs), tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def xor_kernel(x_ptr, y_ptr, n, key, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) ^ key, mask=mask)
+
+
+@triton.jit
+def hardtanh_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.minimum(tl.maximum(v, -1.0), 1.0), mask=mask)
+
+
+@triton.jit
+def bias_relu_kernel(x_ptr, b_ptr, y_ptr, n, cols, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    v = tl.load(x_ptr + offs, mask=mask) + tl.load(b_ptr + offs % cols, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(v, 0.0), mask=mask)
+
+
+@triton.jit
+def linear_gelu_kernel(x_ptr, wt_ptr, b_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # y = gelu(x @ wt + b), wt (K x N) pre-transposed, the sigmoid approximation of GELU
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+    w = tl.load(wt_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+    acc = tl.dot(a, w, input_precision="ieee") + tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :]
+    acc = acc / (1.0 + tl.exp(-1.702 * acc))
+    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def grid(n):
+    return (triton.cdiv(n, 64),)
+
+
+def token_launch(x):
+    triton_relu(x[:1].contiguous())  # a Triton launch that has nothing to do with the output
+
+
+def _in_thread(fn):
+    worker = threading.Thread(target=fn)
+    worker.start()
+    worker.join()
+
+
+def unseen_fn(case):
+    """Work the audit cannot see (each with a token launch beside it): every one must be refused."""
+    def fn(x):
+        token_launch(x)
+        if case == "from_numpy":  # numpy computes, the result comes back as a tensor
+            return torch.from_numpy(np.maximum(x.numpy(), 0))
+        if case == "tensor_of_numpy":  # the same through torch.tensor (a copy of numpy's result)
+            return torch.tensor(np.maximum(x.numpy(), 0))
+        if case == "disabled_dispatch":  # PyTorch with the dispatch modes switched off
+            with torch._C._DisableTorchDispatch():
+                return torch.relu(x)
+        if case == "disabled_dispatch_in_place":
+            out = torch.empty_like(x)
+            with torch._C._DisableTorchDispatch():
+                out.copy_(torch.relu(x))
+            return out
+        if case == "thread":  # dispatch modes are per thread: torch in another one goes unseen
+            out = torch.empty_like(x)
+            _in_thread(lambda: torch.clamp(x, min=0, out=out))
+            return out
+        if case == "thread_fresh":
+            box = []
+            _in_thread(lambda: box.append(torch.relu(x)))
+            return box[0]
+        if case == "numpy_into_torch_buffer":  # numpy writes in place into a buffer PyTorch allocated
+            out = torch.empty_like(x)
+            np.maximum(x.numpy(), 0, out=out.numpy())
+            return out
+        if case == "numpy_after_triton_same_chunk":  # a seen write, then an unseen one in its digest chunk
+            out = torch.empty_like(x)
+            triton_relu(x[:4].contiguous(), out=out[:4])
+            np.maximum(x[4:].numpy(), 0, out=out[4:].numpy())
+            return out
+        if case == "numpy_before_triton_same_chunk":  # the unseen write first: the seen one must not bless it
+            out = torch.empty_like(x)
+            np.maximum(x[4:].numpy(), 0, out=out[4:].numpy())
+            triton_relu(x[:4].contiguous(), out=out[:4])
+            return out
+        if case == "freed_torch_result_by_raw_pointer":  # the pointer outlives the tensor: opaque
+            out = torch.empty_like(x)
+            raw_copy_kernel[grid(x.numel())](torch.relu(x).data_ptr(), out, x.numel(), BLOCK=64)
+            return out
+        if case == "triton_writes_outside_its_arguments":  # a destination reached only through a pointer
+            out = torch.empty_like(x)
+            r = triton_relu(x)
+            raw_copy_dst_kernel[grid(x.numel())](r, out.data_ptr(), x.numel(), BLOCK=64)
+            return out
+        if case == "numpy_into_the_input_then_triton_copy":  # an unseen write into a source, then a copy
+            np.maximum(x.numpy(), 0, out=x.numpy())
+            out = torch.empty_like(x)
+            copy_kernel[grid(x.numel())](x, out, x.numel(), BLOCK=64)
+            return out
+        if case == "numpy_into_the_input_then_clone":
+            np.maximum(x.numpy(), 0, out=x.numpy())
+            return x.clone()
+        if case == "triton_writes_a_strided_views_gaps":  # handed out[:, ::2], writes every element of out
+            out = torch.empty_like(x)
+            r = torch.relu(x)
+            gap_copy_kernel[grid(x.numel())](r, out[:, ::2], x.numel(), BLOCK=64)
+            return out
+        raise AssertionError(case)
+    return Model(fn)
+
+
+@triton.jit
+def raw_copy_dst_kernel(x_ptr, dst_address, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    dst = dst_address.to(tl.pointer_type(tl.float32))
+    tl.store(dst + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def gap_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # y is a stride-2 view: y_ptr + offs covers the gaps between its elements as well
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+UNSEEN_CASES = ["from_numpy", "tensor_of_numpy", "disabled_dispatch", "disabled_dispatch_in_place", "thread",
+                "thread_fresh", "numpy_into_torch_buffer", "numpy_after_triton_same_chunk",
+                "numpy_before_triton_same_chunk", "freed_torch_result_by_raw_pointer",
+                "triton_writes_outside_its_arguments", "triton_writes_a_strided_views_gaps",
+                "numpy_into_the_input_then_triton_copy", "numpy_into_the_input_then_clone"]
+
+
+@pytest.mark.parametrize("case", UNSEEN_CASES)
+def test_work_the_audit_cannot_see_is_refused(signed, case):
+    out, rec, result = run(unseen_fn(case), signed.clone())  # (some write into their input)
+    assert not rec["errors"], rec["errors"]
+    if case == "freed_torch_result_by_raw_pointer" and not torch.allclose(out, torch.relu(signed)):
+        return  # the freed memory was reused (by the audit's own snapshot): wrong values, the judge refuses
+    assert torch.allclose(out, torch.relu(signed))  # the values would pass: only the audit stands in the way
+    shares = rec["outputs"][0]["shares"]
+    assert shares["unseen"] > 0, (case, shares)
+    assert result["verdict"] == "torch_fallback", (case, result["summary"])
+    assert "could not see" in result["summary"] and "numpy, another thread, disabled dispatch" in result["summary"]
+    assert result["details"]["unseen_outputs"] == ["out"]
+
+
+class NumpyIntoInitBuffer(torch.nn.Module):
+    """numpy writes in place into a buffer allocated in __init__ (a storage from before the forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = torch.full((8, 100), -1.0)  # (torch.empty might hand back memory holding the result)
+
+    def forward(self, x):
+        token_launch(x)
+        np.maximum(x.numpy(), 0, out=self.out.numpy())
+        return self.out
+
+
+def test_numpy_in_place_into_an_init_buffer_is_refused(signed):
+    out, rec, result = run(NumpyIntoInitBuffer(), signed)
+    assert torch.equal(out, torch.relu(signed))
+    assert rec["outputs"][0]["shares"]["unseen"] == 1.0
+    assert result["verdict"] == "torch_fallback"
+
+
+def pytorch_moved_fn(case):
+    """PyTorch's result handed to Triton in ways the first round missed: each must stay PyTorch's."""
+    def fn(x):
+        n = x.numel()
+        out = torch.empty_like(x)
+        if case == "one_element_longer_source":  # the source is not of the output's size
+            r = torch.relu(torch.cat([x.reshape(-1), x.reshape(-1)[:1]]))
+            copy_kernel[grid(n)](r, out, n, BLOCK=64)
+        elif case == "raw_pointer_source":  # the source is an integer cast to a pointer in the kernel
+            r = torch.relu(x)
+            raw_copy_kernel[grid(n)](r.data_ptr(), out, n, BLOCK=64)
+        elif case == "transpose_back":  # PyTorch on the transposed input, Triton transposes back
+            r = torch.relu(x.t().contiguous())
+            transpose_kernel[grid(n)](r, out, x.shape[1], x.shape[0], BLOCK=64)
+        elif case == "permute_unpermute":  # reversed, then reversed back, over two launches
+            r, scrambled = torch.relu(x), torch.empty_like(x)
+            reverse_kernel[grid(n)](r, scrambled, n, BLOCK=64)
+            reverse_kernel[grid(n)](scrambled, out, n, BLOCK=64)
+        elif case in ("xor_mask_unmask", "xor_unmask_one_element_off"):  # masked, then unmasked, over two launches
+            r, masked = torch.relu(x), torch.empty_like(x)
+            xor_kernel[grid(n)](r.view(torch.int32), masked.view(torch.int32), n, 0x5A5A5A5A, BLOCK=64)
+            if case == "xor_unmask_one_element_off":  # so that no moment matches: ReLU's zeros must follow
+                masked.view(-1)[:1] = 0.0
+            xor_kernel[grid(n)](masked.view(torch.int32), out.view(torch.int32), n, 0x5A5A5A5A, BLOCK=64)
+            if case == "xor_unmask_one_element_off":
+                out.view(-1)[:1] = r.view(-1)[:1]
+        elif case in ("identity_gemm", "permutation_gemm"):  # a library op that computes nothing, then a copy
+            eye = torch.eye(x.shape[1])
+            if case == "permutation_gemm":
+                eye = eye[torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(1))]
+            r = torch.relu(x)
+            z = torch.matmul(r, eye)
+            copy_kernel[grid(n)](z, out, n, BLOCK=64)
+            if case == "permutation_gemm":
+                return out @ eye.t()  # (the values back in place, for the test's value check: PyTorch's again)
+        else:
+            raise AssertionError(case)
+        return out
+    return Model(fn)
+
+
+MOVED_CASES = ["one_element_longer_source", "raw_pointer_source", "transpose_back", "permute_unpermute",
+               "xor_mask_unmask", "xor_unmask_one_element_off", "identity_gemm", "permutation_gemm"]
+
+
+@pytest.mark.parametrize("case", MOVED_CASES)
+def test_pytorch_results_moved_by_triton_stay_pytorchs(signed, case):
+    out, rec, result = run(pytorch_moved_fn(case), signed)
+    assert torch.equal(out, torch.relu(signed))
+    assert not rec["errors"], rec["errors"]
+    shares = rec["outputs"][0]["shares"]
+    if case == "permutation_gemm":  # the last op is a GEMM of the laundered copy: PyTorch's all the same
+        assert shares["aten"] + shares["library"] == 1.0, shares
+    else:
+        assert shares["aten"] >= 0.99, (case, shares)  # (the one element off: PyTorch's fill)
+    assert result["verdict"] == "torch_fallback", (case, result["summary"])
+    assert "relu" in result["details"]["pytorch_ops"]
+    assert "move `relu` into a Triton kernel" in result["summary"]
+
+
+def test_a_gemm_of_a_torch_result_with_a_triton_epilogue_stays_legal():
+    # PyTorch's layer norm feeding PyTorch's GEMM, Triton's bias+ReLU epilogue: the GEMM computes
+    gen = torch.Generator().manual_seed(6)
+    x, w, bias = torch.randn(16, 32, generator=gen), torch.randn(32, 24, generator=gen), torch.randn(24, generator=gen)
+
+    def fn(x):
+        y = torch.matmul(F.layer_norm(x, (32,)), w)
+        out = torch.empty_like(y)
+        bias_relu_kernel[grid(y.numel())](y, bias, out, y.numel(), 24, BLOCK=64)
+        return out
+    _, rec, result = run(Model(fn), x)
+    assert result["verdict"] == "ok" and rec["outputs"][0]["shares"]["triton"] == 1.0, rec["outputs"][0]["shares"]
+
+
+def conv_hardtanh(weight, in_place=False):
+    # PyTorch's convolution (a library op), Triton's Hardtanh epilogue: a legal hybrid
+    def fn(x):
+        y = F.conv2d(x, weight)
+        out = y if in_place else torch.empty_like(y)
+        hardtanh_kernel[grid(y.numel())](y, out, y.numel(), BLOCK=64)
+        return out
+    return Model(fn)
+
+
+@pytest.mark.parametrize("scale,in_place", [(1.0, False), (0.2, False), (1.0, True)])
+def test_library_op_with_a_triton_epilogue_is_legal_whatever_the_data(scale, in_place):
+    gen = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(2, 3, 10, 10, generator=gen), torch.randn(4, 3, 3, 3, generator=gen) * 0.1 * scale
+    inside = float((F.conv2d(x, weight).abs() <= 1).float().mean())
+    assert inside == 1.0 if scale < 1 else 0.85 < inside < 1.0  # mostly, or all, left as the conv made them
+    out, rec, result = run(conv_hardtanh(weight, in_place), x)
+    assert torch.allclose(out, F.hardtanh(F.conv2d(x, weight)), atol=1e-6)
+    assert result["verdict"] == "ok", result["summary"]
+    assert rec["outputs"][0]["shares"]["triton"] == 1.0
+    assert rec["outputs"][0]["writers"]["triton"] == "hardtanh_kernel"
+
+
+def test_an_in_place_epilogue_that_changes_no_byte_is_a_read():
+    # The known limit of the epilogue rule (docs/security.md): a launch that stores exactly the bytes it
+    # found is indistinguishable from one that only read them; out of place, the same kernel is legal.
+    gen = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(2, 3, 10, 10, generator=gen), torch.randn(4, 3, 3, 3, generator=gen) * 0.02
+    _, rec, result = run(conv_hardtanh(weight, in_place=True), x)
+    assert rec["outputs"][0]["shares"]["library"] == 1.0 and result["verdict"] == "torch_fallback"
+    assert "apply what follows it in a Triton epilogue kernel" in result["summary"]
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_matmul_with_a_triton_bias_relu_epilogue_is_legal(in_place):
+    gen = torch.Generator().manual_seed(1)
+    a, b, bias = torch.randn(16, 32, generator=gen), torch.randn(32, 24, generator=gen), torch.randn(24, generator=gen)
+
+    def fn(a):
+        y = torch.matmul(a, b) if not in_place else F.linear(a, b.t())
+        out = y if in_place else torch.empty_like(y)
+        bias_relu_kernel[grid(y.numel())](y, bias, out, y.numel(), 24, BLOCK=64)
+        return out
+    out, rec, result = run(Model(fn), a)
+    assert torch.allclose(out, torch.relu(a @ b + bias), atol=1e-5)
+    assert result["verdict"] == "ok" and rec["outputs"][0]["shares"]["triton"] == 1.0
+
+
+@pytest.mark.parametrize("name,shapes", [("relu_ok", [(64, 1024)]), ("softmax_ok", [(64, 1000)]),
+                                         ("matmul_ok", [(96, 80), (80, 112)])])
+def test_pure_triton_fixtures_are_ok(name, shapes):
+    gen = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(*shape, generator=gen) for shape in shapes]
+    _, rec, result = run(fixture(name), *inputs)
+    assert result["verdict"] == "ok", result["summary"]
+    assert rec["outputs"][0]["shares"]["triton"] == 1.0 and not rec["errors"]
+
+
+class InitBufferRelu(torch.nn.Module):
+    """An output buffer allocated once in __init__, rewritten by Triton every forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = torch.empty(8, 100)
+
+    def forward(self, x):
+        return triton_relu(x, out=self.out)
+
+
+class LazyBufferRelu(torch.nn.Module):
+    """The same, allocated on the first forward (fresh then; from before the forward after)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = None
+
+    def forward(self, x):
+        if self.out is None:
+            self.out = torch.empty_like(x)
+        return triton_relu(x, out=self.out)
+
+
+@pytest.mark.parametrize("cls", [InitBufferRelu, LazyBufferRelu])
+def test_an_output_buffer_kept_across_forwards_is_ok(cls):
+    model, gen = cls(), torch.Generator().manual_seed(3)
+    for x in [torch.randn(8, 100, generator=gen) for _ in range(2)] + [None]:
+        x = x if x is not None else x_last  # noqa: F821 -- the same input again: nothing changes
+        out, rec, result = run(model, x)
+        assert torch.equal(out, torch.relu(x)) and result["verdict"] == "ok", result["summary"]
+        assert rec["outputs"][0]["shares"]["unseen"] == 0.0
+        x_last = x  # noqa: F841
+
+
+class PreTransposed(torch.nn.Module):
+    """A linear layer whose weight is transposed once in __init__ for the Triton GEMM+bias+GELU."""
+
+    def __init__(self, reduce=False):
+        super().__init__()
+        gen = torch.Generator().manual_seed(4)
+        self.weight = torch.nn.Parameter(torch.randn(24, 32, generator=gen))
+        self.bias = torch.nn.Parameter(torch.randn(24, generator=gen))
+        self.wt = self.weight.detach().t().contiguous()
+        self.reduce = reduce
+
+    def forward(self, x):
+        out = torch.empty(x.shape[0], 24)
+        linear_gelu_kernel[(1, 1)](x, self.wt, self.bias, out, x.shape[0], 24, 32, BM=16, BN=32, BK=32)
+        return out.mean(dim=1) if self.reduce else out
+
+
+def test_a_weight_transposed_in_init_is_ok():
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(5))
+    model = PreTransposed()
+    out, rec, result = run(model, x)
+    y = x @ model.weight.detach().t() + model.bias.detach()
+    assert torch.allclose(out, y * torch.sigmoid(1.702 * y), atol=1e-4)
+    assert result["verdict"] == "ok" and rec["outputs"][0]["shares"]["triton"] == 1.0
+
+
+def test_a_torch_reduction_after_a_triton_gemm_names_the_op_to_move():
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(5))
+    _, rec, result = run(PreTransposed(reduce=True), x)
+    assert result["verdict"] == "torch_fallback"
+    assert result["details"]["pytorch_ops"] == ["mean"]
+    assert "move `mean` into a Triton kernel" in result["summary"]
+
+
+def test_zeros_are_nobodys_copy(signed):
+    # a PyTorch result alive beside an honest Triton ReLU: their zeros coincide, their values do not
+    def fn(x):
+        kept = torch.relu(x * 2.0)
+        return triton_relu(x), kept
+    _, rec, result = run(Model(fn), signed)
+    assert rec["outputs"][0]["shares"]["triton"] == 1.0 and rec["outputs"][1]["shares"]["aten"] == 1.0
+
+
+def test_output_digests_are_of_the_returned_values(signed):
+    def fn(x):
+        y = triton_relu(x)
+        return y, y.t(), torch.relu(x)[:, 3]
+    outputs, rec = audit.audited_forward(Model(fn), [signed], "cpu", [], seed=1234)
+    assert [o["digest"] for o in rec["outputs"]] == [digest.tensor_digest(t, 1234) for t in outputs]
+    _, other = audit.audited_forward(Model(fn), [signed], "cpu", [], seed=1235)
+    assert all(a["digest"] != b["digest"] for a, b in zip(rec["outputs"], other["outputs"]))
+    assert audit_rules.classify(rec, False)["verdict"] == "torch_fallback"  # the third output is PyTorch's
+
+
+def test_storages_from_before_the_forward_are_held_and_let_go(signed):
+    # an inventory walks the garbage collector; what it held is released when the audit ends
+    import gc
+    import weakref
+
+    model = InitBufferRelu()
+    ref = weakref.ref(model.out.untyped_storage())
+    run(model, signed)
+    del model
+    gc.collect()
+    assert ref() is None
+
+
+def test_classify_refuses_unseen_shares_and_bad_digests():
+    result = audit_rules.classify(record(outputs=[output(triton=0.98, unseen=0.02)]), False)
+    assert result["verdict"] == "torch_fallback"
+    assert "2% of out was produced where the audit could not see it" in result["summary"]
+    assert "2% made where the audit could not see" in result["summary"]
+    for bad in ["0123", "0123456789ABCDEF01234567", "g" * 24, 12345, None]:
+        r = record()
+        r["outputs"][0]["digest"] = bad
+        assert audit_rules.classify(r, False)["verdict"] == "malformed", bad
+    r = record()
+    del r["outputs"][0]["digest"]
+    assert audit_rules.classify(r, False)["verdict"] == "malformed"
+    r = record()
+    del r["outputs"][0]["shares"]["unseen"]  # a version-1 output
+    assert audit_rules.classify(r, False)["verdict"] == "malformed"
+
+
+def test_classify_names_the_pytorch_ops_of_refused_outputs():
+    outs = [output("out[0]", triton=1.0, writers={"triton": "k"}),
+            output("out[1]", aten=0.7, library=0.3, writers={"aten": "mean", "library": "addmm", "triton": "k"})]
+    result = audit_rules.classify(record(outputs=outs), False)
+    assert result["verdict"] == "torch_fallback"
+    assert result["details"]["pytorch_ops"] == ["mean", "addmm"]
+    assert "move `mean` into a Triton kernel" in result["summary"]
+    assert "`addmm` (cuBLAS/cuDNN) may stay in PyTorch" in result["summary"]
+    assert audit_rules.classify(record(), False)["details"].get("pytorch_ops") is None
+
+
+def test_label_merge_order_leans_away_from_triton():
+    assert [audit.LABELS[k] for k in sorted(range(len(audit.LABELS)))] == \
+        ["triton", "alloc", "input", "aten", "library", "unseen"]
+
+
+@pytest.mark.parametrize("chunk_bytes,chunk_elements", [(1 << 22, 1 << 24), (64, 1), (1000 * 4, 3000)])
+def test_chunk_digests_are_words_digests_of_the_chunks(monkeypatch, chunk_bytes, chunk_elements):
+    # the audit digests many chunks in one pass: each must be digest.words_digest of its chunk, words
+    # indexed from the chunk's start (one set of weights serves every chunk)
+    monkeypatch.setattr(audit, "DIGEST_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk_elements)
+    data = torch.randint(0, 256, (3 * 4096 + 7,), dtype=torch.uint8, generator=torch.Generator().manual_seed(7))
+    a = audit._Audit(1e-2, 1e-2, seed=99)
+    st = data.untyped_storage()
+    for lo, hi in [(0, data.numel()), (8, 4096 + 3 * 64), (4000, data.numel()), (12, 16)]:
+        pieces = a.digest_pieces(lambda p, q: data[p:q], lo, hi, data.device)
+        assert [(p[1], p[2]) for p in pieces][0][0] == lo and pieces[-1][2] == hi
+        for c, p, q, d in pieces:
+            assert p // chunk_bytes == c and (q - 1) // chunk_bytes == c
+            assert d == digest.words_digest(data[p:q], a.seed, (p - c * chunk_bytes) // 4), (lo, hi, c)
+    a.record(("k",), st)
+    assert a.records[("k",)][2] == [digest.words_digest(data[p:q], a.seed, 0)
+                                    for p, q in audit._ranges(data.numel(), chunk_bytes)]
