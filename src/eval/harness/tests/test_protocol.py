@@ -72,3 +72,40 @@ def test_the_log_says_the_phases_even_when_nothing_was_printed():
     printed = evaluation_log([], "hello from the kernel\n")
     assert "(none reported)" in printed
     assert printed.rstrip().endswith("hello from the kernel")
+
+
+def test_descriptors_travel_with_their_message_even_a_large_one():
+    import os
+    import threading
+
+    a, b = pair()
+    r, w = os.pipe()
+    big = {"op": "load", "source": "x" * (3 << 20)}  # larger than a socket buffer: sent in parts
+    sender = threading.Thread(target=protocol.send_fds, args=(a, big, [w]))
+    sender.start()
+    message, fds = protocol.recv_message(b)
+    sender.join()
+    assert message == big and len(fds) == 1
+    os.write(fds[0], b"ok")  # the received descriptor is the pipe's write end
+    assert os.read(r, 2) == b"ok"
+    for fd in fds + [r, w]:
+        os.close(fd)
+    protocol.send(a, {"op": "exit"})
+    assert protocol.recv_message(b) == ({"op": "exit"}, [])
+    a.close()
+    assert protocol.recv_message(b) == (None, [])
+
+
+def test_a_message_cut_short_closes_the_descriptors_it_brought():
+    import os
+
+    a, b = pair()
+    r, w = os.pipe()
+    data = protocol.encode({"op": "attach"})
+    socket.send_fds(a, [data[:6]], [w])  # header and a piece of the body, then the peer goes
+    a.close()
+    with pytest.raises(protocol.ProtocolViolation):
+        protocol.recv_message(b)
+    os.close(w)
+    assert os.read(r, 1) == b""  # every write end is closed: the received copy was too
+    os.close(r)
