@@ -316,7 +316,19 @@ class Server:
                       "limits": job.get("limits") or {}, "atol": job.get("atol", 1e-2),
                       "rtol": job.get("rtol", 1e-2)}
         try:
-            zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
+            try:
+                zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
+            except (HarnessError, OSError) as e:
+                # The zygote died between two evaluations (its launcher may not have been reaped
+                # yet, so it looked alive): a new one, once, and the result says so.
+                if spawn:
+                    raise
+                zygote.stop()
+                zygote, _ = self.ensure_zygote(fresh=True)
+                result["flags"].append("zygote_restarted")
+                result["notes"].append("the sandbox's worker-forking process had died since the last "
+                                       "evaluation (%s) and was started again" % e)
+                zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
         except (HarnessError, OSError) as e:
             judge_end.close()
             worker_end.close()
