@@ -677,12 +677,14 @@ class _Audit:
 
     # --- what existed before the forward, and content digests
 
-    def take_inventory(self, model, inputs):
+    def take_inventory(self, model, inputs, harness=()):
         """The storages that exist as the forward begins: those of every tensor (and storage) the garbage
         collector tracks, of the inputs and of the model's parameters and buffers. Held for the audit's
         duration, so that no storage made later can take one's address, and digested: a storage with no
         labels is "input" only if it is one of these (else "unseen"), and a write into one that the audit
-        did not see shows as a changed digest."""
+        did not see shows as a changed digest. `harness`: tensors of the harness's own that no kernel has
+        any business with (the L2 flush buffer, the judge's output slots): left out, so they cost no
+        digest, and a forward that takes values from them gets "unseen" ones."""
         import gc
         import torch
         tensors, storages = _tensors(list(inputs), []), []
@@ -711,9 +713,16 @@ class _Audit:
                     storages.append(t.untyped_storage())
                 except Exception:  # noqa: BLE001 -- sparse, nested, wrapper tensors: no storage of their own
                     pass
+        ours = set()
+        for t in harness:
+            try:
+                ours.add(_storage_key(t))
+            except Exception:  # noqa: BLE001 -- no storage of its own
+                pass
         for st in storages:
             try:
-                if st is not None and st.device.type != "meta" and st.nbytes() > 0:
+                if st is not None and st.device.type != "meta" and st.nbytes() > 0 \
+                        and (st.device, st.data_ptr()) not in ours:
                     self.inventory.setdefault((st.device, st.data_ptr()), st)
             except Exception:  # noqa: BLE001 -- a storage without data
                 pass
@@ -1575,11 +1584,12 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
             + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
-def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0):
+def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=()):
     """Runs model(*inputs) once under audit under torch.no_grad(); returns (outputs, record).
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     seed: the judge's nonce for the outputs' digests (record["outputs"][k]["digest"]: tensor_digest of
-    the values the labels describe, as they are when the forward has returned).
+    the values the labels describe, as they are when the forward has returned). harness: the worker's
+    own tensors, left out of the inventory (take_inventory).
     The GPU time split comes from gpu_time(), in a separate forward."""
     import contextlib
     import torch
@@ -1638,7 +1648,7 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
     try:
         try:
             with torch.no_grad():
-                audit.take_inventory(model, inputs)
+                audit.take_inventory(model, inputs, harness)
         except Exception as exc:  # noqa: BLE001 -- the bookkeeping's own failure: recorded
             audit.error("inventory", exc)
         for cls, _, original in saved:

@@ -35,6 +35,9 @@ from .static import static_check
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
 WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
+# The judge's phases before it loads the kernel (judge.py's progress lines).
+TASK_PHASES = {"start-up", "loading task", "drawing inputs", "reference forward", "starting the kernel's process",
+               "calibrating the timing exchange"}
 
 
 class Zygote:
@@ -560,6 +563,15 @@ def ending(job, final, ended_by, status, log):
                         timeout_s, phase, clean_text(log, 40)))
     if final is not None:
         return final
+    if status == -signal.SIGKILL:
+        # Nothing of kforge's SIGKILLs a judge it still waits for (a timeout or a cancel ends
+        # above), and a kernel cannot reach it: the host's out-of-memory killer does that.
+        before = phase in TASK_PHASES or phase.startswith("timing reference")
+        return fail(result, "oom", "the judge was killed (SIGKILL) during %s, most likely by the host's "
+                    "out-of-memory killer: %s" % (
+                        phase, "the task does not fit in host memory (before any kernel ran)" if before
+                        else "the evaluation needed more host memory than was free"),
+                    clean_text(log), {"phase": phase, "kernel_loaded": not before, "signal": "SIGKILL"})
     return fail(result, "harness", describe_exit(status, result.get("phase"), "the judge"), clean_text(log))
 
 

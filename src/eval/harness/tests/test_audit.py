@@ -1338,3 +1338,22 @@ def test_chunk_digests_are_words_digests_of_the_chunks(monkeypatch, chunk_bytes,
     a.record(("k",), st)
     assert a.records[("k",)][2] == [digest.words_digest(data[p:q], a.seed, 0)
                                     for p, q in audit._ranges(data.numel(), chunk_bytes)]
+
+
+def test_values_taken_from_the_harness_own_buffers_are_unseen(signed):
+    """The worker's L2 flush buffer and the judge's output slots are left out of the inventory
+    (they cost no digest): a forward that takes its values from them gets none of the credit a
+    pre-existing input would."""
+    slot = torch.relu(signed)  # the previous forward's answer, still in the judge's slot
+
+    def from_the_slot(x):
+        out = torch.empty_like(x)
+        copy_kernel[(triton.cdiv(x.numel(), 64),)](slot, out, x.numel(), BLOCK=64)
+        return out
+
+    outputs, rec = audit.audited_forward(Model(from_the_slot), [signed], "cpu", [], harness=[slot])
+    result = audit_rules.classify(rec, False)
+    assert torch.equal(outputs, slot)
+    assert rec["outputs"][0]["shares"]["unseen"] == 1.0 and result["verdict"] == "torch_fallback", rec
+    _, rec = audit.audited_forward(Model(from_the_slot), [signed], "cpu", [])
+    assert rec["outputs"][0]["shares"]["input"] == 1.0  # the control: inventoried, it is "from before"
