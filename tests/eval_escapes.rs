@@ -67,7 +67,10 @@ async fn evaluate(
 }
 
 fn sandboxed(result: &EvalResult) {
-    let sandbox = result.sandbox.clone().expect("the result names its sandbox");
+    let sandbox = result
+        .sandbox
+        .clone()
+        .expect("the result names its sandbox");
     assert!(sandbox.enforced, "no sandbox here: {}", sandbox.reason);
 }
 
@@ -201,11 +204,7 @@ async fn a_kernel_cannot_stop_or_kill_the_zygote() {
         "the attack ran: {}",
         signalled.log
     );
-    assert!(
-        signalled.correct,
-        "{} {}",
-        signalled.summary, signalled.log
-    );
+    assert!(signalled.correct, "{} {}", signalled.summary, signalled.log);
     let next = evaluate(
         &evaluator,
         "relu.py",
