@@ -615,7 +615,7 @@ async fn a_task_that_does_not_fit_is_refused_before_any_llm_call() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains(
-            "task huge_inputs refused: the task does not fit: the evaluation needs about 20480.0 GiB of host memory (inputs 4096.0 GiB, outputs 4096.0 GiB"
+            "task huge_inputs refused: the task does not fit: the evaluation needs about 24576.0 GiB of host memory (inputs 4096.0 GiB, outputs 4096.0 GiB"
         ),
         "{stderr}"
     );
