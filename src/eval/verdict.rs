@@ -115,7 +115,14 @@ pub fn render(
         if let Some(audit) = &result.audit
             && !audit.summary.is_empty()
         {
-            let _ = writeln!(out, "  audit: {}", audit.summary);
+            // Every correctness forward is audited; the summary is the signed-input one's.
+            let forwards = audit
+                .details
+                .get("audited_forwards")
+                .and_then(serde_json::Value::as_u64)
+                .map(|n| format!(" ({n} forwards)"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  audit{forwards}: {}", audit.summary);
         }
     } else {
         let category = result.category.unwrap_or(Category::Harness);
