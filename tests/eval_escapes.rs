@@ -66,6 +66,17 @@ async fn evaluate(
         .unwrap()
 }
 
+/// With the static filter on, the same kernel never runs.
+async fn refused_statically(evaluator: &Evaluator, task: &str, kernel: &Path) {
+    let result = evaluate(evaluator, task, kernel, true).await;
+    assert_eq!(
+        result.category,
+        Some(Category::StaticCheck),
+        "{}",
+        result.summary
+    );
+}
+
 fn sandboxed(result: &EvalResult) {
     let sandbox = result
         .sandbox
@@ -100,13 +111,7 @@ async fn planted_symlinks_never_lead_the_judge_to_a_host_file() {
         "the kernel itself is correct: {} {}",
         result.summary, result.log
     );
-    let result = evaluate(&evaluator, "linear_relu.py", &kernel, true).await;
-    assert_eq!(
-        result.category,
-        Some(Category::StaticCheck),
-        "{}",
-        result.summary
-    );
+    refused_statically(&evaluator, "linear_relu.py", &kernel).await;
     evaluator.shutdown().await;
 }
 
@@ -132,13 +137,7 @@ async fn a_kernel_cannot_get_a_host_file_into_its_log() {
         result.log
     );
     assert!(!result.correct);
-    let result = evaluate(&evaluator, "relu.py", &kernel, true).await;
-    assert_eq!(
-        result.category,
-        Some(Category::StaticCheck),
-        "{}",
-        result.summary
-    );
+    refused_statically(&evaluator, "relu.py", &kernel).await;
     evaluator.shutdown().await;
 }
 
@@ -182,13 +181,7 @@ async fn nothing_a_kernel_writes_reaches_the_next_evaluation() {
         "each evaluation has a Triton cache of its own"
     );
     for kernel in [&plant, &find] {
-        let refused = evaluate(&evaluator, "relu.py", kernel, true).await;
-        assert_eq!(
-            refused.category,
-            Some(Category::StaticCheck),
-            "{}",
-            refused.summary
-        );
+        refused_statically(&evaluator, "relu.py", kernel).await;
     }
     evaluator.shutdown().await;
 }
@@ -242,13 +235,7 @@ async fn a_kernel_cannot_stop_or_kill_the_zygote() {
         after.flags,
         after.notes
     );
-    let refused = evaluate(&evaluator, "relu.py", &hostile, true).await;
-    assert_eq!(
-        refused.category,
-        Some(Category::StaticCheck),
-        "{}",
-        refused.summary
-    );
+    refused_statically(&evaluator, "relu.py", &hostile).await;
     evaluator.shutdown().await;
 }
 
