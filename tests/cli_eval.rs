@@ -47,7 +47,7 @@ fn correct_kernel_prints_verdict_and_exits_zero() {
         stdout.contains("\nsandbox "),
         "the verdict says which sandbox: {stdout}"
     );
-    assert!(stdout.contains("audit: "), "{stdout}");
+    assert!(stdout.contains("audit (6 forwards): "), "{stdout}");
     assert!(stdout.contains("not meaningful on the CPU"), "{stdout}");
     assert!(stdout.contains("full result and log: "), "{stdout}");
 }
