@@ -793,12 +793,12 @@ class _Audit:
         both sums; computed once per device (in CPU_DIGEST_BYTES steps on the CPU), grown as needed up
         to a chunk's words, and held (at most DIGEST_WEIGHT_BYTES)."""
         import torch
-        from .digest import _weights
+        from .digest import weights
         cached = self.weights.get(device)
         if cached is None or cached[0].numel() < n:
             m = min(DIGEST_CHUNK_BYTES // 4, max(n, 1024, 2 * (cached[0].numel() if cached else 0)))
             step = m if device.type != "cpu" else CPU_DIGEST_BYTES // 4
-            parts = [_weights(a, b - a, self.seed, device) for a, b in _ranges(m, step)]
+            parts = [weights(a, b - a, self.seed, device) for a, b in _ranges(m, step)]
             if cached is not None:
                 self.drop(2 * 8 * cached[0].numel())
             cached = self.weights[device] = [torch.cat([p[k] for p in parts]) for k in range(2)]

@@ -29,7 +29,7 @@ def raw_bytes(t):
                                                                                  device=t.device)
 
 
-def _weights(first, n, seed, device):
+def weights(first, n, seed, device):
     """Weights of words first..first+n-1 for both sums: two int64 tensors in [0, PRIME)."""
     import torch
 
@@ -62,7 +62,7 @@ def words_digest(raw, seed, first_word=0):
         for a in range(0, words.numel(), CHUNK_WORDS):
             chunk = words[a:a + CHUNK_WORDS].to(torch.int64) + (1 << 31)  # [0, 2^32)
             chunk %= PRIME
-            for k, w in enumerate(_weights(first + a, chunk.numel(), seed, raw.device)):
+            for k, w in enumerate(weights(first + a, chunk.numel(), seed, raw.device)):
                 # each product < 2^62; each term < 2^31, so a chunk's sum stays far below 2^63
                 total[k] = (total[k] + int(((chunk * w) % PRIME).sum())) % PRIME
     return total[0], total[1]

@@ -132,19 +132,19 @@ class Lender:
         attaches by, file descriptors to send with them). The caller closes the file
         descriptors once sent; the judge keeps its mapping until close()."""
         specs = [([int(s) for s in shape], dtype_name(dtype)) for shape, dtype in shapes]
+        sizes = [_nbytes(shape, dtype) for shape, dtype in specs]
         tensors, descriptors, fds = [], [], []
         if self.transport == "memfd" and specs:
             offsets, size = [], 0
-            for shape, dtype in specs:
+            for nbytes in sizes:
                 offsets.append(size)
-                size += -(-max(_nbytes(shape, dtype), 1) // ALIGN) * ALIGN
+                size += -(-max(nbytes, 1) // ALIGN) * ALIGN
             fd = os.memfd_create("kforge-lent", os.MFD_CLOEXEC)
             os.ftruncate(fd, max(size, 1))
             mapping = _map(fd, size)
             self.mappings.append(mapping)
             fds.append(fd)
-        for i, (shape, dtype) in enumerate(specs):
-            nbytes = _nbytes(shape, dtype)
+        for i, ((shape, dtype), nbytes) in enumerate(zip(specs, sizes)):
             self.count += 1
             desc = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
                     "nbytes": nbytes}

@@ -322,7 +322,7 @@ class Evaluation:
             self.progress("re-check after timing")
             self.meter.enter("recheck")
             self.check("post_timing", job["trials"] + 1, lambda: self.source.draw(self.seed + 3000))
-            self.same_kernels_everywhere([r for _, r, provenance in self.audit_records if provenance][-1])
+            self.same_kernels_everywhere(self.ruled_record())
             self.result["audit"]["details"]["audited_forwards"] = len(self.audit_records)
             clock.mark("recheck")
         try:
@@ -510,8 +510,6 @@ class Evaluation:
         kernels in every forward, checked in audit()). Who computed each element is ruled on
         the signed-input forward (`provenance`): on the task's own inputs an honest kernel
         can look like a copy (a ReLU of non-negative inputs is one). Returns the answer."""
-        from .audit_rules import classify as classify_audit
-
         private = draw()
         copy_into(self.inputs, private)
         sync(self.device)
@@ -525,7 +523,7 @@ class Evaluation:
         outputs = self.freeze(done)
         self.meter.sample()
         record = done.get("audit")
-        verdict = classify_audit(record, self.gpu)
+        verdict = audit_rules.classify(record, self.gpu)
         if verdict.get("verdict") == "malformed":
             raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
                                 % verdict.get("summary", "malformed"), details=verdict)
@@ -536,6 +534,10 @@ class Evaluation:
                                               or not record["triton_launches"]):
             self.refuse(verdict)
         return done
+
+    def ruled_record(self):
+        """The audit record of the last forward ruled on for provenance."""
+        return [record for _, record, provenance in self.audit_records if provenance][-1]
 
     def same_kernels_everywhere(self, ruled):
         """Every audited forward launched the Triton kernels of the forward ruled on (by name;
@@ -657,8 +659,6 @@ class Evaluation:
         forward; and the same Triton kernels must have run in every audited forward (a
         kernel that computes with PyTorch in some forwards and with Triton in others ran
         different code)."""
-        from .audit_rules import classify as classify_audit
-
         if not any(provenance for _, _, provenance in self.audit_records):
             self.progress("audit of one forward")
             done = self.check("audit", self.job["trials"] + 2, self.signed_draw(self.seed + 500), needs=all_finite,
@@ -666,7 +666,7 @@ class Evaluation:
             if done is None:
                 self.check("audit", self.job["trials"] + 2, lambda: self.source.draw(self.seed + 502),
                            provenance=True)
-        record = dict([r for _, r, provenance in self.audit_records if provenance][-1])
+        record = dict(self.ruled_record())
         self.same_kernels_everywhere(record)
         clock.mark("audit")
         if self.gpu and isinstance(record, dict):
@@ -676,7 +676,7 @@ class Evaluation:
             sync(self.device)
             record["gpu"] = self.forward("gpu_time").get("gpu")
             self.meter.sample()
-        verdict = classify_audit(record, self.gpu)
+        verdict = audit_rules.classify(record, self.gpu)
         if isinstance(verdict.get("details"), dict):
             verdict["details"]["audited_forwards"] = len(self.audit_records)
         self.result["audit"] = verdict

@@ -97,7 +97,6 @@ def run_ncu(job, info, policy, private_root):
         with open(job_path, "w") as f:
             json.dump({"task_file": task_file, "kernel_file": kernel_file, "seed": job["seed"],
                        "device": job["device"]}, f)
-        os.chmod(inputs, 0o755)  # readable by the sandbox's uid
         policy = dataclasses.replace(policy, readonly_paths=policy.readonly_paths + [inputs], uid=None, gid=None)
         command = sandbox.launch_argv(info, policy, [
             ncu, "--csv", "--page", "raw", "--profile-from-start", "off", "--target-processes", "all",

@@ -305,9 +305,10 @@ class Server:
         except HarnessError as e:
             return fail(result, "harness", str(e))
         if lost:
-            result["flags"].append("zygote_restarted")
-            result["notes"].append("the sandbox's worker-forking process had died since the last evaluation "
-                                   "(%s) and was started again" % lost)
+            zygote_restarted(result, lost)
+        if zygote.hello.get("warm_error"):
+            result["notes"].append("the worker's process could not prebuild Triton's driver utilities (%s): "
+                                   "each worker builds them itself, slower" % zygote.hello["warm_error"])
         if zygote.hello.get("preimport_error"):
             result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
                                    "the audit imports them itself, slower" % zygote.hello["preimport_error"])
@@ -326,11 +327,8 @@ class Server:
                 # yet, so it looked alive): a new one, once, and the result says so.
                 if spawn:
                     raise
-                zygote.stop()
-                zygote, _ = self.ensure_zygote(fresh=True)
-                result["flags"].append("zygote_restarted")
-                result["notes"].append("the sandbox's worker-forking process had died since the last "
-                                       "evaluation (%s) and was started again" % e)
+                zygote, _ = self.ensure_zygote(fresh=True)  # stops the old one first
+                zygote_restarted(result, e)
                 zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
         except (HarnessError, OSError) as e:
             judge_end.close()
@@ -536,6 +534,12 @@ class Server:
             return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query", "the device query")}
         except ValueError:
             return {"error": describe_exit(status, "device query", "the device query")}
+
+
+def zygote_restarted(result, why):
+    result["flags"].append("zygote_restarted")
+    result["notes"].append("the sandbox's worker-forking process had died since the last evaluation (%s) "
+                           "and was started again" % why)
 
 
 def add_log(out, job, log):
