@@ -60,3 +60,102 @@ def thrash_l2(buffer):
     """KernelBench's L2 thrash: an in-place fill of a buffer larger than L2 with 42."""
     buffer.fill_(42)
 
+
+
+# -- what shaped a timing (result["timing"]["environment"]) --------------------------------
+
+NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+NVML_CLOCK_ID_APP_TARGET, NVML_CLOCK_ID_APP_DEFAULT = 1, 2
+THROTTLE_REASONS = [(0x1, "idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"),
+                    (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"),
+                    (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"),
+                    (0x100, "display_clock_setting")]
+_nvml = []
+
+
+def nvml_device(device_info):
+    """(NVML library, handle) for the device by its UUID, or None where NVML is missing."""
+    import ctypes
+
+    uuid = device_info.get("uuid")
+    if not uuid:
+        return None
+    if not _nvml:
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            _nvml.append(lib if lib.nvmlInit_v2() == 0 else None)
+        except (OSError, AttributeError):
+            _nvml.append(None)
+    lib = _nvml[0]
+    if lib is None:
+        return None
+    handle = ctypes.c_void_p()
+    name = uuid if uuid.startswith("GPU-") else "GPU-" + uuid
+    if lib.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle)) != 0:
+        return None
+    return lib, handle
+
+
+def _clock(lib, handle, kind, clock_id=None):
+    import ctypes
+
+    value = ctypes.c_uint()
+    status = (lib.nvmlDeviceGetClockInfo(handle, kind, ctypes.byref(value)) if clock_id is None
+              else lib.nvmlDeviceGetClock(handle, kind, clock_id, ctypes.byref(value)))
+    return value.value if status == 0 else None
+
+
+def gpu_clocks(device_info):
+    """SM and memory clocks now (MHz), or None without NVML."""
+    found = nvml_device(device_info)
+    if found is None:
+        return None
+    lib, handle = found
+    return {"sm": _clock(lib, handle, NVML_CLOCK_SM), "mem": _clock(lib, handle, NVML_CLOCK_MEM)}
+
+
+def environment(device_info, versions, tf32, before, method, input_refresh):
+    """What shaped a timing: precision settings of the reference's process, clocks before and
+    after the kernel's timed runs (and whether they were pinned), driver and library versions,
+    the method and the input refresh."""
+    import ctypes
+
+    import torch
+
+    env = {"torch": versions.get("torch"), "triton": versions.get("triton"), "cuda_runtime": torch.version.cuda,
+           "timing_method": method, "input_refresh": input_refresh}
+    tf32 = tf32 or {}
+    env.update({"tf32_matmul": tf32.get("matmul"), "tf32_cudnn": tf32.get("cudnn"),
+                "float32_matmul_precision": tf32.get("float32_matmul_precision")})
+    found = nvml_device(device_info)
+    if found is None:
+        env["clocks_locked"] = None
+        return env
+    lib, handle = found
+    after = gpu_clocks(device_info)
+    if before and after:
+        env["sm_clock_mhz"] = [before["sm"], after["sm"]]
+        env["mem_clock_mhz"] = [before["mem"], after["mem"]]
+    value = ctypes.c_uint()
+    if lib.nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(value)) == 0:
+        env["max_sm_clock_mhz"] = value.value
+    if lib.nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM, ctypes.byref(value)) == 0:
+        env["max_mem_clock_mhz"] = value.value
+    reasons = ctypes.c_ulonglong()
+    getter = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        lib.nvmlDeviceGetCurrentClocksThrottleReasons
+    bits = reasons.value if getter(handle, ctypes.byref(reasons)) == 0 else None
+    env["throttle_reasons"] = [name for bit, name in THROTTLE_REASONS if bits is not None and bits & bit]
+    target = _clock(lib, handle, NVML_CLOCK_SM, NVML_CLOCK_ID_APP_TARGET)
+    default = _clock(lib, handle, NVML_CLOCK_SM, NVML_CLOCK_ID_APP_DEFAULT)
+    if target is None or default is None:
+        env["clocks_locked"] = None
+    else:
+        env["clocks_locked"] = target != default or (bits is not None and bool(bits & 0x2))
+    buffer = ctypes.create_string_buffer(96)
+    if lib.nvmlSystemGetDriverVersion(buffer, 96) == 0:
+        env["driver"] = buffer.value.decode(errors="replace")
+    version = ctypes.c_int()
+    if lib.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(version)) == 0:
+        env["cuda_driver"] = "%d.%d" % (version.value // 1000, version.value % 1000 // 10)
+    return env

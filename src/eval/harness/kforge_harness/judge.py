@@ -6,22 +6,25 @@ decides the verdict. The reference model and its outputs exist only here.
 import os
 import secrets
 import select
+import tempfile
 import time
 
 from . import audit_rules, kbprotocol, protocol, timing
 from .alignment import plan_alignment
 from .compare import all_finite, compare_outputs, weak_outputs
-from .device import device_description, l2_flush_buffer, l2_flush_bytes, sync, thrash_l2
+from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
                       task_init_inputs)
 from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
                      tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
+from .refprocess import ALIAS, ReferenceProcess
 from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map, tree_map_pairs
+from .timed import Side, calibrate, time_runs
+from .window import GateUnavailable, HostGate
 from .worker import WORKER_CATEGORIES
 
-CALIBRATION_RUNS = 40
 SLOW_DRAW_MS = 50.0  # above this per draw, timed runs refresh inputs by rotation instead
 
 
@@ -71,12 +74,13 @@ class WorkerLink:
         """Sends a request (with the file descriptors of memory it lends, closed here once
         sent) and returns the answer it is due."""
         try:
-            return self._call(request, expected, fds)
+            self.send(request, fds)
         finally:
             for fd in fds:
                 os.close(fd)
+        return self.receive(expected, request.get("run"))
 
-    def _call(self, request, expected, fds):
+    def send(self, request, fds=()):
         # An unsolicited message waiting before a request is sent is an early message.
         if select.select([self.sock], [], [], 0)[0]:
             try:
@@ -92,7 +96,27 @@ class WorkerLink:
                 protocol.send(self.sock, request)
         except OSError:
             self._crash("the kernel's process stopped listening")
-        return self.receive(expected, request.get("run"))
+
+    def ready(self, timeout_s):
+        """Whether a message is waiting, or arrives within `timeout_s`."""
+        return bool(select.select([self.sock], [], [], timeout_s)[0])
+
+
+class ReferenceLink(WorkerLink):
+    """The judge's channel to the reference's own timing process (refprocess.py): trusted, so
+    anything that goes wrong there is the task's or the harness's, never a kernel verdict."""
+
+    def _crash(self, what):
+        raise HarnessError("the reference's timing process: %s (during %s); see the log"
+                           % (what.replace("the kernel's process", "it"), self.phase()))
+
+    def receive(self, expected, run=None):
+        try:
+            return super().receive(expected, run)
+        except KernelFailure as f:
+            if f.category == "oom":
+                raise task_does_not_fit("timing the reference in its own process ran out of memory: %s" % f.summary)
+            raise TaskFailure("timing the reference in its own process failed: %s" % f.summary)
 
 
 def kernel_outputs(done, slots):
@@ -196,6 +220,10 @@ class Evaluation:
         self.link = WorkerLink(channel, lambda: self.result.get("phase") or "start-up") if channel else None
         self.meter = Meter(self.device, self.result["memory"])
         self.lender = None
+        self.gate = None
+        self.reference_process = None
+        self.reference_side = None
+        self.reference_lender = None
 
     def run(self):
         try:
@@ -207,6 +235,9 @@ class Evaluation:
                 raise self.out_of_memory(e)
             raise
         finally:
+            if self.gate is not None and self.gate.held:
+                self.gate.release()  # a stream held at the gate would hang the judge's teardown
+            self.close_reference()
             if self.lender is not None:
                 self.lender.close()
 
@@ -231,6 +262,11 @@ class Evaluation:
         import torch
 
         job, result = self.job, self.result
+        if self.device != "cpu" and job["timing"]:
+            # Before this process's CUDA context exists (see refprocess.py); the reference's
+            # process starts its own while this one loads the task.
+            self.reference_process = ReferenceProcess.fork()
+            self.reference_process.serve(self.reference_job())
         server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
         if self.gpu == server_interprets:
             raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
@@ -250,6 +286,10 @@ class Evaluation:
         self.init_inputs = init_inputs
         self.ref = build_reference(task, init_inputs, self.seed, self.device)
         first, first_out = self.first_forward()
+        # Only the shapes of the first draw and outputs are needed from here on (every trial
+        # draws again): the outputs go back to the device before any buffer is lent.
+        input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
+        del first_out
         flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
         if self.link is not None:
             # The worker starts (its CUDA context included) while the judge loads the task and
@@ -257,43 +297,44 @@ class Evaluation:
             self.progress("starting the kernel's process")
             self.link.receive("hello")
         if self.timing():
-            # The reference is timed before the kernel is loaded: nothing of the kernel's
-            # can run on the GPU meanwhile.
-            self.progress("timing reference")
-            self.meter.enter("reference timing")
-            key, reference = self.reference_timing(flush, first)
-            self.reference_figures = {"meaningful": True, "kernel": {}, "score": None, "baseline_key": key,
-                                      "reference": reference,
-                                      "flush_l2_bytes": tensor_bytes(flush)}
+            self.open_gate()
+            self.progress("starting the reference's timing process")
+            self.start_reference(input_shapes, output_shapes)
+            # Slow draws are rotated per timed run: `first` is what both sides rotate.
+            self.base = first if self.first_draw_ms > SLOW_DRAW_MS else None
+            self.reference_side.refresh = self.refresher(self.base, self.reference_side.inputs)
         clock.mark("reference")
         if job.get("reference_only"):
             if self.timing():
-                result["timing"] = self.reference_figures
+                calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
+                          flush, self.progress)
+                result["timing"] = self.reference_timing(flush, first)
                 if job.get("kernelbench_protocol"):
                     rounds = max(1, int(job.get("kernelbench_rounds") or 1))
                     if rounds == 1:
                         del first, flush  # KernelBench draws its own inputs and allocates its own flush
+                        self.close_reference()
                         self.kernelbench_timing()
                     else:
                         self.kernelbench_rounds(rounds, flush, first)
-            return self.reference_only(first_out)
-
-        # Only the shapes of the first draw and outputs are needed from here on (every trial
-        # draws again): they go back to the device before the lent buffers are allocated,
-        # which the driver gives out, not torch's cache.
-        input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
-        del first, first_out
+            return self.reference_only(output_shapes)
         if self.gpu:
             torch.cuda.empty_cache()
         self.lender = Lender("cuda_ipc" if self.gpu else "memfd", self.device)
         self.meter.enter("buffers")
         (self.inputs, self.slots), (input_desc, slot_desc), fds = self.lender.like([input_shapes, output_shapes])
         self.meter.sample()
-        flush_bytes = tensor_bytes(flush) or 8
-        self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc,
-                        "flush_bytes": flush_bytes}, "attached", fds)
+        self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
         self.meter.sample()
-        calibration = self.calibrate(flush) if self.timing() else None
+        if self.timing():
+            self.kernel_side = Side("the kernel", self.link, self.inputs, self.slots, self.gate, self.lender, False)
+            self.link.call(self.kernel_side.clock.request(), "clock_set")
+            self.kernel_side.refresh = self.refresher(self.base, self.inputs)
+            staged = self.source.draw(self.seed + 2000)
+            calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base)),
+                       (self.kernel_side, lambda base=staged: copy_into(self.inputs, base))], flush, self.progress)
+            del staged
+        del first
         clock.mark("startup")
         self.progress("loading kernel")
         init_buffers, init_desc, fds = self.lender.like(init_inputs)
@@ -314,7 +355,7 @@ class Evaluation:
         if self.timing():
             self.progress("timing")
             self.meter.enter("kernel timing")
-            result["timing"] = dict(self.reference_figures, **self.measure(calibration, flush))
+            result["timing"] = self.measure(flush)
             clock.mark("timing")
         # Without timed runs (the CPU) there is nothing to re-check after: every trial
         # already wrote fresh values into the same lent buffers.
@@ -353,7 +394,7 @@ class Evaluation:
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
         inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs, free)
         if outputs_bytes is not None:
-            early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total)
+            early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total, self.timing())
             reason = does_not_fit(early, where)
             if reason:
                 result["footprint"] = early
@@ -377,7 +418,7 @@ class Evaluation:
         if self.gpu:
             scratch = max(0, torch.cuda.max_memory_allocated() - before - outputs_bytes)
         self.meter.sample()
-        record = footprint(inputs_bytes, outputs_bytes, scratch, flush_bytes, free, total)
+        record = footprint(inputs_bytes, outputs_bytes, scratch, flush_bytes, free, total, self.timing())
         result["footprint"] = record
         reason = does_not_fit(record, where)
         if reason:
@@ -406,7 +447,7 @@ class Evaluation:
         draws (kforge's `first`, KernelBench's own) are alive at once here: a round that runs
         out of memory ends the rounds with a note, not the task check."""
         result = self.result
-        figures = self.reference_figures
+        figures = result["timing"]
         try:
             self.kernelbench_timing()
         except Exception as e:  # noqa: BLE001
@@ -425,9 +466,9 @@ class Evaluation:
             try:
                 if order == kbprotocol.KERNELBENCH_FIRST:
                     kb = self.kernelbench_once()
-                    _, kf = self.reference_timing(flush, first)
+                    kf = self.time_reference(flush, first)
                 else:
-                    _, kf = self.reference_timing(flush, first)
+                    kf = self.time_reference(flush, first)
                     kb = self.kernelbench_once()
             except Exception as e:  # noqa: BLE001 -- the first round's figures stand
                 if not is_out_of_memory(e):
@@ -465,7 +506,9 @@ class Evaluation:
 
     # -- models --------------------------------------------------------------------------
 
-    def align(self, loaded):
+    def align(self, loaded, link=None, lender=None, report=True):
+        """The reference's parameters into the loaded model's (by alignment.py's plan),
+        through memory lent for the purpose; `link`/`lender` default to the kernel's."""
         import torch
 
         if not (loaded.get("module") and isinstance(self.ref, torch.nn.Module)):
@@ -474,18 +517,20 @@ class Evaluation:
         if not isinstance(state, list) or len(state) > 100000:
             raise KernelFailure("crash", "the kernel's process described its parameters malformedly")
         ref_state = self.ref.state_dict()
-        plan, report = plan_alignment(
+        plan, alignment = plan_alignment(
             [(n, list(t.shape), str(t.dtype).replace("torch.", "")) for n, t in ref_state.items()], state)
-        self.result["alignment"] = report
+        if report:
+            self.result["alignment"] = alignment
         if not plan:
             return
-        buffers, descriptors, fds = self.lender.lend([(ref_state[r].shape, ref_state[r].dtype) for r, _ in plan])
+        shapes = [(ref_state[r].shape, ref_state[r].dtype) for r, _ in plan]
+        buffers, descriptors, fds = (lender or self.lender).lend(shapes)
         with torch.no_grad():
             for buffer, (ref_name, _) in zip(buffers, plan):
                 buffer.copy_(ref_state[ref_name])
         sync(self.device)
-        self.link.call({"op": "params", "assign": [[new, desc] for (_, new), desc in zip(plan, descriptors)]},
-                       "params_set", fds)
+        assign = [[new, desc] for (_, new), desc in zip(plan, descriptors)]
+        (link or self.link).call({"op": "params", "assign": assign}, "params_set", fds)
 
     def forward(self, mode, run=None, nonce=None):
         request = {"op": "forward", "mode": mode}
@@ -631,7 +676,8 @@ class Evaluation:
         if not passed:
             label = {"random": "trial %d" % (index + 1), "signed": "signed-input trial",
                      "audit": "audited forward",
-                     "timed": "timed run %d (checked against the reference)" % (index + 1),
+                     "timed": "timed run %d (its outputs as the forward's stream left them, checked against "
+                              "the reference)" % (index + 1),
                      "post_timing": "re-check after timing (fresh values in the timing buffers)"}[kind]
             raise KernelFailure("mismatch", "%s: %s" % (label, reason), "%s: %s" % (label, reason),
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
@@ -685,12 +731,23 @@ class Evaluation:
 
     # -- timing --------------------------------------------------------------------------
 
+    def open_gate(self):
+        """The gate that keeps host latency out of timed windows (window.py); without one the
+        windows include the worker's host time, and the result says so."""
+        try:
+            self.gate = HostGate()
+        except GateUnavailable as e:
+            self.gate = None
+            self.result["notes"].append("timed windows are not gated (%s): each includes its process's host "
+                                        "latency, so figures are noisier and short forwards look slower" % e)
+
     def refresher(self, base, buffers):
-        """A function run(i, keep) that writes never-seen input values for timed run i into
-        `buffers` and returns the judge's private copy of them when `keep` (else None).
-        Fresh draws of get_inputs() when a draw is cheap (`base` is then not needed);
-        otherwise a rotation of `base` by a random offset per tensor (the same values, every
-        position moved), noted in the result."""
+        """A function run(i, keep) -> (write, private) for timed run i: `write()` queues the
+        run's never-seen input values into `buffers` on the judge's stream (inside the window,
+        window.py); `private` is the judge's own copy of them when `keep` (else None).
+        Fresh draws of get_inputs() when a draw is cheap; otherwise a rotation of `base` by
+        a random offset per tensor (the same values, every position moved), noted in the
+        result."""
         import random
 
         import torch
@@ -701,173 +758,184 @@ class Evaluation:
 
             def fresh(i, keep=False):
                 values = self.source.draw(self.seed + 10000 + rng.randrange(1 << 30))
-                copy_into(buffers, values)
-                return values if keep else None
+                return (lambda: copy_into(buffers, values)), (values if keep else None)
             return fresh
         self.result["input_refresh"] = ("rotation per timed run (one get_inputs() draw takes %.0f ms)"
                                         % self.first_draw_ms)
 
-        def rotate(i, keep=False):
-            def one(dst, src):
-                if isinstance(dst, torch.Tensor) and dst.numel() > 1:
-                    flat_dst, flat_src = dst.view(-1), src.reshape(-1)
+        def rotated(dst):
+            def one(d, src):
+                if isinstance(d, torch.Tensor) and d.numel() > 1:
+                    flat_dst, flat_src = d.view(-1), src.reshape(-1)
                     n = flat_dst.numel()
                     r = rng.randrange(1, n)
                     flat_dst[: n - r].copy_(flat_src[r:])
                     flat_dst[n - r:].copy_(flat_src[:r])
-                return dst
-            tree_map_pairs(one, buffers, base)
-            return clone_tree(buffers) if keep else None
+                return d
+            tree_map_pairs(one, dst, base)
+
+        def rotate(i, keep=False):
+            if not keep:
+                return (lambda: rotated(buffers)), None
+            private = clone_tree(base)
+            rotated(private)
+            return (lambda: copy_into(buffers, private)), private
         return rotate
 
-    def calibrate(self, flush):
-        """The exchange's own cost, measured before the kernel is imported (so the kernel
-        cannot inflate it): null runs that do everything a timed run does inside the judge's
-        clock but the forward. (Refreshing inputs happens outside that clock.)"""
-        import torch
+    def reference_job(self):
+        """The job of the reference's process (refprocess.py), served by worker.py."""
+        workdir = tempfile.mkdtemp(prefix="reference-", dir=os.path.dirname(self.job["task_file"]))
+        return {"device": self.device, "jit_kernels": [], "workdir": workdir, "limits": {},
+                "atol": self.job.get("atol", 1e-2), "rtol": self.job.get("rtol", 1e-2)}
 
-        self.progress("calibrating the timing exchange")
-        walls = []
-        for i in range(CALIBRATION_RUNS):
-            if flush is not None:
-                thrash_l2(flush)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            self.forward("null", run=-1 - i)
-            walls.append((time.perf_counter() - t0) * 1e3)
-        return timing.calibration(walls[5:])  # the first exchanges warm the path up
+    def start_reference(self, input_shapes, output_shapes):
+        """The reference's process ready to time: buffers lent, the task's Model loaded as
+        its kernel with the judge's parameters (its null runs come with the kernel's)."""
+        proc = self.reference_process
+        if proc is None:
+            raise HarnessError("the reference's timing process was not started")
+        link = ReferenceLink(proc.sock, lambda: self.result.get("phase") or "reference timing")
+        link.receive("hello")
+        self.reference_lender = lender = Lender("cuda_ipc", self.device)
+        (inputs, slots), (input_desc, slot_desc), fds = lender.like([input_shapes, output_shapes])
+        link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
+        side = Side("the reference", link, inputs, slots, self.gate, lender, True)
+        link.call(side.clock.request(), "clock_set")
+        init_buffers, init_desc, fds = lender.like(self.init_inputs)
+        copy_into(init_buffers, self.init_inputs)
+        loaded = link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
+                            "source": self.job["task_source"] + ALIAS}, "loaded", fds)
+        self.reference_tf32 = loaded.get("tf32")
+        self.align(loaded, link, lender, report=False)
+        self.reference_side = side
+        return side
 
     def reference_timing(self, flush, base):
-        """(baseline key, reference timing): cached, or measured now in this process with the
-        same refresh and flush before every run as the kernel gets. `base` is a draw of the
-        inputs the refresh overwrites (fresh draws) or rotates (slow draws)."""
+        """A task check's timing: the reference alone (cached per task, inputs, device and
+        method, or measured now)."""
         import torch
 
         job = self.job
         signature = [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
                      if isinstance(v, torch.Tensor)]
         key = timing.baseline_key(job["task_source"], self.result["device"], self.result["versions"], signature, job)
-        cached = timing.read_baseline(job.get("baseline_cache_dir"), key) if job["baseline_cache"] else None
+        # Rounds time the reference again in its process: it must not be let go for a cache hit.
+        use_cache = job["baseline_cache"] and int(job.get("kernelbench_rounds") or 1) <= 1
+        cached = timing.read_baseline(job.get("baseline_cache_dir"), key) if use_cache else None
         if cached is not None:
             cached["cached"] = True
-            return key, cached
-        buffers = base if self.first_draw_ms <= SLOW_DRAW_MS else clone_tree(base)
-        refresh = self.refresher(base, buffers)
+            figures = cached
+        else:
+            figures = self.time_reference(flush, base)
+            if job["baseline_cache"]:
+                timing.write_baseline(job.get("baseline_cache_dir"), key, figures)
+            figures["cached"] = False
+        return {"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None, "baseline_key": key,
+                "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
+                "calibration": self.reference_side.null if self.reference_side else None,
+                "environment": self.environment(None)}
+
+    def time_reference(self, flush, base):
+        """The reference's timed runs alone, beside null runs of its process."""
         try:
-            with torch.no_grad():
-                for i in range(max(1, job["warmup"])):
-                    refresh(i)
-                    self.ref(*buffers)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                self.ref(*buffers)
-                torch.cuda.synchronize()
-                runs = timing.run_count((time.perf_counter() - t0) * 1e3, job)
-                self.progress("timing reference: %d runs" % runs)
-                events, host = [], []
-                for i in range(runs):
-                    refresh(i)
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    torch.cuda.synchronize()
-                    # KernelBench's loop: the start event right behind the L2 flush.
-                    if flush is not None:
-                        thrash_l2(flush)
-                    start.record()
-                    self.ref(*buffers)
-                    end.record()
-                    torch.cuda.synchronize()
-                    events.append(start.elapsed_time(end))
-                self.meter.sample()
-                # The host-synchronized figure the kernel's host bound is compared with:
-                # forward and synchronize alone, as the worker's calibrated exchange leaves it.
-                for i in range(min(runs, 20)):
-                    refresh(i)
-                    if flush is not None:
-                        thrash_l2(flush)
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    self.ref(*buffers)
-                    torch.cuda.synchronize()
-                    host.append((time.perf_counter() - t0) * 1e3)
+            nulls, out, _ = time_runs(self.reference_side, None, flush, self.job, self.progress)
+        except (KernelFailure, TaskFailure, HarnessError):
+            raise
         except Exception as e:  # noqa: BLE001
             if is_out_of_memory(e):
                 raise
             raise protocol.TaskFailure("timing the reference failed: %s: %s" % (type(e).__name__, e))
-        reference = timing.stats(events)
-        reference.update({"requested_runs": job["timing_trials"], "budget_limited": runs < job["timing_trials"],
-                          "host_median_ms": timing.stats(host)["median_ms"]})
-        if job["baseline_cache"]:
-            timing.write_baseline(job.get("baseline_cache_dir"), key, reference)
-        reference["cached"] = False
-        return key, reference
+        self.meter.sample()
+        return out.figures(timing.quantile(nulls, 0.5), 0.0, self.reference_side.null, self.job)
 
-    def measure(self, calibration, flush):
-        """The kernel's timed runs; returns the timing fields beside the reference's."""
+    def close_reference(self):
+        if self.reference_side is not None:
+            try:
+                self.reference_side.link.call({"op": "exit"}, "bye")
+            except (KernelFailure, TaskFailure, HarnessError):
+                pass
+            self.reference_side = None
+        if self.reference_lender is not None:
+            self.reference_lender.close()
+            self.reference_lender = None
+        if self.reference_process is not None:
+            self.reference_process.close()
+            self.reference_process = None
+
+    def check_timed(self, i, run, private):
+        """A checked timed run: the slots as the judge's stream copied them right after the
+        window closed, against the reference on the judge's own copy of the inputs."""
         import torch
 
-        job = self.job
-        reference = self.reference_figures["reference"]
-        refresh = self.refresher(self.source.draw(self.seed + 2000) if self.first_draw_ms > SLOW_DRAW_MS else None,
-                                 self.inputs)
-        for i in range(max(1, job["warmup"])):
-            refresh(i)
-            self.forward("check")
-        refresh(0)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        self.forward("timed", run=0)
-        estimate = max((time.perf_counter() - t0) * 1e3 - calibration["overhead_ms"], 1e-3)
-        runs = timing.run_count(estimate, job)
-        checked = timing.verification_runs(runs)
-        self.progress("timing kernel: %d runs" % runs)
-        walls, events = [], []
-        for i in range(runs):
-            private = None  # the previous run's copy goes before the next draw
-            private = refresh(i, keep=i in checked)
-            if flush is not None:
-                thrash_l2(flush)
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            done = self.forward("timed", run=i)
-            walls.append((time.perf_counter() - t0) * 1e3)
-            event = done.get("event_ms")
-            if not isinstance(event, (int, float)) or not event >= 0:
-                raise KernelFailure("crash", "the kernel's process reported an invalid time %r for run %d" % (event, i))
-            events.append(float(event))
-            if i in checked:
-                outputs = self.freeze(done)
-                ref_out = reference_forward(self.ref, private, self.device)
-                private = None
-                self.meter.sample()
-                self.compare_frozen("timed", i, ref_out, outputs)
-                ref_out = outputs = None
+        copies = {id(slot): copy for slot, copy in run.snapshot}
+        tree = kernel_outputs(run.done, self.slots)
+        values = tree_map(lambda v: copies.get(id(v), v) if isinstance(v, torch.Tensor) else v, tree)
+        outputs = Frozen(values, run.snapshot)
+        ref_out = reference_forward(self.ref, private, self.device)
         self.meter.sample()
-        kernel = timing.stats(events)
-        host = timing.host_bound(walls, calibration["overhead_ms"])
-        kernel.update({"requested_runs": job["timing_trials"], "budget_limited": runs < job["timing_trials"],
-                       "host_median_ms": timing.stats(host)["median_ms"],
-                       "wall_median_ms": timing.stats(walls)["median_ms"],
-                       "checked_runs": sorted(checked)})
-        result = {"kernel": kernel, "calibration": calibration, "score": timing.score(reference, kernel)}
-        disagrees, allowed, bound, event = timing.disagreement(events, walls, calibration, job)
-        result["allowed_gap_ms"] = allowed
-        result["host_floor_ms"] = bound
-        result["event_floor_ms"] = event
-        if disagrees:
-            self.result["flags"].append("host_time_disagrees")
-            # The times the worker reported are contradicted by the judge's clock: the only
-            # honest figure left is the ratio of host-bounded times, measured alike for both.
-            result["event_score"] = result["score"]
-            if reference.get("host_median_ms") and kernel["host_median_ms"] > 0:
-                result["score"] = reference["host_median_ms"] / kernel["host_median_ms"]
-            self.result["notes"].append(
-                "the judge's clock bounds the kernel at %.3f ms per run (10th percentile), its reported "
-                "event time is %.3f ms (allowed gap %.3f ms): work outside the timed stream or a patched "
-                "timer; the score uses host-bounded medians (%.2fx instead of %.2fx)"
-                % (bound, event, allowed, result["score"] or 0.0, result["event_score"] or 0.0))
+        self.compare_frozen("timed", i, ref_out, outputs)
+
+    def environment(self, before):
+        return environment(self.result["device"], self.result["versions"],
+                           getattr(self, "reference_tf32", None), before,
+                           timing.METHOD_TEXT, self.result.get("input_refresh"))
+
+    def measure(self, flush):
+        """Both models' timed runs, interleaved (timed.py); returns the result's timing."""
+        job = self.job
+        ref_side, kernel_side = self.reference_side, self.kernel_side
+        before = gpu_clocks(self.result["device"])
+        try:
+            nulls, ref_out, kernel_out = time_runs(ref_side, kernel_side, flush, job, self.progress,
+                                                   check=self.check_timed)
+        finally:
+            self.close_reference()
+        self.meter.sample()
+        null_ms = timing.quantile(nulls, 0.5)
+        offset = kernel_side.null["overhead_ms"] - ref_side.null["overhead_ms"]
+        reference = ref_out.figures(null_ms, 0.0, ref_side.null, job)
+        kernel = kernel_out.figures(null_ms, offset, kernel_side.null, job)
+        calibration = dict(kernel_side.null, reference_overhead_ms=ref_side.null["overhead_ms"], offset_ms=offset,
+                           interleaved_null_ms=null_ms, interleaved_null_runs=len(nulls))
+        result = {"meaningful": True, "method": timing.METHOD_NAME, "reference": reference, "kernel": kernel,
+                  "score": timing.score(reference, kernel), "baseline_key": None,
+                  "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
+                  "environment": self.environment(before),
+                  "interval_method": "bootstrap, %d resamples of both models' timed runs and the null runs, 95%% "
+                                     "percentile interval" % timing.BOOTSTRAP_RESAMPLES}
+        if result["score"] is not None:
+            result["score_low"], result["score_high"] = timing.bootstrap_score(
+                ref_out.windows, kernel_out.windows, nulls, offset, seed=self.seed)
+        reported_ref = reference.get("reported_median_ms")
+        if reported_ref and kernel.get("reported_median_ms"):
+            result["reported_score"] = reported_ref / kernel["reported_median_ms"]
+        result["noisy"] = bool(reference.get("noisy") or kernel.get("noisy"))
+        notes, flags = self.result["notes"], self.result["flags"]
+        if result["noisy"]:
+            flags.append("noisy_timing")
+            notes.append("%s: the score is uncertain; run again on a quieter GPU or raise timing_budget_s" % "; ".join(
+                "the %s's median %.4f ms has a wide 95%% interval [%.4f-%.4f]" % (name, f["median_ms"],
+                                                                                f["ci_low_ms"], f["ci_high_ms"])
+                for name, f in (("reference", reference), ("kernel", kernel)) if f.get("noisy")))
+        if timing.reported_disagrees(kernel.get("reported_median_ms"), kernel["median_ms"]):
+            flags.append("reported_time_disagrees")
+            notes.append("the kernel's process reported %.4f ms per forward from its own CUDA events; the judge "
+                         "measured %.4f ms around its work: a patched or misled timer (the score is the judge's "
+                         "figure)" % (kernel["reported_median_ms"], kernel["median_ms"]))
+        if kernel.get("host_queue_ms", 0) > kernel["median_ms"]:
+            notes.append(
+                "the kernel's forward takes %.4f ms of host time to queue its GPU work, more than the %.4f ms the "
+                "GPU spends on it: in eager use it would be host-bound (the score compares GPU time; the "
+                "reference queues in %.4f ms)" % (kernel["host_queue_ms"], kernel["median_ms"],
+                                                  reference.get("host_queue_ms") or 0.0))
+        timeouts = kernel_side.clock.timeouts
+        kernel["gate_timeouts"] = timeouts
+        reference["gate_timeouts"] = ref_side.clock.timeouts
+        if timeouts:
+            notes.append("%d timed run(s) of the kernel were not queued in time for the gate (a forward that waits "
+                         "for the GPU from the host): their windows include host time" % timeouts)
         if result["score"] is not None and result["score"] > job["suspicious_speedup"]:
-            self.result["flags"].append("suspicious_speedup")
-            self.result["notes"].append("speedup %.1fx is above %gx: check the kernel does all of the work"
-                                        % (result["score"], job["suspicious_speedup"]))
+            flags.append("suspicious_speedup")
+            notes.append("speedup %.1fx is above %gx: check the kernel does all of the work"
+                         % (result["score"], job["suspicious_speedup"]))
         return result

@@ -1,17 +1,40 @@
-"""Timing figures and the rules that turn them into a score. Pure functions (no torch):
-the judge measures, this module decides what the measurements mean."""
+"""Timing figures and the rules that turn them into a score. Pure functions (torch only for
+the bootstrap's arithmetic): the judge measures, this module decides what the measurements
+mean."""
 
 import hashlib
 import json
 import math
 import os
-import random
 
 from .protocol import PROTOCOL
 
-# How a timed run is measured (flush, events, refresh). Part of the baseline key: a cached
-# reference timing measured another way is never compared with a kernel measured this way.
-TIMING_METHOD = "l2-fill-42-int64/events-after-thrash/fresh-inputs"
+# How a timed run is measured (window.py). Part of the baseline key: a cached reference
+# timing measured another way is never compared with a kernel measured this way.
+TIMING_METHOD = "judge-window/gated-ipc-events/inputs-then-l2-fill-42-int64/fresh-inputs/null-subtracted"
+METHOD_NAME = "judge_window"
+METHOD_TEXT = ("both models timed by the judge's own CUDA events around each one's process's whole GPU work "
+               "(gated, interprocess events), inputs written and L2 thrashed inside the window, less the "
+               "window of a null run measured before the model was loaded")
+
+# The interval of a median is "wide" beyond this share of it: the figure is marked noisy.
+NOISY = 0.05
+# Half an interval this narrow is as precise as CUDA events resolve (0.5 us), whatever the
+# share of a median of a few microseconds it is.
+RESOLUTION_MS = 0.00025
+# Estimates below this are under what the clock resolves (a null window's own spread).
+FLOOR_MS = 0.0005
+# A worker whose reported event time is under this share of the judge's figure (less a
+# small absolute allowance) reported a time the judge's clock contradicts.
+REPORTED_SHARE = 0.7
+REPORTED_SLACK_MS = 0.01
+# Share of timed runs whose outputs the judge checks, chosen per run by the judge's own
+# randomness; at least MIN_CHECKS per side. A kernel that fakes half its runs (the share it
+# must fake to move a median) escapes 20 runs' checks with probability 0.8**10 ~ 11%, and
+# the tail check in judge.py refuses faked runs outright.
+CHECK_RATE = 0.2
+MIN_CHECKS = 3
+BOOTSTRAP_RESAMPLES = 2000
 
 
 def stats(values):
@@ -35,50 +58,94 @@ def quantile(values, q):
 
 
 def run_count(estimate_ms, job):
-    """Timed runs for a model whose one run took about `estimate_ms`: as many as the
+    """Most timed runs for a model whose one run took about `estimate_ms`: as many as the
     budget allows, within [min_timing_trials, timing_trials]."""
     wanted = int(job["timing_budget_s"] * 1e3 / max(estimate_ms, 1e-3))
     return max(job["min_timing_trials"], min(job["timing_trials"], wanted))
 
 
-def verification_runs(runs, rng=None):
-    """Which timed runs of the kernel the judge checks against the reference. Chosen by the
-    judge's own randomness (the worker cannot know which), about 2*ln(100) ~ 9 of them: a
-    kernel that cheats on half of 100 runs (returns cached or garbage outputs to look fast)
-    escapes with probability (1 - 9/100)^50 < 1%. The last run is always checked."""
-    rng = rng or random.SystemRandom()
-    wanted = min(runs, max(3, int(round(2 * math.log(max(runs, 2)) + 0.5))))
-    chosen = set(rng.sample(range(runs), wanted - 1)) if wanted > 1 else set()
-    chosen.add(runs - 1)
-    return chosen
+def median_interval(values, z=1.959964):
+    """Distribution-free 95% interval of the median: the order statistics around rank n/2
+    that a binomial(n, 1/2) puts the median between (normal approximation); the whole range
+    below 6 values."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n < 6:
+        return ordered[0], ordered[-1]
+    half = z * math.sqrt(n) / 2.0
+    lo = max(0, int(math.floor(n / 2.0 - half)) - 1)
+    hi = min(n - 1, int(math.ceil(n / 2.0 + half)))
+    return ordered[lo], ordered[hi]
 
 
-def calibration(walls_ms):
-    """The exchange's own cost from null runs: its median (for host-bounded figures), its
-    10th percentile (the floor most runs reach) and the noise just above that floor.
-    Scheduler wake-ups put a long right tail on these times; low quantiles cancel it."""
-    return {"overhead_ms": quantile(walls_ms, 0.5), "floor_ms": quantile(walls_ms, 0.1),
-            "spread_ms": quantile(walls_ms, 0.3) - quantile(walls_ms, 0.1), "runs": len(walls_ms)}
+def relative_width(values):
+    """Half the width of the median's 95% interval over the median (inf at or below 0), or 0
+    where that half is within the clock's resolution."""
+    lo, hi = median_interval(values)
+    mid = quantile(values, 0.5)
+    if (hi - lo) / 2.0 <= RESOLUTION_MS and mid > 0:
+        return 0.0
+    return (hi - lo) / 2.0 / mid if mid > 0 else float("inf")
 
 
-def host_bound(walls_ms, overhead_ms):
-    """The kernel's time per run as the judge's clock bounds it: each run's wall time from
-    the judge's 'go' to the worker's 'done', less the overhead of that exchange measured
-    before the kernel was imported (the kernel cannot shorten either)."""
-    return [max(w - overhead_ms, 0.0) for w in walls_ms]
+def precise_enough(estimates, precision):
+    return len(estimates) >= 6 and relative_width(estimates) <= precision
 
 
-def disagreement(events_ms, walls_ms, cal, job):
-    """Whether the times the worker reported are contradicted by the judge's own clock.
-    Compared at the 10th percentile on both sides: the judge's floor-to-floor bound on the
-    kernel (wall floor less the exchange's floor) against the reported event times' floor.
-    Allowed gap: host_slack_ms (launch and synchronize latency), twice the noise above the
-    exchange's floor, and (host_time_ratio - 1) of the event time.
-    Returns (disagrees, allowed_ms, bound_ms, event_ms)."""
-    event = quantile(events_ms, 0.1)
-    bound = max(quantile(walls_ms, 0.1) - cal["floor_ms"], 0.0)
-    allowed = job["host_slack_ms"] + 2.0 * cal["spread_ms"] + (job["host_time_ratio"] - 1.0) * event
-    return bound - event > allowed, allowed, bound, event
+def calibration(runs, fill_ms=0.0):
+    """A side's null runs (window.py): everything a timed run does but the forward (its null
+    forward fills tensors like the outputs, whose time `fill_ms` the judge measured on its
+    own stream). Each run is (window, tail, queue) in ms. The median window less the fill is
+    what every run's figure is taken above; the floor and the noise above it; and the floor
+    of the tail (the worker's part) that a real run cannot go under."""
+    windows = [r[0] for r in runs]
+    tails = [r[1] for r in runs]
+    queues = [r[2] for r in runs]
+    return {"overhead_ms": quantile(windows, 0.5) - fill_ms, "floor_ms": quantile(windows, 0.1) - fill_ms,
+            "spread_ms": quantile(windows, 0.3) - quantile(windows, 0.1), "fill_ms": fill_ms,
+            "tail_floor_ms": quantile(tails, 0.1), "queue_ms": quantile(queues, 0.5), "runs": len(runs)}
+
+
+def side_figures(estimates_ms, windows_ms, null_ms, reported_ms):
+    """One side's TimingStats from its runs' figures (window less the null's): the median
+    with its 95% interval, and whether that interval is wide (noisy)."""
+    figures = stats(estimates_ms)
+    lo, hi = median_interval(estimates_ms)
+    figures["median_ms"] = max(figures["median_ms"], FLOOR_MS)
+    figures.update({
+        "ci_low_ms": max(lo, FLOOR_MS), "ci_high_ms": max(hi, FLOOR_MS),
+        "noisy": relative_width(estimates_ms) > NOISY,
+        "window_median_ms": quantile(windows_ms, 0.5), "null_ms": null_ms,
+        "reported_median_ms": quantile(reported_ms, 0.5) if reported_ms else None,
+    })
+    return figures
+
+
+def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0,
+                    resamples=BOOTSTRAP_RESAMPLES, seed=0):
+    """95% percentile interval of reference/kernel, each its median window less the median
+    null window (the kernel's less its process's offset too), resampling the three sets of
+    runs with replacement."""
+    import torch
+
+    gen = torch.Generator().manual_seed(int(seed))
+
+    def medians(values):
+        data = torch.tensor(values, dtype=torch.float64)
+        picks = torch.randint(len(values), (resamples, len(values)), generator=gen)
+        return data[picks].quantile(0.5, dim=1)
+
+    null = medians(null_windows)
+    ref = (medians(ref_windows) - null).clamp(min=FLOOR_MS)
+    kernel = (medians(kernel_windows) - null - kernel_offset).clamp(min=FLOOR_MS)
+    ratios = (ref / kernel).sort().values
+    return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
+
+
+def reported_disagrees(reported_ms, estimate_ms):
+    """The worker's own event time is far below the judge's figure: a patched timer (the
+    score is the judge's and does not move)."""
+    return reported_ms is not None and reported_ms < REPORTED_SHARE * estimate_ms - REPORTED_SLACK_MS
 
 
 def score(reference, kernel):
@@ -95,7 +162,7 @@ def baseline_key(task_source, device_info, versions, signature, job):
         "torch": versions.get("torch"),
         "inputs": signature,
         "timing": [job["warmup"], job["timing_trials"], job["min_timing_trials"], job["timing_budget_s"],
-                   job["flush_l2"]],
+                   job["flush_l2"], job.get("timing_precision")],
         "harness": PROTOCOL,
         "method": TIMING_METHOD,
     }, sort_keys=True)

@@ -5,7 +5,8 @@ imports the kernel, and answers the judge's requests one at a time. It never see
 file, the reference model or the reference's outputs, and nothing it says can make a kernel
 pass: the judge reads its outputs from buffers the judge owns and compares them itself.
 Everything here can be patched by the kernel once it is imported, which is why the judge
-calibrates the timing path before the import and bounds every timed run with its own clock.
+calibrates the timing path before the import and times every run with its own events, on its
+own stream, around this process's work (window.py).
 """
 
 import os
@@ -13,7 +14,6 @@ import socket
 import time
 
 from . import protocol
-from .device import thrash_l2
 from .errors import classify
 from .exchange import Borrower
 from .loading import load_module, seed_everything
@@ -68,12 +68,8 @@ class Worker:
                 return
 
     def op_attach(self, request, mappings):
-        import torch
-
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
         self.outputs = self.borrower.attach_tree(request["outputs"], mappings)
-        self.flush = torch.empty(max(int(request.get("flush_bytes") or 8) // 8, 1), dtype=torch.int64,
-                                 device=self.device)
         self.reply({"type": "attached"})
 
     def op_load(self, request, mappings):
@@ -116,7 +112,11 @@ class Worker:
         if isinstance(model, torch.nn.Module):
             state = [[name, list(t.shape), str(t.dtype).replace("torch.", "")]
                      for name, t in model.state_dict().items()]
-        self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module)})
+        # The precision settings in force once the module ran its import (a task or kernel may
+        # set them): the reference's go into the timing's environment.
+        tf32 = {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32,
+                "float32_matmul_precision": torch.get_float32_matmul_precision()}
+        self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module), "tf32": tf32})
 
     def op_params(self, request, mappings):
         import torch
@@ -127,29 +127,25 @@ class Worker:
                 state[name].copy_(self.borrower.attach(desc, mappings))
         self.reply({"type": "params_set"})
 
+    def op_clock(self, request, mappings):
+        """The flags the judge lends to order timed runs (window.py)."""
+        from .window import FLAG_A, FLAG_EARLY, FLAG_END
+
+        self.flags = self.borrower.attach(request["flags"], mappings)
+        base = self.flags.data_ptr()
+        self.clock = [base + 4 * flag for flag in (FLAG_A, FLAG_EARLY, FLAG_END)]
+        self.reply({"type": "clock_set"})
+
     def op_forward(self, request, mappings):
         import torch
 
         mode = request["mode"]
-        timed = self.gpu and mode in ("timed", "null")
-        if timed:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+        if mode in ("timed", "null"):
+            return self.windowed(request)
         record = None
         try:
             with torch.no_grad():
-                if timed:
-                    # KernelBench's loop: flush L2, then record the start event right behind
-                    # the flush in the same stream, which hides the launch overhead as it
-                    # does there. The judge has flushed L2 itself already (this process could
-                    # skip its own flush; it would only make its events include the launch).
-                    thrash_l2(self.flush)
-                if mode == "null":
-                    start.record()
-                    end.record()
-                    self.copy_within_slots()
-                    out = None
-                elif mode == "gpu_time":
+                if mode == "gpu_time":
                     from .audit import gpu_time
 
                     out = None
@@ -160,18 +156,14 @@ class Worker:
                     out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
                                                   atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2),
                                                   seed=int(request.get("nonce") or 0),
-                                                  harness=[self.flush] + [t for _, t in flatten_outputs(self.outputs)
-                                                                          if isinstance(t, torch.Tensor)])
+                                                  harness=[t for _, t in flatten_outputs(self.outputs)
+                                                           if isinstance(t, torch.Tensor)])
                 else:
-                    if timed:
-                        start.record()
                     out = self.model(*self.inputs)
-                    if timed:
-                        end.record()
             if self.gpu:
                 torch.cuda.synchronize()  # every stream: work put on a side stream must be done
-            copied = self.copy_outputs(out) if mode not in ("null", "gpu_time") else True
-            description = describe(out) if mode not in ("null", "gpu_time") else None
+            copied = self.copy_outputs(out) if mode != "gpu_time" else True
+            description = describe(out) if mode != "gpu_time" else None
             if self.gpu:
                 torch.cuda.synchronize()
                 if mode in ("audit", "gpu_time"):
@@ -182,24 +174,61 @@ class Worker:
         except BaseException as e:  # noqa: BLE001
             self.failure(e, "forward")
             return False
-        message = {"type": "done", "run": request.get("run"), "copied": copied,
-                   "outputs": description}
-        if timed:
-            message["event_ms"] = start.elapsed_time(end)
+        message = {"type": "done", "run": request.get("run"), "copied": copied, "outputs": description}
         if record is not None:
             message["gpu" if mode == "gpu_time" else "audit"] = record
         self.reply(message)
 
-    def copy_within_slots(self):
-        """What a null run copies instead of the kernel's outputs: each slot's halves into
-        each other, as many bytes as a real run copies into the slots (so the copy is part
-        of the calibrated overhead) without a second, full-size buffer."""
-        for _, slot in flatten_outputs(self.outputs):
-            if hasattr(slot, "view") and slot.numel() > 1:
-                flat = slot.view(-1)
-                half = flat.numel() // 2
-                flat[:half].copy_(flat[half:2 * half])
-                flat[half:2 * half].copy_(flat[:half])
+    def windowed(self, request):
+        """A run inside the judge's window (window.py): everything is queued behind the
+        judge's flag A, the outputs go into the slots on the forward's stream (PyTorch's
+        rule: a returned tensor is ready on the current stream), and "armed" says all of it
+        is queued. The events of this process time the forward alone, for the record."""
+        import torch
+
+        from .window import wait_value, write_value
+
+        a, early, end = self.clock
+        seq = int(request["seq"])
+        stream = torch.cuda.current_stream()
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        try:
+            with torch.no_grad():
+                wait_value(stream, a, seq)
+                write_value(stream, early, seq)
+                start.record(stream)
+                if request["mode"] == "null":
+                    out = self.null_outputs()
+                else:
+                    out = self.model(*self.inputs)
+                stop.record(stream)
+                copied = self.copy_outputs(out)
+                write_value(stream, end, seq)
+            if request["mode"] == "null":
+                out = None
+            self.reply({"type": "armed", "run": request.get("run")})
+            torch.cuda.synchronize()
+            description = describe(out) if out is not None else None
+        except BaseException as e:  # noqa: BLE001
+            self.failure(e, "forward")
+            return False
+        self.reply({"type": "done", "run": request.get("run"), "copied": copied, "outputs": description,
+                    "event_ms": start.elapsed_time(stop)})
+
+    def null_outputs(self):
+        """What a null run returns: its own tensors shaped like the slots, just written (a
+        fill), so their copy into the slots reads them from L2 as a forward's fresh outputs
+        are read; the judge adds the fill's time back (timed.py)."""
+        import torch
+
+        from .tensors import tree_map
+
+        if getattr(self, "null_scratch", None) is None:
+            self.null_scratch = tree_map(lambda v: torch.empty_like(v) if isinstance(v, torch.Tensor) else v,
+                                         self.outputs)
+        tree_map(lambda v: v.fill_(0) if isinstance(v, torch.Tensor) else v, self.null_scratch)
+        return self.null_scratch
 
     def copy_outputs(self, out):
         """Copies each output into the judge's slot of the same path, shape and dtype; the

@@ -12,6 +12,12 @@ def test_plan_counts_two_inputs_four_outputs_two_scratch_two_flush():
     assert memory.plan_bytes(10, 100, 1000, 10000) == 2 * 10 + 4 * 100 + 2 * 1000 + 2 * 10000
 
 
+def test_a_timed_plan_holds_the_reference_process_beside_the_kernel():
+    assert memory.plan_bytes(10, 100, 1000, 10000, timed=True) == 4 * 10 + 6 * 100 + 2 * 1000 + 2 * 10000
+    six = 6 * GIB  # KernelBench's largest ReLU still fits an 80 GB GPU timed
+    assert memory.does_not_fit(memory.footprint(six, six, 0, 256 << 20, 78 * GIB, 80 * GIB, timed=True), "x") is None
+
+
 def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one():
     six = 6 * GIB  # 4096 x 393216 float32
     flush = 256 << 20

@@ -6,8 +6,7 @@ import pytest
 
 from kforge_harness import timing
 
-JOB = {"host_slack_ms": 0.05, "host_time_ratio": 1.1, "timing_budget_s": 1.0, "timing_trials": 100,
-       "min_timing_trials": 10}
+JOB = {"timing_budget_s": 1.0, "timing_trials": 100, "min_timing_trials": 10}
 
 
 def test_stats_median_of_even_and_odd():
@@ -21,56 +20,91 @@ def test_run_count_is_bounded_both_ways():
     assert timing.run_count(20.0, JOB) == 50
 
 
-def test_verification_runs_always_include_the_last_and_about_nine():
-    rng = random.Random(1)
-    chosen = timing.verification_runs(100, rng)
-    assert 99 in chosen and 8 <= len(chosen) <= 10
-    assert all(0 <= i < 100 for i in chosen)
-    assert timing.verification_runs(1, rng) == {0}
-    assert len(timing.verification_runs(10, rng)) >= 3
+def test_median_interval_brackets_the_median_by_order_statistics():
+    values = [float(v) for v in range(100)]
+    lo, hi = timing.median_interval(values)
+    assert 38 <= lo < 49.5 < hi <= 61
+    assert timing.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0), "too few runs: the whole range"
 
 
-def test_a_cheater_on_half_the_runs_is_almost_always_checked():
-    # Runs 0..49 cheat: how often does a check land on one of them?
-    rng = random.Random(7)
-    caught = sum(bool(timing.verification_runs(100, rng) & set(range(50))) for _ in range(2000))
-    assert caught / 2000 > 0.99
+def test_median_interval_covers_the_true_median_about_95_percent_of_the_time():
+    rng = random.Random(3)
+    covered = 0
+    for _ in range(2000):
+        sample = [rng.expovariate(1.0) for _ in range(40)]  # skewed, like run times
+        lo, hi = timing.median_interval(sample)
+        covered += lo <= 0.6931 <= hi
+    assert 0.93 <= covered / 2000 <= 0.99
 
 
-def test_host_bound_subtracts_the_calibrated_overhead_and_never_goes_negative():
-    assert timing.host_bound([1.0, 0.2], 0.3) == [0.7, 0.0]
+def test_precision_is_half_the_interval_over_the_median():
+    tight = [1.0 + 0.001 * (i % 7) for i in range(50)]
+    assert timing.relative_width(tight) < 0.01 and timing.precise_enough(tight, 0.01)
+    loose = [1.0 + 0.2 * (i % 7) for i in range(50)]
+    assert not timing.precise_enough(loose, 0.01)
+    assert not timing.precise_enough(tight[:5], 0.01), "never on fewer than 6 runs"
+    assert timing.relative_width([-1.0] * 10) == float("inf")
+    few_us = [0.003 + 0.0001 * (i % 3) for i in range(60)]  # +-0.1 us on 3 us: 3%, as fine as events resolve
+    assert timing.relative_width(few_us) == 0.0 and timing.precise_enough(few_us, 0.01)
 
 
-def test_calibration_takes_the_floor_and_the_noise_above_it():
-    walls = [0.30] * 50 + [0.32] * 30 + [1.5] * 20  # a long right tail of scheduler wake-ups
-    cal = timing.calibration(walls)
-    assert cal["floor_ms"] == pytest.approx(0.30) and cal["spread_ms"] == pytest.approx(0.0)
+def test_calibration_takes_the_floor_the_noise_above_it_and_the_tail_floor():
+    windows = [0.30] * 50 + [0.32] * 30 + [1.5] * 20
+    runs = [(w, 0.25 if i < 90 else 0.1, 0.05) for i, w in enumerate(windows)]
+    cal = timing.calibration(runs, fill_ms=0.01)
+    assert cal["floor_ms"] == pytest.approx(0.29) and cal["spread_ms"] == pytest.approx(0.0)
+    assert cal["overhead_ms"] == pytest.approx(0.30), "the null forward's fill is added back"
+    assert cal["tail_floor_ms"] == pytest.approx(0.235) and cal["queue_ms"] == pytest.approx(0.05)
     assert cal["runs"] == 100
 
 
-CAL = {"overhead_ms": 0.33, "floor_ms": 0.30, "spread_ms": 0.01, "runs": 35}
+def test_side_figures_are_the_runs_above_the_null():
+    windows = [0.400 + 0.001 * (i % 3) for i in range(30)]
+    figures = timing.side_figures([w - 0.300 for w in windows], windows, 0.300, [0.1] * 30)
+    assert figures["median_ms"] == pytest.approx(0.101) and figures["null_ms"] == pytest.approx(0.300)
+    assert figures["ci_low_ms"] <= figures["median_ms"] <= figures["ci_high_ms"]
+    assert figures["window_median_ms"] == pytest.approx(0.401) and not figures["noisy"]
+    assert figures["reported_median_ms"] == pytest.approx(0.1)
 
 
-def test_an_honest_kernel_is_not_contradicted():
-    events = [0.015] * 100
-    walls = [0.30 + 0.015 + 0.02 + (0.5 if i % 7 == 0 else 0.0) for i in range(100)]  # launch latency, tail
-    disagrees, allowed, bound, event = timing.disagreement(events, walls, CAL, JOB)
-    assert not disagrees and bound == pytest.approx(0.035) and event == pytest.approx(0.015)
+def test_a_window_at_the_null_floor_is_not_a_zero_or_negative_time():
+    figures = timing.side_figures([-0.001] * 20, [0.299] * 20, 0.300, [])
+    assert figures["median_ms"] == timing.FLOOR_MS and figures["ci_low_ms"] == timing.FLOOR_MS
+    assert figures["reported_median_ms"] is None
 
 
-def test_a_patched_timer_is_contradicted():
-    # Reports 1 us for 20 passes that really take 0.29 ms (seen on an H100).
-    events = [0.001] * 100
-    walls = [0.30 + 0.29 + (0.4 if i % 5 == 0 else 0.0) for i in range(100)]
-    disagrees, allowed, bound, event = timing.disagreement(events, walls, CAL, JOB)
-    assert disagrees and allowed < 0.1 and bound == pytest.approx(0.29)
+def test_noisy_when_the_interval_is_wider_than_five_percent():
+    rng = random.Random(5)
+    estimates = [rng.uniform(0.05, 0.15) for _ in range(30)]  # 0.1 ms +- 50%
+    assert timing.side_figures(estimates, estimates, 0.0, [])["noisy"]
 
 
-def test_noise_and_the_ratio_widen_the_allowance():
-    noisy = dict(CAL, spread_ms=0.05)
-    assert not timing.disagreement([0.1] * 10, [0.30 + 0.25] * 10, noisy, JOB)[0]
-    assert timing.disagreement([0.1] * 10, [0.30 + 0.25] * 10, CAL, JOB)[0]
-    assert not timing.disagreement([10.0] * 10, [0.30 + 10.9] * 10, CAL, JOB)[0], "10% of a long kernel"
+def test_bootstrap_interval_contains_the_ratio_and_tightens_with_agreeing_runs():
+    rng = random.Random(11)
+    null = [0.300 + rng.gauss(0, 0.0005) for _ in range(40)]
+    ref = [0.500 + rng.gauss(0, 0.001) for _ in range(100)]  # 0.2 ms above null
+    kernel = [0.410 + rng.gauss(0, 0.001) for _ in range(100)]  # 0.1 ms above null and its 0.01 ms offset
+    lo, hi = timing.bootstrap_score(ref, kernel, null, 0.01, seed=1)
+    assert lo < 2.0 < hi and hi - lo < 0.1
+    assert timing.bootstrap_score(ref, kernel, null, 0.01, seed=1) == (lo, hi), "seeded: reproducible"
+    noisy = [0.410 + rng.gauss(0, 0.02) for _ in range(100)]
+    nlo, nhi = timing.bootstrap_score(ref, noisy, null, 0.01, seed=1)
+    assert nhi - nlo > 2 * (hi - lo)
+
+
+def test_a_grossly_underreported_time_disagrees_and_honest_ones_do_not():
+    assert timing.reported_disagrees(0.5, 1.0)
+    assert not timing.reported_disagrees(0.95, 1.0) and not timing.reported_disagrees(1.2, 1.0)
+    assert not timing.reported_disagrees(0.001, 0.01), "a few microseconds are inside the slack"
+    assert not timing.reported_disagrees(None, 1.0)
+
+
+def test_checks_land_on_a_cheater_faking_half_of_forty_runs():
+    # A kernel must fake over half its runs to move a median; each run is checked with
+    # CHECK_RATE by the judge's own randomness.
+    rng = random.Random(7)
+    caught = sum(any(rng.random() < timing.CHECK_RATE for _ in range(20)) for _ in range(5000))
+    assert caught / 5000 > 0.98
 
 
 def test_score_is_reference_over_kernel():
@@ -88,7 +122,7 @@ def test_baseline_cache_round_trip_and_rejects_garbage(tmp_path):
 
 def test_cached_reference_timings_are_per_physical_gpu():
     job = {"warmup": 10, "timing_trials": 100, "min_timing_trials": 10, "timing_budget_s": 1.0,
-           "flush_l2": True}
+           "flush_l2": True, "timing_precision": 0.01}
     versions = {"torch": "2.11.0"}
     gpu0 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}
     gpu1 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb"}
@@ -98,3 +132,5 @@ def test_cached_reference_timings_are_per_physical_gpu():
     assert key(gpu0) != key(gpu1)
     assert key(gpu0) == key(dict(gpu0))
     assert key(gpu0) != key(gpu0, task="u")
+    assert key(gpu0) != timing.baseline_key("t", gpu0, versions, "sig", dict(job, timing_precision=0.05)), \
+        "a reference timed to another precision is another baseline"

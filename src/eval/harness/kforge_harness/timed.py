@@ -1,0 +1,257 @@
+"""Timed runs as the judge measures them (window.py): null calibration, then the reference's
+and the kernel's runs interleaved with null runs of the reference's process, until each
+median is known well enough, with checks of the kernel's outputs on runs the judge picks.
+
+Both figures come out of one loop: run by run the reference (in its own process,
+refprocess.py), the kernel and a null run take turns in a random order, so a drift of the
+GPU's clocks or of the cost of switching between processes (a null window is ~0.3 ms of
+it) lands on all three alike. Null runs after the kernel is imported are the reference
+process's (the kernel's own could be slowed on purpose); the kernel's process's null runs,
+taken before its import beside the reference's, give the offset between the two processes.
+"""
+
+import random
+import time
+
+from . import timing
+from .device import thrash_l2
+from .protocol import HarnessError, KernelFailure
+from .window import WindowClock, WorkerGone
+
+CALIBRATION_RUNS = 30  # per side, alternating
+WARM_RUNS = 3  # ungated windowed runs first: the driver loads modules lazily, which the gate would hold
+# A worker that has not said "armed" this long after being asked (and never less than
+# ARMED_FLOOR_S) has a forward that waits for the GPU from the host: the gate opens.
+ARMED_FLOOR_S = 0.02
+ARMED_CAP_S = 2.0
+CLOCKS_UP_MS = 30.0  # judge-side GPU work before timed runs: clocks leave idle
+# A run whose tail (A to close) is under this share of the null runs' floor closed without
+# the worker's context in it.
+TAIL_SHARE = 0.5
+
+
+class Side:
+    """One model's process as the judge times it: its link, the buffers lent to it, its
+    clock, its input refresh and (after calibrate) its null runs."""
+
+    def __init__(self, name, link, inputs, slots, gate, lender, trusted):
+        self.name = name
+        self.link = link
+        self.inputs = inputs
+        self.slots = slots
+        self.clock = WindowClock(gate, lender)
+        self.trusted = trusted
+        self.null = None
+        self.armed_s = ARMED_FLOOR_S
+        self.refresh = None
+
+    def run(self, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True):
+        try:
+            return self.clock.run(self.link, mode, run, write_inputs, flush, armed_within_s, snapshot, gated)
+        except WorkerGone as e:
+            if self.trusted or mode == "null":
+                raise HarnessError("%s: %s" % (self.name, e))
+            raise KernelFailure("crash", str(e), details={"run": run})
+
+
+def null_run(side, i, write_inputs, flush):
+    run = side.run("null", -100 - i, write_inputs, flush, max(ARMED_FLOOR_S, side.armed_s))
+    return (run.window_ms, run.tail_ms, run.queue_ms)
+
+
+def fill_time(slots):
+    """The time (ms) of filling tensors like the outputs, on the judge's stream: what a null
+    run's forward does in the worker (worker.null_outputs), added back to its window."""
+    import torch
+
+    from .tensors import flatten_outputs
+
+    tensors = [t for _, t in flatten_outputs(slots) if isinstance(t, torch.Tensor)]
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(11):
+        torch.cuda.synchronize()
+        start.record()
+        for t in tensors:
+            t.fill_(0)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return timing.quantile(times[1:], 0.5)
+
+
+def warm_nulls(side, write_inputs, flush):
+    armed = []
+    for i in range(WARM_RUNS):
+        started = time.perf_counter()
+        side.run("null", -1 - i, write_inputs, flush, None, gated=False)
+        armed.append(time.perf_counter() - started)
+    side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 10 * max(armed)))
+
+
+def calibrate(sides, flush, progress):
+    """Null runs of each side's process before its model is imported (it cannot inflate
+    them), alternating: everything a timed run does but the forward, the write of the
+    inputs included. `sides` is [(side, write_inputs)]; sets each side.null."""
+    progress("calibrating the timing window")
+    for side, write in sides:
+        warm_nulls(side, write, flush)
+    clocks_up(flush)
+    fill = fill_time(sides[0][0].slots)
+    runs = {id(side): [] for side, _ in sides}
+    for i in range(CALIBRATION_RUNS):
+        for side, write in sides:
+            runs[id(side)].append(null_run(side, i, write, flush))
+    for side, _ in sides:
+        side.null = timing.calibration(runs[id(side)], fill)
+        side.null["gated"] = side.clock.gating()
+
+
+def clocks_up(flush):
+    """A burst of the judge's own GPU work: an idle GPU runs at a fraction of its clock and
+    takes milliseconds to come up, which would slow the first runs."""
+    import torch
+
+    if flush is None:
+        return
+    started = time.perf_counter()
+    while (time.perf_counter() - started) * 1e3 < CLOCKS_UP_MS:
+        for _ in range(8):
+            thrash_l2(flush)
+        torch.cuda.synchronize()
+
+
+class Outcome:
+    """One side's timed runs: the judge's figures and what the worker reported."""
+
+    def __init__(self):
+        self.windows = []
+        self.reported = []
+        self.queues = []
+        self.checked = []
+        self.precision_reached = False
+        self.budget_limited = False
+
+    def add(self, run):
+        self.windows.append(run.window_ms)
+        self.queues.append(run.queue_ms)
+
+    def estimates(self, null_ms, offset):
+        return [w - null_ms - offset for w in self.windows]
+
+    def figures(self, null_ms, offset, own_null, job):
+        figures = timing.side_figures(self.estimates(null_ms, offset), self.windows, null_ms + offset, self.reported)
+        # The host time to queue one forward, above the null's: a forward whose host time
+        # exceeds its GPU time would be host-bound in eager use (windows hold GPU time only).
+        figures["host_queue_ms"] = max(timing.quantile(self.queues, 0.5) - own_null["queue_ms"], 0.0)
+        figures.update({"requested_runs": job["timing_trials"], "budget_limited": self.budget_limited,
+                        "checked_runs": sorted(self.checked), "precision_reached": self.precision_reached})
+        return figures
+
+
+def warm_up(side, job, flush):
+    """Warm-up forwards (ungated: modules load lazily); the worker's time from "go" to
+    "armed" sets how long the gate waits for it. Returns an estimate of one run (ms)."""
+    armed = []
+    estimate = 0.0
+    for i in range(max(1, job["warmup"])):
+        write, _ = side.refresh(i, False)
+        started = time.perf_counter()
+        run = side.run("timed", -1 - i, write, flush, None, gated=False)
+        armed.append(time.perf_counter() - started)
+        estimate = max(run.window_ms - side.null["overhead_ms"], 1e-3)
+    side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 4 * max(armed)))
+    return estimate
+
+
+def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
+    """The interleaved loop. `ref` is the reference's Side (its null runs are the ones
+    taken throughout), `kernel` the kernel's Side or None (a task check). Each side's
+    `refresh(i, keep)` returns (write, private): `write()` queues run i's inputs on the
+    judge's stream inside the window, `private` is the judge's own copy when `keep`.
+    `check(i, run, private)` compares a checked kernel run's snapshot. Runs go on until
+    each median's 95% interval is within +-timing_precision (after min_timing_trials), or
+    timing_trials, or the time budget (per side). Returns (null windows, ref Outcome,
+    kernel Outcome or None)."""
+    rng = rng or random.SystemRandom()
+    precision = float(job.get("timing_precision") or 0.01)
+    sides = [ref] + ([kernel] if kernel is not None else [])
+    per_run = sum(warm_up(side, job, flush) for side in sides) + ref.null["overhead_ms"]
+    clocks_up(flush)
+    planned = timing.run_count(per_run, job)
+    progress("timing: up to %d runs of %s" % (planned, " and ".join(side.name for side in sides)))
+    deadline = time.time() + job["timing_budget_s"] * len(sides)
+    nulls = []
+    outcomes = {id(side): Outcome() for side in sides}
+    offset = (kernel.null["overhead_ms"] - ref.null["overhead_ms"]) if kernel is not None else 0.0
+    i = 0
+
+    def one(what, i, keep=False):
+        if what == "null":
+            write, _ = ref.refresh(i, False)
+            nulls.append(null_run(ref, i, write, flush)[0] - ref.null["fill_ms"])
+            return
+        side = ref if what == "ref" else kernel
+        out = outcomes[id(side)]
+        keep = keep or (check is not None and side is kernel and rng.random() < timing.CHECK_RATE)
+        write, private = side.refresh(i, keep)
+        snapshot = snapshotter(side.slots) if keep and side is kernel else None
+        run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot)
+        floor = (ref.null if side is ref else kernel.null)["tail_floor_ms"]
+        if run.tail_ms < TAIL_SHARE * floor:
+            message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the window's "
+                    "start flag to its close, null runs never under %.3f ms): the process wrote the flags that "
+                    "order it ahead of its work" % (i, side.name, run.tail_ms, floor))
+            if side.trusted:
+                raise HarnessError(message)
+            raise KernelFailure("crash", message, details={"tail_ms": run.tail_ms, "tail_floor_ms": floor, "run": i})
+        event = run.done.get("event_ms")
+        if not isinstance(event, (int, float)) or not event >= 0:
+            raise KernelFailure("crash", "%s's process reported an invalid time %r for run %d" % (side.name, event, i))
+        out.add(run)
+        out.reported.append(float(event))
+        if keep and side is kernel:
+            out.checked.append(i)
+            check(i, run, private)
+
+    def precise():
+        null = timing.quantile(nulls, 0.5)
+        return all(timing.precise_enough(outcomes[id(side)].estimates(null, offset if side is kernel else 0.0),
+                                         precision) for side in sides)
+
+    while True:
+        order = ["null"] + ["ref"] + (["kernel"] if kernel is not None else [])
+        rng.shuffle(order)
+        last = i >= planned - 1
+        for what in order:
+            one(what, i, keep=(what == "kernel" and last and len(outcomes[id(kernel)].checked) < timing.MIN_CHECKS))
+        i += 1
+        if i >= planned:
+            budget_limited = planned < job["timing_trials"]
+            break
+        if time.time() > deadline and i >= job["min_timing_trials"]:
+            budget_limited = True
+            break
+        if i >= job["min_timing_trials"] and i % 5 == 0 and precise():
+            break
+        budget_limited = False
+    while kernel is not None and len(outcomes[id(kernel)].checked) < timing.MIN_CHECKS:
+        one("kernel", i, keep=True)
+        i += 1
+    reached = precise()
+    for out in outcomes.values():
+        out.budget_limited = budget_limited
+        out.precision_reached = reached
+    return nulls, outcomes[id(ref)], outcomes[id(kernel)] if kernel is not None else None
+
+
+def snapshotter(slots):
+    """A function that copies every output slot on the judge's stream (right after the
+    run's close): the values a checked run is judged on."""
+    import torch
+
+    from .tensors import flatten_outputs
+
+    def take():
+        return [(slot, slot.clone()) for _, slot in flatten_outputs(slots) if isinstance(slot, torch.Tensor)]
+    return take
