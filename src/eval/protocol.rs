@@ -93,6 +93,9 @@ pub struct Job {
     pub timing: bool,
     pub timing_trials: u32,
     pub min_timing_trials: u32,
+    /// Timed runs go on until each side's median has a 95% interval within +- this
+    /// fraction (up to `timing_trials` and the budget).
+    pub timing_precision: f64,
     pub timing_budget_s: f64,
     pub warmup: u32,
     pub flush_l2: bool,
@@ -133,6 +136,7 @@ impl Job {
             timing: request.timing && request.device.is_gpu(),
             timing_trials: s.timing_trials,
             min_timing_trials: s.min_timing_trials.min(s.timing_trials),
+            timing_precision: s.timing_precision,
             timing_budget_s: s.timing_budget_s,
             warmup: s.warmup,
             flush_l2: s.flush_l2,
@@ -875,6 +879,23 @@ mod tests {
         let kb = new.kernelbench.unwrap();
         assert_eq!((kb.median_ms, kb.runs, kb.warmup), (2.1, 100, 5));
         assert_eq!(kb.l2_thrash_bytes, 256 << 20);
+    }
+
+    /// The harness reads `job["timing_precision"]`; the old cross-check's keys are gone.
+    #[test]
+    fn timing_precision_reaches_the_job_json() {
+        let settings = EvalConfig {
+            timing_precision: 0.02,
+            host_time_ratio: Some(1.1),
+            ..Default::default()
+        };
+        let req = EvalRequest::new("t.py", "k.py", Device::Cuda(0), settings);
+        let job = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(job["timing_precision"], 0.02);
+        assert_eq!(job["timing_trials"], 300);
+        assert_eq!(job["min_timing_trials"], 20);
+        assert!(job.get("host_time_ratio").is_none(), "{job}");
+        assert!(job.get("host_slack_ms").is_none(), "{job}");
     }
 
     #[test]
