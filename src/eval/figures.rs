@@ -184,7 +184,7 @@ mod tests {
             torch: Some("2.11.0".into()),
             triton: Some("3.6.0".into()),
             timing_method: Some("CUDA events around each forward".into()),
-            input_refresh: None,
+            ..Default::default()
         };
         assert_eq!(
             environment_lines(&env),

@@ -337,6 +337,10 @@ pub struct TimingStats {
     pub checked_runs: Vec<u32>,
     /// Reference only: read from the baseline cache instead of measured now.
     pub cached: bool,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl TimingStats {
@@ -357,6 +361,10 @@ pub struct Calibration {
     pub floor_ms: f64,
     pub spread_ms: f64,
     pub runs: u32,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// What shaped the timed numbers: math modes, clocks, driver and library versions.
@@ -387,6 +395,10 @@ pub struct TimingEnvironment {
     pub timing_method: Option<String>,
     /// How every timed run got never-seen input values.
     pub input_refresh: Option<String>,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -419,6 +431,10 @@ pub struct Timing {
     /// A task check asked for rounds: both protocols' medians per round, round one first
     /// (its figures are `reference` and `kernelbench`).
     pub rounds: Vec<ProtocolRound>,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Timing {
@@ -822,6 +838,30 @@ mod tests {
         assert_eq!(t.kernel.interval(), None);
         assert_eq!(t.kernel.precision_reached, None);
         assert!(t.environment.is_none() && t.method.is_none());
+        // Kept as written: `--json` and a re-saved result pass them through.
+        assert_eq!(t.extra["event_score"], 2.0);
+        assert_eq!(t.kernel.extra["wall_median_ms"], 1.7);
+    }
+
+    /// Timing fields this version does not model survive a round trip through the typed
+    /// result: `kforge eval --json` passes the harness's timing through.
+    #[test]
+    fn unknown_timing_fields_pass_through() {
+        let written = serde_json::json!({
+            "meaningful": true, "method": "judge_window", "score": 1.2, "future": {"a": 1},
+            "reference": {"median_ms": 2.0, "future_ms": 0.5},
+            "kernel": {"median_ms": 1.0},
+            "calibration": {"overhead_ms": 0.3, "future": true},
+            "environment": {"driver": "580", "future": [1, 2]}
+        });
+        let t: Timing = serde_json::from_value(written).unwrap();
+        let back = serde_json::to_value(&t).unwrap();
+        assert_eq!(back["future"], serde_json::json!({"a": 1}));
+        assert_eq!(back["reference"]["future_ms"], 0.5);
+        assert_eq!(back["calibration"]["future"], true);
+        assert_eq!(back["environment"]["future"], serde_json::json!([1, 2]));
+        assert_eq!(back["method"], "judge_window");
+        assert!(back["kernel"].get("future_ms").is_none());
     }
 
     /// The harness reads `kernelbench_protocol` from the job JSON; it is off unless asked.
