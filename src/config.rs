@@ -76,10 +76,14 @@ pub struct EvalConfig {
     pub signed_trial: bool,
     /// Re-check with fresh values written into the timing buffers after timing.
     pub post_timing_check: bool,
-    /// Timed runs per model (upper bound; the time budget may cut it).
+    /// Most timed runs per model: an upper bound (the precision or the time budget may
+    /// end timing earlier).
     pub timing_trials: u32,
-    /// Fewest timed runs, whatever the budget says.
+    /// Fewest timed runs, whatever the budget or the precision says.
     pub min_timing_trials: u32,
+    /// Timed runs continue, up to `timing_trials` and the time budget, until each side's
+    /// median has a 95% interval within +-`timing_precision` (0.01: +-1%).
+    pub timing_precision: f64,
     /// Seconds of timed runs allowed per model.
     pub timing_budget_s: f64,
     /// Untimed warm-up runs per model.
@@ -97,12 +101,13 @@ pub struct EvalConfig {
     pub reject_torch_ops: bool,
     /// Speedups above this are flagged as suspicious.
     pub suspicious_speedup: f64,
-    /// The judge's clock may exceed a kernel's reported event time by `host_slack_ms`
-    /// (launch and synchronize latency) plus `host_time_ratio - 1` of the event time, plus
-    /// the calibrated noise of the exchange; beyond that the event time is contradicted,
-    /// the result is flagged `host_time_disagrees` and scored on host-bounded times.
-    pub host_time_ratio: f64,
-    pub host_slack_ms: f64,
+    /// Obsolete: ignored since the judge times both sides itself (the host/event
+    /// cross-check they tuned is gone). Still accepted so that an existing config loads;
+    /// `kforge doctor` names them when set (`obsolete_keys`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_time_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_slack_ms: Option<f64>,
     /// `scaled` (default): atol shrinks to 2% of an output's own magnitude where that is
     /// below atol, so zeros cannot pass a tiny output; `kernelbench`: KernelBench's rule.
     pub tolerance: Tolerance,
@@ -126,8 +131,9 @@ impl Default for EvalConfig {
             trials: 5,
             signed_trial: true,
             post_timing_check: true,
-            timing_trials: 100,
-            min_timing_trials: 10,
+            timing_trials: 300,
+            min_timing_trials: 20,
+            timing_precision: 0.01,
             timing_budget_s: 10.0,
             warmup: 3,
             flush_l2: true,
@@ -136,8 +142,8 @@ impl Default for EvalConfig {
             seed: 42,
             reject_torch_ops: false,
             suspicious_speedup: 10.0,
-            host_time_ratio: 1.1,
-            host_slack_ms: 0.05,
+            host_time_ratio: None,
+            host_slack_ms: None,
             tolerance: Tolerance::Scaled,
             static_checks: true,
             require_sandbox: true,
@@ -145,6 +151,32 @@ impl Default for EvalConfig {
             executor: Executor::Fork,
         }
     }
+}
+
+impl EvalConfig {
+    /// The `[eval]` keys that are set and no longer mean anything (`kforge doctor` says so).
+    pub fn obsolete_keys(&self) -> Vec<&'static str> {
+        [
+            ("host_time_ratio", self.host_time_ratio.is_some()),
+            ("host_slack_ms", self.host_slack_ms.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
+    }
+}
+
+/// What `kforge doctor` says of obsolete `[eval]` keys; None when none is set.
+pub fn obsolete_keys_note(eval: &EvalConfig) -> Option<String> {
+    let keys = eval.obsolete_keys();
+    (!keys.is_empty()).then(|| {
+        format!(
+            "[eval] {} {} obsolete and ignored: the judge times the reference and the kernel itself; remove {} from the config",
+            keys.join(", "),
+            if keys.len() == 1 { "is" } else { "are" },
+            if keys.len() == 1 { "it" } else { "them" }
+        )
+    })
 }
 
 impl Config {
@@ -180,6 +212,9 @@ impl Config {
             .try_into()
             .with_context(|| format!("invalid configuration (read from {})", describe(&sources)))?;
         tracing::info!(files = ?sources, "configuration read");
+        if let Some(note) = obsolete_keys_note(&config.eval) {
+            tracing::warn!("{note}");
+        }
         config.sources = sources;
         config.table = merged;
         Ok(config)
@@ -304,8 +339,55 @@ mod tests {
         let c = Config::load_files(&[], None).unwrap();
         assert_eq!(c.eval.trials, 5);
         assert_eq!(c.eval.atol, 1e-2);
-        assert_eq!(c.eval.timing_trials, 100);
+        assert_eq!(c.eval.timing_trials, 300);
+        assert_eq!(c.eval.min_timing_trials, 20);
+        assert_eq!(c.eval.timing_precision, 0.01);
+        assert!(c.eval.obsolete_keys().is_empty());
         assert!(c.sources.is_empty());
+    }
+
+    /// `host_time_ratio` and `host_slack_ms` tuned the host/event cross-check, gone since
+    /// the judge times both sides: a config that sets them still loads, they are ignored,
+    /// and `obsolete_keys` names them for `kforge doctor`.
+    #[test]
+    fn obsolete_timing_keys_still_load_and_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = write(
+            dir.path(),
+            "old.toml",
+            "[eval]\nhost_time_ratio = 1.2\nhost_slack_ms = 0.1\ntiming_precision = 0.02\n",
+        );
+        let c = Config::load_files(&[old], None).unwrap();
+        assert_eq!(c.eval.obsolete_keys(), ["host_time_ratio", "host_slack_ms"]);
+        assert_eq!(c.eval.timing_precision, 0.02);
+        let note = obsolete_keys_note(&c.eval).unwrap();
+        assert!(
+            note.contains("[eval] host_time_ratio, host_slack_ms are obsolete and ignored"),
+            "{note}"
+        );
+        let one = EvalConfig {
+            host_slack_ms: Some(0.05),
+            ..Default::default()
+        };
+        assert!(
+            obsolete_keys_note(&one)
+                .unwrap()
+                .contains("host_slack_ms is obsolete"),
+        );
+        assert_eq!(obsolete_keys_note(&EvalConfig::default()), None);
+        // Written settings (session.json, batch.json) leave them out unless set, and read
+        // back either way.
+        let written = serde_json::to_value(EvalConfig::default()).unwrap();
+        assert!(written.get("host_time_ratio").is_none(), "{written}");
+        let back: EvalConfig = serde_json::from_value(
+            serde_json::json!({"host_time_ratio": 1.1, "host_slack_ms": 0.05, "timing_trials": 100}),
+        )
+        .unwrap();
+        assert_eq!(back.timing_trials, 100);
+        assert_eq!(
+            back.timing_precision, 0.01,
+            "absent in older sessions: the default"
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use crate::charts::{TimelinePoint, score_timeline_svg};
 use crate::protocol::{CallKind, CandidateId, CandidateKind, Decision, TokenUsage};
-use crate::session::state::{Call, Candidate, CandidateStatus, SessionState, best_of};
+use crate::session::state::{
+    Call, Candidate, CandidateStatus, SessionState, best_of, indistinguishable,
+};
 use crate::session::store::SessionDir;
 
 pub const REPORT_FILE: &str = "report.md";
@@ -99,6 +101,40 @@ fn duration(seconds: i64) -> String {
 /// `1.52x`, or `n/a` without a score.
 pub fn score_text(score: Option<f64>) -> String {
     score.map_or_else(|| "n/a".into(), |s| format!("{s:.2}x"))
+}
+
+/// A candidate's score with its 95% interval, `1.52x [1.50-1.54]` (`n/a` without a score),
+/// and `, noisy` when the timing stayed noisy.
+pub fn speedup_text(c: &Candidate) -> String {
+    let text = crate::eval::figures::score_text(c.score(), c.score_interval());
+    if c.score().is_some() && c.noisy() {
+        format!("{text}, noisy")
+    } else {
+        text
+    }
+}
+
+/// The correct candidate ranked next after the session's best (by `best_of`), if any.
+pub fn runner_up(state: &SessionState) -> Option<&Candidate> {
+    let best = state.best?;
+    best_of(state.candidates.values().filter(|c| c.id != best))
+}
+
+/// A sentence when the measurements cannot tell the best from the runner-up (their 95%
+/// intervals overlap): either could be the faster kernel.
+pub fn indistinguishable_note(state: &SessionState) -> Option<String> {
+    let best = state.candidates.get(&state.best?)?;
+    let second = runner_up(state)?;
+    indistinguishable(best, second).then(|| {
+        format!(
+            "The best, #{} ({}), and the runner-up, #{} ({}), are indistinguishable: their 95% \
+             intervals overlap, so the measurements cannot tell which is faster.",
+            best.id,
+            speedup_text(best),
+            second.id,
+            speedup_text(second)
+        )
+    })
 }
 
 fn cost_text(cost: Option<f64>) -> String {
@@ -288,7 +324,7 @@ fn best_line(state: &SessionState) -> String {
     match state.best.and_then(|id| state.candidates.get(&id)) {
         Some(c) => {
             let score = if timing {
-                format!("score {}", score_text(c.score()))
+                format!("score {}", speedup_text(c))
             } else {
                 "score n/a (CPU interpreter: correctness only)".into()
             };
@@ -378,9 +414,12 @@ pub fn render_report(state: &SessionState) -> String {
                 c.kind.label(),
                 c.parent.map_or("-".into(), |p| p.to_string()),
                 status_label(c),
-                score_text(c.score()),
+                speedup_text(c),
                 cell(&candidate_summary(c), 140),
             );
+        }
+        if let Some(note) = indistinguishable_note(state) {
+            let _ = writeln!(out, "\n{note}");
         }
     }
 
@@ -610,6 +649,9 @@ pub fn summary_json(state: &SessionState) -> Value {
             "correct": c.is_correct(),
             "category": c.eval.as_ref().and_then(|e| e.category),
             "score": c.score(),
+            "score_low": c.score_interval().map(|i| i.0),
+            "score_high": c.score_interval().map(|i| i.1),
+            "noisy": c.score().is_some() && c.noisy(),
             "kernel_ms": c.eval.as_ref().and_then(|e| e.kernel_ms),
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
@@ -637,6 +679,8 @@ pub fn summary_json(state: &SessionState) -> Value {
         "final_marked": state.final_marked,
         "budget_exhausted": state.budget_exhausted,
         "best": state.best.and_then(|id| state.candidates.get(&id)).map(candidate),
+        "runner_up": runner_up(state).map(candidate),
+        "best_indistinguishable_from_runner_up": indistinguishable_note(state).is_some(),
         "candidates": state.candidates.values().map(candidate).collect::<Vec<_>>(),
         "stages": state.stages.iter().map(|s| json!({
             "stage": s.stage,
@@ -781,6 +825,84 @@ mod tests {
                 },
             })
         }
+    }
+
+    /// A correct, timed evaluation with the score's 95% interval.
+    fn timed(id: u32, score: f64, low: f64, high: f64, noisy: bool) -> Event {
+        Event::EvalFinished {
+            candidate: CandidateId(id),
+            result_file: format!("eval/{id}.json"),
+            summary: EvalSummary {
+                correct: true,
+                summary: "correct".into(),
+                score: Some(score),
+                score_low: Some(low),
+                score_high: Some(high),
+                noisy,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Three timed seeds: #1 1.50x [1.20-1.80] (noisy), #2 1.45x [1.43-1.47], #3 with
+    /// `third`.
+    fn interval_session(third: Event) -> SessionState {
+        let mut log = Log(Vec::new());
+        log.push(Event::SessionStarted {
+            task: "softmax".into(),
+            task_hash: "h".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            mode: Mode::Auto,
+            device: "cuda:0".into(),
+            timing_meaningful: true,
+        })
+        .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
+        .candidate(2, None, CandidateKind::Seed { index: 2 }, None)
+        .candidate(3, None, CandidateKind::Seed { index: 3 }, None)
+        .push(timed(1, 1.50, 1.20, 1.80, true))
+        .push(timed(2, 1.45, 1.43, 1.47, false))
+        .push(third);
+        SessionState::from_records(&log.0)
+    }
+
+    #[test]
+    fn the_report_shows_intervals_and_says_when_the_best_is_not_told_apart() {
+        // #2's interval clears #1's lower end: #2 is best, #1 the runner-up, and their
+        // intervals overlap.
+        let state = interval_session(timed(3, 1.10, 1.05, 1.15, false));
+        assert_eq!(state.best, Some(CandidateId(2)));
+        let r = render_report(&state);
+        for line in [
+            "| Best | #2 (seed 2), score 1.45x [1.43-1.47], `kernels/2-seed.py` |",
+            "| 1 | seed 1 | - | correct | 1.50x [1.20-1.80], noisy | correct |",
+            "| 2 ★ | seed 2 | - | correct | 1.45x [1.43-1.47] | correct |",
+            "The best, #2 (1.45x [1.43-1.47]), and the runner-up, #1 (1.50x [1.20-1.80], noisy), \
+             are indistinguishable: their 95% intervals overlap, so the measurements cannot tell \
+             which is faster.",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+        let s = summary_json(&state);
+        assert_eq!(s["best"]["score_low"], 1.43);
+        assert_eq!(s["best"]["score_high"], 1.47);
+        assert_eq!(s["runner_up"]["id"], 1);
+        assert_eq!(s["runner_up"]["noisy"], true);
+        assert_eq!(s["best_indistinguishable_from_runner_up"], true);
+
+        // A runner-up told apart: no such sentence.
+        let state = interval_session(timed(3, 1.60, 1.55, 1.65, false));
+        assert_eq!(state.best, Some(CandidateId(3)));
+        assert_eq!(runner_up(&state).map(|c| c.id), Some(CandidateId(2)));
+        assert_eq!(indistinguishable_note(&state), None);
+        assert!(!render_report(&state).contains("indistinguishable"));
+        assert_eq!(
+            summary_json(&state)["best_indistinguishable_from_runner_up"],
+            false
+        );
+        // Sessions without intervals: none either.
+        assert_eq!(indistinguishable_note(&session()), None);
+        assert_eq!(summary_json(&session())["best"]["score_low"], Value::Null);
     }
 
     fn session() -> SessionState {

@@ -294,8 +294,27 @@ fn evaluation_process_gets_no_secrets() {
 
 #[test]
 fn doctor_reports_python_versions_and_no_gpu() {
-    let out = kforge(&["doctor", "--no-ncu"]).output().unwrap();
+    // A config from before the judge timed both sides: it loads, and doctor names the
+    // keys that no longer do anything.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("old.toml");
+    std::fs::write(
+        &config,
+        "[eval]\nhost_time_ratio = 1.1\nhost_slack_ms = 0.05\n",
+    )
+    .unwrap();
+    let out = kforge(&["--config", config.to_str().unwrap(), "doctor", "--no-ncu"])
+        .output()
+        .unwrap();
     let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("[eval] host_time_ratio, host_slack_ms are obsolete and ignored"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("configuration:"),
+        "the config loads: {stdout}"
+    );
     assert!(
         stdout.contains("python ") && stdout.contains("torch ") && stdout.contains("triton "),
         "{stdout}"

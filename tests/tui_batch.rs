@@ -100,7 +100,7 @@ fn the_batch_view_shows_every_task_and_the_batchs_figures() {
     );
     for part in [
         "correct 2/7 (29%)",
-        "fast_1 1/7 (14%)",
+        "fast_1 1/7 (14%, confident 14%)",
         "geomean 1.52x",
         "tok 7.5k",
         "$0.0323 + 1 unpriced call",

@@ -18,7 +18,7 @@ use kforge::tui::keymap::Action;
 use kforge::tui::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView};
 use kforge::tui::panes::{ChartPane, ConsolePane, TreePane};
 use kforge::tui::testing::{HarnessOptions, context_for, draw_alone, key_event};
-use tui_common::{fixture, records};
+use tui_common::{fixture, records, timed_fixture};
 
 /// The finished session, #9 selected.
 fn finished() -> Ctx {
@@ -132,6 +132,81 @@ fn console_pane_and_its_filter() {
     let mut out = AppEvents::default();
     let _ = console.on_action(Action::ClearFilter, &cx, &mut out);
     assert_eq!(console.filter(), "");
+}
+
+// ------------------------------------------------------------------ 95% intervals
+
+/// The session as the judge-window harness writes it (`timed_fixture`), `selected` chosen.
+fn timed(dir: &std::path::Path, selected: u32) -> Ctx {
+    let mut cx = context_for(dir, None, &HarnessOptions::default()).unwrap();
+    cx.selected = Some(CandidateId(selected));
+    cx
+}
+
+/// Scores with intervals: the tree marks #7 `≈` (its interval overlaps the best's), #4 `~`
+/// (noisy) and nothing else; the chart draws the selected point's interval as a bar and
+/// names it in the title beside the best's (the status bar keeps the bare score: no room).
+#[test]
+fn intervals_in_the_tree_and_the_chart() {
+    let dir = timed_fixture();
+    let cx = timed(dir.path(), 7);
+    assert_eq!(cx.state.best, Some(CandidateId(9)));
+    let mut tree = TreePane::default();
+    let t = draw_alone(40, 14, |f| tree.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("tree_intervals", t);
+    assert!(t.contains("1.71x≈") && t.contains("1.21x~"), "{t}");
+    assert!(t.contains("1.64x│") && t.contains("1.83x│"), "{t}");
+    let mut chart = ChartPane::default();
+    let c = draw_alone(80, 12, |f| chart.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("chart_intervals", c);
+    assert!(
+        c.contains("best #9 1.83x [1.79-1.87]  ◆ #7 1.71x [1.60-1.80]≈"),
+        "{c}"
+    );
+    // Without an interval on the selection (the best itself), the title names the best only.
+    let best = timed(dir.path(), 9);
+    let c = draw_alone(80, 12, |f| chart.draw(&best, f, f.area()));
+    assert!(c.contains("best #9 1.83x [1.79-1.87] ─"), "{c}");
+}
+
+/// The Eval tab of the best: the score's interval, each side's, the method, the reported
+/// ratio and the environment; of #7: that it cannot be told from the best.
+#[test]
+fn the_eval_tab_shows_the_intervals_and_the_environment() {
+    let dir = timed_fixture();
+    let best = timed(dir.path(), 9);
+    let mut d = DetailPane::default();
+    d.set_tab(Tab::Eval);
+    let e = draw_alone(100, 40, |f| d.draw(&best, f, f.area()));
+    insta::assert_snapshot!("detail_Eval_intervals", e);
+    for needle in [
+        "score       1.830x [1.790-1.870]   kernel 0.0225 ms   reference 0.0412 ms",
+        "method      judge window: the judge's own CUDA events",
+        "reference   median in [0.0410-0.0414], precision reached, window 0.3412 less null 0.3000,",
+        "score       1.83x [1.79-1.87]  (95% interval: bootstrap, 2000 resamples",
+        "reported    1.85x (the processes' own CUDA-event medians: information only)",
+        "── environment ──",
+        "math        TF32 matmul off, TF32 cuDNN on, float32 matmul precision highest",
+        "clocks      SM 1980 MHz (max 1980), memory 2619 MHz (max 2619), not locked, throttle: idle",
+        "software    driver 580.159.04, CUDA 13.0, torch 2.9.1, triton 3.5.1",
+    ] {
+        assert!(e.contains(needle), "{needle:?} in\n{e}");
+    }
+    let seven = timed(dir.path(), 7);
+    let e = draw_alone(100, 12, |f| d.draw(&seven, f, f.area()));
+    assert!(e.contains("1.710x [1.600-1.800]  noisy"), "{e}");
+    assert!(
+        e.contains(
+            "≈ indistinguishable from the best, #9 1.83x [1.79-1.87]: the 95% intervals overlap"
+        ),
+        "{e}"
+    );
+    d.set_tab(Tab::Compare);
+    let e = draw_alone(100, 12, |f| d.draw(&seven, f, f.area()));
+    assert!(
+        e.contains("1.710x [1.600-1.800]") && e.contains("1.830x [1.790-1.870]"),
+        "{e}"
+    );
 }
 
 // ------------------------------------------------------------------ detail tabs

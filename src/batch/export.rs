@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::results::TaskResult;
 use super::summary::BatchSummary;
 use crate::eval::EvalResult;
+use crate::eval::protocol::Timing;
 use crate::protocol::Category;
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
@@ -106,6 +107,9 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         "hardware": hardware,
         "device": eval.device,
     });
+    if let (Value::Object(m), Some(t)) = (&mut metadata, timing) {
+        m.extend(timing_metadata(t));
+    }
     if let Some(category) = eval.category {
         metadata["error_category"] = json!(category.as_str());
         metadata["error"] = json!(eval.summary);
@@ -122,6 +126,29 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         }),
         kernel,
     )
+}
+
+/// What kforge's timing adds to an exported entry's metadata: the speedup's 95% interval,
+/// each median's, the method, whether it was noisy, and the environment that shaped it
+/// (absent fields: a result from before intervals).
+fn timing_metadata(t: &Timing) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    let mut put = |key: &str, value: Value| {
+        if !value.is_null() {
+            m.insert(key.to_string(), value);
+        }
+    };
+    put("kforge_speedup_low", json!(t.score_low));
+    put("kforge_speedup_high", json!(t.score_high));
+    put("kforge_kernel_ci_ms", json!(t.kernel.interval()));
+    put("kforge_reference_ci_ms", json!(t.reference.interval()));
+    put("kforge_timing_method", json!(t.method));
+    put("kforge_interval_method", json!(t.interval_method));
+    if t.score_interval().is_some() {
+        put("kforge_timing_noisy", json!(t.noisy));
+    }
+    put("kforge_timing_environment", json!(t.environment));
+    m
 }
 
 /// Writes the export; returns the files written.
@@ -166,6 +193,35 @@ pub fn write_kernelbench(batch: &Path, summary: &BatchSummary) -> Result<Vec<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_export_keeps_the_interval_and_the_environment() {
+        let t: Timing = serde_json::from_value(json!({
+            "meaningful": true, "method": "judge_window", "score": 1.23,
+            "score_low": 1.2, "score_high": 1.26, "noisy": false,
+            "interval_method": "bootstrap",
+            "kernel": {"median_ms": 2.0, "ci_low_ms": 1.98, "ci_high_ms": 2.02},
+            "reference": {"median_ms": 2.46},
+            "environment": {"tf32_matmul": false, "driver": "580.159.04"}
+        }))
+        .unwrap();
+        let m = Value::Object(timing_metadata(&t));
+        assert_eq!(m["kforge_speedup_low"], 1.2);
+        assert_eq!(m["kforge_speedup_high"], 1.26);
+        assert_eq!(m["kforge_kernel_ci_ms"], json!([1.98, 2.02]));
+        assert!(
+            m.get("kforge_reference_ci_ms").is_none(),
+            "none given: left out"
+        );
+        assert_eq!(m["kforge_timing_method"], "judge_window");
+        assert_eq!(m["kforge_timing_noisy"], false);
+        assert_eq!(m["kforge_timing_environment"]["driver"], "580.159.04");
+        assert_eq!(m["kforge_timing_environment"]["tf32_matmul"], false);
+        // A result from before intervals adds nothing.
+        let old: Timing =
+            serde_json::from_value(json!({"meaningful": true, "score": 1.5})).unwrap();
+        assert!(timing_metadata(&old).is_empty());
+    }
 
     #[test]
     fn build_failures_are_not_compiled_and_the_rest_are() {

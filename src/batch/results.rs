@@ -69,6 +69,9 @@ pub struct TaskResult {
     pub best_file: Option<PathBuf>,
     /// Speedup of the best kernel over the reference (None: no timing, or none correct).
     pub score: Option<f64>,
+    /// The 95% interval of `score` (None: no score, or a session recorded before intervals).
+    pub score_low: Option<f64>,
+    pub score_high: Option<f64>,
     pub reference_ms: Option<f64>,
     pub kernel_ms: Option<f64>,
     /// The device the best kernel was timed on.
@@ -91,6 +94,12 @@ pub struct TaskResult {
 impl TaskResult {
     pub fn tokens(&self) -> u64 {
         self.input_tokens + self.output_tokens
+    }
+
+    /// The score's 95% interval, when there is one.
+    pub fn score_interval(&self) -> Option<(f64, f64)> {
+        self.score?;
+        Some((self.score_low?, self.score_high?))
     }
 
     /// The best kernel's speedup as tables show it: `1.52x`, `correct` when it was not
@@ -190,6 +199,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         best: None,
         best_file: None,
         score: None,
+        score_low: None,
+        score_high: None,
         reference_ms: None,
         kernel_ms: None,
         device: None,
@@ -242,6 +253,10 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         result.correct = best.is_correct();
         result.best = Some(best.id);
         result.best_file = Some(task.session().join(&best.file));
+        if let Some((low, high)) = best.score_interval() {
+            result.score_low = Some(low);
+            result.score_high = Some(high);
+        }
         if let Some(eval) = &best.eval {
             result.score = eval.score;
             result.reference_ms = eval.reference_ms;

@@ -29,6 +29,24 @@ pub struct FastP {
     pub count: usize,
     /// `count` over every task of the group (KernelBench divides by all tasks).
     pub rate: f64,
+    /// Tasks correct whose speedup's 95% interval lies above p (its lower end > p): the
+    /// ones measured faster than p beyond the timing noise. A task without an interval is
+    /// not counted. None when no task of the group has an interval (sessions recorded
+    /// before intervals): there is nothing to be confident about.
+    pub confident_count: Option<usize>,
+    /// `confident_count` over every task of the group.
+    pub confident_rate: Option<f64>,
+}
+
+impl FastP {
+    /// `40.0% (4)`, with `, confident 30.0% (3)` when intervals were measured.
+    pub fn text(&self) -> String {
+        let mut text = format!("{:.1}% ({})", 100.0 * self.rate, self.count);
+        if let (Some(count), Some(rate)) = (self.confident_count, self.confident_rate) {
+            text.push_str(&format!(", confident {:.1}% ({count})", 100.0 * rate));
+        }
+        text
+    }
 }
 
 /// Figures over a group of tasks (one level, or all).
@@ -69,6 +87,14 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
         .filter_map(|r| r.score)
         .filter(|s| s.is_finite() && *s > 0.0)
         .collect();
+    // The lower ends of the correct tasks' intervals, where they have one.
+    let lows: Vec<f64> = results
+        .iter()
+        .filter(|r| r.correct)
+        .filter_map(|r| r.score_interval())
+        .map(|(low, _)| low)
+        .filter(|low| low.is_finite())
+        .collect();
     let any_timed = results.iter().any(|r| r.timed);
     let rate = |count: usize| if n == 0 { 0.0 } else { count as f64 / n as f64 };
     let fast_p = any_timed.then(|| {
@@ -76,10 +102,13 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
             .iter()
             .map(|&p| {
                 let count = speedups.iter().filter(|s| **s > p).count();
+                let confident = (!lows.is_empty()).then(|| lows.iter().filter(|l| **l > p).count());
                 FastP {
                     p,
                     count,
                     rate: rate(count),
+                    confident_count: confident,
+                    confident_rate: confident.map(rate),
                 }
             })
             .collect()
@@ -155,7 +184,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file\n",
+        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -167,13 +196,15 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
             t.status.word(),
             t.correct,
             opt(t.score, 4),
+            opt(t.score_interval().map(|i| i.0), 4),
+            opt(t.score_interval().map(|i| i.1), 4),
             opt(t.reference_ms, 5),
             opt(t.kernel_ms, 5),
             quote(t.device.as_deref().unwrap_or("")),
@@ -211,10 +242,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
     md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for g in &summary.groups {
         let fast: Vec<String> = match &g.fast_p {
-            Some(f) => f
-                .iter()
-                .map(|x| format!("{:.1}% ({})", 100.0 * x.rate, x.count))
-                .collect(),
+            Some(f) => f.iter().map(FastP::text).collect(),
             None => vec!["n/a".into(); FAST_P.len()],
         };
         let _ = writeln!(
@@ -239,7 +267,10 @@ pub fn summary_md(summary: &BatchSummary) -> String {
     }
     md.push_str(
         "\nfast_p: tasks whose best kernel is correct and more than p times as fast as the \
-         PyTorch reference, over all tasks of the group (KernelBench's definition). geomean and \
+         PyTorch reference, over all tasks of the group (KernelBench's definition). confident: \
+         the same count, but only tasks whose speedup's 95% interval lies above p (its lower \
+         end > p: faster than p beyond the timing noise; a task without an interval is not \
+         counted), over all tasks of the group; shown where the group has intervals. geomean and \
          mean: the geometric and arithmetic mean speedup over the correct tasks with a timing \
          (their number: ",
     );
@@ -270,7 +301,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
                 .display(),
             t.status.word(),
             best.replace('|', "\\|"),
-            score_text(t.score),
+            crate::eval::figures::score_text(t.score, t.score_interval()),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -340,6 +371,8 @@ mod tests {
             best: None,
             best_file: None,
             score,
+            score_low: None,
+            score_high: None,
             reference_ms: None,
             kernel_ms: None,
             device: None,
@@ -378,6 +411,42 @@ mod tests {
         assert_eq!(g.tokens, 550);
         assert_eq!(g.cost_usd, 2.5);
         assert_eq!(g.cost_per_task, Some(0.5));
+    }
+
+    /// The confident variant counts only tasks whose interval lies above p, over all tasks;
+    /// KernelBench's own count stays as it was.
+    #[test]
+    fn confident_fast_p_counts_tasks_whose_interval_clears_p() {
+        let with = |key: &str, score: f64, low: f64, high: f64| TaskResult {
+            score_low: Some(low),
+            score_high: Some(high),
+            ..task(key, Some(1), true, Some(score))
+        };
+        let tasks = [
+            with("a", 1.05, 0.98, 1.12),
+            with("b", 1.60, 1.55, 1.65),
+            with("c", 2.10, 1.90, 2.30),
+            // A correct task without an interval: in fast_p, never confident.
+            task("d", Some(1), true, Some(1.2)),
+            task("e", Some(1), false, None),
+        ];
+        let g = summarize_group("level 1", &tasks.iter().collect::<Vec<_>>());
+        let fast = g.fast_p.unwrap();
+        let counts: Vec<(usize, Option<usize>)> =
+            fast.iter().map(|f| (f.count, f.confident_count)).collect();
+        assert_eq!(
+            counts,
+            [(4, Some(3)), (4, Some(2)), (2, Some(2)), (1, Some(0))]
+        );
+        assert_eq!(fast[1].rate, 0.8);
+        assert_eq!(fast[1].confident_rate, Some(0.4));
+        assert_eq!(fast[1].text(), "80.0% (4), confident 40.0% (2)");
+        // No interval anywhere (sessions recorded before them): no confident figure.
+        let old = [task("a", Some(1), true, Some(1.5))];
+        let g = summarize_group("level 1", &old.iter().collect::<Vec<_>>());
+        let fast = g.fast_p.unwrap();
+        assert_eq!(fast[1].confident_count, None);
+        assert_eq!(fast[1].text(), "100.0% (1)");
     }
 
     #[test]
@@ -420,14 +489,24 @@ mod tests {
         );
         let tasks = vec![
             task("x", None, true, Some(1.0)),
-            task("L2", Some(2), true, Some(3.0)),
+            TaskResult {
+                score_low: Some(2.9),
+                score_high: Some(3.1),
+                ..task("L2", Some(2), true, Some(3.0))
+            },
             task("L1", Some(1), false, None),
         ];
         let s = summarize("b", &m, tasks);
         let names: Vec<&str> = s.groups.iter().map(|g| g.group.as_str()).collect();
         assert_eq!(names, ["level 1", "level 2", "other", "all"]);
         let md = summary_md(&s);
-        assert!(md.contains("| level 2 | 1 | 1 | 1 (100.0%) | 100.0% (1) | 100.0% (1) | 100.0% (1) | 100.0% (1) | 3.00x |"), "{md}");
+        assert!(md.contains("| level 2 | 1 | 1 | 1 (100.0%) | 100.0% (1), confident 100.0% (1) | 100.0% (1), confident 100.0% (1) | 100.0% (1), confident 100.0% (1) | 100.0% (1), confident 100.0% (1) | 3.00x |"), "{md}");
+        assert!(
+            md.contains("| other | 1 | 1 | 1 (100.0%) | 100.0% (1) | 0.0% (0) |"),
+            "no interval in the group: no confident figure: {md}"
+        );
+        assert!(md.contains("confident: the same count, but only tasks whose speedup's 95% interval lies above p"), "{md}");
+        assert!(md.contains(" | 3.00x [2.90-3.10] | "), "{md}");
         assert!(
             md.contains("(their number: level 1 0, level 2 1, other 1, all 2)"),
             "{md}"
@@ -438,7 +517,7 @@ mod tests {
             csv.lines()
                 .nth(2)
                 .unwrap()
-                .starts_with("L2,2,1,complete,true,3.0000,"),
+                .starts_with("L2,2,1,complete,true,3.0000,2.9000,3.1000,"),
             "{csv}"
         );
     }

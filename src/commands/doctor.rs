@@ -53,6 +53,12 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
                 },
             );
             r.data.insert("config_files".into(), json!(files));
+            // Not a problem (nothing breaks), but worth saying once: they do nothing now.
+            if let Some(note) = crate::config::obsolete_keys_note(&c.eval) {
+                r.line("", note);
+                r.data
+                    .insert("obsolete_config_keys".into(), json!(c.eval.obsolete_keys()));
+            }
             c
         }
         Err(e) => {

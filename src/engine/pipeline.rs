@@ -3,6 +3,7 @@
 //! stages -> finish. Each step is built from `steps.rs` and returns a `Step`; what an
 //! earlier run already did comes back through `replay.rs`.
 
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::config::{Accept, AnalyzeWhen};
@@ -11,6 +12,7 @@ use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
 use crate::protocol::*;
+use crate::session::state::Speedup;
 
 impl Inner {
     pub(super) async fn pipeline(self: Arc<Self>) -> RunOutcome {
@@ -391,7 +393,9 @@ impl Inner {
             };
             let (accepted, reason) = match &last {
                 None => (false, "no kernel: the base stays".to_string()),
-                Some(l) => stage_verdict(self.pipeline.accept, l.correct, l.score, base.score),
+                Some(l) => {
+                    stage_verdict(self.pipeline.accept, l.correct, l.speedup(), base.speedup())
+                }
             };
             if !self.replay.stage_recorded(stage) {
                 self.emit(Event::StageFinished {
@@ -507,26 +511,48 @@ impl Inner {
 }
 
 /// Whether a stage's final kernel replaces its base, and why. `Improve` is regression
-/// protection: only a correct kernel that is faster wins; without timing (CPU) a correct
-/// kernel is accepted because there is nothing to compare.
+/// protection: only a correct kernel that ranks above its base by the session's rule for
+/// best (`Speedup::rank_cmp`: the lower end of the 95% interval when both have one, else
+/// the score) wins; without timing (CPU) a correct kernel is not compared and the base stays.
 pub fn stage_verdict(
     accept: Accept,
     correct: bool,
-    new: Option<f64>,
-    old: Option<f64>,
+    new: Option<Speedup>,
+    old: Option<Speedup>,
 ) -> (bool, String) {
     if !correct {
         return (false, "not correct: the base stays".to_string());
     }
+    let text = |s: &Speedup| match s.interval {
+        Some((low, high)) => format!("{:.3}x [{low:.3}-{high:.3}]", s.score),
+        None => format!("{:.3}x", s.score),
+    };
     match (accept, new, old) {
         (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
-        (Accept::Improve, Some(new), Some(old)) if new > old => {
-            (true, format!("{old:.3}x -> {new:.3}x"))
+        (Accept::Improve, Some(new), Some(old)) => {
+            // Said when the intervals decided against the medians.
+            let by_interval =
+                if (new.rank_cmp(&old) == Ordering::Greater) != (new.score > old.score) {
+                    " (by the lower ends of the intervals)"
+                } else {
+                    ""
+                };
+            if new.rank_cmp(&old) == Ordering::Greater {
+                (
+                    true,
+                    format!("{} -> {}{by_interval}", text(&old), text(&new)),
+                )
+            } else {
+                (
+                    false,
+                    format!(
+                        "{} -> {} is no improvement{by_interval}: keeping the base",
+                        text(&old),
+                        text(&new)
+                    ),
+                )
+            }
         }
-        (Accept::Improve, Some(new), Some(old)) => (
-            false,
-            format!("{old:.3}x -> {new:.3}x is no improvement: keeping the base"),
-        ),
         // Nothing measured on one side (the CPU, a timing that failed): no comparison, so no
         // replacement; regression protection never waves a kernel through unmeasured.
         (Accept::Improve, _, _) => (
@@ -542,24 +568,66 @@ mod tests {
 
     #[test]
     fn regression_protection_keeps_the_faster_base() {
+        let x = |score: f64| Speedup::new(Some(score), None);
         assert_eq!(
-            stage_verdict(Accept::Improve, true, Some(1.52), Some(1.41)),
+            stage_verdict(Accept::Improve, true, x(1.52), x(1.41)),
             (true, "1.410x -> 1.520x".to_string())
         );
-        let (accepted, reason) = stage_verdict(Accept::Improve, true, Some(1.30), Some(1.41));
+        let (accepted, reason) = stage_verdict(Accept::Improve, true, x(1.30), x(1.41));
         assert!(!accepted, "{reason}");
         assert!(reason.contains("no improvement"));
         assert!(
-            stage_verdict(Accept::Any, true, Some(1.30), Some(1.41)).0,
+            !stage_verdict(Accept::Improve, true, x(1.41), x(1.41)).0,
+            "equal is no improvement"
+        );
+        assert!(
+            stage_verdict(Accept::Any, true, x(1.30), x(1.41)).0,
             "greedy chaining accepts a slower kernel"
         );
         assert!(
-            !stage_verdict(Accept::Any, false, Some(9.0), Some(1.0)).0,
+            !stage_verdict(Accept::Any, false, x(9.0), x(1.0)).0,
             "never an incorrect one"
         );
         assert!(
             !stage_verdict(Accept::Improve, true, None, None).0,
             "no timing: not compared, the base stays"
         );
+    }
+
+    /// With intervals a stage kernel replaces its base as the session's best would: by the
+    /// lower ends, so a tight interval beats a wide one with a higher median.
+    #[test]
+    fn regression_protection_compares_intervals_like_best_does() {
+        let x = |score: f64, low: f64, high: f64| Speedup::new(Some(score), Some((low, high)));
+        let (accepted, reason) = stage_verdict(
+            Accept::Improve,
+            true,
+            x(1.45, 1.43, 1.47),
+            x(1.50, 1.20, 1.80),
+        );
+        assert!(accepted, "{reason}");
+        assert_eq!(
+            reason,
+            "1.500x [1.200-1.800] -> 1.450x [1.430-1.470] (by the lower ends of the intervals)"
+        );
+        let (accepted, reason) = stage_verdict(
+            Accept::Improve,
+            true,
+            x(1.50, 1.20, 1.80),
+            x(1.45, 1.43, 1.47),
+        );
+        assert!(!accepted, "{reason}");
+        assert!(
+            reason.contains("is no improvement (by the lower ends"),
+            "{reason}"
+        );
+        let (accepted, reason) = stage_verdict(
+            Accept::Improve,
+            true,
+            x(1.60, 1.55, 1.65),
+            x(1.45, 1.43, 1.47),
+        );
+        assert!(accepted, "{reason}");
+        assert_eq!(reason, "1.450x [1.430-1.470] -> 1.600x [1.550-1.650]");
     }
 }

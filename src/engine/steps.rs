@@ -15,7 +15,7 @@ use crate::eval::{EvalProgress, EvalRequest, EvalResult};
 use crate::llm::{ChatRequest, ExtractError, Message};
 use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
 use crate::protocol::*;
-use crate::session::state::CandidateStatus;
+use crate::session::state::{CandidateStatus, Speedup};
 use crate::session::store::{AppendFile, SessionDir};
 
 /// The files an answer streams into as it arrives (`llm/<call>.response.md`, and
@@ -85,6 +85,13 @@ pub struct Evaluated {
     pub correct: bool,
     pub score: Option<f64>,
     pub result: EvalResult,
+}
+
+impl Evaluated {
+    /// The score with its 95% interval, ranked as the session's best is.
+    pub fn speedup(&self) -> Option<Speedup> {
+        Speedup::new(self.score, self.result.score_interval())
+    }
 }
 
 /// What an answer must contain to be usable, and how to take it out.
@@ -651,9 +658,10 @@ impl Inner {
         let summary = summarize(result);
         let line = if summary.correct {
             match (summary.score, summary.kernel_ms, summary.reference_ms) {
-                (Some(s), Some(k), Some(r)) => {
-                    format!("candidate {id}: correct, {s:.2}x ({k:.4} ms vs {r:.4} ms)")
-                }
+                (Some(s), Some(k), Some(r)) => format!(
+                    "candidate {id}: correct, {} ({k:.4} ms vs {r:.4} ms)",
+                    crate::eval::figures::score_with_interval(s, result.score_interval())
+                ),
                 _ => format!("candidate {id}: correct (score n/a)"),
             }
         } else {
@@ -786,11 +794,15 @@ impl Inner {
 /// The part of a result the events carry.
 pub fn summarize(result: &EvalResult) -> EvalSummary {
     let timing = result.timing.as_ref().filter(|t| t.meaningful);
+    let interval = result.score_interval();
     EvalSummary {
         correct: result.correct,
         category: result.category,
         summary: result.summary.clone(),
         score: result.score(),
+        score_low: interval.map(|i| i.0),
+        score_high: interval.map(|i| i.1),
+        noisy: result.correct && timing.is_some_and(|t| t.noisy),
         kernel_ms: timing.map(|t| t.kernel.median_ms),
         reference_ms: timing.map(|t| t.reference.median_ms),
         flags: result.flags.clone(),

@@ -3,6 +3,7 @@
 
 pub mod devices;
 pub mod evaluator;
+pub mod figures;
 pub mod harness;
 pub mod protocol;
 pub mod python_env;

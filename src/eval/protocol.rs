@@ -93,6 +93,9 @@ pub struct Job {
     pub timing: bool,
     pub timing_trials: u32,
     pub min_timing_trials: u32,
+    /// Timed runs go on until each side's median has a 95% interval within +- this
+    /// fraction (up to `timing_trials` and the budget).
+    pub timing_precision: f64,
     pub timing_budget_s: f64,
     pub warmup: u32,
     pub flush_l2: bool,
@@ -101,8 +104,6 @@ pub struct Job {
     pub seed: u64,
     pub reject_torch_ops: bool,
     pub suspicious_speedup: f64,
-    pub host_time_ratio: f64,
-    pub host_slack_ms: f64,
     pub tolerance: Tolerance,
     pub require_sandbox: bool,
     pub static_checks: bool,
@@ -135,6 +136,7 @@ impl Job {
             timing: request.timing && request.device.is_gpu(),
             timing_trials: s.timing_trials,
             min_timing_trials: s.min_timing_trials.min(s.timing_trials),
+            timing_precision: s.timing_precision,
             timing_budget_s: s.timing_budget_s,
             warmup: s.warmup,
             flush_l2: s.flush_l2,
@@ -143,8 +145,6 @@ impl Job {
             seed: s.seed,
             reject_torch_ops: s.reject_torch_ops,
             suspicious_speedup: s.suspicious_speedup,
-            host_time_ratio: s.host_time_ratio,
-            host_slack_ms: s.host_slack_ms,
             tolerance: s.tolerance,
             require_sandbox: s.require_sandbox,
             static_checks: s.static_checks,
@@ -306,6 +306,8 @@ pub struct Trial {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TimingStats {
+    /// The judge's own measurement per timed run (its window less `null_ms`): the median is
+    /// the figure, the rest describes the runs.
     pub median_ms: f64,
     pub mean_ms: f64,
     pub min_ms: f64,
@@ -314,55 +316,132 @@ pub struct TimingStats {
     pub runs: u32,
     pub requested_runs: u32,
     pub budget_limited: bool,
-    /// Reference: wall time around forward and synchronize in the judge. Kernel: the judge's
-    /// clock from "go" to "done" per run, less the calibrated exchange overhead.
-    pub host_median_ms: f64,
-    /// Kernel only: the judge's raw wall time per run (exchange included).
-    pub wall_median_ms: Option<f64>,
+    /// The 95% interval of the median (None: a result from before intervals).
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    /// The median's interval is wider than +-5%.
+    pub noisy: bool,
+    /// The median raw judge window, the exchange with the process included.
+    pub window_median_ms: Option<f64>,
+    /// This side's calibrated null window, subtracted from each run.
+    pub null_ms: Option<f64>,
+    /// The median of the CUDA-event times the timed process reported itself: information
+    /// only, never the score.
+    pub reported_median_ms: Option<f64>,
+    /// Timed runs whose start the judge had to wait for past its limit.
+    pub gate_timeouts: u32,
+    /// Whether the interval reached `timing_precision` before the run cap or the budget
+    /// (None: a result from before intervals).
+    pub precision_reached: Option<bool>,
     /// Kernel only: the timed runs whose outputs the judge checked against the reference.
     pub checked_runs: Vec<u32>,
     /// Reference only: read from the baseline cache instead of measured now.
     pub cached: bool,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The judge's measurement of its exchange with the worker, before the kernel was imported.
+impl TimingStats {
+    /// The median's 95% interval, when the harness gave one.
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        Some((self.ci_low_ms?, self.ci_high_ms?))
+    }
+}
+
+/// The judge's measurement of a null run (the exchange without a forward) in the kernel's
+/// process, before the kernel was imported.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Calibration {
-    /// Median wall time of a null run (the exchange without a forward).
+    /// Median wall time of a null run.
     pub overhead_ms: f64,
     /// Its 10th percentile, and the noise just above it (30th - 10th percentile).
     pub floor_ms: f64,
     pub spread_ms: f64,
     pub runs: u32,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What shaped the timed numbers: math modes, clocks, driver and library versions.
+/// Every field may be missing (older harnesses, a driver query that failed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TimingEnvironment {
+    /// `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32`.
+    pub tf32_matmul: Option<bool>,
+    pub tf32_cudnn: Option<bool>,
+    /// `torch.get_float32_matmul_precision()`: `highest`, `high`, `medium`.
+    pub float32_matmul_precision: Option<String>,
+    /// SM and memory clocks in MHz, before and after the timed runs.
+    pub sm_clock_mhz: Option<Vec<f64>>,
+    pub mem_clock_mhz: Option<Vec<f64>>,
+    pub max_sm_clock_mhz: Option<f64>,
+    pub max_mem_clock_mhz: Option<f64>,
+    /// Whether application clocks were locked (None: unknown).
+    pub clocks_locked: Option<bool>,
+    /// The driver's clock throttle reasons at the end of timing (`idle`, `sw_thermal`...).
+    pub throttle_reasons: Vec<String>,
+    pub driver: Option<String>,
+    pub cuda_driver: Option<String>,
+    pub cuda_runtime: Option<String>,
+    pub torch: Option<String>,
+    pub triton: Option<String>,
+    /// How both sides were timed, in words.
+    pub timing_method: Option<String>,
+    /// How every timed run got never-seen input values.
+    pub input_refresh: Option<String>,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Timing {
     pub meaningful: bool,
+    /// How both sides were timed (`judge_window`: the judge's own CUDA events around each
+    /// process's whole GPU work); None in results from before it was recorded.
+    pub method: Option<String>,
     pub reference: TimingStats,
     pub kernel: TimingStats,
-    /// Reference median / kernel median (event times); when the judge's clock contradicts
-    /// the kernel's reported event time, the ratio of host-bounded medians instead.
+    /// Reference median / kernel median.
     pub score: Option<f64>,
-    /// The event-time score, kept when `score` had to use host-bounded times.
-    pub event_score: Option<f64>,
+    /// The score's 95% interval (bootstrap over both sides' runs).
+    pub score_low: Option<f64>,
+    pub score_high: Option<f64>,
+    /// How `score_low`/`score_high` were computed, in words.
+    pub interval_method: Option<String>,
+    /// Either side's median has a 95% interval wider than +-5%.
+    pub noisy: bool,
+    /// The ratio of the medians of the CUDA-event times the processes reported themselves:
+    /// information only.
+    pub reported_score: Option<f64>,
     pub baseline_key: Option<String>,
     pub flush_l2_bytes: u64,
     pub calibration: Option<Calibration>,
-    /// How far the kernel's host-bounded time may exceed its event time before the event
-    /// time is contradicted (`host_time_disagrees`).
-    pub allowed_gap_ms: Option<f64>,
-    /// The 10th percentiles compared: the judge's bound on the kernel and its reported
-    /// event time.
-    pub host_floor_ms: Option<f64>,
-    pub event_floor_ms: Option<f64>,
+    pub environment: Option<TimingEnvironment>,
     /// A task check asked for KernelBench's protocol: the reference timed that way too.
     pub kernelbench: Option<KernelBenchTiming>,
     /// A task check asked for rounds: both protocols' medians per round, round one first
     /// (its figures are `reference` and `kernelbench`).
     pub rounds: Vec<ProtocolRound>,
+    /// Fields this version does not know (a newer harness's, an older one's), kept so that
+    /// `kforge eval --json` and `eval/<id>.json` pass them through.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Timing {
+    /// The score's 95% interval, when the harness gave one.
+    pub fn score_interval(&self) -> Option<(f64, f64)> {
+        Some((self.score_low?, self.score_high?))
+    }
 }
 
 /// Which protocol timed the reference first in a round.
@@ -481,7 +560,8 @@ pub struct EvalResult {
     pub alignment: Option<Alignment>,
     pub trials: Vec<Trial>,
     pub timing: Option<Timing>,
-    /// `suspicious_speedup`, `host_time_disagrees`, `weak_reference`, `stray_processes`.
+    /// `suspicious_speedup`, `reported_time_disagrees`, `noisy_timing`, `weak_reference`,
+    /// `stray_processes`, `zygote_restarted`.
     pub flags: Vec<String>,
     pub notes: Vec<String>,
     pub profile: Option<serde_json::Value>,
@@ -546,6 +626,13 @@ impl EvalResult {
             .as_ref()
             .filter(|t| t.meaningful)
             .and_then(|t| t.score)
+    }
+
+    /// The 95% interval of `score()`: None where `score()` is None, and for results from
+    /// before intervals.
+    pub fn score_interval(&self) -> Option<(f64, f64)> {
+        self.score()?;
+        self.timing.as_ref()?.score_interval()
     }
 
     /// A failed result made on the Rust side (the harness could not produce one).
@@ -683,6 +770,100 @@ mod tests {
         assert_eq!(r.static_report.warnings[0].line, Some(3));
     }
 
+    /// The judge-window schema: both sides' intervals, the score's, the environment.
+    #[test]
+    fn judge_window_timing_parses_with_its_intervals_and_environment() {
+        let r: EvalResult = serde_json::from_str(
+            r#"{"status":"correct","correct":true,"flags":["noisy_timing"],
+                "timing":{"meaningful":true,"method":"judge_window",
+                  "reference":{"median_ms":2.46,"ci_low_ms":2.45,"ci_high_ms":2.47,"noisy":false,
+                               "window_median_ms":2.76,"null_ms":0.30,"reported_median_ms":2.44,
+                               "gate_timeouts":0,"precision_reached":true,"runs":120},
+                  "kernel":{"median_ms":2.0,"ci_low_ms":1.9,"ci_high_ms":2.2,"noisy":true,
+                            "gate_timeouts":2,"precision_reached":false,"runs":300},
+                  "score":1.23,"score_low":1.20,"score_high":1.26,
+                  "interval_method":"bootstrap, 2000 resamples of both sides' timed runs, 95% percentile interval",
+                  "noisy":true,"reported_score":1.25,
+                  "calibration":{"overhead_ms":0.30,"floor_ms":0.299,"spread_ms":0.001,"runs":40},
+                  "environment":{"tf32_matmul":false,"tf32_cudnn":true,"float32_matmul_precision":"highest",
+                     "sm_clock_mhz":[1980,1755],"mem_clock_mhz":[3201,3201],"max_sm_clock_mhz":1980,
+                     "max_mem_clock_mhz":3201,"clocks_locked":null,"throttle_reasons":["sw_thermal"],
+                     "driver":"580.159.04","cuda_driver":"13.0","cuda_runtime":"13.0",
+                     "torch":"2.11.0","triton":"3.6.0","timing_method":"t","input_refresh":"fresh"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.score(), Some(1.23));
+        assert_eq!(r.score_interval(), Some((1.20, 1.26)));
+        let t = r.timing.as_ref().unwrap();
+        assert_eq!(t.method.as_deref(), Some("judge_window"));
+        assert!(t.noisy);
+        assert_eq!(t.reported_score, Some(1.25));
+        assert_eq!(t.reference.interval(), Some((2.45, 2.47)));
+        assert_eq!(t.reference.precision_reached, Some(true));
+        assert_eq!(t.kernel.gate_timeouts, 2);
+        assert!(t.kernel.noisy);
+        let env = t.environment.as_ref().unwrap();
+        assert_eq!(env.sm_clock_mhz.as_deref(), Some(&[1980.0, 1755.0][..]));
+        assert_eq!(env.clocks_locked, None);
+        assert_eq!(env.throttle_reasons, ["sw_thermal"]);
+        assert_eq!(env.tf32_cudnn, Some(true));
+        let failed = EvalResult {
+            correct: false,
+            ..r.clone()
+        };
+        assert_eq!(
+            failed.score_interval(),
+            None,
+            "no interval for a failed kernel"
+        );
+    }
+
+    /// A result written before the judge timed both sides (sessions/ keeps such results):
+    /// the old host/event fields are ignored, and there is no interval.
+    #[test]
+    fn results_from_before_intervals_still_load() {
+        let r: EvalResult = serde_json::from_str(
+            r#"{"schema":2,"status":"correct","correct":true,"flags":["host_time_disagrees"],
+                "timing":{"meaningful":true,
+                  "reference":{"median_ms":2.0,"host_median_ms":2.1,"runs":100},
+                  "kernel":{"median_ms":1.0,"host_median_ms":1.4,"wall_median_ms":1.7,"checked_runs":[3,50]},
+                  "score":1.43,"event_score":2.0,"allowed_gap_ms":0.2,"host_floor_ms":1.3,"event_floor_ms":0.9,
+                  "calibration":{"overhead_ms":0.3,"spread_ms":0.01,"runs":40}}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.score(), Some(1.43));
+        assert_eq!(r.score_interval(), None);
+        let t = r.timing.unwrap();
+        assert_eq!(t.kernel.checked_runs, [3, 50]);
+        assert_eq!(t.kernel.interval(), None);
+        assert_eq!(t.kernel.precision_reached, None);
+        assert!(t.environment.is_none() && t.method.is_none());
+        // Kept as written: `--json` and a re-saved result pass them through.
+        assert_eq!(t.extra["event_score"], 2.0);
+        assert_eq!(t.kernel.extra["wall_median_ms"], 1.7);
+    }
+
+    /// Timing fields this version does not model survive a round trip through the typed
+    /// result: `kforge eval --json` passes the harness's timing through.
+    #[test]
+    fn unknown_timing_fields_pass_through() {
+        let written = serde_json::json!({
+            "meaningful": true, "method": "judge_window", "score": 1.2, "future": {"a": 1},
+            "reference": {"median_ms": 2.0, "future_ms": 0.5},
+            "kernel": {"median_ms": 1.0},
+            "calibration": {"overhead_ms": 0.3, "future": true},
+            "environment": {"driver": "580", "future": [1, 2]}
+        });
+        let t: Timing = serde_json::from_value(written).unwrap();
+        let back = serde_json::to_value(&t).unwrap();
+        assert_eq!(back["future"], serde_json::json!({"a": 1}));
+        assert_eq!(back["reference"]["future_ms"], 0.5);
+        assert_eq!(back["calibration"]["future"], true);
+        assert_eq!(back["environment"]["future"], serde_json::json!([1, 2]));
+        assert_eq!(back["method"], "judge_window");
+        assert!(back["kernel"].get("future_ms").is_none());
+    }
+
     /// The harness reads `kernelbench_protocol` from the job JSON; it is off unless asked.
     #[test]
     fn kernelbench_protocol_reaches_the_job_json() {
@@ -738,6 +919,23 @@ mod tests {
         let kb = new.kernelbench.unwrap();
         assert_eq!((kb.median_ms, kb.runs, kb.warmup), (2.1, 100, 5));
         assert_eq!(kb.l2_thrash_bytes, 256 << 20);
+    }
+
+    /// The harness reads `job["timing_precision"]`; the old cross-check's keys are gone.
+    #[test]
+    fn timing_precision_reaches_the_job_json() {
+        let settings = EvalConfig {
+            timing_precision: 0.02,
+            host_time_ratio: Some(1.1),
+            ..Default::default()
+        };
+        let req = EvalRequest::new("t.py", "k.py", Device::Cuda(0), settings);
+        let job = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(job["timing_precision"], 0.02);
+        assert_eq!(job["timing_trials"], 300);
+        assert_eq!(job["min_timing_trials"], 20);
+        assert!(job.get("host_time_ratio").is_none(), "{job}");
+        assert!(job.get("host_slack_ms").is_none(), "{job}");
     }
 
     #[test]

@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn flags_are_required_only_where_timing_is_measured() {
         let mut c = case("correct");
-        c.flag = Some("host_time_disagrees".into());
+        c.flag = Some("reported_time_disagrees".into());
         let mut r = EvalResult {
             correct: true,
             ..Default::default()
@@ -325,9 +325,9 @@ mod tests {
         assert!(
             judge(&c, Device::Cuda(0), &r)
                 .unwrap()
-                .contains("not flagged host_time_disagrees")
+                .contains("not flagged reported_time_disagrees")
         );
-        r.flags.push("host_time_disagrees".into());
+        r.flags.push("reported_time_disagrees".into());
         assert_eq!(judge(&c, Device::Cuda(0), &r), None);
     }
 

@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::protocol::{Category, EvalResult, TimingStats};
+use super::figures;
+use super::protocol::{Category, EvalResult, Timing, TimingStats};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -190,39 +191,7 @@ pub fn render(
     match &result.timing {
         // Timings of a kernel that failed a check (the re-check after timing, say) are
         // in the JSON but not worth showing: it has no score.
-        Some(t) if t.meaningful && result.correct => {
-            let _ = writeln!(
-                out,
-                "{}  median of {} runs, CUDA events{}",
-                style.bold("timing"),
-                t.kernel.runs,
-                if t.flush_l2_bytes > 0 {
-                    ", L2 flushed before each run"
-                } else {
-                    ""
-                }
-            );
-            let cached = if t.reference.cached {
-                "  [cached baseline]"
-            } else {
-                ""
-            };
-            let _ = writeln!(out, "  reference  {}{}", stats_line(&t.reference), cached);
-            let _ = writeln!(out, "  kernel     {}", stats_line(&t.kernel));
-            if let Some(score) = t.score {
-                let text = format!("{score:.2}x");
-                let painted = if score >= 1.0 {
-                    style.good(&text)
-                } else {
-                    style.warn(&text)
-                };
-                let basis = match t.event_score {
-                    Some(_) => "host-bounded medians: the reported event times were contradicted",
-                    None => "reference median / kernel median",
-                };
-                let _ = writeln!(out, "  score      {painted}  ({basis})");
-            }
-        }
+        Some(t) if t.meaningful && result.correct => render_timing(&mut out, t, style),
         _ if result.correct && result.device.kind != "cuda" => {
             let _ = writeln!(
                 out,
@@ -299,11 +268,120 @@ fn scaled_tolerance(result: &EvalResult) -> String {
     }
 }
 
-fn stats_line(s: &TimingStats) -> String {
-    format!(
-        "{:>9.4} ms  (mean {:.4}, min {:.4}, max {:.4}, std {:.4}, {} runs)",
-        s.median_ms, s.mean_ms, s.min_ms, s.max_ms, s.std_ms, s.runs
-    )
+/// The timing block: the method, each side's median with its interval and the runs'
+/// figures, the score with its interval, the reported-time ratio, the environment.
+fn render_timing(out: &mut String, t: &Timing, style: Style) {
+    let flushed = if t.flush_l2_bytes > 0 {
+        ", L2 flushed before each run"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "{}  {}{flushed}",
+        style.bold("timing"),
+        figures::method_text(t.method.as_deref())
+    );
+    let cached = if t.reference.cached {
+        "  [cached baseline]"
+    } else {
+        ""
+    };
+    for (name, s, tail) in [
+        ("reference", &t.reference, cached),
+        ("kernel", &t.kernel, ""),
+    ] {
+        let noisy = if s.noisy {
+            format!("  {}", style.warn("noisy"))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  {name:<10} {}{noisy}  {}{tail}",
+            figures::ms_with_interval(s.median_ms, s.interval()),
+            runs_text(s)
+        );
+        let _ = writeln!(out, "  {:<10} {}", "", style.dim(&stats_detail(s)));
+    }
+    if let Some(score) = t.score {
+        let text = figures::score_with_interval(score, t.score_interval());
+        let painted = if score >= 1.0 {
+            style.good(&text)
+        } else {
+            style.warn(&text)
+        };
+        let noisy = if t.noisy {
+            format!("  {}", style.warn("noisy"))
+        } else {
+            String::new()
+        };
+        let basis = match &t.interval_method {
+            Some(m) if t.score_interval().is_some() => {
+                format!("reference median / kernel median; 95% interval: {m}")
+            }
+            _ => "reference median / kernel median".into(),
+        };
+        let _ = writeln!(out, "  {:<10} {painted}{noisy}  ({basis})", "score");
+    }
+    if let Some(reported) = t.reported_score {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            "reported",
+            style.dim(&format!(
+                "{reported:.2}x  (the ratio of the CUDA-event medians the processes reported themselves: information only)"
+            ))
+        );
+    }
+    if let Some(env) = &t.environment {
+        let lines = figures::environment_lines(env);
+        if !lines.is_empty() {
+            let _ = writeln!(out, "{}", style.bold("environment"));
+            for (label, text) in lines {
+                let _ = writeln!(out, "  {label:<10} {text}");
+            }
+        }
+    }
+}
+
+/// `120 runs`, `300 runs, precision not reached, 2 gate timeouts`.
+fn runs_text(s: &TimingStats) -> String {
+    let mut parts = vec![format!("{} runs", s.runs)];
+    if s.budget_limited {
+        parts.push("cut by the time budget".into());
+    }
+    match s.precision_reached {
+        Some(true) => parts.push("precision reached".into()),
+        Some(false) => parts.push("precision not reached".into()),
+        None => {}
+    }
+    if s.gate_timeouts > 0 {
+        parts.push(format!(
+            "{} gate timeout{}",
+            s.gate_timeouts,
+            if s.gate_timeouts == 1 { "" } else { "s" }
+        ));
+    }
+    parts.join(", ")
+}
+
+/// `mean 2.4610, min 2.4400, max 2.6000, std 0.0100; window 2.7600 less null 0.3000;
+/// reported 2.4400`: what is known of the runs beyond the median.
+fn stats_detail(s: &TimingStats) -> String {
+    let mut parts = vec![format!(
+        "mean {:.4}, min {:.4}, max {:.4}, std {:.4}",
+        s.mean_ms, s.min_ms, s.max_ms, s.std_ms
+    )];
+    match (s.window_median_ms, s.null_ms) {
+        (Some(w), Some(n)) => parts.push(format!("window {w:.4} less null {n:.4}")),
+        (Some(w), None) => parts.push(format!("window {w:.4}")),
+        _ => {}
+    }
+    if let Some(r) = s.reported_median_ms {
+        parts.push(format!("reported {r:.4}"));
+    }
+    parts.join("; ")
 }
 
 fn max_errors(result: &EvalResult) -> (f64, f64) {
@@ -607,18 +685,65 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         );
     }
 
+    /// A judge-window result: the method, both sides' intervals, the score's, a noisy
+    /// side, the reported-time ratio and the environment.
     #[test]
-    fn a_host_time_score_says_so() {
+    fn a_judge_window_verdict_shows_intervals_and_the_environment() {
         let mut r = correct_gpu();
-        if let Some(t) = r.timing.as_mut() {
-            t.event_score = Some(3.4);
-            t.score = Some(0.02);
-        }
+        r.timing = Some(
+            serde_json::from_value(serde_json::json!({
+                "meaningful": true, "method": "judge_window", "flush_l2_bytes": 1,
+                "reference": {"median_ms": 2.46, "ci_low_ms": 2.45, "ci_high_ms": 2.47, "runs": 120,
+                              "mean_ms": 2.461, "min_ms": 2.44, "max_ms": 2.6, "std_ms": 0.01,
+                              "window_median_ms": 2.76, "null_ms": 0.3, "reported_median_ms": 2.44,
+                              "precision_reached": true},
+                "kernel": {"median_ms": 2.0, "ci_low_ms": 1.9, "ci_high_ms": 2.2, "runs": 300,
+                           "noisy": true, "precision_reached": false, "gate_timeouts": 2},
+                "score": 1.23, "score_low": 1.2, "score_high": 1.26, "noisy": true,
+                "interval_method": "bootstrap, 2000 resamples",
+                "reported_score": 1.25,
+                "environment": {"tf32_matmul": false, "tf32_cudnn": true,
+                                "sm_clock_mhz": [1980, 1755], "max_sm_clock_mhz": 1980,
+                                "clocks_locked": false, "driver": "580.159.04",
+                                "cuda_driver": "13.0", "cuda_runtime": "13.0",
+                                "torch": "2.11.0", "triton": "3.6.0"}
+            }))
+            .unwrap(),
+        );
         let text = render(&r, 0.01, 0.01, None, Style::plain());
+        for needle in [
+            "timing  judge window: the judge's own CUDA events around each process's whole GPU work, L2 flushed before each run",
+            "  reference  2.4600 ms [2.4500-2.4700]  120 runs, precision reached",
+            "             mean 2.4610, min 2.4400, max 2.6000, std 0.0100; window 2.7600 less null 0.3000; reported 2.4400",
+            "  kernel     2.0000 ms [1.9000-2.2000]  noisy  300 runs, precision not reached, 2 gate timeouts",
+            "  score      1.23x [1.20-1.26]  noisy  (reference median / kernel median; 95% interval: bootstrap, 2000 resamples)",
+            "  reported   1.25x  (the ratio of the CUDA-event medians",
+            "environment\n  math       TF32 matmul off, TF32 cuDNN on\n",
+            "  clocks     SM 1980 -> 1755 MHz (max 1980), not locked\n",
+            "  software   driver 580.159.04, CUDA 13.0, torch 2.11.0, triton 3.6.0\n",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in\n{text}");
+        }
+    }
+
+    /// A result from before intervals reads as before: no brackets, no environment.
+    #[test]
+    fn an_old_result_shows_no_interval() {
+        let text = render(&correct_gpu(), 0.01, 0.01, None, Style::plain());
         assert!(
-            text.contains("score      0.02x  (host-bounded medians"),
+            text.contains("timing  CUDA events, L2 flushed before each run"),
             "{text}"
         );
+        assert!(
+            text.contains("  kernel     1.5380 ms  100 runs\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  score      1.95x  (reference median / kernel median)"),
+            "{text}"
+        );
+        assert!(!text.contains("x ["), "{text}");
+        assert!(!text.contains("environment"), "{text}");
     }
 
     #[test]

@@ -117,6 +117,15 @@ pub struct EvalSummary {
     pub summary: String,
     /// Speedup over the reference; `None` without meaningful timing (CPU) or on failure.
     pub score: Option<f64>,
+    /// The score's 95% interval; `None` where `score` is, and in sessions recorded before
+    /// the judge timed both sides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_high: Option<f64>,
+    /// The timing stayed noisy: a median's interval wider than +-5%.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub noisy: bool,
     pub kernel_ms: Option<f64>,
     pub reference_ms: Option<f64>,
     pub flags: Vec<String>,

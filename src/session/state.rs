@@ -1,6 +1,7 @@
 //! The state of a session as a fold over its events. The engine (to resume), the TUI
 //! (to show) and the report (to summarize) all read a session through this.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -66,32 +67,99 @@ impl Call {
     }
 }
 
+/// A measured speedup: the score and, when the evaluation gave one, its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Speedup {
+    pub score: f64,
+    pub interval: Option<(f64, f64)>,
+}
+
+impl Speedup {
+    /// A finite score with its interval (an interval with a non-finite end is dropped).
+    pub fn new(score: Option<f64>, interval: Option<(f64, f64)>) -> Option<Speedup> {
+        let score = score.filter(|s| s.is_finite())?;
+        let interval = interval.filter(|(low, high)| low.is_finite() && high.is_finite());
+        Some(Speedup { score, interval })
+    }
+
+    /// How two speedups rank: by the lower end of the interval when both have one (the
+    /// kernel whose interval clears the other's wins: 1.45x [1.43-1.47] beats 1.50x
+    /// [1.20-1.80]), else by score; ties by score.
+    pub fn rank_cmp(&self, other: &Speedup) -> Ordering {
+        let by_low = match (self.interval, other.interval) {
+            (Some(a), Some(b)) => a.0.total_cmp(&b.0),
+            _ => Ordering::Equal,
+        };
+        by_low.then(self.score.total_cmp(&other.score))
+    }
+
+    /// Whether the measurements cannot tell the two apart: both have an interval and the
+    /// intervals overlap. Without an interval nothing says so (false).
+    pub fn indistinguishable(&self, other: &Speedup) -> bool {
+        match (self.interval, other.interval) {
+            (Some(a), Some(b)) => crate::eval::figures::overlap(a, b),
+            _ => false,
+        }
+    }
+
+    /// `1.45x [1.43-1.47]`, or `1.45x` without an interval.
+    pub fn text(&self) -> String {
+        crate::eval::figures::score_with_interval(self.score, self.interval)
+    }
+}
+
 /// The best correct candidate of `candidates` by the one ranking every view uses: a
-/// measured score beats none, a higher score a lower one, and on a tie of scores the later
-/// candidate wins (it comes from a more refined step). Among candidates with no score (the
-/// CPU: nothing is timed) the earliest wins: nothing shows a later one is better.
+/// measured speedup beats none; two speedups rank by `Speedup::rank_cmp` (the lower end of
+/// the 95% interval when both have one, else the score; ties by score); on a full tie the
+/// later candidate wins (it comes from a more refined step). Among candidates with no score
+/// (the CPU: nothing is timed) the earliest wins: nothing shows a later one is better.
+/// (Candidates with and without intervals in one session, from a resumed session that
+/// spans harness versions, are compared pairwise by that rule in candidate order.)
 pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
     candidates
         .into_iter()
         .filter(|c| c.is_correct())
-        .max_by(|a, b| rank(a).partial_cmp(&rank(b)).expect("ranks are not NaN"))
+        .max_by(|a, b| rank_cmp(a, b))
 }
 
-/// (has a score, score, order): the order `best_of` ranks correct candidates by; the
-/// order prefers later candidates among scored ones, earlier among unscored ones.
-fn rank(c: &Candidate) -> (bool, f64, i64) {
-    let score = c.score().filter(|s| s.is_finite());
-    let id = i64::from(c.id.0);
-    (
-        score.is_some(),
-        score.unwrap_or(0.0),
-        if score.is_some() { id } else { -id },
-    )
+/// The order `best_of` ranks correct candidates by.
+fn rank_cmp(a: &Candidate, b: &Candidate) -> Ordering {
+    match (a.speedup(), b.speedup()) {
+        (Some(x), Some(y)) => x.rank_cmp(&y).then(a.id.cmp(&b.id)),
+        (Some(_), None) => Ordering::Greater,
+        (None, Some(_)) => Ordering::Less,
+        (None, None) => b.id.cmp(&a.id),
+    }
+}
+
+/// Whether two candidates' measurements cannot tell which is faster: both are correct
+/// with intervals, and the intervals overlap.
+pub fn indistinguishable(a: &Candidate, b: &Candidate) -> bool {
+    a.is_correct()
+        && b.is_correct()
+        && a.speedup()
+            .zip(b.speedup())
+            .is_some_and(|(x, y)| x.indistinguishable(&y))
 }
 
 impl Candidate {
     pub fn score(&self) -> Option<f64> {
         self.eval.as_ref().and_then(|e| e.score)
+    }
+    /// The score's 95% interval: None where `score` is None, and without one (older
+    /// sessions).
+    pub fn score_interval(&self) -> Option<(f64, f64)> {
+        let e = self.eval.as_ref()?;
+        e.score?;
+        Some((e.score_low?, e.score_high?))
+    }
+    /// The score with its interval, as `best_of` ranks it.
+    pub fn speedup(&self) -> Option<Speedup> {
+        Speedup::new(self.score(), self.score_interval())
+    }
+    /// The timing of its evaluation stayed noisy (a median's interval wider than +-5%).
+    pub fn noisy(&self) -> bool {
+        self.eval.as_ref().is_some_and(|e| e.noisy)
     }
     pub fn is_correct(&self) -> bool {
         self.status == CandidateStatus::Correct
@@ -783,5 +851,114 @@ mod tests {
             },
         );
         assert_eq!(s.best, Some(CandidateId(1)));
+    }
+
+    fn with_interval(id: u32, score: f64, low: f64, high: f64) -> Event {
+        Event::EvalFinished {
+            candidate: CandidateId(id),
+            result_file: format!("eval/{id}.json"),
+            summary: EvalSummary {
+                correct: true,
+                score: Some(score),
+                score_low: Some(low),
+                score_high: Some(high),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn session_of(events: Vec<Event>) -> SessionState {
+        let mut s = SessionState::default();
+        for (i, e) in events.into_iter().enumerate() {
+            s.apply(&rec(i as u64 + 1, e));
+        }
+        s
+    }
+
+    /// Best prefers the kernel whose interval clears the other's: the lower ends compare
+    /// when both have an interval, so a wide 1.50x loses to a tight 1.45x.
+    #[test]
+    fn best_ranks_by_the_lower_end_of_the_interval_when_both_have_one() {
+        for order in [[1, 2], [2, 1]] {
+            let mut events: Vec<Event> = order.iter().map(|id| created(*id)).collect();
+            events.push(with_interval(order[0], 1.50, 1.20, 1.80));
+            events.push(with_interval(order[1], 1.45, 1.43, 1.47));
+            let s = session_of(events);
+            assert_eq!(
+                s.best,
+                Some(CandidateId(order[1])),
+                "1.45 [1.43-1.47] beats 1.50 [1.20-1.80]"
+            );
+        }
+        // Equal lower ends: the higher score; then the later candidate.
+        let s = session_of(vec![
+            created(1),
+            created(2),
+            created(3),
+            with_interval(1, 1.40, 1.30, 1.50),
+            with_interval(2, 1.45, 1.30, 1.60),
+            with_interval(3, 1.45, 1.30, 1.60),
+        ]);
+        assert_eq!(s.best, Some(CandidateId(3)));
+        assert_eq!(
+            best_of([
+                &s.candidates[&CandidateId(1)],
+                &s.candidates[&CandidateId(2)]
+            ])
+            .map(|c| c.id),
+            Some(CandidateId(2))
+        );
+    }
+
+    /// Without intervals (sessions recorded before them) the score decides, as before; and
+    /// where only one side has an interval, the scores compare.
+    #[test]
+    fn best_falls_back_to_the_score_without_intervals() {
+        let s = session_of(vec![
+            created(1),
+            created(2),
+            evaluated(1, true, Some(1.50)),
+            evaluated(2, true, Some(1.45)),
+        ]);
+        assert_eq!(s.best, Some(CandidateId(1)));
+        let s = session_of(vec![
+            created(1),
+            created(2),
+            evaluated(1, true, Some(1.50)),
+            with_interval(2, 1.45, 1.43, 1.47),
+        ]);
+        assert_eq!(s.best, Some(CandidateId(1)), "one side without: by score");
+        assert_eq!(s.candidates[&CandidateId(1)].score_interval(), None);
+        assert_eq!(
+            s.candidates[&CandidateId(2)].score_interval(),
+            Some((1.43, 1.47))
+        );
+    }
+
+    #[test]
+    fn candidates_are_indistinguishable_when_their_intervals_overlap() {
+        let s = session_of(vec![
+            created(1),
+            created(2),
+            created(3),
+            created(4),
+            created(5),
+            with_interval(1, 1.50, 1.20, 1.80),
+            with_interval(2, 1.45, 1.43, 1.47),
+            with_interval(3, 1.60, 1.55, 1.65),
+            evaluated(4, true, Some(1.46)),
+            evaluated(5, false, None),
+        ]);
+        let c = |id: u32| &s.candidates[&CandidateId(id)];
+        assert!(indistinguishable(c(1), c(2)));
+        assert!(indistinguishable(c(2), c(1)));
+        assert!(!indistinguishable(c(2), c(3)), "1.47 < 1.55: told apart");
+        assert!(
+            !indistinguishable(c(2), c(4)),
+            "no interval: nothing to say"
+        );
+        assert!(!indistinguishable(c(2), c(5)), "a failed kernel");
+        assert_eq!(c(1).speedup().unwrap().text(), "1.50x [1.20-1.80]");
+        assert_eq!(c(4).speedup().unwrap().text(), "1.46x");
     }
 }

@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 
 use crate::protocol::Category;
-use crate::session::state::{Candidate, CandidateStatus};
+use crate::session::state::{Candidate, CandidateStatus, indistinguishable};
 
 use super::app::Focus;
 use super::component::{Ctx, Look};
@@ -111,14 +111,16 @@ pub fn glyph(cx: &Ctx, c: &Candidate) -> (&'static str, Role) {
     }
 }
 
-/// A candidate's outcome in a few characters (score, failure category, phase).
-pub fn outcome(c: &Candidate) -> String {
+/// A candidate's outcome in a few characters (score, failure category, phase). A score is
+/// followed by `≈` when its 95% interval overlaps the best's (the measurements cannot tell
+/// it from the best), else by `~` when its timing stayed noisy.
+pub fn outcome(cx: &Ctx, c: &Candidate) -> String {
     match c.status {
         CandidateStatus::Pending => "…".into(),
         CandidateStatus::Evaluating => c.phase.clone().unwrap_or_else(|| "eval".into()),
         CandidateStatus::Correct => c
             .score()
-            .map(|s| format!("{s:.2}x"))
+            .map(|s| format!("{s:.2}x{}", score_marker(cx, c)))
             .unwrap_or_else(|| "ok".into()),
         CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category) {
             Some(Category::OutOfResources) => "resources".into(),
@@ -127,6 +129,22 @@ pub fn outcome(c: &Candidate) -> String {
             None => "failed".into(),
         },
         CandidateStatus::Dropped => "dropped".into(),
+    }
+}
+
+/// `≈` (indistinguishable from the session's best), `~` (noisy timing) or nothing.
+pub fn score_marker(cx: &Ctx, c: &Candidate) -> &'static str {
+    let best = cx
+        .state
+        .best
+        .filter(|b| *b != c.id)
+        .and_then(|b| cx.state.candidates.get(&b));
+    if best.is_some_and(|b| indistinguishable(b, c)) {
+        "≈"
+    } else if c.noisy() {
+        "~"
+    } else {
+        ""
     }
 }
 

@@ -181,6 +181,8 @@ pub fn write_batch(dir: &Path) -> BatchFixture {
             correct: true,
             summary: "correct".into(),
             score: Some(1.52),
+            score_low: Some(1.49),
+            score_high: Some(1.55),
             kernel_ms: Some(0.1),
             reference_ms: Some(0.152),
             device: Some("cuda:0".into()),

@@ -83,8 +83,15 @@ pub fn figures(cx: &BatchCtx, width: u16) -> Line<'static> {
         .fast_p
         .as_ref()
         .and_then(|f| f.iter().find(|f| f.p == 1.0))
-        .map_or("fast_1 n/a".into(), |f| {
-            format!("fast_1 {}/{} ({})", f.count, all.tasks, pct(f.rate))
+        .map_or("fast_1 n/a".into(), |f| match f.confident_rate {
+            Some(confident) => format!(
+                "fast_1 {}/{} ({}, confident {})",
+                f.count,
+                all.tasks,
+                pct(f.rate),
+                pct(confident)
+            ),
+            None => format!("fast_1 {}/{} ({})", f.count, all.tasks, pct(f.rate)),
         });
     let geomean = all
         .geomean_speedup
@@ -136,6 +143,12 @@ pub fn selected_line(cx: &BatchCtx, i: usize, width: u16) -> Line<'static> {
             match (&r.best, &r.best_file) {
                 (Some(id), Some(file)) => parts.push(format!("best #{id} {}", file.display())),
                 _ => parts.push("no correct kernel yet".into()),
+            }
+            if let (true, Some(score), Some(interval)) = (r.correct, r.score, r.score_interval()) {
+                parts.push(crate::eval::figures::score_with_interval(
+                    score,
+                    Some(interval),
+                ));
             }
             if let (Some(k), Some(refm)) = (r.kernel_ms, r.reference_ms) {
                 parts.push(format!("{k:.3} ms (reference {refm:.3} ms)"));

@@ -38,8 +38,12 @@ fn metric_rows(cx: &Ctx, id: CandidateId) -> Vec<String> {
     let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4} ms"));
     vec![
         format!("#{} {}", c.id, c.kind.label()),
-        format!("{} {}", glyph(cx, c).0, outcome(c)),
-        c.score().map_or("–".into(), |s| format!("{s:.3}x")),
+        format!("{} {}", glyph(cx, c).0, outcome(cx, c)),
+        match (c.score(), c.score_interval()) {
+            (Some(s), Some((low, high))) => format!("{s:.3}x [{low:.3}-{high:.3}]"),
+            (Some(s), None) => format!("{s:.3}x"),
+            (None, _) => "–".into(),
+        },
         ms(e.kernel_ms),
         ms(e.reference_ms),
         if e.flags.is_empty() && e.warnings.is_empty() {

@@ -6,7 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{ScrollView, TabView};
-use crate::session::state::CandidateStatus;
+use crate::eval::figures;
+use crate::eval::protocol::Timing;
+use crate::session::state::{CandidateStatus, indistinguishable};
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, kv, section, truncate, wrap};
@@ -51,16 +53,42 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         lines.push(kv(cx, "summary", summary.summary.clone()));
     }
     let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.4} ms"));
+    let score = match (summary.score, c.score_interval()) {
+        (Some(s), Some((low, high))) => format!("{s:.3}x [{low:.3}-{high:.3}]"),
+        (Some(s), None) => format!("{s:.3}x"),
+        (None, _) => "–".into(),
+    };
+    let noisy = if summary.score.is_some() && summary.noisy {
+        "  noisy"
+    } else {
+        ""
+    };
     lines.push(kv(
         cx,
         "score",
         format!(
-            "{}   kernel {}   reference {}",
-            summary.score.map_or("–".into(), |s| format!("{s:.3}x")),
+            "{score}{noisy}   kernel {}   reference {}",
             ms(summary.kernel_ms),
             ms(summary.reference_ms)
         ),
     ));
+    // Whether the measurements can tell this candidate from the best at all.
+    if let Some(best) = cx
+        .state
+        .best
+        .filter(|b| *b != c.id)
+        .and_then(|b| cx.state.candidates.get(&b))
+        && indistinguishable(best, c)
+    {
+        lines.push(Line::styled(
+            format!(
+                "≈ indistinguishable from the best, #{} {}: the 95% intervals overlap",
+                best.id,
+                best.speedup().map(|s| s.text()).unwrap_or_default()
+            ),
+            cx.theme.get(Role::Warn),
+        ));
+    }
     for f in &summary.flags {
         lines.push(Line::styled(format!("⚑ {f}"), cx.theme.get(Role::Warn)));
     }
@@ -130,34 +158,7 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         }
     }
     if let Some(t) = &r.timing {
-        lines.push(section(
-            cx,
-            if t.meaningful {
-                "timing (ms)"
-            } else {
-                "timing (not meaningful)"
-            },
-        ));
-        lines.push(Line::styled(
-            format!(
-                "{:<11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>6}",
-                "", "median", "mean", "min", "max", "std", "runs"
-            ),
-            cx.theme.get(Role::Muted),
-        ));
-        for (name, s) in [("reference", &t.reference), ("kernel", &t.kernel)] {
-            lines.push(Line::from(format!(
-                "{:<11}{:>9.4}{:>9.4}{:>9.4}{:>9.4}{:>9.4}{:>6}{}",
-                name,
-                s.median_ms,
-                s.mean_ms,
-                s.min_ms,
-                s.max_ms,
-                s.std_ms,
-                s.runs,
-                if s.cached { " (cached)" } else { "" }
-            )));
-        }
+        timing_lines(cx, t, width, &mut lines);
     }
     if !r.static_report.warnings.is_empty() || !r.static_report.errors.is_empty() {
         lines.push(section(cx, "static checks"));
@@ -213,3 +214,116 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
     }
     lines
 }
+
+/// The timing section: the method, each side's figures and interval, the score with its
+/// interval, the reported-time ratio, then the environment that shaped them.
+fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static>>) {
+    let kv = |key: &str, value: String, role: Role| kv_wrapped(cx, key, &value, width, role);
+    lines.push(section(
+        cx,
+        if t.meaningful {
+            "timing (ms)"
+        } else {
+            "timing (not meaningful)"
+        },
+    ));
+    if t.method.is_some() {
+        lines.extend(kv(
+            "method",
+            figures::method_text(t.method.as_deref()),
+            Role::Text,
+        ));
+    }
+    lines.push(Line::styled(
+        format!(
+            "{:<11}{:>9}{:>9}{:>9}{:>9}{:>9}{:>6}",
+            "", "median", "mean", "min", "max", "std", "runs"
+        ),
+        cx.theme.get(Role::Muted),
+    ));
+    let sides = [("reference", &t.reference), ("kernel", &t.kernel)];
+    for (name, s) in sides {
+        lines.push(Line::from(format!(
+            "{:<11}{:>9.4}{:>9.4}{:>9.4}{:>9.4}{:>9.4}{:>6}{}",
+            name,
+            s.median_ms,
+            s.mean_ms,
+            s.min_ms,
+            s.max_ms,
+            s.std_ms,
+            s.runs,
+            if s.cached { " (cached)" } else { "" }
+        )));
+    }
+    for (name, s) in sides {
+        let Some((low, high)) = s.interval() else {
+            continue;
+        };
+        let mut parts = vec![format!("median in [{low:.4}-{high:.4}]")];
+        if s.noisy {
+            parts.push("noisy".into());
+        }
+        match s.precision_reached {
+            Some(true) => parts.push("precision reached".into()),
+            Some(false) => parts.push("precision not reached".into()),
+            None => {}
+        }
+        if s.gate_timeouts > 0 {
+            parts.push(format!("{} gate timeouts", s.gate_timeouts));
+        }
+        if let (Some(w), Some(n)) = (s.window_median_ms, s.null_ms) {
+            parts.push(format!("window {w:.4} less null {n:.4}"));
+        }
+        if let Some(r) = s.reported_median_ms {
+            parts.push(format!("reported {r:.4}"));
+        }
+        let role = if s.noisy { Role::Warn } else { Role::Text };
+        lines.extend(kv(name, parts.join(", "), role));
+    }
+    // The score itself is at the top; here its interval, where there is one.
+    if let (Some(score), Some(interval)) = (t.score, t.score_interval()) {
+        let mut text = figures::score_with_interval(score, Some(interval));
+        if t.noisy {
+            text.push_str("  noisy");
+        }
+        if let Some(m) = &t.interval_method {
+            text.push_str(&format!("  (95% interval: {m})"));
+        }
+        lines.extend(kv("score", text, Role::Text));
+    }
+    if let Some(reported) = t.reported_score {
+        lines.extend(kv(
+            "reported",
+            format!("{reported:.2}x (the processes' own CUDA-event medians: information only)"),
+            Role::Text,
+        ));
+    }
+    if let Some(env) = &t.environment {
+        let env = figures::environment_lines(env);
+        if !env.is_empty() {
+            lines.push(section(cx, "environment"));
+            for (k, v) in env {
+                lines.extend(kv(k, v, Role::Text));
+            }
+        }
+    }
+}
+
+/// A key and its value, the value word-wrapped under itself to `width` (as `kv` lays out
+/// one line).
+fn kv_wrapped(cx: &Ctx, key: &str, value: &str, width: usize, role: Role) -> Vec<Line<'static>> {
+    wrap(value, width.saturating_sub(KEY_WIDTH))
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let key = if i == 0 { key } else { "" };
+            Line::from(vec![
+                Span::styled(format!("{key:<KEY_WIDTH$}"), cx.theme.get(Role::Muted)),
+                Span::styled(text, cx.theme.get(role)),
+            ])
+        })
+        .collect()
+}
+
+/// The key column of `kv`.
+const KEY_WIDTH: usize = 12;

@@ -299,7 +299,12 @@ impl Component for GateView {
             .collect();
         if let Some(c) = gate.candidate.and_then(|c| cx.state.candidates.get(&c)) {
             head.push(Line::styled(
-                format!("candidate #{} {} — {}", c.id, c.kind.label(), outcome(c)),
+                format!(
+                    "candidate #{} {} — {}",
+                    c.id,
+                    c.kind.label(),
+                    outcome(cx, c)
+                ),
                 cx.theme.get(Role::Muted),
             ));
         }

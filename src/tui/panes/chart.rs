@@ -15,7 +15,7 @@ use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
-use crate::tui::widgets::{glyph, pane_block};
+use crate::tui::widgets::{glyph, pane_block, score_marker};
 
 #[derive(Debug, Default)]
 pub struct ChartPane {
@@ -111,13 +111,21 @@ impl Component for ChartPane {
         let mut fails = Vec::new();
         let mut best = Vec::new();
         let mut selected = Vec::new();
+        // The selected point's 95% interval, drawn as a vertical bar through it.
+        let mut error_bar = Vec::new();
         let mut max: f64 = 2.0;
         for (i, id) in ids.iter().enumerate() {
             let c = &cx.state.candidates[id];
             let x = (i + 1) as f64;
             let y = match (c.status, c.score()) {
                 (CandidateStatus::Correct, Some(s)) => {
-                    max = max.max(s * 1.1);
+                    let top = c.score_interval().map_or(s, |(_, high)| high.max(s));
+                    max = max.max(top * 1.1);
+                    if cx.selected == Some(*id)
+                        && let Some((low, high)) = c.score_interval()
+                    {
+                        error_bar = vec![(x, low), (x, high)];
+                    }
                     scores.push((x, s));
                     if cx.state.best == Some(*id) {
                         best.push((x, s));
@@ -144,11 +152,22 @@ impl Component for ChartPane {
                 format!(
                     "  best #{} {}",
                     c.id,
-                    c.score().map(|s| format!("{s:.2}x")).unwrap_or_default()
+                    c.speedup().map(|s| s.text()).unwrap_or_default()
                 )
             })
             .unwrap_or_default();
-        let title = format!(" Speedup per candidate{best_text} ");
+        // The selected point, when it is not the best and has an interval to show.
+        let selected_text = cx
+            .selected
+            .filter(|s| Some(*s) != cx.state.best)
+            .and_then(|s| cx.state.candidates.get(&s))
+            .filter(|c| c.is_correct() && c.score_interval().is_some())
+            .and_then(|c| {
+                let s = c.speedup()?;
+                Some(format!("  ◆ #{} {}{}", c.id, s.text(), score_marker(cx, c)))
+            })
+            .unwrap_or_default();
+        let title = format!(" Speedup per candidate{best_text}{selected_text} ");
         let block = pane_block(cx, title, Focus::Chart);
         let series = |marker: Marker, kind: GraphType, role: Role, data| {
             Dataset::default()
@@ -165,6 +184,12 @@ impl Component for ChartPane {
                 &baseline,
             ),
             series(Marker::Braille, GraphType::Line, Role::ChartScore, &scores),
+            series(
+                Marker::Braille,
+                GraphType::Line,
+                Role::ChartSelected,
+                &error_bar,
+            ),
             series(
                 Marker::Custom('✗'),
                 GraphType::Scatter,

@@ -237,7 +237,7 @@ impl Component for TreePane {
                 (true, false) => "◆",
                 (false, false) => "",
             };
-            let right = outcome(c);
+            let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
             let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
             let room =

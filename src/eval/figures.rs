@@ -1,0 +1,222 @@
+//! Timing figures as text, shared by every view that shows them (`kforge eval`, the TUI's
+//! Eval tab and tree, the session report, the batch summary): a score with its 95%
+//! interval, a median with its interval, the method, and the environment that shaped them.
+
+use super::protocol::TimingEnvironment;
+
+/// `1.23x`, or `1.23x [1.20-1.26]` with an interval.
+pub fn score_with_interval(score: f64, interval: Option<(f64, f64)>) -> String {
+    match interval {
+        Some((low, high)) => format!("{score:.2}x [{low:.2}-{high:.2}]"),
+        None => format!("{score:.2}x"),
+    }
+}
+
+/// `1.23x [1.20-1.26]`, or `n/a` without a score.
+pub fn score_text(score: Option<f64>, interval: Option<(f64, f64)>) -> String {
+    score.map_or_else(|| "n/a".into(), |s| score_with_interval(s, interval))
+}
+
+/// `2.4600 ms [2.4500-2.4700]`, or `2.4600 ms` without an interval.
+pub fn ms_with_interval(median_ms: f64, interval: Option<(f64, f64)>) -> String {
+    match interval {
+        Some((low, high)) => format!("{median_ms:.4} ms [{low:.4}-{high:.4}]"),
+        None => format!("{median_ms:.4} ms"),
+    }
+}
+
+/// Whether two intervals overlap: neither clears the other, so the measurements cannot
+/// tell which is faster.
+pub fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+/// What a timing `method` means, in words (`judge_window`; an unknown method as written).
+pub fn method_text(method: Option<&str>) -> String {
+    match method {
+        Some("judge_window") => {
+            "judge window: the judge's own CUDA events around each process's whole GPU work".into()
+        }
+        Some(other) => other.to_string(),
+        None => "CUDA events".into(),
+    }
+}
+
+fn on_off(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    }
+}
+
+/// `1980 -> 1755 MHz (max 1980)`, `1980 MHz (max 1980)` when before equals after.
+fn clock(name: &str, before_after: Option<&[f64]>, max: Option<f64>) -> Option<String> {
+    let max = max.map(|m| format!(" (max {m:.0})")).unwrap_or_default();
+    match before_after? {
+        [before, after] if before != after => {
+            Some(format!("{name} {before:.0} -> {after:.0} MHz{max}"))
+        }
+        [value, ..] => Some(format!("{name} {value:.0} MHz{max}")),
+        [] => None,
+    }
+}
+
+/// The environment as labelled lines: `math` (TF32, float32 matmul precision), `clocks`
+/// (SM and memory before -> after timing, locked or not, throttle reasons), `software`
+/// (driver, CUDA, torch, triton), and the harness's own words on `method` and `inputs`.
+/// Lines with nothing known are left out.
+pub fn environment_lines(env: &TimingEnvironment) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if env.tf32_matmul.is_some()
+        || env.tf32_cudnn.is_some()
+        || env.float32_matmul_precision.is_some()
+    {
+        let mut math = format!(
+            "TF32 matmul {}, TF32 cuDNN {}",
+            on_off(env.tf32_matmul),
+            on_off(env.tf32_cudnn)
+        );
+        if let Some(p) = &env.float32_matmul_precision {
+            math.push_str(&format!(", float32 matmul precision {p}"));
+        }
+        lines.push(("math", math));
+    }
+    let mut clocks: Vec<String> = [
+        clock("SM", env.sm_clock_mhz.as_deref(), env.max_sm_clock_mhz),
+        clock(
+            "memory",
+            env.mem_clock_mhz.as_deref(),
+            env.max_mem_clock_mhz,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match env.clocks_locked {
+        Some(true) => clocks.push("locked".into()),
+        Some(false) => clocks.push("not locked".into()),
+        None if !clocks.is_empty() => clocks.push("locked: unknown".into()),
+        None => {}
+    }
+    if !env.throttle_reasons.is_empty() {
+        clocks.push(format!("throttle: {}", env.throttle_reasons.join(", ")));
+    }
+    if !clocks.is_empty() {
+        lines.push(("clocks", clocks.join(", ")));
+    }
+    let software: Vec<String> = [
+        env.driver.as_ref().map(|d| format!("driver {d}")),
+        match (&env.cuda_driver, &env.cuda_runtime) {
+            (Some(d), Some(r)) if d == r => Some(format!("CUDA {d}")),
+            (Some(d), Some(r)) => Some(format!("CUDA driver {d}, runtime {r}")),
+            (Some(d), None) => Some(format!("CUDA driver {d}")),
+            (None, Some(r)) => Some(format!("CUDA runtime {r}")),
+            (None, None) => None,
+        },
+        env.torch.as_ref().map(|t| format!("torch {t}")),
+        env.triton.as_ref().map(|t| format!("triton {t}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !software.is_empty() {
+        lines.push(("software", software.join(", ")));
+    }
+    if let Some(m) = env.timing_method.as_ref().filter(|m| !m.trim().is_empty()) {
+        lines.push(("method", m.clone()));
+    }
+    if let Some(i) = env.input_refresh.as_ref().filter(|i| !i.trim().is_empty()) {
+        lines.push(("inputs", i.clone()));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_and_medians_show_their_interval_when_they_have_one() {
+        assert_eq!(
+            score_with_interval(1.234, Some((1.2, 1.26))),
+            "1.23x [1.20-1.26]"
+        );
+        assert_eq!(score_with_interval(1.234, None), "1.23x");
+        assert_eq!(score_text(None, Some((1.0, 2.0))), "n/a");
+        assert_eq!(
+            ms_with_interval(2.46, Some((2.45, 2.47))),
+            "2.4600 ms [2.4500-2.4700]"
+        );
+        assert_eq!(ms_with_interval(2.46, None), "2.4600 ms");
+    }
+
+    #[test]
+    fn intervals_overlap_when_neither_clears_the_other() {
+        assert!(overlap((1.2, 1.8), (1.43, 1.47)));
+        assert!(overlap((1.0, 1.5), (1.5, 2.0)), "touching");
+        assert!(!overlap((1.0, 1.4), (1.43, 1.47)));
+        assert!(!overlap((1.5, 1.6), (1.43, 1.47)));
+    }
+
+    #[test]
+    fn methods_are_described() {
+        assert!(method_text(Some("judge_window")).starts_with("judge window:"));
+        assert_eq!(method_text(Some("other")), "other");
+        assert_eq!(method_text(None), "CUDA events");
+    }
+
+    #[test]
+    fn the_environment_is_described_line_by_line() {
+        let env = TimingEnvironment {
+            tf32_matmul: Some(false),
+            tf32_cudnn: Some(true),
+            float32_matmul_precision: Some("highest".into()),
+            sm_clock_mhz: Some(vec![1980.0, 1755.0]),
+            mem_clock_mhz: Some(vec![3201.0, 3201.0]),
+            max_sm_clock_mhz: Some(1980.0),
+            max_mem_clock_mhz: Some(3201.0),
+            clocks_locked: Some(false),
+            throttle_reasons: vec!["sw_thermal".into()],
+            driver: Some("580.159.04".into()),
+            cuda_driver: Some("13.0".into()),
+            cuda_runtime: Some("13.0".into()),
+            torch: Some("2.11.0".into()),
+            triton: Some("3.6.0".into()),
+            timing_method: Some("CUDA events around each forward".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            environment_lines(&env),
+            [
+                (
+                    "math",
+                    "TF32 matmul off, TF32 cuDNN on, float32 matmul precision highest".to_string()
+                ),
+                (
+                    "clocks",
+                    "SM 1980 -> 1755 MHz (max 1980), memory 3201 MHz (max 3201), not locked, throttle: sw_thermal".to_string()
+                ),
+                (
+                    "software",
+                    "driver 580.159.04, CUDA 13.0, torch 2.11.0, triton 3.6.0".to_string()
+                ),
+                ("method", "CUDA events around each forward".to_string()),
+            ]
+        );
+        let sparse = TimingEnvironment {
+            sm_clock_mhz: Some(vec![1410.0, 1410.0]),
+            cuda_driver: Some("13.0".into()),
+            cuda_runtime: Some("12.8".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            environment_lines(&sparse),
+            [
+                ("clocks", "SM 1410 MHz, locked: unknown".to_string()),
+                ("software", "CUDA driver 13.0, runtime 12.8".to_string()),
+            ]
+        );
+        assert!(environment_lines(&TimingEnvironment::default()).is_empty());
+    }
+}
