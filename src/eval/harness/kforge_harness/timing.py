@@ -24,10 +24,11 @@ NOISY = 0.05
 RESOLUTION_MS = 0.00025
 # Estimates below this are under what the clock resolves (a null window's own spread).
 FLOOR_MS = 0.0005
-# A worker whose reported event time is under this share of the judge's figure (less a
-# small absolute allowance) reported a time the judge's clock contradicts.
-REPORTED_SHARE = 0.7
-REPORTED_SLACK_MS = 0.01
+# A worker whose reported event time is under this share of the judge's figure (less an
+# absolute allowance: below ~30 us the judge's figure carries a few microseconds of the
+# window's own, docs/benchmarks.md) reported a time the judge's clock contradicts.
+REPORTED_SHARE = 0.5
+REPORTED_SLACK_MS = 0.03
 # Share of timed runs whose outputs the judge checks, chosen per run by the judge's own
 # randomness; at least MIN_CHECKS per side. A kernel that fakes half its runs (the share it
 # must fake to move a median) escapes 20 runs' checks with probability 0.8**10 ~ 11%, and
