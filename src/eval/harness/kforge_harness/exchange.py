@@ -48,7 +48,7 @@ class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
-def _driver():
+def cuda_driver():
     global _cuda
     if _cuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
@@ -149,7 +149,7 @@ class Lender:
             desc = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
                     "nbytes": nbytes}
             if self.transport == "cuda_ipc":
-                lib = _driver()
+                lib = cuda_driver()
                 ptr = ctypes.c_uint64()
                 # Whole 2 MiB granules: the driver packs small allocations into shared pages, and
                 # an IPC handle must never map a neighbour's memory.
@@ -189,7 +189,7 @@ class Lender:
             import torch
 
             torch.cuda.synchronize()
-            lib = _driver()
+            lib = cuda_driver()
             for ptr in self.allocations:
                 lib.cuMemFree_v2(ptr)
             self.allocations = []
@@ -210,7 +210,7 @@ class Borrower:
         if nbytes != desc["nbytes"]:
             raise ValueError("buffer %s: size does not match its shape" % desc.get("buffer"))
         if desc["transport"] == "cuda_ipc":
-            lib = _driver()
+            lib = cuda_driver()
             handle = IpcHandle.from_buffer_copy(bytes.fromhex(desc["handle"]))
             ptr = ctypes.c_uint64()
             _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")

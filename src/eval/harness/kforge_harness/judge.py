@@ -466,9 +466,9 @@ class Evaluation:
             try:
                 if order == kbprotocol.KERNELBENCH_FIRST:
                     kb = self.kernelbench_once()
-                    kf = self.time_reference(flush, first)
+                    kf = self.time_reference(flush)
                 else:
-                    kf = self.time_reference(flush, first)
+                    kf = self.time_reference(flush)
                     kb = self.kernelbench_once()
             except Exception as e:  # noqa: BLE001 -- the first round's figures stand
                 if not is_out_of_memory(e):
@@ -598,18 +598,20 @@ class Evaluation:
                     % (label, ", ".join(ran) or "none", ", ".join(expected) or "none"),
                     details={"kernels": expected, "differing": ran, "kind": kind})
 
-    def freeze(self, done):
-        """The kernel's outputs as the judge compares them: a copy of each slot taken now,
-        into the judge's own memory, which the worker cannot write (a thread it left running
-        can still write the slots). Returns [(slot, frozen)] pairs as a tree of frozen values
-        (stand-ins where the outputs did not fit the slots) and the pairs."""
+    def freeze(self, done, taken=None):
+        """The kernel's outputs as the judge compares them: a copy of each slot, into the
+        judge's own memory, which the worker cannot write (a thread it left running can still
+        write the slots): taken now, or the [(slot, copy)] pairs `taken` earlier (a timed
+        run's snapshot at its close). Returns a tree of frozen values (stand-ins where the
+        outputs did not fit the slots) and the pairs."""
         import torch
 
+        earlier = {id(slot): copy for slot, copy in taken or ()}
         pairs = []
 
         def copy(v):
             if isinstance(v, torch.Tensor) and v.device.type != "meta":
-                frozen = v.clone()
+                frozen = earlier[id(v)] if taken is not None else v.clone()
                 pairs.append((v, frozen))
                 return frozen
             return v
@@ -826,7 +828,7 @@ class Evaluation:
             cached["cached"] = True
             figures = cached
         else:
-            figures = self.time_reference(flush, base)
+            figures = self.time_reference(flush)
             if job["baseline_cache"]:
                 timing.write_baseline(job.get("baseline_cache_dir"), key, figures)
             figures["cached"] = False
@@ -835,7 +837,7 @@ class Evaluation:
                 "calibration": self.reference_side.null if self.reference_side else None,
                 "environment": self.environment(None)}
 
-    def time_reference(self, flush, base):
+    def time_reference(self, flush):
         """The reference's timed runs alone, beside null runs of its process."""
         try:
             nulls, out, _ = time_runs(self.reference_side, None, flush, self.job, self.progress)
@@ -865,12 +867,7 @@ class Evaluation:
     def check_timed(self, i, run, private):
         """A checked timed run: the slots as the judge's stream copied them right after the
         window closed, against the reference on the judge's own copy of the inputs."""
-        import torch
-
-        copies = {id(slot): copy for slot, copy in run.snapshot}
-        tree = kernel_outputs(run.done, self.slots)
-        values = tree_map(lambda v: copies.get(id(v), v) if isinstance(v, torch.Tensor) else v, tree)
-        outputs = Frozen(values, run.snapshot)
+        outputs = self.freeze(run.done, run.snapshot)
         ref_out = reference_forward(self.ref, private, self.device)
         self.meter.sample()
         self.compare_frozen("timed", i, ref_out, outputs)

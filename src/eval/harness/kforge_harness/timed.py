@@ -185,6 +185,7 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
     outcomes = {id(side): Outcome() for side in sides}
     offset = (kernel.null["overhead_ms"] - ref.null["overhead_ms"]) if kernel is not None else 0.0
     i = 0
+    budget_limited = False
 
     def one(what, i, keep=False):
         if what == "null":
@@ -197,11 +198,11 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
         write, private = side.refresh(i, keep)
         snapshot = snapshotter(side.slots) if keep and side is kernel else None
         run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot)
-        floor = (ref.null if side is ref else kernel.null)["tail_floor_ms"]
+        floor = side.null["tail_floor_ms"]
         if run.tail_ms < TAIL_SHARE * floor:
-            message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the window's "
-                    "start flag to its close, null runs never under %.3f ms): the process wrote the flags that "
-                    "order it ahead of its work" % (i, side.name, run.tail_ms, floor))
+            message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the "
+                       "window's start flag to its close, null runs never under %.3f ms): the process wrote the "
+                       "flags that order it ahead of its work" % (i, side.name, run.tail_ms, floor))
             if side.trusted:
                 raise HarnessError(message)
             raise KernelFailure("crash", message, details={"tail_ms": run.tail_ms, "tail_floor_ms": floor, "run": i})
@@ -234,7 +235,6 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
             break
         if i >= job["min_timing_trials"] and i % 5 == 0 and precise():
             break
-        budget_limited = False
     while kernel is not None and len(outcomes[id(kernel)].checked) < timing.MIN_CHECKS:
         one("kernel", i, keep=True)
         i += 1

@@ -14,8 +14,9 @@ from .protocol import PROTOCOL
 TIMING_METHOD = "judge-window/gated-ipc-events/inputs-then-l2-fill-42-int64/fresh-inputs/null-subtracted"
 METHOD_NAME = "judge_window"
 METHOD_TEXT = ("both models timed by the judge's own CUDA events around each one's process's whole GPU work "
-               "(gated, interprocess events), inputs written and L2 thrashed inside the window, less the "
-               "window of a null run measured before the model was loaded")
+               "(gated, ordered by stream-memory flags), inputs written and L2 thrashed inside the window, "
+               "interleaved run by run with null runs of the reference's process, whose median window is "
+               "subtracted")
 
 # The interval of a median is "wide" beyond this share of it: the figure is marked noisy.
 NOISY = 0.05

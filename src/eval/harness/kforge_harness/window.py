@@ -28,22 +28,25 @@ events on the judge's stream, so nothing the worker reports enters a score:
   worker's context in it, which the tail (A to e2, at least two context switches) shows
   (timed.py refuses such a run); one that never writes `end` is a crash after a deadline.
 
-Measured on an H200 (docs/benchmarks.md, "Timing"): a null window is 0.303 ms with a 1.5 us
-10-90% spread; a 5/20/100/1000 us spin measures 4.5/19.3/99.1/995 us above it.
+Measured on an H200 with this ordering built on interprocess events (docs/benchmarks.md,
+"Timing you can trust"): a null window is 0.303 ms with a 1.5 us 10-90% spread; a
+5/20/100/1000 us spin measures 4.5/19.3/99.1/995 us above it.
 """
 
 import ctypes
 import time
 
 from .device import thrash_l2
+from .exchange import cuda_driver
 
 _driver = []
 
 
 def driver():
-    """libcuda's stream memory operations (ctypes), loaded once per process."""
+    """libcuda (exchange.py loads it) with its stream memory operations typed, once per
+    process: (library, wait, write)."""
     if not _driver:
-        lib = ctypes.CDLL("libcuda.so.1")
+        lib = cuda_driver()
         wait = getattr(lib, "cuStreamWaitValue32_v2", None) or lib.cuStreamWaitValue32
         write = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
         for f in (wait, write):
@@ -133,9 +136,9 @@ class HostGate:
 class Run:
     """One timed run as the judge measured it."""
 
-    __slots__ = ("window_ms", "tail_ms", "queue_ms", "done", "snapshot", "gated")
+    __slots__ = ("window_ms", "tail_ms", "queue_ms", "done", "snapshot")
 
-    def __init__(self, window_ms, tail_ms, queue_ms, done, snapshot, gated):
+    def __init__(self, window_ms, tail_ms, queue_ms, done, snapshot):
         self.window_ms = window_ms  # pre to e2
         self.tail_ms = tail_ms  # at to e2: the worker's part, at least two context switches
         # The judge's wall time from asking to "armed": the worker's host time to queue the
@@ -143,7 +146,6 @@ class Run:
         self.queue_ms = queue_ms
         self.done = done
         self.snapshot = snapshot
-        self.gated = gated
 
 
 # After this many runs in a row whose worker did not arm in time (a forward that waits for
@@ -221,8 +223,7 @@ class WindowClock:
         copy = snapshot() if snapshot is not None else None
         done = link.receive("done", run)
         self.wait_closed(deadline_s)
-        return Run(self.pre.elapsed_time(self.e2), self.at.elapsed_time(self.e2), queued * 1e3, done, copy,
-                   gated and in_time)
+        return Run(self.pre.elapsed_time(self.e2), self.at.elapsed_time(self.e2), queued * 1e3, done, copy)
 
     def close(self, stream):
         wait_value(stream, self.address["early"], self.seq)
