@@ -31,14 +31,19 @@ pub fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
     a.0 <= b.1 && b.0 <= a.1
 }
 
-/// What a timing `method` means, in words (`judge_window`; an unknown method as written).
-pub fn method_text(method: Option<&str>) -> String {
-    match method {
+/// What a timing `method` means, in words (`judge_window`; an unknown method as written),
+/// with how many forwards each timed window held when there were several.
+pub fn method_text(method: Option<&str>, forwards_per_window: Option<u32>) -> String {
+    let text = match method {
         Some("judge_window") => {
             "judge window: the judge's own CUDA events around each process's whole GPU work".into()
         }
         Some(other) => other.to_string(),
         None => "CUDA events".into(),
+    };
+    match forwards_per_window {
+        Some(n) if n > 1 => format!("{text}, {n} forwards per window (each on its own inputs)"),
+        _ => text,
     }
 }
 
@@ -161,9 +166,13 @@ mod tests {
 
     #[test]
     fn methods_are_described() {
-        assert!(method_text(Some("judge_window")).starts_with("judge window:"));
-        assert_eq!(method_text(Some("other")), "other");
-        assert_eq!(method_text(None), "CUDA events");
+        assert!(method_text(Some("judge_window"), None).starts_with("judge window:"));
+        assert_eq!(method_text(Some("other"), Some(1)), "other");
+        assert_eq!(method_text(None, None), "CUDA events");
+        assert!(
+            method_text(Some("judge_window"), Some(34))
+                .ends_with(", 34 forwards per window (each on its own inputs)")
+        );
     }
 
     #[test]

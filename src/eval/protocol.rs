@@ -408,6 +408,10 @@ pub struct Timing {
     /// How both sides were timed (`judge_window`: the judge's own CUDA events around each
     /// process's whole GPU work); None in results from before it was recorded.
     pub method: Option<String>,
+    /// Forwards each timed window held (short forwards run several to a window, each on
+    /// its own inputs; the figures are per forward); None in results from before it was
+    /// recorded.
+    pub forwards_per_window: Option<u32>,
     pub reference: TimingStats,
     pub kernel: TimingStats,
     /// Reference median / kernel median.

@@ -280,7 +280,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         out,
         "{}  {}{flushed}",
         style.bold("timing"),
-        figures::method_text(t.method.as_deref())
+        figures::method_text(t.method.as_deref(), t.forwards_per_window)
     );
     let cached = if t.reference.cached {
         "  [cached baseline]"

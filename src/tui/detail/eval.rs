@@ -230,7 +230,7 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
     if t.method.is_some() {
         lines.extend(kv(
             "method",
-            figures::method_text(t.method.as_deref()),
+            figures::method_text(t.method.as_deref(), t.forwards_per_window),
             Role::Text,
         ));
     }

@@ -14,13 +14,13 @@ from .alignment import plan_alignment
 from .compare import all_finite, compare_outputs, weak_outputs
 from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
 from .exchange import Lender
-from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward,
+from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
                       task_init_inputs)
 from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
                      tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
 from .refprocess import ALIAS, ReferenceProcess
-from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map, tree_map_pairs
+from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map
 from .timed import Side, calibrate, time_runs
 from .window import GateUnavailable, HostGate
 from .worker import WORKER_CATEGORIES
@@ -302,7 +302,7 @@ class Evaluation:
             self.start_reference(input_shapes, output_shapes)
             # Slow draws are rotated per timed run: `first` is what both sides rotate.
             self.base = first if self.first_draw_ms > SLOW_DRAW_MS else None
-            self.reference_side.refresh = self.refresher(self.base, self.reference_side.inputs)
+            self.reference_side.refresh = self.refresher(self.base)
         clock.mark("reference")
         if job.get("reference_only"):
             if self.timing():
@@ -329,7 +329,7 @@ class Evaluation:
         if self.timing():
             self.kernel_side = Side("the kernel", self.link, self.inputs, self.slots, self.gate, self.lender, False)
             self.link.call(self.kernel_side.clock.request(), "clock_set")
-            self.kernel_side.refresh = self.refresher(self.base, self.inputs)
+            self.kernel_side.refresh = self.refresher(self.base)
             staged = self.source.draw(self.seed + 2000)
             calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base)),
                        (self.kernel_side, lambda base=staged: copy_into(self.inputs, base))], flush, self.progress)
@@ -598,12 +598,12 @@ class Evaluation:
                     % (label, ", ".join(ran) or "none", ", ".join(expected) or "none"),
                     details={"kernels": expected, "differing": ran, "kind": kind})
 
-    def freeze(self, done, taken=None):
+    def freeze(self, done, taken=None, slots=None):
         """The kernel's outputs as the judge compares them: a copy of each slot, into the
         judge's own memory, which the worker cannot write (a thread it left running can still
         write the slots): taken now, or the [(slot, copy)] pairs `taken` earlier (a timed
-        run's snapshot at its close). Returns a tree of frozen values (stand-ins where the
-        outputs did not fit the slots) and the pairs."""
+        run's snapshot at its close), of `slots` (the first set's by default). Returns a tree
+        of frozen values (stand-ins where the outputs did not fit the slots) and the pairs."""
         import torch
 
         earlier = {id(slot): copy for slot, copy in taken or ()}
@@ -616,7 +616,7 @@ class Evaluation:
                 return frozen
             return v
 
-        return Frozen(tree_map(copy, kernel_outputs(done, self.slots)), pairs)
+        return Frozen(tree_map(copy, kernel_outputs(done, self.slots if slots is None else slots)), pairs)
 
     def match_audit(self, record, outputs, nonce):
         """The frozen values must be the ones the audit saw: each output's digest, seeded by
@@ -640,12 +640,12 @@ class Evaluation:
                     "judge's output buffer after the forward (another thread or process of the kernel's)" % path,
                     details={"output": path})
 
-    def compare_frozen(self, kind, index, ref_out, outputs):
+    def compare_frozen(self, kind, index, ref_out, outputs, record=True, forward=None):
         """Compares the frozen outputs; then checks that the slots still hold what was frozen:
         a kernel that writes its outputs after saying "done" is a `crash` whatever the
         comparison said (on a GPU such a write would move work out of the timed window)."""
         try:
-            self.compare(kind, index, ref_out, outputs.values)
+            self.compare(kind, index, ref_out, outputs.values, record, forward)
         except KernelFailure:
             outputs.check_unchanged()
             raise
@@ -670,16 +670,20 @@ class Evaluation:
             return signed_like(base)
         return draw
 
-    def compare(self, kind, index, ref_out, new_out):
+    def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
+        """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`
+        is (k, count) for the k-th of a timed window's forwards."""
         passed, outputs, reason, tolerance = compare_outputs(
             ref_out, new_out, self.job["atol"], self.job["rtol"], self.job.get("tolerance", "scaled"))
         self.result["tolerance"] = tolerance
-        self.result["trials"].append({"kind": kind, "index": index, "passed": passed, "outputs": outputs})
+        if record or not passed:
+            self.result["trials"].append({"kind": kind, "index": index, "passed": passed, "outputs": outputs})
         if not passed:
+            which = "" if forward is None else ", forward %d of the %d in its window" % (forward[0] + 1, forward[1])
             label = {"random": "trial %d" % (index + 1), "signed": "signed-input trial",
                      "audit": "audited forward",
-                     "timed": "timed run %d (its outputs as the forward's stream left them, checked against "
-                              "the reference)" % (index + 1),
+                     "timed": "timed run %d%s (its outputs as the forward's stream left them, checked against "
+                              "the reference)" % (index + 1, which),
                      "post_timing": "re-check after timing (fresh values in the timing buffers)"}[kind]
             raise KernelFailure("mismatch", "%s: %s" % (label, reason), "%s: %s" % (label, reason),
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
@@ -743,46 +747,56 @@ class Evaluation:
             self.result["notes"].append("timed windows are not gated (%s): each includes its process's host "
                                         "latency, so figures are noisier and short forwards look slower" % e)
 
-    def refresher(self, base, buffers):
-        """A function run(i, keep) -> (write, private) for timed run i: `write()` queues the
-        run's never-seen input values into `buffers` on the judge's stream (inside the window,
-        window.py); `private` is the judge's own copy of them when `keep` (else None).
-        Fresh draws of get_inputs() when a draw is cheap; otherwise a rotation of `base` by
-        a random offset per tensor (the same values, every position moved), noted in the
-        result."""
+    def draw_cost_ms(self):
+        """The host time of one timed forward's fresh inputs (the latest draw's), 0 where
+        timed runs rotate instead of drawing."""
+        return self.source.draw_ms if self.first_draw_ms <= SLOW_DRAW_MS else 0.0
+
+    def refresher(self, base):
+        """A function refresh(i, keep, input_sets, null=False) -> (write, privates) for timed
+        run i: `write()` queues the run's never-seen input values into each set of lent
+        buffers on the judge's stream (inside the window, window.py); `privates` are the
+        judge's own copies of them, one per set, when `keep` (else None). A fresh draw of
+        get_inputs() per set when a draw is cheap; otherwise a rotation of `base` by a
+        random offset per tensor (the same values, every position moved), noted in the
+        result. A null run (`null`) writes as much, of values already drawn: nothing reads
+        them."""
         import random
 
-        import torch
-
         rng = random.SystemRandom()
-        if self.first_draw_ms <= SLOW_DRAW_MS:
-            self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed run")
+        fresh = self.first_draw_ms <= SLOW_DRAW_MS
+        if fresh:
+            self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed forward")
+        else:
+            self.result["input_refresh"] = ("rotation per timed forward (one get_inputs() draw takes %.0f ms)"
+                                            % self.first_draw_ms)
+        drawn = []
 
-            def fresh(i, keep=False):
-                values = self.source.draw(self.seed + 10000 + rng.randrange(1 << 30))
-                return (lambda: copy_into(buffers, values)), (values if keep else None)
-            return fresh
-        self.result["input_refresh"] = ("rotation per timed run (one get_inputs() draw takes %.0f ms)"
-                                        % self.first_draw_ms)
+        def refresh(i, keep, input_sets, null=False):
+            writes, privates = [], []
+            for buffers in input_sets:
+                if not fresh:
+                    private = None
+                    if keep:
+                        private = clone_tree(base)
+                        rotate_into(private, base, rng)
+                    writes.append(lambda b=buffers, p=private: copy_into(b, p) if p is not None
+                                  else rotate_into(b, base, rng))
+                    privates.append(private)
+                    continue
+                if null and drawn:
+                    values = drawn[0]
+                else:
+                    values = self.source.draw(self.seed + 10000 + rng.randrange(1 << 30))
+                    drawn[:] = [values]
+                writes.append(lambda b=buffers, v=values: copy_into(b, v))
+                privates.append(values)
 
-        def rotated(dst):
-            def one(d, src):
-                if isinstance(d, torch.Tensor) and d.numel() > 1:
-                    flat_dst, flat_src = d.view(-1), src.reshape(-1)
-                    n = flat_dst.numel()
-                    r = rng.randrange(1, n)
-                    flat_dst[: n - r].copy_(flat_src[r:])
-                    flat_dst[n - r:].copy_(flat_src[:r])
-                return d
-            tree_map_pairs(one, dst, base)
-
-        def rotate(i, keep=False):
-            if not keep:
-                return (lambda: rotated(buffers)), None
-            private = clone_tree(base)
-            rotated(private)
-            return (lambda: copy_into(buffers, private)), private
-        return rotate
+            def write():
+                for one in writes:
+                    one()
+            return write, (privates if keep else None)
+        return refresh
 
     def reference_job(self):
         """The job of the reference's process (refprocess.py), served by worker.py."""
@@ -840,7 +854,8 @@ class Evaluation:
     def time_reference(self, flush):
         """The reference's timed runs alone, beside null runs of its process."""
         try:
-            nulls, out, _ = time_runs(self.reference_side, None, flush, self.job, self.progress)
+            nulls, out, _ = time_runs(self.reference_side, None, flush, self.job, self.progress,
+                                      draw_ms=self.draw_cost_ms)
         except (KernelFailure, TaskFailure, HarnessError):
             raise
         except Exception as e:  # noqa: BLE001
@@ -864,13 +879,17 @@ class Evaluation:
             self.reference_process.close()
             self.reference_process = None
 
-    def check_timed(self, i, run, private):
-        """A checked timed run: the slots as the judge's stream copied them right after the
-        window closed, against the reference on the judge's own copy of the inputs."""
-        outputs = self.freeze(run.done, run.snapshot)
-        ref_out = reference_forward(self.ref, private, self.device)
-        self.meter.sample()
-        self.compare_frozen("timed", i, ref_out, outputs)
+    def check_timed(self, i, run, privates, slot_sets):
+        """A checked timed run: each set's slots as the judge's stream copied them right
+        after the window closed, against the reference on the judge's own copy of that set's
+        inputs (one trial recorded per run, every set compared)."""
+        count = len(slot_sets)
+        for k, (private, slots, taken) in enumerate(zip(privates, slot_sets, run.snapshot)):
+            outputs = self.freeze(run.done, taken, slots)
+            ref_out = reference_forward(self.ref, private, self.device)
+            self.meter.sample()
+            self.compare_frozen("timed", i, ref_out, outputs, record=k == count - 1,
+                                forward=(k, count) if count > 1 else None)
 
     def environment(self, before):
         return environment(self.result["device"], self.result["versions"],
@@ -884,7 +903,7 @@ class Evaluation:
         before = gpu_clocks(self.result["device"])
         try:
             nulls, ref_out, kernel_out = time_runs(ref_side, kernel_side, flush, job, self.progress,
-                                                   check=self.check_timed)
+                                                   check=self.check_timed, draw_ms=self.draw_cost_ms)
         finally:
             self.close_reference()
         self.meter.sample()
@@ -893,8 +912,10 @@ class Evaluation:
         reference = ref_out.figures(null_ms, 0.0, ref_side.null, job)
         kernel = kernel_out.figures(null_ms, offset, kernel_side.null, job)
         calibration = dict(kernel_side.null, reference_overhead_ms=ref_side.null["overhead_ms"], offset_ms=offset,
-                           interleaved_null_ms=null_ms, interleaved_null_runs=len(nulls))
+                           interleaved_null_ms=null_ms, interleaved_null_runs=len(nulls),
+                           forwards_per_window=kernel_out.forwards)
         result = {"meaningful": True, "method": timing.METHOD_NAME, "reference": reference, "kernel": kernel,
+                  "forwards_per_window": kernel_out.forwards,
                   "score": timing.score(reference, kernel), "baseline_key": None,
                   "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
                   "environment": self.environment(before),

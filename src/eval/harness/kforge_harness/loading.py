@@ -178,6 +178,31 @@ def reference_forward(ref, inputs, device):
             type(e).__name__, first_line(str(e))))
 
 
+def rotate_into(buffers, values, rng):
+    """Writes into same-shaped buffers the values of a tree, each tensor's flattened values
+    rotated by a random offset of `rng` (the same values, every position moved: fresh inputs
+    for a task whose draw is too slow to repeat per run)."""
+    import torch
+
+    def one(b, v):
+        if isinstance(b, torch.Tensor):
+            n = b.numel()
+            with torch.no_grad():
+                if n <= 1:
+                    b.copy_(v)
+                    return
+                r = rng.randrange(1, n)
+                flat = v.reshape(-1)
+                if b.is_contiguous():
+                    dst = b.view(-1)
+                    dst[: n - r].copy_(flat[r:])
+                    dst[n - r:].copy_(flat[:r])
+                else:
+                    b.copy_(torch.cat([flat[r:], flat[:r]]).view(b.shape))
+
+    tree_map_pairs(one, buffers, values)
+
+
 def copy_into(buffers, values):
     """Writes a tree of values into same-shaped lent buffers (tensors only)."""
     import torch

@@ -19,6 +19,7 @@ from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
 
 CALIBRATION_RUNS = 30  # per side, alternating
+ESTIMATE_RUNS = 3  # gated runs of one forward after the warm-up, for the forwards per window
 WARM_RUNS = 3  # ungated windowed runs first: the driver loads modules lazily, which the gate would hold
 # A worker that has not said "armed" this long after being asked (and never less than
 # ARMED_FLOOR_S) has a forward that waits for the GPU from the host: the gate opens.
@@ -31,37 +32,61 @@ TAIL_SHARE = 0.5
 
 
 class Side:
-    """One model's process as the judge times it: its link, the buffers lent to it, its
-    clock, its input refresh and (after calibrate) its null runs."""
+    """One model's process as the judge times it: its link, the buffers lent to it (one
+    input set and its output slots per forward of a window), its clock, its input refresh
+    and (after calibrate) its null runs."""
 
     def __init__(self, name, link, inputs, slots, gate, lender, trusted):
         self.name = name
         self.link = link
         self.inputs = inputs
         self.slots = slots
+        self.sets = [(inputs, slots)]
+        self.lender = lender
         self.clock = WindowClock(gate, lender)
         self.trusted = trusted
         self.null = None
         self.armed_s = ARMED_FLOOR_S
         self.refresh = None
 
-    def run(self, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True):
+    def widen(self, count):
+        """Lends the process input sets and output slots for windows of `count` forwards."""
+        if count <= len(self.sets):
+            return
+        extra, descriptors, fds = [], [], []
+        for _ in range(count - len(self.sets)):
+            (inputs, slots), (input_desc, slot_desc), set_fds = self.lender.like([self.inputs, self.slots])
+            extra.append((inputs, slots))
+            descriptors.append({"inputs": input_desc, "outputs": slot_desc})
+            fds.extend(set_fds)
+        self.link.call({"op": "sets", "sets": descriptors}, "sets_set", fds)  # closes the fds once sent
+        self.sets.extend(extra)
+
+    def input_sets(self, forwards):
+        return [inputs for inputs, _ in self.sets[:forwards]]
+
+    def slot_sets(self, forwards):
+        return [slots for _, slots in self.sets[:forwards]]
+
+    def run(self, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True, forwards=1):
         try:
-            return self.clock.run(self.link, mode, run, write_inputs, flush, armed_within_s, snapshot, gated)
+            return self.clock.run(self.link, mode, run, write_inputs, flush, armed_within_s, snapshot, gated,
+                                  forwards=forwards)
         except WorkerGone as e:
             if self.trusted or mode == "null":
                 raise HarnessError("%s: %s" % (self.name, e))
             raise KernelFailure("crash", str(e), details={"run": run})
 
 
-def null_run(side, i, write_inputs, flush):
-    run = side.run("null", -100 - i, write_inputs, flush, max(ARMED_FLOOR_S, side.armed_s))
+def null_run(side, i, write_inputs, flush, forwards=1):
+    run = side.run("null", -100 - i, write_inputs, flush, max(ARMED_FLOOR_S, side.armed_s), forwards=forwards)
     return (run.window_ms, run.tail_ms, run.queue_ms)
 
 
-def fill_time(slots):
-    """The time (ms) of filling tensors like the outputs, on the judge's stream: what a null
-    run's forward does in the worker (worker.null_outputs), added back to its window."""
+def fill_time(slots, forwards=1):
+    """The time (ms) of filling tensors like the outputs `forwards` times back to back, on
+    the judge's stream: what a null run's forwards do in the worker (worker.null_outputs),
+    added back to its window."""
     import torch
 
     from .tensors import flatten_outputs
@@ -72,8 +97,9 @@ def fill_time(slots):
     for _ in range(11):
         torch.cuda.synchronize()
         start.record()
-        for t in tensors:
-            t.fill_(0)
+        for _ in range(forwards):
+            for t in tensors:
+                t.fill_(0)
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop))
@@ -122,9 +148,11 @@ def clocks_up(flush):
 
 
 class Outcome:
-    """One side's timed runs: the judge's figures and what the worker reported."""
+    """One side's timed runs: the judge's figures (whole windows of `forwards` forwards)
+    and what the worker reported (per forward)."""
 
-    def __init__(self):
+    def __init__(self, forwards):
+        self.forwards = forwards
         self.windows = []
         self.reported = []
         self.queues = []
@@ -137,13 +165,16 @@ class Outcome:
         self.queues.append(run.queue_ms)
 
     def estimates(self, null_ms, offset):
-        return [w - null_ms - offset for w in self.windows]
+        """Per forward: each window less the null window (and the process's offset), over
+        the forwards it held."""
+        return [(w - null_ms - offset) / self.forwards for w in self.windows]
 
     def figures(self, null_ms, offset, own_null, job):
-        figures = timing.side_figures(self.estimates(null_ms, offset), self.windows, null_ms + offset, self.reported)
+        figures = timing.side_figures(self.estimates(null_ms, offset), self.windows, null_ms + offset, self.reported,
+                                      self.forwards)
         # The host time to queue one forward, above the null's: a forward whose host time
         # exceeds its GPU time would be host-bound in eager use (windows hold GPU time only).
-        figures["host_queue_ms"] = max(timing.quantile(self.queues, 0.5) - own_null["queue_ms"], 0.0)
+        figures["host_queue_ms"] = max(timing.quantile(self.queues, 0.5) - own_null["queue_ms"], 0.0) / self.forwards
         figures.update({"requested_runs": job["timing_trials"], "budget_limited": self.budget_limited,
                         "checked_runs": sorted(self.checked), "precision_reached": self.precision_reached})
         return figures
@@ -151,53 +182,86 @@ class Outcome:
 
 def warm_up(side, job, flush):
     """Warm-up forwards (ungated: modules load lazily); the worker's time from "go" to
-    "armed" sets how long the gate waits for it. Returns an estimate of one run (ms)."""
+    "armed" sets how long the gate waits for it. Then ESTIMATE_RUNS gated runs: their median
+    window above the null is the estimate of one forward (ms) that sets the forwards per
+    window (an ungated window holds the host's latency, ten times a short forward's)."""
     armed = []
-    estimate = 0.0
     for i in range(max(1, job["warmup"])):
-        write, _ = side.refresh(i, False)
+        write, _ = side.refresh(i, False, side.input_sets(1))
         started = time.perf_counter()
-        run = side.run("timed", -1 - i, write, flush, None, gated=False)
+        side.run("timed", -1 - i, write, flush, None, gated=False)
         armed.append(time.perf_counter() - started)
-        estimate = max(run.window_ms - side.null["overhead_ms"], 1e-3)
     side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 4 * max(armed)))
-    return estimate
+    windows = []
+    for i in range(ESTIMATE_RUNS):
+        write, _ = side.refresh(i, False, side.input_sets(1))
+        windows.append(side.run("timed", -20 - i, write, flush, side.armed_s).window_ms)
+    return max(timing.quantile(windows, 0.5) - side.null["overhead_ms"], 1e-3)
 
 
-def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
+def widen(sides, estimates, flush, draw_ms):
+    """The forwards per window for these models (timing.forwards_per_window; one input draw
+    takes `draw_ms`, one per forward is drawn): each side is
+    lent the input sets and slots, and a warm-up window of that many forwards (ungated)
+    sets how long the gate waits for the worker to queue them."""
+    import torch
+
+    from .memory import tensor_bytes
+
+    set_bytes = tensor_bytes(sides[0].inputs) + tensor_bytes(sides[0].slots)
+    free = torch.cuda.mem_get_info()[0]
+    forwards = timing.forwards_per_window(estimates, set_bytes, free, draw_ms)
+    if forwards == 1:
+        return 1
+    for side in sides:
+        side.widen(forwards)
+        write, _ = side.refresh(-50, False, side.input_sets(forwards))
+        started = time.perf_counter()
+        side.run("timed", -50, write, flush, None, gated=False, forwards=forwards)
+        side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 4 * (time.perf_counter() - started)))
+    return forwards
+
+
+def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=None):
     """The interleaved loop. `ref` is the reference's Side (its null runs are the ones
     taken throughout), `kernel` the kernel's Side or None (a task check). Each side's
-    `refresh(i, keep)` returns (write, private): `write()` queues run i's inputs on the
-    judge's stream inside the window, `private` is the judge's own copy when `keep`.
-    `check(i, run, private)` compares a checked kernel run's snapshot. Runs go on until
+    `refresh(i, keep, input_sets)` returns (write, privates): `write()` queues run i's
+    inputs into every set on the judge's stream inside the window, `privates` are the
+    judge's own copies, one per set, when `keep`. `check(i, run, privates, slot_sets)`
+    compares a checked kernel run's snapshot (one per set). Every window holds the same
+    number of forwards (widen), each on its own input set. Runs go on until
     each median's 95% interval is within +-timing_precision (after min_timing_trials), or
     timing_trials, or the time budget (per side). Returns (null windows, ref Outcome,
-    kernel Outcome or None)."""
+    kernel Outcome or None). `draw_ms()` is the host time of one forward's inputs."""
     rng = rng or random.SystemRandom()
     precision = float(job.get("timing_precision") or 0.01)
     sides = [ref] + ([kernel] if kernel is not None else [])
-    per_run = sum(warm_up(side, job, flush) for side in sides) + ref.null["overhead_ms"]
+    estimates = [warm_up(side, job, flush) for side in sides]
+    forwards = widen(sides, estimates, flush, draw_ms() if draw_ms is not None else 0.0)
+    fill_ms = fill_time(ref.slots, forwards)
+    per_run = forwards * sum(estimates) + ref.null["overhead_ms"]
     clocks_up(flush)
     planned = timing.run_count(per_run, job)
-    progress("timing: up to %d runs of %s" % (planned, " and ".join(side.name for side in sides)))
+    progress("timing: up to %d runs of %s%s" % (planned, " and ".join(side.name for side in sides),
+                                                ", %d forwards a window" % forwards if forwards > 1 else ""))
     deadline = time.time() + job["timing_budget_s"] * len(sides)
     nulls = []
-    outcomes = {id(side): Outcome() for side in sides}
+    outcomes = {id(side): Outcome(forwards) for side in sides}
     offset = (kernel.null["overhead_ms"] - ref.null["overhead_ms"]) if kernel is not None else 0.0
     i = 0
     budget_limited = False
 
     def one(what, i, keep=False):
         if what == "null":
-            write, _ = ref.refresh(i, False)
-            nulls.append(null_run(ref, i, write, flush)[0] - ref.null["fill_ms"])
+            write, _ = ref.refresh(i, False, ref.input_sets(forwards), null=True)
+            nulls.append(null_run(ref, i, write, flush, forwards)[0] - fill_ms)
             return
         side = ref if what == "ref" else kernel
         out = outcomes[id(side)]
         keep = keep or (check is not None and side is kernel and rng.random() < timing.CHECK_RATE)
-        write, private = side.refresh(i, keep)
-        snapshot = snapshotter(side.slots) if keep and side is kernel else None
-        run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot)
+        write, privates = side.refresh(i, keep, side.input_sets(forwards))
+        snapshot = snapshotter(side.slot_sets(forwards)) if keep and side is kernel else None
+        run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot, forwards=forwards)
         floor = side.null["tail_floor_ms"]
         if run.tail_ms < TAIL_SHARE * floor:
             message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the "
@@ -213,12 +277,12 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
         out.reported.append(float(event))
         if keep and side is kernel:
             out.checked.append(i)
-            check(i, run, private)
+            check(i, run, privates, side.slot_sets(forwards))
 
     def precise():
         null = timing.quantile(nulls, 0.5)
         return all(timing.precise_enough(outcomes[id(side)].estimates(null, offset if side is kernel else 0.0),
-                                         precision) for side in sides)
+                                         precision, forwards) for side in sides)
 
     while True:
         order = ["null"] + ["ref"] + (["kernel"] if kernel is not None else [])
@@ -245,13 +309,14 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None):
     return nulls, outcomes[id(ref)], outcomes[id(kernel)] if kernel is not None else None
 
 
-def snapshotter(slots):
-    """A function that copies every output slot on the judge's stream (right after the
-    run's close): the values a checked run is judged on."""
+def snapshotter(slot_sets):
+    """A function that copies every output slot of every set on the judge's stream (right
+    after the run's close): the values a checked run is judged on, one list per set."""
     import torch
 
     from .tensors import flatten_outputs
 
     def take():
-        return [(slot, slot.clone()) for _, slot in flatten_outputs(slots) if isinstance(slot, torch.Tensor)]
+        return [[(slot, slot.clone()) for _, slot in flatten_outputs(slots) if isinstance(slot, torch.Tensor)]
+                for slots in slot_sets]
     return take

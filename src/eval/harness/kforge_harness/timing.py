@@ -11,12 +11,14 @@ from .protocol import PROTOCOL
 
 # How a timed run is measured (window.py). Part of the baseline key: a cached reference
 # timing measured another way is never compared with a kernel measured this way.
-TIMING_METHOD = "judge-window/gated-ipc-events/inputs-then-l2-fill-42-int64/fresh-inputs/null-subtracted"
+TIMING_METHOD = ("judge-window/gated-ipc-events/inputs-then-l2-fill-42-int64/fresh-inputs/null-subtracted/"
+                 "forwards-per-window-0.5ms-64")
 METHOD_NAME = "judge_window"
 METHOD_TEXT = ("both models timed by the judge's own CUDA events around each one's process's whole GPU work "
                "(gated, ordered by stream-memory flags), inputs written and L2 thrashed inside the window, "
                "interleaved run by run with null runs of the reference's process, whose median window is "
-               "subtracted")
+               "subtracted; forwards under half a millisecond run several to a window, each on its own input "
+               "set, and the window is divided by their count")
 
 # The interval of a median is "wide" beyond this share of it: the figure is marked noisy.
 NOISY = 0.05
@@ -37,6 +39,33 @@ REPORTED_SLACK_MS = 0.03
 CHECK_RATE = 0.2
 MIN_CHECKS = 3
 BOOTSTRAP_RESAMPLES = 2000
+# Short forwards run several to a window, each on an input set of its own, until their GPU
+# time reaches WINDOW_TARGET_MS: a window carries a few microseconds of switching between
+# processes that differ from one evaluation to the next (docs/benchmarks.md), which is then
+# shared by that many forwards. At most MAX_FORWARDS per window, and the extra input sets and
+# output slots of both processes within SETS_BYTES and a quarter of the free memory.
+WINDOW_TARGET_MS = 0.5
+MAX_FORWARDS = 64
+SETS_BYTES = 256 << 20
+# Every forward gets a fresh draw of the task's inputs: a window holds no more forwards than
+# draws of DRAWS_MS_PER_RUN take.
+DRAWS_MS_PER_RUN = 25.0
+
+
+def forwards_per_window(estimates_ms, set_bytes, free_bytes, draw_ms=0.0):
+    """How many forwards each timed window holds (the same for both models, so one null run
+    fits both): enough for the shortest model's forwards to fill WINDOW_TARGET_MS, within
+    MAX_FORWARDS, the memory of the extra sets (each side holds one set of inputs and
+    outputs per forward; `set_bytes` is one set, both sides' extra sets are counted) and
+    the host time of their draws (`draw_ms` each)."""
+    shortest = min(estimates_ms) if estimates_ms else WINDOW_TARGET_MS
+    wanted = int(math.ceil(WINDOW_TARGET_MS / max(shortest, 1e-4)))
+    if draw_ms > 0:
+        wanted = min(wanted, int(DRAWS_MS_PER_RUN // draw_ms))
+    if set_bytes > 0:
+        room = min(SETS_BYTES, free_bytes // 4)
+        wanted = min(wanted, 1 + int(room // (2 * set_bytes)))
+    return max(1, min(MAX_FORWARDS, wanted))
 
 
 def stats(values):
@@ -80,18 +109,19 @@ def median_interval(values, z=1.959964):
     return ordered[lo], ordered[hi]
 
 
-def relative_width(values):
+def relative_width(values, resolution_ms=RESOLUTION_MS):
     """Half the width of the median's 95% interval over the median (inf at or below 0), or 0
-    where that half is within the clock's resolution."""
+    where that half is within the clock's resolution (per forward: the window's resolution
+    over the forwards it holds)."""
     lo, hi = median_interval(values)
     mid = quantile(values, 0.5)
-    if (hi - lo) / 2.0 <= RESOLUTION_MS and mid > 0:
+    if (hi - lo) / 2.0 <= resolution_ms and mid > 0:
         return 0.0
     return (hi - lo) / 2.0 / mid if mid > 0 else float("inf")
 
 
-def precise_enough(estimates, precision):
-    return len(estimates) >= 6 and relative_width(estimates) <= precision
+def precise_enough(estimates, precision, forwards=1):
+    return len(estimates) >= 6 and relative_width(estimates, RESOLUTION_MS / forwards) <= precision
 
 
 def calibration(runs, fill_ms=0.0):
@@ -108,15 +138,17 @@ def calibration(runs, fill_ms=0.0):
             "tail_floor_ms": quantile(tails, 0.1), "queue_ms": quantile(queues, 0.5), "runs": len(runs)}
 
 
-def side_figures(estimates_ms, windows_ms, null_ms, reported_ms):
-    """One side's TimingStats from its runs' figures (window less the null's): the median
-    with its 95% interval, and whether that interval is wide (noisy)."""
+def side_figures(estimates_ms, windows_ms, null_ms, reported_ms, forwards=1):
+    """One side's TimingStats from its runs' figures per forward (window less the null's,
+    over the forwards it held): the median with its 95% interval, and whether that interval
+    is wide (noisy). `windows_ms` and `null_ms` are whole windows."""
     figures = stats(estimates_ms)
     lo, hi = median_interval(estimates_ms)
     figures["median_ms"] = max(figures["median_ms"], FLOOR_MS)
     figures.update({
         "ci_low_ms": max(lo, FLOOR_MS), "ci_high_ms": max(hi, FLOOR_MS),
-        "noisy": relative_width(estimates_ms) > NOISY,
+        "noisy": relative_width(estimates_ms, RESOLUTION_MS / forwards) > NOISY,
+        "forwards_per_window": forwards,
         "window_median_ms": quantile(windows_ms, 0.5), "null_ms": null_ms,
         "reported_median_ms": quantile(reported_ms, 0.5) if reported_ms else None,
     })
@@ -127,7 +159,8 @@ def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0
                     resamples=BOOTSTRAP_RESAMPLES, seed=0):
     """95% percentile interval of reference/kernel, each its median window less the median
     null window (the kernel's less its process's offset too), resampling the three sets of
-    runs with replacement."""
+    runs with replacement. Both models' windows hold the same number of forwards, which
+    cancels in the ratio."""
     import torch
 
     gen = torch.Generator().manual_seed(int(seed))

@@ -181,9 +181,10 @@ class WindowClock:
         return self.gate is not None and self.in_a_row < UNGATE_AFTER
 
     def run(self, link, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True,
-            deadline_s=60.0):
-        """One run: returns a Run. `write_inputs()` queues the run's inputs on the judge's
-        stream; `snapshot()` (checked runs) copies the slots on it right after the close."""
+            deadline_s=60.0, forwards=1):
+        """One run of `forwards` forwards: returns a Run. `write_inputs()` queues the run's
+        inputs on the judge's stream; `snapshot()` (checked runs) copies the slots on it
+        right after the close."""
         import torch
 
         stream = torch.cuda.current_stream()
@@ -200,7 +201,7 @@ class WindowClock:
                 thrash_l2(flush)
             write_value(stream, self.address["a"], self.seq)
             self.at.record(stream)
-            link.send({"op": "forward", "mode": mode, "run": run, "seq": self.seq})
+            link.send({"op": "forward", "mode": mode, "run": run, "seq": self.seq, "forwards": forwards})
             sent = time.perf_counter()
             in_time = link.ready(armed_within_s) if gated else True
             if in_time:

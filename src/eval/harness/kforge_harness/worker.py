@@ -33,6 +33,7 @@ class Worker:
         self.model = None
         self.inputs = None
         self.outputs = None
+        self.sets = []
         self.ctx = {"interpret": not self.gpu, "kernel_file": None, "jit_kernels": job.get("jit_kernels") or []}
 
     def reply(self, message):
@@ -70,7 +71,16 @@ class Worker:
     def op_attach(self, request, mappings):
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
         self.outputs = self.borrower.attach_tree(request["outputs"], mappings)
+        self.sets = [(self.inputs, self.outputs)]
         self.reply({"type": "attached"})
+
+    def op_sets(self, request, mappings):
+        """More input sets and output slots for timed windows of several forwards (timed.py):
+        set k's forward reads set k's inputs and its outputs go into set k's slots."""
+        extra = [(self.borrower.attach_tree(s["inputs"], mappings), self.borrower.attach_tree(s["outputs"], mappings))
+                 for s in request["sets"]]
+        self.sets = [(self.inputs, self.outputs)] + extra
+        self.reply({"type": "sets_set", "sets": len(self.sets)})
 
     def op_load(self, request, mappings):
         import torch
@@ -181,29 +191,35 @@ class Worker:
 
     def windowed(self, request):
         """A run inside the judge's window (window.py): everything is queued behind the
-        judge's flag A, the outputs go into the slots on the forward's stream (PyTorch's
-        rule: a returned tensor is ready on the current stream), and "armed" says all of it
-        is queued. The events of this process time the forward alone, for the record."""
+        judge's flag A, then `forwards` forwards, each on its input set with its outputs
+        copied into that set's slots on the forward's stream (PyTorch's rule: a returned
+        tensor is ready on the current stream), then the end flag; "armed" says all of it is
+        queued. The events of this process time the forwards alone, for the record."""
         import torch
 
         from .window import wait_value, write_value
 
         a, early, end = self.clock
         seq = int(request["seq"])
+        count = int(request.get("forwards") or 1)
         stream = torch.cuda.current_stream()
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
+        events = []
+        copied = True
+        out = None
         try:
+            if not 1 <= count <= len(self.sets):
+                raise ValueError("a window of %d forwards over %d input sets" % (count, len(self.sets)))
             with torch.no_grad():
                 wait_value(stream, a, seq)
                 write_value(stream, early, seq)
-                start.record(stream)
-                if request["mode"] == "null":
-                    out = self.null_outputs()
-                else:
-                    out = self.model(*self.inputs)
-                stop.record(stream)
-                copied = self.copy_outputs(out)
+                for inputs, slots in self.sets[:count]:
+                    start = torch.cuda.Event(enable_timing=True)
+                    stop = torch.cuda.Event(enable_timing=True)
+                    start.record(stream)
+                    out = self.null_outputs() if request["mode"] == "null" else self.model(*inputs)
+                    stop.record(stream)
+                    events.append((start, stop))
+                    copied = self.copy_outputs(out, slots) and copied
                 write_value(stream, end, seq)
             if request["mode"] == "null":
                 out = None
@@ -214,7 +230,7 @@ class Worker:
             self.failure(e, "forward")
             return False
         self.reply({"type": "done", "run": request.get("run"), "copied": copied, "outputs": description,
-                    "event_ms": start.elapsed_time(stop)})
+                    "event_ms": sum(start.elapsed_time(stop) for start, stop in events) / count})
 
     def null_outputs(self):
         """What a null run returns: its own tensors shaped like the slots, just written (a
@@ -230,12 +246,13 @@ class Worker:
         tree_map(lambda v: v.fill_(0) if isinstance(v, torch.Tensor) else v, self.null_scratch)
         return self.null_scratch
 
-    def copy_outputs(self, out):
-        """Copies each output into the judge's slot of the same path, shape and dtype; the
-        judge finds out from the description which did not fit."""
+    def copy_outputs(self, out, slots=None):
+        """Copies each output into the judge's slot of the same path, shape and dtype (of
+        `slots`, the first set's by default); the judge finds out from the description which
+        did not fit."""
         import torch
 
-        slots = dict(flatten_outputs(self.outputs))
+        slots = dict(flatten_outputs(self.outputs if slots is None else slots))
         copied = True
         for path, value in flatten_outputs(out):
             slot = slots.get(path)

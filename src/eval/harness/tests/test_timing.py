@@ -134,3 +134,35 @@ def test_cached_reference_timings_are_per_physical_gpu():
     assert key(gpu0) != key(gpu0, task="u")
     assert key(gpu0) != timing.baseline_key("t", gpu0, versions, "sig", dict(job, timing_precision=0.05)), \
         "a reference timed to another precision is another baseline"
+
+
+def test_short_forwards_fill_a_window_long_ones_run_alone():
+    big_free = 80 << 30
+    assert timing.forwards_per_window([0.010, 0.020], 1 << 20, big_free) == 50, "the shorter model sets it"
+    assert timing.forwards_per_window([0.002], 1 << 20, big_free) == timing.MAX_FORWARDS
+    assert timing.forwards_per_window([0.6, 0.8], 1 << 20, big_free) == 1
+    assert timing.forwards_per_window([0.25], 1 << 20, big_free) == 2
+
+
+def test_forwards_per_window_stay_within_the_sets_memory_and_the_draws_time():
+    big_free = 80 << 30
+    # 64 MiB a set, both sides' extra sets within 256 MiB: one extra set each.
+    assert timing.forwards_per_window([0.005], 64 << 20, big_free) == 3
+    # A quarter of the free memory bounds it below SETS_BYTES.
+    assert timing.forwards_per_window([0.005], 1 << 20, 16 << 20) == 3
+    # Draws of 2 ms each: 12 fit the host time a run may spend on them.
+    assert timing.forwards_per_window([0.005], 1 << 20, big_free, draw_ms=2.0) == 12
+    assert timing.forwards_per_window([0.005], 1 << 20, big_free, draw_ms=100.0) == 1
+
+
+def test_figures_of_a_window_of_several_forwards_are_per_forward():
+    # 10 forwards a window: windows 0.3 ms of null plus 10 x 0.02 ms.
+    windows = [0.500 + 0.0002 * (i % 3) for i in range(30)]
+    estimates = [(w - 0.300) / 10 for w in windows]
+    figures = timing.side_figures(estimates, windows, 0.300, [0.02] * 30, forwards=10)
+    assert figures["median_ms"] == pytest.approx(0.02002) and figures["forwards_per_window"] == 10
+    assert figures["window_median_ms"] == pytest.approx(0.5002)
+    # The clock resolves a window to RESOLUTION_MS, a forward of it to a tenth of that.
+    spread = [0.0200 + 0.0001 * (i % 2) for i in range(30)]
+    assert timing.relative_width(spread, timing.RESOLUTION_MS / 10) > 0
+    assert timing.relative_width(spread) == 0.0
