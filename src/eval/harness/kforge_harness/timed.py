@@ -83,24 +83,33 @@ def null_run(side, i, write_inputs, flush, forwards=1):
     return (run.window_ms, run.tail_ms, run.queue_ms)
 
 
-def fill_time(slots, forwards=1):
-    """The time (ms) of filling tensors like the outputs `forwards` times back to back, on
-    the judge's stream: what a null run's forwards do in the worker (worker.null_outputs),
-    added back to its window."""
+def fill_time(slots, gate, forwards=1):
+    """The GPU time (ms) of filling tensors like the outputs `forwards` times back to back,
+    on the judge's stream: what a null run's forwards do in the worker (worker.null_outputs),
+    added back to its window. Queued behind the gate (when there is one) as the worker's
+    are: launched one by one onto an idle stream, each small fill would wait for the host's
+    launch, several microseconds that no window holds."""
     import torch
 
     from .tensors import flatten_outputs
 
     tensors = [t for _, t in flatten_outputs(slots) if isinstance(t, torch.Tensor)]
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream()
     times = []
     for _ in range(11):
         torch.cuda.synchronize()
-        start.record()
-        for _ in range(forwards):
-            for t in tensors:
-                t.fill_(0)
-        stop.record()
+        if gate is not None:
+            gate.hold(stream)
+        try:
+            start.record(stream)
+            for _ in range(forwards):
+                for t in tensors:
+                    t.fill_(0)
+            stop.record(stream)
+        finally:
+            if gate is not None:
+                gate.release()
         stop.synchronize()
         times.append(start.elapsed_time(stop))
     return timing.quantile(times[1:], 0.5)
@@ -123,7 +132,7 @@ def calibrate(sides, flush, progress):
     for side, write in sides:
         warm_nulls(side, write, flush)
     clocks_up(flush)
-    fill = fill_time(sides[0][0].slots)
+    fill = fill_time(sides[0][0].slots, sides[0][0].clock.gate)
     runs = {id(side): [] for side, _ in sides}
     for i in range(CALIBRATION_RUNS):
         for side, write in sides:
@@ -151,8 +160,9 @@ class Outcome:
     """One side's timed runs: the judge's figures (whole windows of `forwards` forwards)
     and what the worker reported (per forward)."""
 
-    def __init__(self, forwards):
+    def __init__(self, forwards, fill_ms=0.0):
         self.forwards = forwards
+        self.fill_ms = fill_ms  # added back to each null window: its forwards' fills
         self.windows = []
         self.reported = []
         self.queues = []
@@ -176,6 +186,7 @@ class Outcome:
         # exceeds its GPU time would be host-bound in eager use (windows hold GPU time only).
         figures["host_queue_ms"] = max(timing.quantile(self.queues, 0.5) - own_null["queue_ms"], 0.0) / self.forwards
         figures.update({"requested_runs": job["timing_trials"], "budget_limited": self.budget_limited,
+                        "null_fill_ms": self.fill_ms,
                         "checked_runs": sorted(self.checked), "precision_reached": self.precision_reached})
         return figures
 
@@ -238,7 +249,7 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
     sides = [ref] + ([kernel] if kernel is not None else [])
     estimates = [warm_up(side, job, flush) for side in sides]
     forwards = widen(sides, estimates, flush, draw_ms() if draw_ms is not None else 0.0)
-    fill_ms = fill_time(ref.slots, forwards)
+    fill_ms = fill_time(ref.slots, ref.clock.gate, forwards)
     per_run = forwards * sum(estimates) + ref.null["overhead_ms"]
     clocks_up(flush)
     planned = timing.run_count(per_run, job)
@@ -246,7 +257,7 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
                                                 ", %d forwards a window" % forwards if forwards > 1 else ""))
     deadline = time.time() + job["timing_budget_s"] * len(sides)
     nulls = []
-    outcomes = {id(side): Outcome(forwards) for side in sides}
+    outcomes = {id(side): Outcome(forwards, fill_ms) for side in sides}
     offset = (kernel.null["overhead_ms"] - ref.null["overhead_ms"]) if kernel is not None else 0.0
     i = 0
     budget_limited = False
