@@ -46,7 +46,7 @@ BOOTSTRAP_RESAMPLES = 2000
 # output slots of both processes within SETS_BYTES and a quarter of the free memory.
 WINDOW_TARGET_MS = 0.5
 MAX_FORWARDS = 64
-SETS_BYTES = 256 << 20
+SETS_BYTES = 1 << 30
 # Every forward gets a fresh draw of the task's inputs: a window holds no more forwards than
 # draws of DRAWS_MS_PER_RUN take.
 DRAWS_MS_PER_RUN = 25.0

@@ -146,8 +146,8 @@ def test_short_forwards_fill_a_window_long_ones_run_alone():
 
 def test_forwards_per_window_stay_within_the_sets_memory_and_the_draws_time():
     big_free = 80 << 30
-    # 64 MiB a set, both sides' extra sets within 256 MiB: one extra set each.
-    assert timing.forwards_per_window([0.005], 64 << 20, big_free) == 3
+    # 64 MiB a set, both sides' extra sets within 1 GiB: eight extra sets each.
+    assert timing.forwards_per_window([0.005], 64 << 20, big_free) == 9
     # A quarter of the free memory bounds it below SETS_BYTES.
     assert timing.forwards_per_window([0.005], 1 << 20, 16 << 20) == 3
     # Draws of 2 ms each: 12 fit the host time a run may spend on them.
