@@ -19,6 +19,7 @@ from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
 
 CALIBRATION_RUNS = 30  # per side, alternating
+WIDE_PROBES = 2  # gated windows of several forwards before they are used (widen)
 ESTIMATE_RUNS = 3  # gated runs of one forward after the warm-up, for the forwards per window
 WARM_RUNS = 3  # ungated windowed runs first: the driver loads modules lazily, which the gate would hold
 # A worker that has not said "armed" this long after being asked (and never less than
@@ -212,9 +213,12 @@ def warm_up(side, job, flush):
 
 def widen(sides, estimates, flush, draw_ms):
     """The forwards per window for these models (timing.forwards_per_window; one input draw
-    takes `draw_ms`, one per forward is drawn): each side is
-    lent the input sets and slots, and a warm-up window of that many forwards (ungated)
-    sets how long the gate waits for the worker to queue them."""
+    takes `draw_ms`, one per forward is drawn): each side is lent the input sets and slots,
+    and a warm-up window of that many forwards (ungated) sets how long the gate waits for
+    the worker to queue them. Then WIDE_PROBES gated windows per side: a forward of many
+    launches (an RNN's steps) can fill the stream's launch queue while the gate holds it,
+    and the worker then cannot say "armed" until the gate opens, which would put its host
+    time into every window. Any such timeout keeps one forward per window."""
     import torch
 
     from .memory import tensor_bytes
@@ -224,13 +228,29 @@ def widen(sides, estimates, flush, draw_ms):
     forwards = timing.forwards_per_window(estimates, set_bytes, free, draw_ms)
     if forwards == 1:
         return 1
+    single = {id(side): side.armed_s for side in sides}
     for side in sides:
         side.widen(forwards)
         write, _ = side.refresh(-50, False, side.input_sets(forwards))
         started = time.perf_counter()
         side.run("timed", -50, write, flush, None, gated=False, forwards=forwards)
         side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 4 * (time.perf_counter() - started)))
-    return forwards
+    queued = True
+    for side in sides:
+        if side.clock.gate is None:
+            continue
+        before = side.clock.timeouts
+        for i in range(WIDE_PROBES):
+            write, _ = side.refresh(-60 - i, False, side.input_sets(forwards))
+            side.run("timed", -60 - i, write, flush, side.armed_s, forwards=forwards)
+        if side.clock.timeouts > before:
+            queued = False
+        side.clock.timeouts, side.clock.in_a_row = before, 0  # probes, not timed runs
+    if queued:
+        return forwards
+    for side in sides:
+        side.armed_s = single[id(side)]
+    return 1
 
 
 def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=None):
