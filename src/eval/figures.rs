@@ -80,6 +80,9 @@ pub fn environment_lines(env: &TimingEnvironment) -> Vec<(&'static str, String)>
         if let Some(p) = &env.float32_matmul_precision {
             math.push_str(&format!(", float32 matmul precision {p}"));
         }
+        if let Some(policy) = env.precision {
+            math = format!("{policy}: {}; reference {math}", policy.comparison());
+        }
         lines.push(("math", math));
     }
     let mut clocks: Vec<String> = [
