@@ -52,9 +52,9 @@ impl PrecisionPolicy {
     /// What the two sides compute in, for figures: `fp32 vs fp32`, `TF32 vs TF32`, ...
     pub fn comparison(&self) -> &'static str {
         match self {
-            PrecisionPolicy::Strict => "fp32 vs fp32 (TF32 off)",
+            PrecisionPolicy::Strict => "fp32 vs fp32",
             PrecisionPolicy::Tf32 => "TF32 vs TF32",
-            PrecisionPolicy::Pytorch => "PyTorch defaults (TF32 cuDNN on, matmul off)",
+            PrecisionPolicy::Pytorch => "PyTorch defaults",
         }
     }
 
