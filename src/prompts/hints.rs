@@ -285,11 +285,10 @@ pub fn precision_hint(policy: PrecisionPolicy, reduced: &[MathKind]) -> Option<S
              half-precision speed is not available on a float32 task under `precision = \"{policy}\"`."
         ));
     }
-    if reduced
-        .iter()
-        .any(|k| matches!(k, MathKind::Tf32Enabled | MathKind::Autocast))
-        && !(policy.allows_tf32() && !reduced.contains(&MathKind::Autocast))
-    {
+    // Under `tf32` switching TF32 on is accepted; autocast (half precision) never is.
+    let switched = reduced.contains(&MathKind::Autocast)
+        || (reduced.contains(&MathKind::Tf32Enabled) && !policy.allows_tf32());
+    if switched {
         parts.push(format!(
             "Do not switch reduced precision on for PyTorch (`torch.backends.*.allow_tf32 = True`, \
              `torch.set_float32_matmul_precision(\"high\")`, autocast): under `precision = \"{policy}\"` the \
