@@ -52,24 +52,44 @@ pub enum Executor {
     Spawn,
 }
 
-/// How floating-point outputs are compared (`[eval] tolerance`).
+/// How floating-point outputs are compared (`[eval] tolerance`; docs/eval-result.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Tolerance {
-    /// atol scaled down to 2% of an output's own magnitude where that is smaller.
+    /// atol = rtol per output dtype (float32 1e-4, float16/bfloat16 1e-2, as KernelBench
+    /// and torchbench), atol scaled down to 2% of an output's own magnitude where smaller.
     #[default]
-    Scaled,
-    /// KernelBench's rule: `allclose(atol, rtol)` as configured.
+    Dtype,
+    /// KernelBench HEAD's rule exactly: `torch.allclose(ref, new, atol=tol, rtol=tol)` with
+    /// the dtype's tolerance, unscaled.
     Kernelbench,
+    /// kforge's rule before per-dtype tolerances: one atol = rtol = 1e-2 for every dtype,
+    /// scaled as `dtype`.
+    Scaled,
 }
+
+impl Tolerance {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Tolerance::Dtype => "dtype",
+            Tolerance::Kernelbench => "kernelbench",
+            Tolerance::Scaled => "scaled",
+        }
+    }
+}
+
+pub use crate::protocol::PrecisionPolicy;
 
 /// `[eval]`: correctness and timing rules. Defaults are docs/architecture.md, Evaluation.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvalConfig {
-    /// Absolute and relative tolerance for floating-point outputs.
-    pub atol: f64,
-    pub rtol: f64,
+    /// Absolute and relative tolerance for floating-point outputs, for every dtype. Unset
+    /// (the default): each output's from its dtype (`tolerance`, `precision`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
     /// Correctness trials with fresh seeded inputs.
     pub trials: u32,
     /// Extra trial on standard-normal inputs when the reference stays finite on them.
@@ -108,9 +128,14 @@ pub struct EvalConfig {
     pub host_time_ratio: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_slack_ms: Option<f64>,
-    /// `scaled` (default): atol shrinks to 2% of an output's own magnitude where that is
-    /// below atol, so zeros cannot pass a tiny output; `kernelbench`: KernelBench's rule.
+    /// `dtype` (default): atol = rtol per output dtype, atol shrinking to 2% of an output's
+    /// own magnitude where that is below it, so zeros cannot pass a tiny output;
+    /// `kernelbench`: KernelBench's rule exactly; `scaled`: 1e-2 for every dtype, scaled.
     pub tolerance: Tolerance,
+    /// `strict` (default): the kernel keeps the task's dtype (TF32 off on both sides);
+    /// `tf32`: TF32 allowed, the reference runs in TF32 too; `pytorch`: the reference under
+    /// PyTorch's defaults (cuDNN TF32 on), as KernelBench runs it.
+    pub precision: PrecisionPolicy,
     /// Run the static filter before a kernel runs (default true). Off, only the dynamic
     /// defenses (sandbox, judge, audit) stand: for testing them, or for research on what
     /// kernels attempt.
@@ -126,8 +151,8 @@ pub struct EvalConfig {
 impl Default for EvalConfig {
     fn default() -> Self {
         Self {
-            atol: 1e-2,
-            rtol: 1e-2,
+            atol: None,
+            rtol: None,
             trials: 5,
             signed_trial: true,
             post_timing_check: true,
@@ -144,7 +169,8 @@ impl Default for EvalConfig {
             suspicious_speedup: 10.0,
             host_time_ratio: None,
             host_slack_ms: None,
-            tolerance: Tolerance::Scaled,
+            tolerance: Tolerance::Dtype,
+            precision: PrecisionPolicy::Strict,
             static_checks: true,
             require_sandbox: true,
             baseline_cache: true,
@@ -338,7 +364,11 @@ mod tests {
     fn defaults_match_design() {
         let c = Config::load_files(&[], None).unwrap();
         assert_eq!(c.eval.trials, 5);
-        assert_eq!(c.eval.atol, 1e-2);
+        // Tolerances per output dtype unless set; TF32 off on both sides.
+        assert_eq!(c.eval.atol, None);
+        assert_eq!(c.eval.rtol, None);
+        assert_eq!(c.eval.tolerance, Tolerance::Dtype);
+        assert_eq!(c.eval.precision, PrecisionPolicy::Strict);
         assert_eq!(c.eval.timing_trials, 300);
         assert_eq!(c.eval.min_timing_trials, 20);
         assert_eq!(c.eval.timing_precision, 0.01);
@@ -391,6 +421,33 @@ mod tests {
     }
 
     #[test]
+    fn precision_policy_and_tolerance_modes_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(
+            dir.path(),
+            "k.toml",
+            "[eval]\nprecision = \"tf32\"\ntolerance = \"kernelbench\"\n",
+        );
+        let c = Config::load_files(&[], Some(&file)).unwrap();
+        assert_eq!(c.eval.precision, PrecisionPolicy::Tf32);
+        assert_eq!(c.eval.tolerance, Tolerance::Kernelbench);
+        let file = write(dir.path(), "p.toml", "[eval]\nprecision = \"pytorch\"\n");
+        assert_eq!(
+            Config::load_files(&[], Some(&file)).unwrap().eval.precision,
+            PrecisionPolicy::Pytorch
+        );
+        let bad = write(dir.path(), "bad.toml", "[eval]\nprecision = \"fp8\"\n");
+        assert!(Config::load_files(&[], Some(&bad)).is_err());
+        // An older session's settings (one atol, the scaled rule) still load.
+        let old: EvalConfig = serde_json::from_value(
+            serde_json::json!({"atol": 0.01, "rtol": 0.01, "tolerance": "scaled"}),
+        )
+        .unwrap();
+        assert_eq!((old.atol, old.tolerance), (Some(0.01), Tolerance::Scaled));
+        assert_eq!(old.precision, PrecisionPolicy::Strict);
+    }
+
+    #[test]
     fn later_layers_override_single_keys() {
         let dir = tempfile::tempdir().unwrap();
         let user = write(dir.path(), "user.toml", "[eval]\ntrials = 7\natol = 0.5\n");
@@ -401,7 +458,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.eval.trials, 7);
-        assert_eq!(c.eval.atol, 0.001);
+        assert_eq!(c.eval.atol, Some(0.001));
+        assert_eq!(c.eval.rtol, None, "unset: the dtype's");
         assert_eq!(c.sources.len(), 2);
         assert_eq!(c.sources[1], project);
     }

@@ -367,6 +367,14 @@ pub fn render_report(state: &SessionState) -> String {
         "correctness only, no timing"
     };
     let _ = writeln!(out, "| Device | {} ({timing}) |", cell(&info.device, 80));
+    if let Some(p) = info.precision {
+        let _ = writeln!(
+            out,
+            "| Precision | {p} ({}; float32 tolerance {:e}) |",
+            p.comparison(),
+            p.float32_tolerance()
+        );
+    }
     let _ = writeln!(
         out,
         "| Mode | {} |",
@@ -671,6 +679,7 @@ pub fn summary_json(state: &SessionState) -> Value {
         "device": info.device,
         "mode": format!("{:?}", state.mode).to_lowercase(),
         "timing_meaningful": info.timing_meaningful,
+        "precision": info.precision,
         "started": state.started,
         "ended": state.last_ts,
         "state": format!("{:?}", state.state).to_lowercase(),
@@ -856,6 +865,7 @@ mod tests {
             mode: Mode::Auto,
             device: "cuda:0".into(),
             timing_meaningful: true,
+            precision: None,
         })
         .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
         .candidate(2, None, CandidateKind::Seed { index: 2 }, None)
@@ -915,6 +925,7 @@ mod tests {
             mode: Mode::Review,
             device: "cuda:0 (NVIDIA H200)".into(),
             timing_meaningful: true,
+            precision: Some(crate::protocol::PrecisionPolicy::Tf32),
         })
         .call(1, CallKind::Seed, None, Some(0.01), true)
         .candidate(1, None, CandidateKind::Seed { index: 1 }, Some(1))
@@ -1030,9 +1041,11 @@ mod tests {
             "| Ended | 2026-11-21 08:40:00 UTC (after 39m 00s) |",
             "| Final state | finished: all steps done |",
             "| Best | #6 (stage 1 grid_and_parallel), score 1.52x, `kernels/6-stage.py` |",
+            "| Precision | tf32 (TF32 vs TF32; float32 tolerance 1e-2) |",
         ] {
             assert!(has_line(&r, line), "missing {line:?} in\n{r}");
         }
+        assert_eq!(summary_json(&session())["precision"], "tf32");
     }
 
     #[test]
@@ -1056,6 +1069,7 @@ mod tests {
             mode: Mode::Step,
             device: "cpu".into(),
             timing_meaningful: false,
+            precision: None,
         })
         .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
         .eval(1, None, "correct", None)
@@ -1224,6 +1238,7 @@ mod tests {
             mode: Mode::Auto,
             device: "cpu (Triton interpreter)".into(),
             timing_meaningful: false,
+            precision: None,
         })
         .candidate(1, None, CandidateKind::Manual, None)
         .eval(1, None, "correct", None)

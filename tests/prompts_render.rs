@@ -485,3 +485,84 @@ fn the_user_dir_comes_from_the_config_else_the_working_directory() {
         Some(std::path::PathBuf::from("prompts"))
     );
 }
+
+/// Issue 22: the code-writing prompts state the precision the kernel must keep, and a
+/// mismatch of a kernel found computing in TF32 gets the fix as its first hint.
+#[test]
+fn prompts_state_the_precision_policy_and_repairs_name_the_tf32_fix() {
+    use kforge::protocol::PrecisionPolicy;
+
+    let set = PromptSet::new(None).unwrap();
+    let strict = PromptContext::for_task("12_Gemm", RELU_TASK)
+        .with_precision(PrecisionPolicy::Strict, None, None)
+        .with_kernel(Some(RELU_KERNEL.into()));
+    let tf32 = strict
+        .clone()
+        .with_precision(PrecisionPolicy::Tf32, None, None);
+    let mut analysed = strict.clone();
+    analysed.analysis = full_context().analysis;
+    for (name, ctx) in [
+        (TemplateName::Seed, &strict),
+        (TemplateName::Repair, &strict),
+        (TemplateName::OptimizeFromAnalysis, &analysed),
+    ] {
+        let u = set.render(name, ctx).unwrap().user;
+        assert!(
+            u.contains("10. Precision: `precision = \"strict\"`"),
+            "{name:?}: {u}"
+        );
+        assert!(u.contains("input_precision=\"ieee\""), "{name:?}");
+        assert!(u.contains("input_precision=\"tf32x3\""), "{name:?}");
+        assert!(u.contains("atol = rtol = 1e-4 for float32"), "{name:?}");
+    }
+    let u = set.render(TemplateName::Seed, &tf32).unwrap().user;
+    assert!(u.contains("TF32 is allowed"), "{u}");
+    assert!(
+        u.contains("TF32 vs TF32") && u.contains("1e-2 for float32"),
+        "{u}"
+    );
+    assert!(!u.contains("input_precision=\"ieee\""), "{u}");
+    let explicit = PromptContext::for_task("t", RELU_TASK).with_precision(
+        PrecisionPolicy::Strict,
+        Some(1e-3),
+        None,
+    );
+    let u = set.render(TemplateName::Seed, &explicit).unwrap().user;
+    assert!(u.contains("within atol 1e-3, rtol 1e-4"), "{u}");
+    // Without a policy in the context (an older caller) the rule is left out.
+    let u = set
+        .render(TemplateName::Seed, &PromptContext::for_task("t", RELU_TASK))
+        .unwrap()
+        .user;
+    assert!(!u.contains("10. Precision"), "{u}");
+
+    let mut result = failed(
+        Category::Mismatch,
+        "trial 1: out: 65000 of 65536 elements outside tolerance (atol 0.0001, rtol 0.0001)",
+        "",
+    );
+    result.precision = Some(
+        serde_json::from_value(serde_json::json!({
+            "policy": "strict", "reduced": ["tf32_dot"],
+            "statement": "the kernel computes in lower precision than the task's float32"
+        }))
+        .unwrap(),
+    );
+    let repair = strict.clone().with_eval(&result);
+    assert!(
+        repair.hints[0].contains("input_precision=\"ieee\"")
+            && repair.hints[0].contains("3-8x slower"),
+        "{:?}",
+        repair.hints
+    );
+    let u = set.render(TemplateName::Repair, &repair).unwrap().user;
+    assert!(u.contains("about a third of TF32's speed"), "{u}");
+    // Under tf32 the same finding is accepted: no precision hint.
+    result.precision.as_mut().unwrap().policy = PrecisionPolicy::Tf32;
+    let repair = tf32.with_eval(&result);
+    assert!(
+        !repair.hints.iter().any(|h| h.contains("3-8x slower")),
+        "{:?}",
+        repair.hints
+    );
+}

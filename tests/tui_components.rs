@@ -186,7 +186,8 @@ fn the_eval_tab_shows_the_intervals_and_the_environment() {
         "score       1.83x [1.79-1.87]  (95% interval: bootstrap, 2000 resamples",
         "reported    1.85x (the processes' own CUDA-event medians: information only)",
         "── environment ──",
-        "math        TF32 matmul off, TF32 cuDNN on, float32 matmul precision highest",
+        "math        strict, fp32 vs fp32; reference TF32 matmul off, TF32 cuDNN on, float32 matmul",
+        "precision   strict (float32 atol=rtol 1e-4)",
         "clocks      SM 1980 MHz (max 1980), memory 2619 MHz (max 2619), not locked, throttle: idle",
         "software    driver 580.159.04, CUDA 13.0, torch 2.9.1, triton 3.5.1",
     ] {

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use super::results::TaskResult;
 use super::summary::BatchSummary;
 use crate::eval::EvalResult;
-use crate::eval::protocol::Timing;
-use crate::protocol::Category;
+use crate::eval::protocol::{PrecisionRecord, Timing};
+use crate::protocol::{Category, PrecisionPolicy};
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
@@ -110,6 +110,12 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
     if let (Value::Object(m), Some(t)) = (&mut metadata, timing) {
         m.extend(timing_metadata(t));
     }
+    if let Value::Object(m) = &mut metadata {
+        m.extend(precision_metadata(
+            result.as_ref().and_then(|r| r.precision.as_ref()),
+            task.precision,
+        ));
+    }
     if let Some(category) = eval.category {
         metadata["error_category"] = json!(category.as_str());
         metadata["error"] = json!(eval.summary);
@@ -126,6 +132,24 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         }),
         kernel,
     )
+}
+
+/// The precision the kernel was held to (the result's policy, else the session's) and, where
+/// the result has it, the whole precision record: what the kernel computes in, the
+/// tolerances, the reference's settings (issue 22).
+fn precision_metadata(
+    record: Option<&PrecisionRecord>,
+    session: Option<PrecisionPolicy>,
+) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "kforge_precision_policy".into(),
+        json!(record.map(|p| p.policy).or(session)),
+    );
+    if let Some(p) = record {
+        m.insert("kforge_precision".into(), json!(p));
+    }
+    m
 }
 
 /// What kforge's timing adds to an exported entry's metadata: the speedup's 95% interval,
@@ -193,6 +217,34 @@ pub fn write_kernelbench(batch: &Path, summary: &BatchSummary) -> Result<Vec<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_export_says_the_precision_policy_and_what_the_kernel_computes_in() {
+        let record: PrecisionRecord = serde_json::from_value(json!({
+            "policy": "tf32", "reduced": [], "statement": "the kernel's GEMMs compute in TF32",
+            "kernel_math": [{"category": "tf32_dot", "line": 9, "text": "tl.dot at line 9", "where": "kernel k",
+                             "lowers": true, "dynamic": false}]
+        }))
+        .unwrap();
+        let m = Value::Object(precision_metadata(
+            Some(&record),
+            Some(PrecisionPolicy::Strict),
+        ));
+        assert_eq!(m["kforge_precision_policy"], "tf32", "the result's own");
+        assert_eq!(
+            m["kforge_precision"]["kernel_math"][0]["category"],
+            "tf32_dot"
+        );
+        assert_eq!(
+            m["kforge_precision"]["statement"],
+            "the kernel's GEMMs compute in TF32"
+        );
+        let m = Value::Object(precision_metadata(None, Some(PrecisionPolicy::Strict)));
+        assert_eq!(m["kforge_precision_policy"], "strict");
+        assert!(m.get("kforge_precision").is_none());
+        let m = Value::Object(precision_metadata(None, None));
+        assert_eq!(m["kforge_precision_policy"], Value::Null);
+    }
 
     #[test]
     fn the_export_keeps_the_interval_and_the_environment() {

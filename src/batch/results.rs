@@ -78,6 +78,8 @@ pub struct TaskResult {
     pub device: Option<String>,
     /// Whether scores are real (GPU) speedups.
     pub timed: bool,
+    /// The precision policy its evaluations ran under (None: a session from before it).
+    pub precision: Option<crate::protocol::PrecisionPolicy>,
     pub candidates: usize,
     pub calls: usize,
     pub input_tokens: u64,
@@ -205,6 +207,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         kernel_ms: None,
         device: None,
         timed: false,
+        precision: None,
         candidates: 0,
         calls: 0,
         input_tokens: 0,
@@ -236,6 +239,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         TaskStatus::Interrupted
     };
     result.timed = state.info.as_ref().is_some_and(|i| i.timing_meaningful);
+    result.precision = state.info.as_ref().and_then(|i| i.precision);
     result.candidates = state.candidates.len();
     result.calls = state.calls.len();
     let usage = state.total_usage();

@@ -184,7 +184,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file\n",
+        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -196,7 +196,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
@@ -220,6 +220,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
                     .as_ref()
                     .map_or(String::new(), |f| f.display().to_string())
             ),
+            t.precision.map_or("", |p| p.as_str()),
         );
     }
     out
@@ -236,6 +237,17 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         summary.provider,
         summary.model
     );
+    let mut policies: Vec<String> = summary
+        .tasks
+        .iter()
+        .filter_map(|t| t.precision)
+        .map(|p| format!("{p} ({})", p.comparison()))
+        .collect();
+    policies.sort();
+    policies.dedup();
+    if !policies.is_empty() {
+        let _ = writeln!(md, "Precision policy: {}.\n", policies.join(", "));
+    }
     let _ = writeln!(md, "![speedup distribution]({SPEEDUPS_SVG})\n");
     md.push_str("## Results\n\n");
     md.push_str("| group | tasks | finished | correct | fast_0 | fast_1 | fast_1.5 | fast_2 | geomean | mean | tokens | cost | cost/task |\n");
@@ -377,6 +389,7 @@ mod tests {
             kernel_ms: None,
             device: None,
             timed: true,
+            precision: Some(crate::protocol::PrecisionPolicy::Strict),
             candidates: 1,
             calls: 2,
             input_tokens: 100,
@@ -519,6 +532,17 @@ mod tests {
                 .unwrap()
                 .starts_with("L2,2,1,complete,true,3.0000,2.9000,3.1000,"),
             "{csv}"
+        );
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",best_file,precision")
+        );
+        assert!(csv.lines().nth(2).unwrap().ends_with(",strict"), "{csv}");
+        assert!(
+            md.contains("Precision policy: strict (fp32 vs fp32).\n"),
+            "{md}"
         );
     }
 }

@@ -135,13 +135,20 @@ impl DeviceChoice {
 /// Correctness options shared by `eval` and `run`.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct CheckArgs {
-    /// Absolute tolerance of the output comparison (default 1e-2, `[eval] atol`; with the
-    /// default `scaled` rule it shrinks to 2% of an output's own magnitude where smaller).
+    /// Absolute tolerance of the output comparison for every dtype (`[eval] atol`; default:
+    /// each output's dtype's, 1e-4 for float32 and 1e-2 for float16/bfloat16; it shrinks to
+    /// 2% of an output's own magnitude where smaller, except under `tolerance = "kernelbench"`).
     #[arg(long)]
     pub atol: Option<f64>,
-    /// Relative tolerance of the output comparison (default 1e-2, `[eval] rtol`).
+    /// Relative tolerance of the output comparison for every dtype (`[eval] rtol`; default:
+    /// the dtype's).
     #[arg(long)]
     pub rtol: Option<f64>,
+    /// Precision policy (`[eval] precision`): `strict` (the task's dtype, TF32 off on both
+    /// sides), `tf32` (TF32 allowed, the reference in TF32 too), `pytorch` (the reference
+    /// under PyTorch's defaults, as KernelBench).
+    #[arg(long, value_parser = parse_precision)]
+    pub precision: Option<crate::protocol::PrecisionPolicy>,
     /// Correctness trials with fresh seeded inputs.
     #[arg(long)]
     pub trials: Option<u32>,
@@ -150,13 +157,21 @@ pub struct CheckArgs {
     pub timeout: Option<f64>,
 }
 
+fn parse_precision(s: &str) -> Result<crate::protocol::PrecisionPolicy, String> {
+    crate::protocol::PrecisionPolicy::parse(s)
+        .ok_or_else(|| format!("unknown precision policy `{s}` (strict, tf32 or pytorch)"))
+}
+
 impl CheckArgs {
     pub fn apply(&self, eval: &mut EvalConfig) {
         if let Some(v) = self.atol {
-            eval.atol = v;
+            eval.atol = Some(v);
         }
         if let Some(v) = self.rtol {
-            eval.rtol = v;
+            eval.rtol = Some(v);
+        }
+        if let Some(v) = self.precision {
+            eval.precision = v;
         }
         if let Some(v) = self.trials {
             eval.trials = v;

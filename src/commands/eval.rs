@@ -146,16 +146,7 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
         let style = Style::detect(std::io::stdout().is_terminal());
-        print!(
-            "{}",
-            verdict::render(
-                &result,
-                settings.atol,
-                settings.rtol,
-                saved.as_deref(),
-                style
-            )
-        );
+        print!("{}", verdict::render(&result, saved.as_deref(), style));
     }
     Ok(if result.correct {
         ExitCode::SUCCESS

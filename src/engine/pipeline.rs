@@ -89,6 +89,7 @@ impl Inner {
                 mode: self.pipeline.mode,
                 device: self.devices.to_string(),
                 timing_meaningful: self.timing_meaningful(),
+                precision: Some(self.eval.precision),
             });
         }
         self.emit(Event::StateChanged {

@@ -346,7 +346,8 @@ impl Inner {
     /// evaluation said (failure and hints, or timing and metrics).
     pub fn context_for(&self, id: Option<CandidateId>) -> PromptContext {
         let mut ctx = PromptContext::for_task(&self.task.name, &self.task.source)
-            .with_timing_meaningful(self.timing_meaningful());
+            .with_timing_meaningful(self.timing_meaningful())
+            .with_precision(self.eval.precision, self.eval.atol, self.eval.rtol);
         if let Some(id) = id {
             ctx = ctx.with_kernel(self.kernel_source(id));
             if let Some(result) = self.load_result(id) {

@@ -85,6 +85,9 @@ pub fn environment_lines(env: &TimingEnvironment) -> Vec<(&'static str, String)>
         if let Some(p) = &env.float32_matmul_precision {
             math.push_str(&format!(", float32 matmul precision {p}"));
         }
+        if let Some(policy) = env.precision {
+            math = format!("{policy}, {}; reference {math}", policy.comparison());
+        }
         lines.push(("math", math));
     }
     let mut clocks: Vec<String> = [
@@ -172,6 +175,25 @@ mod tests {
         assert!(
             method_text(Some("judge_window"), Some(34))
                 .ends_with(", 34 forwards per window (each on its own inputs)")
+        );
+    }
+
+    #[test]
+    fn the_math_line_names_the_precision_policy_the_reference_ran_under() {
+        let env = TimingEnvironment {
+            precision: Some(crate::protocol::PrecisionPolicy::Tf32),
+            tf32_matmul: Some(true),
+            tf32_cudnn: Some(true),
+            float32_matmul_precision: Some("high".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            environment_lines(&env)[0],
+            (
+                "math",
+                "tf32, TF32 vs TF32; reference TF32 matmul on, TF32 cuDNN on, float32 matmul precision high"
+                    .to_string()
+            )
         );
     }
 

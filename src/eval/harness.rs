@@ -30,6 +30,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "loading.py",
     "memory.py",
     "ncu.py",
+    "precision.py",
     "protocol.py",
     "refprocess.py",
     "sandbox.py",

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{EvalConfig, Executor, Tolerance};
+pub use crate::protocol::{MathKind, PrecisionPolicy};
 
 /// Where an evaluation runs. Written as torch names it (`cpu`, `cuda:0`), as everywhere
 /// else; sessions written before read too (`"Cpu"`, `{"Cuda": 0}`).
@@ -85,8 +86,9 @@ pub struct Job {
     pub task_path: PathBuf,
     pub kernel_path: PathBuf,
     pub device: String,
-    pub atol: f64,
-    pub rtol: f64,
+    /// Explicit tolerances for every dtype; None: each output's dtype's (`tolerance`).
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
     pub trials: u32,
     pub signed_trial: bool,
     pub post_timing_check: bool,
@@ -105,6 +107,8 @@ pub struct Job {
     pub reject_torch_ops: bool,
     pub suspicious_speedup: f64,
     pub tolerance: Tolerance,
+    /// The precision policy, applied to the reference and the kernel's process.
+    pub precision: PrecisionPolicy,
     pub require_sandbox: bool,
     pub static_checks: bool,
     pub baseline_cache: bool,
@@ -146,6 +150,7 @@ impl Job {
             reject_torch_ops: s.reject_torch_ops,
             suspicious_speedup: s.suspicious_speedup,
             tolerance: s.tolerance,
+            precision: s.precision,
             require_sandbox: s.require_sandbox,
             static_checks: s.static_checks,
             baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
@@ -372,7 +377,10 @@ pub struct Calibration {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct TimingEnvironment {
-    /// `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32`.
+    /// The precision policy the reference's settings below came from.
+    pub precision: Option<PrecisionPolicy>,
+    /// `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32`, in
+    /// the reference's timing process when it was timed.
     pub tf32_matmul: Option<bool>,
     pub tf32_cudnn: Option<bool>,
     /// `torch.get_float32_matmul_precision()`: `highest`, `high`, `medium`.
@@ -533,11 +541,123 @@ pub struct Audit {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ToleranceUsed {
+    /// `dtype`, `kernelbench` or `scaled`.
     pub mode: String,
-    pub atol: f64,
-    pub rtol: f64,
+    /// The person's explicit tolerances (None: each output's dtype's).
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
     /// Per output: the absolute tolerance after scaling to the output's own magnitude.
     pub effective_atol: std::collections::BTreeMap<String, f64>,
+    /// Per floating output: its dtype and the atol and rtol it was held to.
+    pub outputs: std::collections::BTreeMap<String, OutputTolerance>,
+}
+
+/// The tolerance of one output.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct OutputTolerance {
+    pub dtype: String,
+    pub atol: f64,
+    pub rtol: f64,
+}
+
+/// `torch.backends` precision settings in one process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TorchPrecision {
+    /// `torch.backends.cuda.matmul.allow_tf32`.
+    pub matmul: Option<bool>,
+    /// `torch.backends.cudnn.allow_tf32`.
+    pub cudnn: Option<bool>,
+    /// `torch.get_float32_matmul_precision()`.
+    pub float32_matmul_precision: Option<String>,
+}
+
+impl TorchPrecision {
+    /// `TF32 matmul off, TF32 cuDNN off, float32 matmul precision highest`.
+    pub fn describe(&self) -> String {
+        let on_off = |v: Option<bool>| match v {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "?",
+        };
+        let mut text = format!(
+            "TF32 matmul {}, TF32 cuDNN {}",
+            on_off(self.matmul),
+            on_off(self.cudnn)
+        );
+        if let Some(p) = &self.float32_matmul_precision {
+            text.push_str(&format!(", float32 matmul precision {p}"));
+        }
+        text
+    }
+}
+
+/// One thing the harness found about a kernel's math (`precision.py`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MathFinding {
+    pub category: MathKind,
+    /// Source line (None: found in the running process).
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// In words, with the line.
+    #[serde(default)]
+    pub text: String,
+    /// `kernel NAME`, `module` or `process`.
+    #[serde(default, rename = "where")]
+    pub place: String,
+    /// Below float32 on float32 data.
+    #[serde(default)]
+    pub lowers: bool,
+    /// Seen in the kernel's process (its torch settings), not in its source.
+    #[serde(default)]
+    pub dynamic: bool,
+}
+
+/// The result's `precision` record (docs/eval-result.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PrecisionRecord {
+    pub policy: PrecisionPolicy,
+    /// The floating dtypes of the task's inputs and outputs.
+    pub task_dtypes: Vec<String>,
+    /// Per task dtype: [atol, rtol] held to.
+    pub tolerance: std::collections::BTreeMap<String, Vec<f64>>,
+    /// What the kernel computes in: its source's findings, then its process's.
+    pub kernel_math: Vec<MathFinding>,
+    /// The kinds of `kernel_math` below the task's precision under the policy.
+    pub reduced: Vec<MathKind>,
+    /// One sentence on it ("" when there is nothing to say).
+    pub statement: String,
+    /// The settings of the judge's reference (correctness), and of the kernel's process
+    /// once its module was imported and its model built.
+    pub reference_settings: Option<TorchPrecision>,
+    pub kernel_settings: Option<TorchPrecision>,
+}
+
+impl PrecisionRecord {
+    /// Whether the kernel computes below what the policy accepts.
+    pub fn is_reduced(&self) -> bool {
+        !self.reduced.is_empty()
+    }
+
+    /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype.
+    pub fn headline(&self) -> String {
+        let tolerances: Vec<String> = self
+            .tolerance
+            .iter()
+            .map(|(dtype, t)| match t.as_slice() {
+                [a, r] if a == r => format!("{dtype} atol=rtol {a:e}"),
+                [a, r] => format!("{dtype} atol {a:e} rtol {r:e}"),
+                _ => dtype.clone(),
+            })
+            .collect();
+        if tolerances.is_empty() {
+            self.policy.to_string()
+        } else {
+            format!("{} ({})", self.policy, tolerances.join(", "))
+        }
+    }
 }
 
 /// The full outcome of one evaluation. Unknown fields from newer harnesses are ignored.
@@ -589,6 +709,8 @@ pub struct EvalResult {
     pub sandbox: Option<SandboxInfo>,
     pub audit: Option<Audit>,
     pub tolerance: Option<ToleranceUsed>,
+    /// The precision policy, what the kernel computes in and the reference's settings.
+    pub precision: Option<PrecisionRecord>,
     /// Peak device memory in use per phase (bytes, device-wide: the judge, the kernel's
     /// process, lent buffers and CUDA contexts), sampled at the judge's steps. GPU only.
     pub memory: std::collections::BTreeMap<String, u64>,

@@ -42,6 +42,12 @@ pub struct Case {
     pub static_checks: Option<bool>,
     /// The tolerance rule for this case.
     pub tolerance: Option<Tolerance>,
+    /// The precision policy for this case (`[eval] precision`).
+    pub precision: Option<crate::protocol::PrecisionPolicy>,
+    /// The kinds of math the result's `precision.kernel_math` must name (every device).
+    pub math: Option<Vec<crate::protocol::MathKind>>,
+    /// Whether the result's `precision.reduced` must be non-empty (below the policy).
+    pub reduced: Option<bool>,
     /// Where timing is measured (GPU), the score must not exceed this: a hack that wins
     /// time is refused when its score stays honest.
     pub max_score: Option<f64>,
@@ -136,6 +142,27 @@ pub fn judge(case: &Case, device: Device, result: &EvalResult) -> Option<String>
             return Some(format!("not flagged {flag} (flags: {:?})", result.flags));
         }
     }
+    let precision = result.precision.clone().unwrap_or_default();
+    for kind in case.math.iter().flatten() {
+        if !precision.kernel_math.iter().any(|f| f.category == *kind) {
+            return Some(format!(
+                "the precision record names no {kind:?} (kernel_math: {:?})",
+                precision
+                    .kernel_math
+                    .iter()
+                    .map(|f| f.category)
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    if let Some(reduced) = case.reduced
+        && precision.is_reduced() != reduced
+    {
+        return Some(format!(
+            "precision reduced {:?}, expected {reduced}: {}",
+            precision.reduced, precision.statement
+        ));
+    }
     if let (Some(limit), Some(score)) = (case.max_score, result.score())
         && score > limit
     {
@@ -177,6 +204,9 @@ pub async fn run(
         }
         if let Some(t) = case.tolerance {
             s.tolerance = t;
+        }
+        if let Some(p) = case.precision {
+            s.precision = p;
         }
         if let Some(limit) = case.input_draw_limit_s {
             s.input_draw_limit_s = limit;
@@ -269,6 +299,9 @@ mod tests {
             flags: None,
             static_checks: None,
             tolerance: None,
+            precision: None,
+            math: None,
+            reduced: None,
             max_score: None,
             timeout_s: None,
             input_draw_limit_s: None,

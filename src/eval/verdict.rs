@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::figures;
-use super::protocol::{Category, EvalResult, Timing, TimingStats};
+use super::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -49,13 +49,7 @@ impl Style {
 }
 
 /// Renders the verdict. `log_path` is where the full result was saved, if it was.
-pub fn render(
-    result: &EvalResult,
-    atol: f64,
-    rtol: f64,
-    log_path: Option<&std::path::Path>,
-    style: Style,
-) -> String {
+pub fn render(result: &EvalResult, log_path: Option<&std::path::Path>, style: Style) -> String {
     let mut out = String::new();
     let d = &result.device;
     let device = if d.kind == "cuda" {
@@ -110,7 +104,8 @@ pub fn render(
         let (abs, rel) = max_errors(result);
         let _ = writeln!(
             out,
-            "  max abs err {abs:.3e}   max rel err {rel:.3e}   (atol {atol:e}, rtol {rtol:e}{})",
+            "  max abs err {abs:.3e}   max rel err {rel:.3e}   ({}{})",
+            tolerance_text(result),
             scaled_tolerance(result)
         );
         if let Some(audit) = &result.audit
@@ -156,6 +151,10 @@ pub fn render(
                 );
             }
         }
+    }
+
+    if let Some(p) = &result.precision {
+        render_precision(&mut out, p, style);
     }
 
     if let Some(a) = &result.alignment {
@@ -247,6 +246,61 @@ fn memory_line(result: &EvalResult) -> Option<String> {
     ))
 }
 
+/// The precision line: the policy with its tolerance per task dtype, what the kernel
+/// computes in (in red when below what the policy accepts), and the reference's settings.
+fn render_precision(out: &mut String, p: &PrecisionRecord, style: Style) {
+    let _ = write!(out, "{} {}", style.dim("precision"), p.headline());
+    if !p.statement.is_empty() {
+        let said = if p.is_reduced() {
+            style.warn(&p.statement)
+        } else {
+            p.statement.clone()
+        };
+        let _ = write!(out, "; {said}");
+    }
+    let _ = writeln!(out);
+    if let Some(s) = &p.reference_settings {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!("reference: {}", s.describe()))
+        );
+    }
+}
+
+/// The tolerances the comparison used: `float32 atol=rtol 1e-4` per dtype, or the explicit
+/// ones; the mode where it is not the default.
+fn tolerance_text(result: &EvalResult) -> String {
+    let Some(t) = &result.tolerance else {
+        return "tolerance unknown".into();
+    };
+    let mut per_dtype: Vec<String> = t
+        .outputs
+        .values()
+        .map(|o| {
+            if o.atol == o.rtol {
+                format!("{} atol=rtol {:e}", o.dtype, o.atol)
+            } else {
+                format!("{} atol {:e}, rtol {:e}", o.dtype, o.atol, o.rtol)
+            }
+        })
+        .collect();
+    per_dtype.sort();
+    per_dtype.dedup();
+    let mut text = if !per_dtype.is_empty() {
+        per_dtype.join("; ")
+    } else {
+        match (t.atol, t.rtol) {
+            (Some(a), Some(r)) => format!("atol {a:e}, rtol {r:e}"),
+            _ => "exact".into(),
+        }
+    };
+    if t.mode != "dtype" && !t.mode.is_empty() {
+        text.push_str(&format!("; tolerance {}", t.mode));
+    }
+    text
+}
+
 /// ", effective atol 2.0e-5 on out" where the scaled rule shrank atol for some output.
 fn scaled_tolerance(result: &EvalResult) -> String {
     let Some(t) = &result.tolerance else {
@@ -255,7 +309,10 @@ fn scaled_tolerance(result: &EvalResult) -> String {
     let scaled: Vec<String> = t
         .effective_atol
         .iter()
-        .filter(|(_, v)| **v < t.atol)
+        .filter(|(output, v)| {
+            let given = t.outputs.get(*output).map(|o| o.atol).or(t.atol);
+            given.is_some_and(|a| **v < a)
+        })
         .map(|(output, v)| format!("{v:.1e} on {output}"))
         .collect();
     if scaled.is_empty() {
@@ -550,7 +607,7 @@ mod tests {
 
     #[test]
     fn correct_gpu_verdict_shows_score_and_cached_baseline() {
-        let text = render(&correct_gpu(), 0.01, 0.01, None, Style::plain());
+        let text = render(&correct_gpu(), None, Style::plain());
         assert!(
             text.contains("CORRECT  1/1 trials, signed-input trial"),
             "{text}"
@@ -578,7 +635,7 @@ mod tests {
             total_bytes: 79 * gib,
             ..Default::default()
         });
-        let text = render(&r, 1e-2, 1e-2, None, Style::plain());
+        let text = render(&r, None, Style::plain());
         assert!(
             text.contains(
                 "memory  peak 31.0 GiB of 79.0 GiB in use (planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB)"
@@ -586,7 +643,7 @@ mod tests {
             "{text}"
         );
         r.memory.clear();
-        assert!(!render(&r, 1e-2, 1e-2, None, Style::plain()).contains("memory"));
+        assert!(!render(&r, None, Style::plain()).contains("memory"));
     }
 
     #[test]
@@ -594,7 +651,7 @@ mod tests {
         let mut r = correct_gpu();
         r.timing = None;
         r.device.kind = "cpu".into();
-        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        let text = render(&r, None, Style::plain());
         assert!(text.contains("not meaningful on the CPU"), "{text}");
         assert!(!text.contains("score"), "{text}");
     }
@@ -654,8 +711,6 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         };
         let text = render(
             &r,
-            0.01,
-            0.01,
             Some(std::path::Path::new("/tmp/x.json")),
             Style::plain(),
         );
@@ -674,7 +729,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         r.correct = false;
         r.category = Some(Category::Mismatch);
         r.summary = "re-check after timing (fresh values in the timing buffers): ...".into();
-        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        let text = render(&r, None, Style::plain());
         assert!(
             text.contains("FAILED  mismatch: re-check after timing"),
             "{text}"
@@ -710,7 +765,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
             }))
             .unwrap(),
         );
-        let text = render(&r, 0.01, 0.01, None, Style::plain());
+        let text = render(&r, None, Style::plain());
         for needle in [
             "timing  judge window: the judge's own CUDA events around each process's whole GPU work, L2 flushed before each run",
             "  reference  2.4600 ms [2.4500-2.4700]  120 runs, precision reached",
@@ -729,7 +784,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
     /// A result from before intervals reads as before: no brackets, no environment.
     #[test]
     fn an_old_result_shows_no_interval() {
-        let text = render(&correct_gpu(), 0.01, 0.01, None, Style::plain());
+        let text = render(&correct_gpu(), None, Style::plain());
         assert!(
             text.contains("timing  CUDA events, L2 flushed before each run"),
             "{text}"
@@ -748,7 +803,79 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
 
     #[test]
     fn colours_only_when_asked() {
-        let text = render(&correct_gpu(), 0.01, 0.01, None, Style { color: true });
+        let text = render(&correct_gpu(), None, Style { color: true });
         assert!(text.contains("\x1b[1;32mCORRECT"));
+    }
+
+    fn tf32_record(policy: &str, reduced: bool) -> serde_json::Value {
+        serde_json::json!({
+            "policy": policy,
+            "task_dtypes": ["float32"],
+            "tolerance": {"float32": [1e-4, 1e-4]},
+            "kernel_math": [{"category": "tf32_dot", "line": 23, "where": "kernel gemm", "lowers": true,
+                             "dynamic": false,
+                             "text": "tl.dot at line 23 of gemm computes in TF32 on float32 operands (without input_precision)"}],
+            "reduced": if reduced { vec!["tf32_dot"] } else { vec![] },
+            "statement": if reduced {
+                "the kernel computes in lower precision than the task's float32: tl.dot at line 23 of gemm computes in TF32 on float32 operands (without input_precision)"
+            } else { "the kernel's GEMMs compute in TF32" },
+            "reference_settings": {"matmul": false, "cudnn": false, "float32_matmul_precision": "highest"},
+            "kernel_settings": {"matmul": false, "cudnn": false, "float32_matmul_precision": "highest"}
+        })
+    }
+
+    #[test]
+    fn the_precision_line_names_policy_tolerance_math_and_reference_settings() {
+        let mut r = correct_gpu();
+        r.precision = Some(serde_json::from_value(tf32_record("tf32", false)).unwrap());
+        r.tolerance = Some(
+            serde_json::from_value(serde_json::json!({
+                "mode": "dtype", "atol": null, "rtol": null, "effective_atol": {"out": 1e-2},
+                "outputs": {"out": {"dtype": "float32", "atol": 1e-2, "rtol": 1e-2}}
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains("(float32 atol=rtol 1e-2)"),
+            "the tolerance per dtype: {text}"
+        );
+        assert!(
+            text.contains(
+                "precision tf32 (float32 atol=rtol 1e-4); the kernel's GEMMs compute in TF32\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "  reference: TF32 matmul off, TF32 cuDNN off, float32 matmul precision highest\n"
+            ),
+            "{text}"
+        );
+
+        let mut failed = EvalResult {
+            category: Some(Category::Mismatch),
+            summary: "trial 1: out: 9 of 10 elements outside tolerance".into(),
+            ..Default::default()
+        };
+        failed.precision = Some(serde_json::from_value(tf32_record("strict", true)).unwrap());
+        let text = render(&failed, None, Style::plain());
+        assert!(
+            text.contains("precision strict (float32 atol=rtol 1e-4); the kernel computes in lower precision than the task's float32: tl.dot at line 23"),
+            "{text}"
+        );
+        // Explicit tolerances and a non-default mode are said as such.
+        let mut explicit = correct_gpu();
+        explicit.tolerance = Some(
+            serde_json::from_value(serde_json::json!({
+                "mode": "kernelbench", "atol": 0.01, "rtol": 0.01, "effective_atol": {}, "outputs": {}
+            }))
+            .unwrap(),
+        );
+        let text = render(&explicit, None, Style::plain());
+        assert!(
+            text.contains("(atol 1e-2, rtol 1e-2; tolerance kernelbench)"),
+            "{text}"
+        );
     }
 }

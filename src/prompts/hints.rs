@@ -9,6 +9,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::protocol::{MathKind, PrecisionPolicy};
+
 /// One rule: the categories it applies to (empty: any), a message pattern (`None`: any
 /// message), and the hint.
 struct Rule {
@@ -255,9 +257,88 @@ pub fn hints_for(category: &str, message: &str) -> Vec<String> {
     out
 }
 
+/// The precision hint (issue 22): for a `mismatch` of a kernel whose math the harness found
+/// below what `policy` accepts (`reduced`, the result's `precision.reduced`), the fix for each
+/// kind found and what it costs. None when nothing applies (the `tf32` policy accepts TF32).
+pub fn precision_hint(policy: PrecisionPolicy, reduced: &[MathKind]) -> Option<String> {
+    let tolerance = policy.float32_tolerance();
+    let mut parts: Vec<String> = Vec::new();
+    if reduced.contains(&MathKind::Tf32Dot) && !policy.allows_tf32() {
+        parts.push(format!(
+            "`tl.dot` on float32 operands runs in TF32 by default (10-bit mantissa, errors around 1e-3), and this \
+             evaluation is `precision = \"{policy}\"`: float32 outputs must match the float32 reference within \
+             {tolerance:e}. Pass `input_precision=\"ieee\"` to every `tl.dot` on float32 data (exact float32, \
+             but 3-8x slower: no tensor cores) or `input_precision=\"tf32x3\"` (close to float32, about a third \
+             of TF32's speed), and keep the accumulator in float32."
+        ));
+    }
+    if reduced.iter().any(|k| {
+        matches!(
+            k,
+            MathKind::LowPrecisionCast | MathKind::LowPrecisionAccumulator
+        )
+    }) {
+        parts.push(format!(
+            "The kernel casts float32 data to float16/bfloat16 (or accumulates in half precision): their 8-11 \
+             bit mantissas cannot meet the float32 tolerance {tolerance:e}. Load, compute and accumulate in \
+             float32 (`tl.zeros(..., dtype=tl.float32)`, no `.to(tl.float16)`/`.half()` of float32 data); \
+             half-precision speed is not available on a float32 task under `precision = \"{policy}\"`."
+        ));
+    }
+    // Under `tf32` switching TF32 on is accepted; autocast (half precision) never is.
+    let switched = reduced.contains(&MathKind::Autocast)
+        || (reduced.contains(&MathKind::Tf32Enabled) && !policy.allows_tf32());
+    if switched {
+        parts.push(format!(
+            "Do not switch reduced precision on for PyTorch (`torch.backends.*.allow_tf32 = True`, \
+             `torch.set_float32_matmul_precision(\"high\")`, autocast): under `precision = \"{policy}\"` the \
+             reference computes in the task's dtype, and so must the kernel."
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precision_hint_names_the_fix_and_its_cost() {
+        let h = precision_hint(PrecisionPolicy::Strict, &[MathKind::Tf32Dot]).unwrap();
+        assert!(h.contains("input_precision=\"ieee\""), "{h}");
+        assert!(h.contains("input_precision=\"tf32x3\""), "{h}");
+        assert!(h.contains("3-8x slower") && h.contains("a third"), "{h}");
+        assert!(
+            h.contains("within 1e-4") && h.contains("precision = \"strict\""),
+            "{h}"
+        );
+        assert!(!h.contains("float16/bfloat16"), "{h}");
+
+        let h = precision_hint(
+            PrecisionPolicy::Strict,
+            &[MathKind::LowPrecisionAccumulator, MathKind::Tf32Enabled],
+        )
+        .unwrap();
+        assert!(h.contains("compute and accumulate in float32"), "{h}");
+        assert!(h.contains("set_float32_matmul_precision"), "{h}");
+        assert!(!h.contains("tf32x3"), "{h}");
+
+        // TF32 is what the tf32 policy accepts: no hint for it, one for half casts.
+        assert_eq!(
+            precision_hint(
+                PrecisionPolicy::Tf32,
+                &[MathKind::Tf32Dot, MathKind::Tf32Enabled]
+            ),
+            None
+        );
+        let h = precision_hint(PrecisionPolicy::Tf32, &[MathKind::LowPrecisionCast]).unwrap();
+        assert!(h.contains("1e-2") && h.contains("\"tf32\""), "{h}");
+        assert_eq!(precision_hint(PrecisionPolicy::Strict, &[]), None);
+        assert_eq!(
+            precision_hint(PrecisionPolicy::Strict, &[MathKind::IeeeDot]),
+            None
+        );
+    }
 
     fn any(hints: &[String], needle: &str) -> bool {
         hints.iter().any(|h| h.contains(needle))

@@ -22,8 +22,9 @@ pub mod hints;
 use crate::eval::protocol::EvalResult;
 use crate::llm::extract::Analysis;
 use crate::protocol::CallKind;
+use crate::protocol::PrecisionPolicy;
 use crate::pysource::{LogicalLine, block, functions, logical_lines};
-use hints::hints_for;
+use hints::{hints_for, precision_hint};
 
 /// Every template file kforge ships, with its embedded default. Names starting with `_`
 /// are partials (included or extended by the others).
@@ -277,6 +278,47 @@ pub struct PromptContext {
     pub device: Option<String>,
     /// Why the previous answer could not be used (the follow-up prompt).
     pub unusable_answer: Option<UnusableAnswer>,
+    /// The precision the kernel must keep, in words (`precision_rule`): the `_rules.j2`
+    /// partial states it in every code-writing prompt.
+    pub precision: String,
+}
+
+/// The precision rule of `policy` for prompts, with the person's explicit tolerances where
+/// set (else the per-dtype table's).
+pub fn precision_rule(policy: PrecisionPolicy, atol: Option<f64>, rtol: Option<f64>) -> String {
+    let f32_tol = policy.float32_tolerance();
+    let within = match (atol, rtol) {
+        (None, None) => format!(
+            "within atol = rtol = {f32_tol:e} for float32 outputs (1e-2 for float16/bfloat16 outputs)"
+        ),
+        (a, r) => format!(
+            "within atol {:e}, rtol {:e}",
+            a.unwrap_or(f32_tol),
+            r.unwrap_or(f32_tol)
+        ),
+    };
+    match policy {
+        PrecisionPolicy::Strict | PrecisionPolicy::Pytorch => {
+            let reference = if policy == PrecisionPolicy::Strict {
+                "the reference runs in the task's dtype with TF32 off"
+            } else {
+                "the reference runs under PyTorch's defaults (float32 matmuls without TF32)"
+            };
+            format!(
+                "`precision = \"{policy}\"`: keep the task's dtype; {reference}, and the outputs must match it \
+                 {within}. `tl.dot` on float32 operands defaults to TF32, which misses that: pass \
+                 `input_precision=\"ieee\"` (exact float32) or `input_precision=\"tf32x3\"` (near-float32, faster) \
+                 to every `tl.dot` on float32 data, accumulate in float32, and never cast float32 data to \
+                 float16/bfloat16."
+            )
+        }
+        PrecisionPolicy::Tf32 => format!(
+            "`precision = \"tf32\"`: TF32 is allowed, and the reference also runs its float32 matmuls and \
+             convolutions in TF32 (TF32 vs TF32); the outputs must match it {within}. `tl.dot` at its default \
+             (TF32) precision is fine; do not go below TF32 (no float16/bfloat16 casts of float32 data) and \
+             accumulate in float32."
+        ),
+    }
 }
 
 /// An answer kforge could not use, for the follow-up prompt.
@@ -319,6 +361,17 @@ impl PromptContext {
         self
     }
 
+    /// The precision rule the prompts state (`precision_rule`).
+    pub fn with_precision(
+        mut self,
+        policy: PrecisionPolicy,
+        atol: Option<f64>,
+        rtol: Option<f64>,
+    ) -> PromptContext {
+        self.precision = precision_rule(policy, atol, rtol);
+        self
+    }
+
     /// Whether latencies are measured in this run (GPU); `with_eval` refines it per result.
     pub fn with_timing_meaningful(mut self, meaningful: bool) -> PromptContext {
         self.timing.meaningful = meaningful;
@@ -345,6 +398,13 @@ impl PromptContext {
                 excerpt(&result.message, FAILURE_LINES, FAILURE_CHARS)
             };
             self.hints = hints_for(&category, &format!("{}\n{}", result.summary, message));
+            // A mismatch of a kernel computing below the policy's precision: that fix first.
+            if let (Some(crate::protocol::Category::Mismatch), Some(p)) =
+                (result.category, &result.precision)
+                && let Some(hint) = precision_hint(p.policy, &p.reduced)
+            {
+                self.hints.insert(0, hint);
+            }
             self.failure = Some(Failure {
                 category,
                 summary: result.summary.clone(),

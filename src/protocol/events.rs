@@ -9,7 +9,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Analysis, CallId, CallKind, CandidateId, CandidateKind, Category, Decision, GateId};
+use super::{
+    Analysis, CallId, CallKind, CandidateId, CandidateKind, Category, Decision, GateId,
+    PrecisionPolicy,
+};
 
 /// How much the engine stops for the person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
@@ -164,6 +167,9 @@ pub enum Event {
         device: String,
         /// Whether scores are real speedups (GPU) or absent (CPU interpreter).
         timing_meaningful: bool,
+        /// The precision policy of its evaluations (absent in sessions from before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precision: Option<PrecisionPolicy>,
     },
     /// A previous run of this session is being continued.
     SessionResumed {

@@ -1,6 +1,6 @@
 //! The vocabulary shared by the engine, the session store and fold, the TUI and the
-//! report (docs/architecture.md, Shared vocabulary): events, commands, ids, failure categories, analyses and
-//! candidate kinds. Everything here is plain data with its `events.jsonl` form; nothing
+//! report (docs/architecture.md, Shared vocabulary): events, commands, ids, failure categories, analyses,
+//! candidate kinds and precision policies. Everything here is plain data with its `events.jsonl` form; nothing
 //! here depends on the engine, the terminal, HTTP or Python.
 
 mod analysis;
@@ -9,6 +9,7 @@ mod category;
 mod commands;
 mod events;
 mod ids;
+mod precision;
 
 pub use analysis::Analysis;
 pub use candidate::{CallKind, CandidateKind};
@@ -19,3 +20,4 @@ pub use events::{
     RunEnd, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
+pub use precision::{MathKind, PrecisionPolicy};

@@ -21,6 +21,8 @@ pub struct SessionInfo {
     pub mode: Mode,
     pub device: String,
     pub timing_meaningful: bool,
+    /// The precision policy of the evaluations (None: a session from before it).
+    pub precision: Option<crate::protocol::PrecisionPolicy>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -336,6 +338,7 @@ impl SessionState {
                 mode,
                 device,
                 timing_meaningful,
+                precision,
             } => {
                 self.info = Some(SessionInfo {
                     task: task.clone(),
@@ -345,6 +348,7 @@ impl SessionState {
                     mode: *mode,
                     device: device.clone(),
                     timing_meaningful: *timing_meaningful,
+                    precision: *precision,
                 });
                 self.mode = *mode;
                 self.started.get_or_insert(record.ts);

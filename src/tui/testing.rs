@@ -440,6 +440,7 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
             mode: Mode::Auto,
             device: "cuda:0".into(),
             timing_meaningful: true,
+            precision: None,
         },
         0,
     )?;

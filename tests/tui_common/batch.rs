@@ -62,6 +62,7 @@ fn session(batch: &Path, key: &str, timed: bool) -> (SessionDir, EventWriter) {
         mode: Mode::Auto,
         device: if timed { "cuda:0" } else { "cpu" }.into(),
         timing_meaningful: timed,
+        precision: Some(kforge::protocol::PrecisionPolicy::Strict),
     })
     .unwrap();
     (dir, w)

@@ -84,12 +84,18 @@ pub fn timed_fixture() -> tempfile::TempDir {
         s["precision_reached"] = true.into();
     }
     t["environment"] = serde_json::json!({
+        "precision": "strict",
         "tf32_matmul": false, "tf32_cudnn": true, "float32_matmul_precision": "highest",
         "sm_clock_mhz": [1980, 1980], "mem_clock_mhz": [2619, 2619],
         "max_sm_clock_mhz": 1980, "max_mem_clock_mhz": 2619,
         "clocks_locked": false, "throttle_reasons": ["idle"],
         "driver": "580.159.04", "cuda_driver": "13.0", "cuda_runtime": "13.0",
         "torch": "2.9.1", "triton": "3.5.1"
+    });
+    r["precision"] = serde_json::json!({
+        "policy": "strict", "task_dtypes": ["float32"], "tolerance": {"float32": [1e-4, 1e-4]},
+        "kernel_math": [], "reduced": [], "statement": "",
+        "reference_settings": {"matmul": false, "cudnn": false, "float32_matmul_precision": "highest"}
     });
     std::fs::write(&result, serde_json::to_string_pretty(&r).unwrap()).unwrap();
     dir

@@ -119,6 +119,21 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
             ),
         ));
     }
+    if let Some(p) = &r.precision {
+        // The policy with its tolerances, then what the kernel computes in (a warning when
+        // below what the policy accepts).
+        let mut text = p.headline();
+        if !p.statement.is_empty() {
+            text.push_str("; ");
+            text.push_str(&p.statement);
+        }
+        let role = if p.is_reduced() {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.extend(kv_wrapped(cx, "precision", &text, width, role));
+    }
     if !r.trials.is_empty() {
         lines.push(section(cx, "trials"));
         for t in &r.trials {

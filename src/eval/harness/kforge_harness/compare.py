@@ -1,14 +1,25 @@
 """Comparison of a kernel's outputs with the reference's: structure, shape, dtype, NaN/Inf
 placement and tolerance.
 
+The tolerance of a floating output comes from its dtype (DTYPE_TOLERANCE: atol = rtol =
+1e-4 for float32, 1e-2 for float16 and bfloat16, as KernelBench and torchbench use), or from
+the person's explicit atol/rtol, which then hold for every dtype. Under the `tf32` precision
+policy float32 outputs get TF32_TOLERANCE instead (precision.py). Integer and bool outputs
+must match exactly.
+
 Tolerance modes:
-- `scaled` (default): |new - ref| <= atol_eff + rtol * |ref|, where atol_eff = min(atol,
-  max(SCALE_FRACTION * scale, ATOL_FLOOR)) and scale is the largest finite |ref| of that
-  output. An output whose magnitude is far below atol (a softmax over many columns) can then
-  not be matched by zeros or a constant, while outputs of ordinary magnitude (scale >=
-  atol / SCALE_FRACTION) are judged exactly as KernelBench judges them.
-- `kernelbench`: atol_eff = atol, KernelBench's own rule (torch.allclose), for people who
-  want its exact verdicts.
+- `dtype` (default): |new - ref| <= atol_eff + rtol * |ref| with the dtype's atol and rtol,
+  where atol_eff = min(atol, max(SCALE_FRACTION * scale, ATOL_FLOOR)) and scale is the
+  largest finite |ref| of that output. An output whose magnitude is far below atol (a
+  softmax over many columns) can then not be matched by zeros or a constant, while outputs of
+  ordinary magnitude (scale >= atol / SCALE_FRACTION) are judged by the dtype's tolerance.
+- `kernelbench`: KernelBench HEAD's rule exactly: torch.allclose(ref, new, atol=tol,
+  rtol=tol) with tol the dtype's (KernelBench keys it on the evaluation's precision, the dtype
+  it casts models and inputs to; kforge keys it on each output's dtype, which is the same for
+  its fp32/fp16/bf16 evaluations), unscaled: |ref - new| <= atol + rtol * |new| computed in
+  the outputs' own dtype, NaN never close (not even to NaN), an infinity close only to itself.
+- `scaled`: the rule of `dtype` with one atol = rtol = LEGACY_TOLERANCE (1e-2) for every
+  dtype, kforge's default before per-dtype tolerances.
 
 Tensors are compared chunk by chunk (CHUNK_ELEMENTS) in the outputs' own precision: a first
 pass over the reference finds its scale, a second gathers the errors, counts and the first
@@ -20,17 +31,83 @@ import math
 from .tensors import describe_shape, flatten_outputs, structure
 
 
-TOLERANCE_MODES = ("scaled", "kernelbench")
+TOLERANCE_MODES = ("dtype", "kernelbench", "scaled")
+DEFAULT_MODE = "dtype"
+# atol = rtol per floating dtype (complex dtypes take their real part's). float32 and the
+# half types are KernelBench's and torchbench's. float64: an honest float64 kernel differs
+# from the reference by reordering alone (~1e-13 relative on 1e4-term sums), while one that
+# computes in float32 is off by float32's rounding (~6e-8 relative per operation, far more
+# after a reduction): 1e-9 tells them apart. float8: one unit in the last place at 1.0 (3 and
+# 2 mantissa bits).
+DTYPE_TOLERANCE = {
+    "float32": 1e-4,
+    "float16": 1e-2,
+    "bfloat16": 1e-2,
+    "float64": 1e-9,
+    "float8_e4m3fn": 0.125,
+    "float8_e4m3fnuz": 0.125,
+    "float8_e5m2": 0.25,
+    "float8_e5m2fnuz": 0.25,
+}
+# Under the `tf32` policy, float32 outputs: TF32 keeps float16's 10 mantissa bits, so the
+# half types' tolerance is its natural one (a TF32 GEMM with K = 8192 was measured 0.0048
+# off in absolute terms on outputs of magnitude ~1, inside it).
+TF32_TOLERANCE = 1e-2
+# Any other floating dtype: float16's tolerance, or its own epsilon when coarser.
+OTHER_FLOAT_TOLERANCE = 1e-2
+# The `scaled` mode's one tolerance (kforge's default atol = rtol before issue 22).
+LEGACY_TOLERANCE = 1e-2
+COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
 # 2% of the output's own scale: bf16 rounding (0.4%) and half-precision accumulation stay
 # well inside it, while zeros miss the largest element by 100% of the scale.
 SCALE_FRACTION = 0.02
 ATOL_FLOOR = 1e-7  # an all-zero reference still allows rounding noise
 
 
+def dtype_name(dtype):
+    """`float32` for torch.float32 (and for the string itself)."""
+    return str(dtype).replace("torch.", "")
+
+
+def dtype_tolerance(dtype, precision="strict"):
+    """atol = rtol of the table for a floating dtype (torch dtype or its name) under a
+    precision policy."""
+    name = dtype_name(dtype)
+    name = COMPLEX_PARTS.get(name, name)
+    if name == "float32" and precision == "tf32":
+        return TF32_TOLERANCE
+    if name in DTYPE_TOLERANCE:
+        return DTYPE_TOLERANCE[name]
+    try:
+        import torch
+
+        eps = torch.finfo(getattr(torch, name)).eps
+    except (AttributeError, TypeError, ImportError):
+        eps = 0.0
+    return max(OTHER_FLOAT_TOLERANCE, eps)
+
+
+def tolerance_for(dtype, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict"):
+    """(atol, rtol) for an output of this dtype: the explicit values where given, else the
+    table's (the `scaled` mode's single LEGACY_TOLERANCE)."""
+    if mode not in TOLERANCE_MODES:
+        raise ValueError("unknown tolerance mode %r" % mode)
+    table = LEGACY_TOLERANCE if mode == "scaled" else dtype_tolerance(dtype, precision)
+    return (table if atol is None else float(atol)), (table if rtol is None else float(rtol))
+
+
+def audit_tolerance(job):
+    """(atol, rtol) the audit labels copies and nudges within: the explicit ones, else the
+    widest table value a float32 task meets (LEGACY_TOLERANCE): a wider net only labels more
+    elements as copies of what a launch was handed."""
+    atol, rtol = job.get("atol"), job.get("rtol")
+    return (LEGACY_TOLERANCE if atol is None else atol), (LEGACY_TOLERANCE if rtol is None else rtol)
+
+
 def effective_atol(atol, scale, mode):
     if mode == "kernelbench":
         return atol
-    if mode != "scaled":
+    if mode not in TOLERANCE_MODES:
         raise ValueError("unknown tolerance mode %r" % mode)
     return min(atol, max(SCALE_FRACTION * scale, ATOL_FLOOR))
 
@@ -46,12 +123,15 @@ def weak_outputs(trials, atol=None):
     return sorted(weak)
 
 
-def compare_outputs(ref_out, new_out, atol, rtol, mode="scaled"):
+def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict"):
     """Returns (passed, per-output reports, reason of the first failure or None, tolerance
-    summary {mode, atol, rtol, effective_atol: {output: value}})."""
+    summary {mode, precision, atol, rtol (the explicit ones, else None), effective_atol:
+    {output: value}, outputs: {output: {dtype, atol, rtol}}}). atol/rtol None: each output's
+    from its dtype (tolerance_for)."""
     import torch
 
-    tolerance = {"mode": mode, "atol": atol, "rtol": rtol, "effective_atol": {}}
+    tolerance = {"mode": mode, "precision": precision, "atol": atol, "rtol": rtol, "effective_atol": {},
+                 "outputs": {}}
 
     ref_items = flatten_outputs(ref_out)
     new_items = flatten_outputs(new_out)
@@ -73,12 +153,19 @@ def compare_outputs(ref_out, new_out, atol, rtol, mode="scaled"):
             elif n.dtype != r.dtype:
                 reason = "%s: dtype %s, the reference %s" % (path, str(n.dtype).replace("torch.", ""), report["dtype"])
             else:
-                reason = compare_tensor(path, r, n, atol, rtol, report, mode)
+                if r.is_floating_point() or r.is_complex():
+                    out_atol, out_rtol = tolerance_for(r.dtype, atol, rtol, mode, precision)
+                    tolerance["outputs"][path] = {"dtype": report["dtype"], "atol": out_atol, "rtol": out_rtol}
+                else:
+                    out_atol, out_rtol = 0.0, 0.0
+                reason = compare_tensor(path, r, n, out_atol, out_rtol, report, mode)
                 if "atol_effective" in report:
                     tolerance["effective_atol"][path] = report["atol_effective"]
         elif isinstance(r, (int, float, bool)) and not isinstance(n, torch.Tensor):
+            # A Python number: float32's tolerance (a reference's `.item()` of a float32 result).
+            out_atol, out_rtol = tolerance_for("float32", atol, rtol, mode, precision)
             if isinstance(n, (int, float, bool)) and (
-                (r == n) or (isinstance(r, float) and math.isclose(n, r, rel_tol=rtol, abs_tol=atol))
+                (r == n) or (isinstance(r, float) and math.isclose(n, r, rel_tol=out_rtol, abs_tol=out_atol))
             ):
                 pass
             else:
@@ -123,9 +210,10 @@ def reference_scale(r):
     return _reference_extent(r)[0]
 
 
-def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
+def compare_tensor(path, r, n, atol, rtol, report, mode=DEFAULT_MODE):
     """Compares two tensors of the same shape and dtype (strides may differ; n may be on
-    another device). Fills the report; returns the reason of the failure or None."""
+    another device) under this output's atol and rtol. Fills the report; returns the reason
+    of the failure or None."""
     import torch
 
     r = r.detach()
@@ -138,6 +226,7 @@ def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
     scale, ref_has_nonfinite = _reference_extent(r)
     atol = effective_atol(given_atol, scale, mode)
     report["atol"] = given_atol
+    report["rtol"] = rtol
     report["atol_effective"] = atol
     if not ref_has_nonfinite and _identical(r, n):
         # Every element equal (and finite): one pass instead of the tolerance analysis,
@@ -145,7 +234,7 @@ def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
         report.update({"max_abs_err": 0.0, "max_rel_err": 0.0, "max_abs_ref": scale, "numel": r.numel(),
                        "bad_elements": 0})
         return None
-    tally = _FloatTally(r, atol, rtol, ref_has_nonfinite)
+    tally = _FloatTally(r, atol, rtol, ref_has_nonfinite, allclose=mode == "kernelbench")
     for offset, r_chunk, n_chunk in _chunk_pairs(r, n):
         tally.add(offset, r_chunk, n_chunk)
     totals = tally.totals()
@@ -160,7 +249,8 @@ def compare_tensor(path, r, n, atol, rtol, report, mode="scaled"):
         return "%s: %d elements are NaN/Inf where the reference is finite" % (path, totals["lost"])
     if totals["special_bad"]:
         report["bad_elements"] = totals["special_bad"]
-        return "%s: %d elements differ where the reference is NaN/Inf" % (path, totals["special_bad"])
+        nan_rule = " (torch.allclose: NaN is never close, not even to NaN)" if mode == "kernelbench" else ""
+        return "%s: %d elements differ where the reference is NaN/Inf%s" % (path, totals["special_bad"], nan_rule)
     report["bad_elements"] = totals["bad"]
     if not totals["bad"]:
         return None
@@ -209,15 +299,20 @@ class _FloatTally:
     |new - ref| <= atol + rtol * |ref|; where it is NaN or +-Inf, the kernel's must be the
     same (NaN matches NaN). Errors are measured where both are finite, the relative error
     only where |ref| >= atol (near zero it explodes without meaning anything: atol governs
-    there)."""
+    there).
 
-    def __init__(self, r, atol, rtol, ref_has_nonfinite):
+    `allclose` (the `kernelbench` mode): an element is bad where torch.isclose(ref, new,
+    rtol, atol) is false, computed in the outputs' own dtype as torch.allclose does:
+    |ref - new| <= atol + rtol * |new|, NaN never close, an infinity close only to itself."""
+
+    def __init__(self, r, atol, rtol, ref_has_nonfinite, allclose=False):
         import torch
 
         # The outputs' own precision: half types are widened to float32 chunk by chunk.
         self.work = torch.float64 if r.dtype == torch.float64 else torch.float32
         self.atol, self.rtol = atol, rtol
         self.ref_has_nonfinite = ref_has_nonfinite
+        self.allclose = allclose
 
         def count():
             return torch.zeros((), dtype=torch.int64, device=r.device)
@@ -232,13 +327,20 @@ class _FloatTally:
     def add(self, offset, r_chunk, n_chunk):
         import torch
 
+        not_close = None
+        if self.allclose:
+            # In the outputs' own dtype, before widening: torch.allclose's exact arithmetic.
+            not_close = torch.isclose(r_chunk, n_chunk, rtol=self.rtol, atol=self.atol).logical_not_()
         r_chunk, n_chunk = r_chunk.to(self.work), n_chunk.to(self.work)
-        unmeasured = self._check_nonfinite(r_chunk, n_chunk)
+        unmeasured = self._check_nonfinite(r_chunk, n_chunk, not_close)
         abs_err = (n_chunk - r_chunk).abs_()
         abs_err.masked_fill_(unmeasured, 0)
         abs_ref = r_chunk.abs()
-        # Where not both are finite abs_err is 0 and the bound is positive or NaN: not bad.
-        bad = abs_err > abs_ref.mul(self.rtol).add_(self.atol)
+        if not_close is not None:
+            bad = not_close.logical_and_(unmeasured.logical_not())
+        else:
+            # Where not both are finite abs_err is 0 and the bound is positive or NaN: not bad.
+            bad = abs_err > abs_ref.mul(self.rtol).add_(self.atol)
         count = bad.sum()
         self.bad += count
         self.first_bad = _earliest(self.first_bad, bad, count, offset)
@@ -250,9 +352,10 @@ class _FloatTally:
         rel_err = abs_err.div_(denominator)  # abs_err is not needed any more
         self.max_rel_err = torch.maximum(self.max_rel_err, rel_err.amax())
 
-    def _check_nonfinite(self, r_chunk, n_chunk):
-        """Counts the NaN/Inf failures of a chunk; returns the mask of elements whose error is
-        not measured (not both finite)."""
+    def _check_nonfinite(self, r_chunk, n_chunk, not_close=None):
+        """Counts the NaN/Inf failures of a chunk (where the reference is NaN/Inf: those of
+        `not_close` when given, else the elements not equal to it, NaN matching NaN);
+        returns the mask of elements whose error is not measured (not both finite)."""
         import torch
 
         if not self.ref_has_nonfinite:
@@ -265,8 +368,11 @@ class _FloatTally:
         new_finite = torch.isfinite(n_chunk)
         both_finite = ref_finite & new_finite
         self.lost += ref_finite.sum() - both_finite.sum()
-        same = (n_chunk == r_chunk) | (torch.isnan(n_chunk) & torch.isnan(r_chunk))
-        self.special_bad += (~ref_finite & ~same).sum()
+        if not_close is not None:
+            differs = not_close
+        else:
+            differs = ~((n_chunk == r_chunk) | (torch.isnan(n_chunk) & torch.isnan(r_chunk)))
+        self.special_bad += (~ref_finite & differs).sum()
         return both_finite.logical_not_()
 
     def totals(self):

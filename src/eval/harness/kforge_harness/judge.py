@@ -11,7 +11,8 @@ import time
 
 from . import audit_rules, kbprotocol, protocol, timing
 from .alignment import plan_alignment
-from .compare import all_finite, compare_outputs, weak_outputs
+from . import precision
+from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
 from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
@@ -165,6 +166,18 @@ def shapes_of(tree):
                     else v, tree)
 
 
+def floating_dtypes(*trees):
+    """The floating and complex dtypes of a task's tensors (inputs, outputs), by name."""
+    import torch
+
+    found = set()
+    for tree in trees:
+        for _, v in flatten_outputs(tree):
+            if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+                found.add(str(v.dtype).replace("torch.", ""))
+    return sorted(found)
+
+
 def task_does_not_fit(reason, **details):
     """The `oom` verdict for a task whose plan or inputs do not fit, before any kernel ran."""
     return KernelFailure("oom", "the task does not fit: " + reason, details=dict(details, kernel_loaded=False))
@@ -224,6 +237,10 @@ class Evaluation:
         self.reference_process = None
         self.reference_side = None
         self.reference_lender = None
+        self.policy = job.get("precision") or precision.DEFAULT_POLICY
+        self.task_dtypes = []
+        self.reference_settings = None
+        self.kernel_settings = None
 
     def run(self):
         try:
@@ -284,8 +301,12 @@ class Evaluation:
         self.source = InputSource(task, self.device, job.get("input_draw_limit_s"))
         init_inputs = task_init_inputs(task, result)
         self.init_inputs = init_inputs
+        # The policy's precision settings before the reference exists (precision.py).
+        self.reference_settings = precision.apply_policy(self.policy)
         self.ref = build_reference(task, init_inputs, self.seed, self.device)
         first, first_out = self.first_forward()
+        self.task_dtypes = floating_dtypes(first, first_out)
+        self.describe_precision()
         # Only the shapes of the first draw and outputs are needed from here on (every trial
         # draws again): the outputs go back to the device before any buffer is lent.
         input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
@@ -342,6 +363,8 @@ class Evaluation:
         self.link.kernel_loaded = True  # from here on the worker runs the kernel's code
         loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
                                  "source": job["kernel_source"]}, "loaded", fds)
+        self.kernel_settings = loaded.get("tf32")
+        self.describe_precision()
         clock.mark("load")
         self.progress("building models")
         self.align(loaded)
@@ -670,12 +693,32 @@ class Evaluation:
             return signed_like(base)
         return draw
 
+    def describe_precision(self):
+        """The result's `precision` record (docs/eval-result.md): the policy, the tolerance
+        per task dtype, what the kernel computes in (its source's findings, then what its
+        process had in force once imported) as it applies to the task's dtypes, and the
+        settings the reference ran under."""
+        job = self.job
+        static = [f for f in (self.result.get("precision") or {}).get("kernel_math", []) if not f.get("dynamic")]
+        found = static + precision.dynamic_findings(self.policy, self.kernel_settings)
+        mode = job.get("tolerance") or DEFAULT_MODE
+        table = {d: list(tolerance_for(d, job.get("atol"), job.get("rtol"), mode, self.policy))
+                 for d in self.task_dtypes}
+        record = precision.summarize(self.policy, found, self.task_dtypes, table)
+        record["reference_settings"] = self.reference_settings
+        record["kernel_settings"] = self.kernel_settings
+        self.result["precision"] = record
+
     def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
         """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`
         is (k, count) for the k-th of a timed window's forwards."""
+        job = self.job
         passed, outputs, reason, tolerance = compare_outputs(
-            ref_out, new_out, self.job["atol"], self.job["rtol"], self.job.get("tolerance", "scaled"))
+            ref_out, new_out, job.get("atol"), job.get("rtol"), job.get("tolerance") or DEFAULT_MODE, self.policy)
         self.result["tolerance"] = tolerance
+        if not passed and (self.result.get("precision") or {}).get("reduced"):
+            # A mismatch of a kernel that computes below the task's precision: say so with it.
+            reason = "%s; %s (precision policy %s)" % (reason, self.result["precision"]["statement"], self.policy)
         if record or not passed:
             self.result["trials"].append({"kind": kind, "index": index, "passed": passed, "outputs": outputs})
         if not passed:
@@ -801,8 +844,9 @@ class Evaluation:
     def reference_job(self):
         """The job of the reference's process (refprocess.py), served by worker.py."""
         workdir = tempfile.mkdtemp(prefix="reference-", dir=os.path.dirname(self.job["task_file"]))
-        return {"device": self.device, "jit_kernels": [], "workdir": workdir, "limits": {},
-                "atol": self.job.get("atol", 1e-2), "rtol": self.job.get("rtol", 1e-2)}
+        atol, rtol = audit_tolerance(self.job)
+        return {"device": self.device, "jit_kernels": [], "workdir": workdir, "limits": {}, "atol": atol,
+                "rtol": rtol, "precision": self.policy}
 
     def start_reference(self, input_shapes, output_shapes):
         """The reference's process ready to time: buffers lent, the task's Model loaded as
@@ -892,9 +936,11 @@ class Evaluation:
                                 forward=(k, count) if count > 1 else None)
 
     def environment(self, before):
-        return environment(self.result["device"], self.result["versions"],
-                           getattr(self, "reference_tf32", None), before,
-                           timing.METHOD_TEXT, self.result.get("input_refresh"))
+        env = environment(self.result["device"], self.result["versions"],
+                          getattr(self, "reference_tf32", None), before,
+                          timing.METHOD_TEXT, self.result.get("input_refresh"))
+        env["precision"] = self.policy  # the policy the reference's settings (tf32_*) came from
+        return env
 
     def measure(self, flush):
         """Both models' timed runs, interleaved (timed.py); returns the result's timing."""

@@ -30,6 +30,8 @@ from . import protocol, sandbox
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, exception_text, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
+from .compare import audit_tolerance
+from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -256,6 +258,9 @@ class Server:
         else:
             category, report, syntax = static_check(kernel_source, job.get("reject_torch_ops", False))
         result["static"] = report
+        if not job.get("reference_only"):
+            # What the kernel computes in, from its source; the judge applies it to the task's dtypes.
+            result["precision"] = summarize(job.get("precision") or DEFAULT_POLICY, scan(kernel_source), [], {})
         if category == "static_check" and not job.get("static_checks", True):
             # The filter is off: its findings stay in the report as warnings, and the kernel
             # meets the sandbox, the judge and the audit alone.
@@ -316,9 +321,10 @@ class Server:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # The worker's output goes into a pipe this process drains, never a file by name.
         worker_log = LogTail()
+        atol, rtol = audit_tolerance(job)
         worker_job = {"device": job["device"], "jit_kernels": result["static"].get("jit_kernels", []),
-                      "limits": job.get("limits") or {}, "atol": job.get("atol", 1e-2),
-                      "rtol": job.get("rtol", 1e-2)}
+                      "limits": job.get("limits") or {}, "atol": atol, "rtol": rtol,
+                      "precision": job.get("precision") or DEFAULT_POLICY}
         try:
             try:
                 zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)

@@ -200,6 +200,8 @@ def baseline_key(task_source, device_info, versions, signature, job):
                    job["flush_l2"], job.get("timing_precision")],
         "harness": PROTOCOL,
         "method": TIMING_METHOD,
+        # The reference computes differently under each precision policy (TF32 or not).
+        "precision": job.get("precision") or "strict",
     }, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 

@@ -15,6 +15,7 @@ import time
 
 from . import protocol
 from .errors import classify
+from .precision import apply_policy, settings
 from .exchange import Borrower
 from .loading import load_module, seed_everything
 from .tensors import describe, flatten_outputs
@@ -50,6 +51,8 @@ class Worker:
         if self.gpu:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # the context the IPC handles open into
+        if self.job.get("precision"):
+            apply_policy(self.job["precision"])  # the policy's settings, before any task or kernel code
         self.reply({"type": "hello"})
         while True:
             request, fds = protocol.recv_message(self.sock)
@@ -124,8 +127,7 @@ class Worker:
                      for name, t in model.state_dict().items()]
         # The precision settings in force once the module ran its import (a task or kernel may
         # set them): the reference's go into the timing's environment.
-        tf32 = {"matmul": torch.backends.cuda.matmul.allow_tf32, "cudnn": torch.backends.cudnn.allow_tf32,
-                "float32_matmul_precision": torch.get_float32_matmul_precision()}
+        tf32 = settings()
         self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module), "tf32": tf32})
 
     def op_params(self, request, mappings):

@@ -90,9 +90,15 @@ def oracle(r, n, atol, rtol, mode):
     abs_err = torch.where(both, (n64 - r64).abs(), torch.zeros_like(r64))
     abs_ref = r64.abs()
     rel_err = torch.where(both & (abs_ref >= atol_eff), abs_err / abs_ref.clamp_min(1e-30), torch.zeros_like(r64))
-    bad = both & (abs_err > atol_eff + rtol * abs_ref)
+    if mode == "kernelbench":
+        # KernelBench's rule is torch.allclose itself, in the outputs' own dtype.
+        not_close = ~torch.isclose(r, n, rtol=rtol, atol=atol)
+        bad = both & not_close
+        special = int((~ref_finite & not_close).sum())
+    else:
+        bad = both & (abs_err > atol_eff + rtol * abs_ref)
+        special = int((~ref_finite & ~((torch.isnan(r64) & torch.isnan(n64)) | (r64 == n64))).sum())
     lost = int((ref_finite & ~new_finite).sum())
-    special = int((~ref_finite & ~((torch.isnan(r64) & torch.isnan(n64)) | (r64 == n64))).sum())
     count = int(bad.sum())
     if lost:
         category, bad_elements = "lost", lost
@@ -432,3 +438,153 @@ def test_all_finite_finds_nan_and_inf_anywhere_without_a_full_size_temporary(mon
         assert spy.largest <= 2 * 64 * 8, "%s allocated %d bytes" % (spy.op, spy.largest)
     assert not compare.all_finite(torch.complex(torch.zeros(4), torch.tensor([0.0, 0.0, math.nan, 0.0])))
     assert compare.all_finite(torch.complex(torch.zeros(4), torch.ones(4)))
+
+
+# --- Per-dtype tolerances (issue 22) ---------------------------------------------------------
+
+
+def test_tolerance_table_per_dtype_and_policy():
+    assert compare.dtype_tolerance(torch.float32) == 1e-4
+    assert compare.dtype_tolerance("float16") == 1e-2
+    assert compare.dtype_tolerance(torch.bfloat16) == 1e-2
+    assert compare.dtype_tolerance(torch.float64) == 1e-9
+    assert compare.dtype_tolerance(torch.complex64) == 1e-4
+    assert compare.dtype_tolerance(torch.complex128) == 1e-9
+    assert compare.dtype_tolerance(torch.float8_e4m3fn) == 0.125
+    assert compare.dtype_tolerance(torch.float8_e5m2) == 0.25
+    # TF32 changes float32 only.
+    assert compare.dtype_tolerance(torch.float32, "tf32") == 1e-2
+    assert compare.dtype_tolerance(torch.float16, "tf32") == 1e-2
+    assert compare.dtype_tolerance(torch.float64, "tf32") == 1e-9
+    # A floating dtype outside the table: float16's, or its own epsilon when coarser.
+    assert compare.dtype_tolerance("float8_e8m0fnu") >= 1e-2
+    assert compare.dtype_tolerance("no_such_dtype") == 1e-2
+
+
+def test_explicit_tolerances_override_the_table_for_every_dtype():
+    assert compare.tolerance_for(torch.float32) == (1e-4, 1e-4)
+    assert compare.tolerance_for(torch.float16) == (1e-2, 1e-2)
+    assert compare.tolerance_for(torch.float32, atol=1e-3) == (1e-3, 1e-4)
+    assert compare.tolerance_for(torch.bfloat16, atol=1e-3, rtol=0.0) == (1e-3, 0.0)
+    assert compare.tolerance_for(torch.float32, mode="kernelbench") == (1e-4, 1e-4)
+    assert compare.tolerance_for(torch.float32, mode="kernelbench", precision="tf32") == (1e-2, 1e-2)
+    # `scaled`: the one tolerance of kforge before per-dtype tolerances.
+    assert compare.tolerance_for(torch.float32, mode="scaled") == (1e-2, 1e-2)
+    assert compare.tolerance_for(torch.float64, mode="scaled", rtol=1e-5) == (1e-2, 1e-5)
+    with pytest.raises(ValueError):
+        compare.tolerance_for(torch.float32, mode="loose")
+
+
+def gemm_like(seed=0):
+    """Outputs of magnitude ~1 with a fifth near zero, like a GEMM of normalized values."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(256, 256, generator=gen)
+
+
+def test_a_tf32_sized_error_fails_fp32_by_default_and_passes_under_tf32():
+    ref = gemm_like()
+    # The error of a TF32 GEMM: ~5e-3 absolute on outputs of magnitude ~1 (measured 0.0048).
+    tf32 = ref + 5e-3 * torch.sign(torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)))
+    passed, reports, reason, tolerance = compare_outputs(ref, tf32)
+    assert not passed and "atol 0.0001" in reason and "rtol 0.0001" in reason
+    assert tolerance["outputs"]["out"] == {"dtype": "float32", "atol": 1e-4, "rtol": 1e-4}
+    assert tolerance["atol"] is None and tolerance["mode"] == "dtype" and tolerance["precision"] == "strict"
+    assert reports[0]["atol"] == 1e-4 and reports[0]["rtol"] == 1e-4
+    assert not compare_outputs(ref, tf32, mode="kernelbench")[0]
+    passed, _, _, tolerance = compare_outputs(ref, tf32, precision="tf32")
+    assert passed and tolerance["outputs"]["out"]["atol"] == 1e-2
+    # The person's explicit tolerance wins over the table (the old default accepts it).
+    assert compare_outputs(ref, tf32, 1e-2, 1e-2)[0]
+    assert compare_outputs(ref, tf32, mode="scaled")[0]
+
+
+def test_an_honest_fp32_result_passes_the_fp32_tolerance():
+    ref = gemm_like()
+    # A float32 computation in another order: a few units in the last place.
+    honest = (ref.double() * (1 + 4e-7 * torch.randn(ref.shape, dtype=torch.float64))).float()
+    assert compare_outputs(ref, honest)[0]
+    assert compare_outputs(ref, honest, mode="kernelbench")[0]
+    # A half-precision rounding of it does not.
+    assert not compare_outputs(ref, ref.half().float())[0]
+
+
+def test_half_outputs_keep_their_own_tolerance_beside_fp32_ones():
+    ref = (gemm_like(), gemm_like(2).half())
+    new = (ref[0].clone(), (ref[1].float() * (1 + 3e-3)).half())
+    passed, reports, reason, tolerance = compare_outputs(ref, new)
+    assert passed, reason
+    assert tolerance["outputs"]["out[1]"] == {"dtype": "float16", "atol": 1e-2, "rtol": 1e-2}
+    assert tolerance["outputs"]["out[0]"]["atol"] == 1e-4
+    new = ((ref[0].double() * (1 + 3e-3)).float(), new[1])
+    passed, _, reason, _ = compare_outputs(ref, new)
+    assert not passed and reason.startswith("out[0]")
+
+
+def test_tiny_outputs_are_still_scaled_under_the_dtype_table():
+    ref = softmax_like()  # ~1e-3 per element: above fp32's 1e-4, below the old 1e-2
+    passed, reports, _, tolerance = compare_outputs(ref, torch.zeros_like(ref))
+    assert not passed
+    ref = ref * 1e-3  # ~1e-6: below 1e-4, zeros must not pass
+    passed, reports, reason, tolerance = compare_outputs(ref, torch.zeros_like(ref))
+    assert not passed and "scaled to the output's magnitude" in reason
+    assert tolerance["effective_atol"]["out"] <= 1e-7
+
+
+KERNELBENCH_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+def synthetic_pair(rng, dtype):
+    """A reference and a kernel's output with many elements near allclose's threshold, some
+    NaN/Inf on either side."""
+    tol = KERNELBENCH_TOLERANCE[dtype]
+    shape = rng.choice([(37,), (9, 13), (4, 5, 6)])
+    magnitude = rng.choice([1e-3, 1.0, 50.0])
+    ref = (torch.randn(shape, dtype=torch.float64) * magnitude).to(dtype)
+    # Errors from far inside to just outside atol + rtol * |new|, of either sign.
+    bound = tol + tol * ref.double().abs()
+    factor = torch.empty(shape, dtype=torch.float64).uniform_(0.0, 2.0)
+    near = torch.rand(shape) < 0.5
+    factor = torch.where(near, torch.empty(shape, dtype=torch.float64).uniform_(0.97, 1.03), factor)
+    sign = torch.where(torch.rand(shape) < 0.5, -1.0, 1.0).double()
+    new = (ref.double() + sign * factor * bound).to(dtype)
+    if rng.random() < 0.3:
+        flat_r, flat_n = ref.view(-1), new.view(-1)
+        for i in rng.sample(range(flat_r.numel()), 3):
+            special = rng.choice([math.nan, math.inf, -math.inf])
+            flat_r[i] = special
+            flat_n[i] = rng.choice([special, special, 0.0, math.nan])
+    if rng.random() < 0.3:  # all close: the verdict is a pass unless NaN/Inf breaks it
+        new = ref.clone()
+    return ref, new
+
+
+@pytest.mark.parametrize("dtype", list(KERNELBENCH_TOLERANCE), ids=str)
+def test_kernelbench_mode_reproduces_torch_allclose_with_kernelbench_tolerances(monkeypatch, dtype):
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 16)
+    rng = random.Random(str(dtype))
+    torch.manual_seed(rng.randrange(1 << 30))
+    verdicts = set()
+    for _ in range(300):
+        ref, new = synthetic_pair(rng, dtype)
+        tol = KERNELBENCH_TOLERANCE[dtype]
+        expected = torch.allclose(ref, new, atol=tol, rtol=tol)
+        passed, reports, reason, tolerance = compare_outputs(ref, new, mode="kernelbench")
+        assert passed == expected, (ref, new, reason)
+        assert reports[0]["atol_effective"] == tol  # never scaled
+        verdicts.add(passed)
+        # Explicit tolerances replace KernelBench's for every dtype.
+        assert compare_outputs(ref, new, 0.05, 0.0, "kernelbench")[0] == torch.allclose(ref, new, atol=0.05, rtol=0.0)
+    assert verdicts == {True, False}
+
+
+def test_kernelbench_mode_nan_is_never_close_and_rtol_is_on_the_kernels_value():
+    ref = torch.tensor([1.0, math.nan, math.inf])
+    passed, _, reason, _ = compare_outputs(ref, ref.clone(), mode="kernelbench")
+    assert not passed and "NaN is never close" in reason
+    assert compare_outputs(ref, ref.clone())[0], "kforge's own rule matches NaN with NaN"
+    # allclose's bound is atol + rtol * |new|: here inside it, though outside atol + rtol * |ref|.
+    ref = torch.tensor([100.0], dtype=torch.float64)
+    new = torch.tensor([100.010101], dtype=torch.float64)
+    assert torch.allclose(ref, new, atol=1e-4, rtol=1e-4)
+    assert compare_outputs(ref, new, 1e-4, 1e-4, mode="kernelbench")[0]
+    assert not compare_outputs(ref, new, 1e-4, 1e-4, mode="dtype")[0]

@@ -166,3 +166,17 @@ def test_figures_of_a_window_of_several_forwards_are_per_forward():
     spread = [0.0200 + 0.0001 * (i % 2) for i in range(30)]
     assert timing.relative_width(spread, timing.RESOLUTION_MS / 10) > 0
     assert timing.relative_width(spread) == 0.0
+
+
+def test_the_precision_policy_is_part_of_the_baseline_key():
+    job = {"warmup": 10, "timing_trials": 100, "min_timing_trials": 10, "timing_budget_s": 1.0,
+           "flush_l2": True, "timing_precision": 0.01}
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}
+
+    def key(**changes):
+        return timing.baseline_key("t", gpu, {"torch": "2.11.0"}, "sig", dict(job, **changes))
+
+    # A reference timed with TF32 matmuls is not the strict one; no policy means strict.
+    assert key(precision="tf32") != key(precision="strict")
+    assert key(precision="pytorch") != key(precision="strict")
+    assert key() == key(precision="strict")

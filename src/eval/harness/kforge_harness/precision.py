@@ -1,0 +1,359 @@
+"""Precision: the policy the person chose (`[eval] precision`), applied to both sides, and
+what a kernel computes in.
+
+Policies (POLICIES):
+- `strict` (default): the task's own dtype. The judge's reference and the reference's timing
+  process run with TF32 off for matmuls and cuDNN convolutions and
+  `float32_matmul_precision = "highest"`: a float32 task's reference is float32 throughout,
+  and a kernel must match it within float32's tolerance (compare.py).
+- `tf32`: TF32 on for matmuls and convolutions on both sides
+  (`float32_matmul_precision = "high"`); float32 outputs get TF32's tolerance. Every figure
+  compares TF32 with TF32.
+- `pytorch`: PyTorch's own defaults (TF32 off for matmuls, on for cuDNN convolutions),
+  KernelBench's setting; tolerances as `strict`. With `tolerance = "kernelbench"` the
+  verdicts are KernelBench's, convolution tasks included.
+
+What a kernel computes in is read from its source (`scan`, a pure AST pass): `tl.dot` and
+`@` in Triton code and their `input_precision` / `allow_tf32`, casts to half types, half
+accumulators, TF32 switched on through torch.backends or float32_matmul_precision, autocast.
+The judge adds what the kernel's process really had in force once it was imported
+(`dynamic_findings`), and what applies to the task's dtypes (`summarize`).
+"""
+
+import ast
+
+POLICIES = ("strict", "tf32", "pytorch")
+DEFAULT_POLICY = "strict"
+
+# torch settings per policy: (matmul allow_tf32, cudnn allow_tf32, float32_matmul_precision).
+SETTINGS = {
+    "strict": (False, False, "highest"),
+    "tf32": (True, True, "high"),
+    "pytorch": (False, True, "highest"),
+}
+
+# Finding categories. LOWERING: math below float32 on float32 operands.
+TF32_DOT = "tf32_dot"
+TF32X3_DOT = "tf32x3_dot"
+IEEE_DOT = "ieee_dot"
+DOT_UNKNOWN = "dot_precision_unknown"
+LOW_PRECISION_CAST = "low_precision_cast"
+LOW_PRECISION_ACCUMULATOR = "low_precision_accumulator"
+TF32_ENABLED = "tf32_enabled"
+AUTOCAST = "autocast"
+LOWERING = (TF32_DOT, LOW_PRECISION_CAST, LOW_PRECISION_ACCUMULATOR, TF32_ENABLED, AUTOCAST)
+CATEGORIES = (TF32_DOT, TF32X3_DOT, IEEE_DOT, DOT_UNKNOWN, LOW_PRECISION_CAST, LOW_PRECISION_ACCUMULATOR,
+              TF32_ENABLED, AUTOCAST)
+
+HALF_NAMES = {"float16", "half", "bfloat16", "float8e4nv", "float8e5", "float8e4b15", "float8e4b8", "float8e5b16",
+              "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
+HALF_METHODS = {"half": "float16", "bfloat16": "bfloat16"}
+# tl.dot(input, other, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+DOT_PRECISION_POSITION, DOT_ALLOW_TF32_POSITION, DOT_OUT_DTYPE_POSITION = 3, 4, 6
+F32_DEFAULT_ENV = "TRITON_F32_DEFAULT"
+
+
+def apply_policy(policy):
+    """Sets this process's torch precision settings for the policy; returns them."""
+    import torch
+
+    matmul, cudnn, matmul_precision = SETTINGS[policy if policy in SETTINGS else DEFAULT_POLICY]
+    torch.backends.cuda.matmul.allow_tf32 = matmul
+    torch.backends.cudnn.allow_tf32 = cudnn
+    torch.set_float32_matmul_precision(matmul_precision)
+    return settings()
+
+
+def settings():
+    """The torch precision settings in force in this process."""
+    import torch
+
+    return {"matmul": bool(torch.backends.cuda.matmul.allow_tf32), "cudnn": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def finding(category, line, text, where):
+    return {"category": category, "line": line, "text": text, "where": where,
+            "lowers": category in LOWERING, "dynamic": False}
+
+
+# -- the static scan ----------------------------------------------------------------------
+
+
+def scan(source):
+    """Findings about the math of a kernel's source, in source order; [] where it does not
+    parse (the static check reports that)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return _Scan(tree).run()
+
+
+def _dotted(node):
+    """`torch.backends.cuda.matmul.allow_tf32` for an attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _is_jit(decorator):
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = _dotted(target) or ""
+    return name.split(".")[-1] in ("jit", "autotune", "heuristics")
+
+
+def _dtype_leaf(node):
+    """`float16` for tl.float16 / torch.float16 / "float16" / torch.half, else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        name = node.value
+    else:
+        name = (_dotted(node) or "").split(".")[-1]
+    if name == "half":
+        return "float16"
+    return name if name in HALF_NAMES else None
+
+
+class _Scan:
+    def __init__(self, tree):
+        self.tree = tree
+        self.constants = {}  # module-level NAME = "string"
+        self.launch_values = {}  # keyword name -> set of constant values at launch sites
+        self.findings = []
+        self.f32_default = None
+
+    def run(self):
+        for node in self.tree.body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.constants[target.id] = node.value.value
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                for kw in node.keywords:
+                    if kw.arg and isinstance(kw.value, ast.Constant):
+                        self.launch_values.setdefault(kw.arg, set()).add(kw.value.value)
+            self.environment(node)
+        jit = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    _is_jit(d) for d in node.decorator_list):
+                jit.add(node)
+                self.kernel(node)
+        self.host(jit)
+        self.findings.sort(key=lambda f: f["line"] or 0)
+        return self.findings
+
+    def environment(self, node):
+        """os.environ["TRITON_F32_DEFAULT"] = "ieee": the default of every tl.dot."""
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _dotted(target.value) in ("os.environ", "environ") \
+                        and isinstance(target.slice, ast.Constant) and target.slice.value == F32_DEFAULT_ENV:
+                    self.f32_default = node.value.value
+
+    # -- Triton code
+
+    def kernel(self, fn):
+        defaults = {}
+        args = fn.args.args
+        for arg, default in zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults):
+            if isinstance(default, ast.Constant):
+                defaults[arg.arg] = default.value
+        for arg, default in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+            if isinstance(default, ast.Constant):
+                defaults[arg.arg] = default.value
+        where = "kernel %s" % fn.name
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                self.add(TF32_DOT, node, "`@` in %s runs tl.dot at its default precision: TF32 on float32 operands"
+                         % where, where)
+            elif isinstance(node, ast.Call):
+                name = _dotted(node.func) or ""
+                leaf = name.split(".")[-1]
+                if leaf == "dot":
+                    self.dot(node, defaults, where)
+                elif leaf in ("to", "cast"):
+                    target = node.args[1] if leaf == "cast" and len(node.args) > 1 else (
+                        node.args[0] if leaf == "to" and node.args else None)
+                    for kw in node.keywords:
+                        if kw.arg == "dtype":
+                            target = kw.value
+                    half = _dtype_leaf(target) if target is not None else None
+                    if half:
+                        self.add(LOW_PRECISION_CAST, node, "%s casts to %s in %s" % (
+                            ast.unparse(node.func), half, where), where)
+                elif leaf in ("zeros", "full") and name.startswith(("tl.", "triton.language.")):
+                    for kw in node.keywords:
+                        if kw.arg == "dtype" and _dtype_leaf(kw.value):
+                            self.add(LOW_PRECISION_ACCUMULATOR, node, "%s allocates a %s tile in %s (an accumulator "
+                                     "there sums in %s)" % (name, _dtype_leaf(kw.value), where,
+                                                            _dtype_leaf(kw.value)), where)
+
+    def resolve(self, node, defaults):
+        """A constant's value: literal, module constant, parameter default, or the one
+        constant value every launch site passes for that parameter. (value, known)."""
+        if isinstance(node, ast.Constant):
+            return node.value, True
+        if isinstance(node, ast.Name):
+            if node.id in self.constants:
+                return self.constants[node.id], True
+            launched = self.launch_values.get(node.id, set())
+            if len(launched) == 1:
+                return next(iter(launched)), True
+            if not launched and node.id in defaults:
+                return defaults[node.id], True
+        return None, False
+
+    def dot(self, node, defaults, where):
+        precision = allow = out_dtype = None
+        if len(node.args) > DOT_PRECISION_POSITION:
+            precision = node.args[DOT_PRECISION_POSITION]
+        if len(node.args) > DOT_ALLOW_TF32_POSITION:
+            allow = node.args[DOT_ALLOW_TF32_POSITION]
+        if len(node.args) > DOT_OUT_DTYPE_POSITION:
+            out_dtype = node.args[DOT_OUT_DTYPE_POSITION]
+        for kw in node.keywords:
+            if kw.arg == "input_precision":
+                precision = kw.value
+            elif kw.arg == "allow_tf32":
+                allow = kw.value
+            elif kw.arg == "out_dtype":
+                out_dtype = kw.value
+        call = "tl.dot at line %d of %s" % (node.lineno, where.split(" ", 1)[1])
+        if out_dtype is not None and _dtype_leaf(out_dtype):
+            self.add(LOW_PRECISION_ACCUMULATOR, node, "%s accumulates in %s (out_dtype)" % (
+                call, _dtype_leaf(out_dtype)), where)
+        if precision is not None and not (isinstance(precision, ast.Constant) and precision.value is None):
+            value, known = self.resolve(precision, defaults)
+            if not known or not isinstance(value, str):
+                self.add(DOT_UNKNOWN, node, "%s passes input_precision=%s, which kforge cannot read statically"
+                         % (call, ast.unparse(precision)), where)
+                return
+            self.dot_precision(node, value.lower(), "input_precision=%r" % value, call, where)
+            return
+        if allow is not None and not (isinstance(allow, ast.Constant) and allow.value is None):
+            value, known = self.resolve(allow, defaults)
+            if not known or not isinstance(value, bool):
+                self.add(DOT_UNKNOWN, node, "%s passes allow_tf32=%s, which kforge cannot read statically"
+                         % (call, ast.unparse(allow)), where)
+                return
+            self.dot_precision(node, "tf32" if value else "ieee", "allow_tf32=%s" % value, call, where)
+            return
+        default = str(self.f32_default).lower() if self.f32_default else "tf32"
+        how = ("without input_precision, under %s=%r" % (F32_DEFAULT_ENV, self.f32_default) if self.f32_default
+               else "without input_precision")
+        self.dot_precision(node, default, how, call, where)
+
+    def dot_precision(self, node, value, how, call, where):
+        if value == "ieee":
+            self.add(IEEE_DOT, node, "%s computes in full float32 (%s)" % (call, how), where)
+        elif value == "tf32x3":
+            self.add(TF32X3_DOT, node, "%s computes in TF32x3, close to float32 (%s)" % (call, how), where)
+        elif value in ("tf32", "bf16x3", "bf16x6", "bf16", "fp16"):
+            self.add(TF32_DOT, node, "%s computes in %s on float32 operands (%s)" % (
+                call, value.upper() if value == "tf32" else value, how), where)
+        else:
+            self.add(DOT_UNKNOWN, node, "%s uses input precision %r (%s)" % (call, value, how), where)
+
+    # -- host code
+
+    def host(self, jit):
+        inside = set()
+        for fn in jit:
+            inside.update(id(n) for n in ast.walk(fn))
+        for node in ast.walk(self.tree):
+            if id(node) in inside:
+                continue
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
+                for target in node.targets:
+                    name = _dotted(target) or ""
+                    if name.endswith(("matmul.allow_tf32", "cudnn.allow_tf32")):
+                        what = "matmuls" if "matmul" in name else "cuDNN convolutions"
+                        self.add(TF32_ENABLED, node, "%s = True switches TF32 on for PyTorch's %s" % (name, what),
+                                 "module")
+                    if name.endswith("allow_fp16_reduced_precision_reduction") or \
+                            name.endswith("allow_bf16_reduced_precision_reduction"):
+                        self.add(TF32_ENABLED, node, "%s = True lets PyTorch's matmuls reduce in half precision"
+                                 % name, "module")
+            if not isinstance(node, ast.Call):
+                continue
+            name = _dotted(node.func) or ""
+            leaf = name.split(".")[-1]
+            if leaf == "set_float32_matmul_precision" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value in ("high", "medium"):
+                self.add(TF32_ENABLED, node, "torch.set_float32_matmul_precision(%r) lets PyTorch's float32 "
+                         "matmuls use TF32%s" % (node.args[0].value, " or bfloat16" if node.args[0].value == "medium"
+                                                 else ""), "module")
+            elif leaf == "autocast":
+                self.add(AUTOCAST, node, "%s runs PyTorch ops in reduced precision" % name, "module")
+            elif leaf in HALF_METHODS and isinstance(node.func, ast.Attribute) and not node.args \
+                    and name not in ("torch.half", "torch.bfloat16"):
+                self.add(LOW_PRECISION_CAST, node, "%s casts to %s" % (ast.unparse(node.func), HALF_METHODS[leaf]),
+                         "module")
+            elif leaf in ("to", "type") and isinstance(node.func, ast.Attribute):
+                targets = list(node.args) + [kw.value for kw in node.keywords if kw.arg == "dtype"]
+                half = next((_dtype_leaf(t) for t in targets if _dtype_leaf(t) and not isinstance(t, ast.Constant)),
+                            None)
+                if half:
+                    self.add(LOW_PRECISION_CAST, node, "%s casts to %s" % (ast.unparse(node.func), half), "module")
+
+    def add(self, category, node, text, where):
+        """A finding at the node's line; the text names the line (a tl.dot's names it
+        already)."""
+        line = getattr(node, "lineno", None)
+        if not text.startswith("tl.dot at line"):
+            text = "%s (line %s)" % (text, line)
+        self.findings.append(finding(category, line, text, where))
+
+
+# -- what the judge saw ----------------------------------------------------------------------
+
+
+def dynamic_findings(policy, kernel_settings):
+    """Findings from the settings in force in the kernel's process once it was imported and
+    built: TF32 switched on where the policy had it off."""
+    if not isinstance(kernel_settings, dict):
+        return []
+    matmul, cudnn, matmul_precision = SETTINGS.get(policy, SETTINGS[DEFAULT_POLICY])
+    found = []
+    if kernel_settings.get("matmul") and not matmul:
+        found.append("torch.backends.cuda.matmul.allow_tf32 was on")
+    if kernel_settings.get("cudnn") and not cudnn:
+        found.append("torch.backends.cudnn.allow_tf32 was on")
+    precision = kernel_settings.get("float32_matmul_precision")
+    if precision in ("high", "medium") and matmul_precision == "highest":
+        found.append("float32_matmul_precision was %r" % precision)
+    if not found:
+        return []
+    f = finding(TF32_ENABLED, None, "in the kernel's process after its import, %s (policy %s sets it off)" % (
+        " and ".join(found), policy), "process")
+    f["dynamic"] = True
+    return [f]
+
+
+def summarize(policy, findings, task_dtypes, tolerance):
+    """The result's `precision` record: the policy, the findings, which of them lower the
+    precision of this task's math (those on float32 or float64 data), and one sentence."""
+    wide = any(d in ("float32", "float64", "complex64", "complex128") for d in task_dtypes)
+    reduced = sorted({f["category"] for f in findings if f["lowers"]}) if wide else []
+    if policy == "tf32":
+        reduced = [c for c in reduced if c != TF32_DOT and c != TF32_ENABLED]
+    dots = [f for f in findings if f["category"] in (TF32_DOT, TF32X3_DOT, IEEE_DOT)]
+    parts = []
+    if reduced:
+        lowering = [f for f in findings if f["category"] in reduced]
+        parts.append("the kernel computes in lower precision than the task's %s: %s" % (
+            "/".join(d for d in task_dtypes if d.startswith(("float", "complex"))) or "float32",
+            "; ".join(f["text"] for f in lowering[:3]) + ("; ..." if len(lowering) > 3 else "")))
+    elif dots and wide:
+        kinds = sorted({f["category"] for f in dots})
+        words = {TF32_DOT: "TF32", TF32X3_DOT: "TF32x3", IEEE_DOT: "full float32"}
+        parts.append("the kernel's GEMMs compute in %s" % " and ".join(words[k] for k in kinds))
+    return {"policy": policy, "task_dtypes": list(task_dtypes), "tolerance": tolerance, "kernel_math": findings,
+            "reduced": reduced, "statement": "; ".join(parts)}
