@@ -286,12 +286,8 @@ fn check_sections(table: &toml::Table) -> Result<()> {
                 "the config has a top-level [{key}] section: it belongs under [llm], as [llm.{key}.NAME]"
             );
         }
-        let closest = SECTIONS
-            .iter()
-            .map(|s| (strsim::damerau_levenshtein(key, s), *s))
-            .min()
-            .filter(|(d, _)| *d <= 2)
-            .map(|(_, s)| format!(" (did you mean [{s}]?)"))
+        let closest = closest_name(key, SECTIONS.iter().copied())
+            .map(|s| format!(" (did you mean [{s}]?)"))
             .unwrap_or_default();
         let what = if value.is_table() {
             format!("[{key}]")
@@ -316,6 +312,17 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
             }
         }
     }
+}
+
+/// The name among `names` closest to a mistyped `word` (at most two edits away), for a
+/// "did you mean" in an error.
+pub fn closest_name<'a>(word: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names
+        .into_iter()
+        .map(|name| (strsim::damerau_levenshtein(word, name), name))
+        .min()
+        .filter(|(distance, _)| *distance <= 2)
+        .map(|(_, name)| name)
 }
 
 #[cfg(test)]

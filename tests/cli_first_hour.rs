@@ -98,7 +98,8 @@ fn providers_and_the_unknown_provider_error_name_manual() {
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr.contains("unknown provider `deepseak`") && stderr.contains("manual"),
+        stderr.contains("unknown provider `deepseak` (did you mean `deepseek`?)")
+            && stderr.contains("manual"),
         "{stderr}"
     );
 }

@@ -362,7 +362,8 @@ fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok
     s.serialize_str(&redact_url(url))
 }
 
-/// `url` with the password of its userinfo replaced by `***` (`https://user:***@host/v1`):
+/// `url` with the password of its userinfo replaced by `***` (`https://user:***@host/v1`),
+/// or the whole userinfo when it is a user name alone (often a token: `https://***@host`):
 /// how a base URL is shown and logged everywhere (the providers listing, errors, logs).
 /// Works on text that does not parse as a URL too, since a config error shows it.
 pub fn redact_url(url: &str) -> String {
@@ -375,7 +376,8 @@ pub fn redact_url(url: &str) -> String {
     if let Some(at) = authority.rfind('@') {
         return match authority[..at].find(':') {
             Some(colon) => format!("{}***{}", &url[..start + colon + 1], &rest[at..]),
-            None => url.to_string(), // a user name alone
+            // A user name alone is often a token (`http://tok_abc@host`): hidden too.
+            None => format!("{}***{}", &url[..start], &rest[at..]),
         };
     }
     // Not a URL, with an `@` further on: most likely a password holding a raw `/`, `?` or
@@ -589,10 +591,17 @@ impl LlmConfig {
             )));
         }
         let (cfg, pre) = self.merged(&name).ok_or_else(|| {
+            let names = self.provider_names();
+            let guess = crate::config::closest_name(
+                &name,
+                names.iter().map(String::as_str).chain(["manual"]),
+            )
+            .map(|n| format!(" (did you mean `{n}`?)"))
+            .unwrap_or_default();
             LlmError::Config(format!(
-                "unknown provider `{name}`: known providers are {}, and manual (you answer \
+                "unknown provider `{name}`{guess}: known providers are {}, and manual (you answer \
                  the prompts); define others under [llm.providers.NAME]",
-                self.provider_names().join(", ")
+                names.join(", ")
             ))
         })?;
         let kind = cfg.protocol.unwrap_or(ProviderKind::OpenAi);
@@ -925,6 +934,26 @@ mod tests {
     }
 
     #[test]
+    fn a_mistyped_provider_gets_the_closest_name() {
+        let err = LlmConfig::default()
+            .resolve_with(Some("deepsek"), None, &[], &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown provider `deepsek` (did you mean `deepseek`?)"),
+            "{err}"
+        );
+        let err = LlmConfig::default()
+            .resolve_with(Some("nope"), None, &[], &env_of(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !err.contains("did you mean"),
+            "nothing is close to nope: {err}"
+        );
+    }
+
+    #[test]
     fn anthropic_gets_a_default_max_tokens_and_reasoning_models_the_right_field() {
         let env = env_of(&[("ANTHROPIC_API_KEY", "k"), ("OPENAI_API_KEY", "k")]);
         let r = LlmConfig::default()
@@ -970,7 +999,7 @@ mod tests {
     }
 
     #[test]
-    fn passwords_in_urls_are_masked() {
+    fn passwords_and_user_names_in_urls_are_masked() {
         for (url, shown) in [
             ("https://user:secret@host/v1", "https://user:***@host/v1"),
             (
@@ -978,7 +1007,8 @@ mod tests {
                 "http://u:***@127.0.0.1:8000",
             ),
             ("https://:tok@host", "https://:***@host"),
-            ("https://user@host/v1", "https://user@host/v1"),
+            ("https://user@host/v1", "https://***@host/v1"),
+            ("http://tok_abc@host:8000/v1", "http://***@host:8000/v1"),
             ("https://host/v1/@org", "https://host/v1/@org"),
             ("https://host:8443/v1?x=@", "https://host:8443/v1?x=@"),
             ("https://user:pa/ss@host/v1", "https://***@host/v1"),
