@@ -303,9 +303,20 @@ fn doctor_reports_python_versions_and_no_gpu() {
         "[eval]\nhost_time_ratio = 1.1\nhost_slack_ms = 0.05\n",
     )
     .unwrap();
-    let out = kforge(&["--config", config.to_str().unwrap(), "doctor", "--no-ncu"])
-        .output()
-        .unwrap();
+    let mut doctor = kforge(&["--config", config.to_str().unwrap(), "doctor", "--no-ncu"]);
+    // No provider chosen through this machine's environment: doctor must say none is set.
+    for var in [
+        "KFORGE_PROVIDER",
+        "KFORGE_MODEL",
+        "KFORGE_BASE_URL",
+        "OPENAI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENROUTER_API_KEY",
+    ] {
+        doctor.env_remove(var);
+    }
+    let out = doctor.output().unwrap();
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains("[eval] host_time_ratio, host_slack_ms are obsolete and ignored"),
@@ -320,6 +331,10 @@ fn doctor_reports_python_versions_and_no_gpu() {
         "{stdout}"
     );
     assert!(stdout.contains("cache"), "{stdout}");
+    assert!(
+        stdout.contains("LLM: no LLM provider configured") && stdout.contains("--provider manual"),
+        "no LLM is a problem doctor names: {stdout}"
+    );
     // This suite runs without a GPU (CI); on a GPU box the line lists devices instead.
     assert!(
         stdout.contains("no CUDA device") || stdout.contains("cuda:0"),

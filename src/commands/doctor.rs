@@ -70,6 +70,20 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
         }
     };
 
+    // Nothing breaks without an LLM (eval, bench and open work), but a run stops at its
+    // first call: say what would be used, or what to set.
+    match crate::llm::config::resolve(&config, None, None) {
+        Ok(p) => {
+            r.line("llm", format!("{} · {}", p.name, p.model));
+            r.data
+                .insert("llm".into(), json!({"provider": p.name, "model": p.model}));
+        }
+        Err(e) => r.problem(
+            format!("LLM: {e}"),
+            "kforge eval, bench and open work without one; kforge run needs one",
+        ),
+    }
+
     let cache = crate::paths::cache_dir();
     r.data.insert("cache_dir".into(), json!(cache));
     match std::fs::create_dir_all(&cache).and_then(|_| tempfile::tempfile_in(&cache)) {

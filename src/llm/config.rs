@@ -724,10 +724,13 @@ pub fn nothing_configured_message() -> String {
         .filter(|p| p.key_required)
         .filter_map(|p| p.key_env)
         .collect();
+    let user_file = crate::paths::user_config_file()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "~/.config/kforge/config.toml".into());
     format!(
-        "no LLM provider configured: set one of {} (the first one set is used), \
-         pick a local server with --provider ollama|vllm|llamacpp (and --model), \
-         set [llm] default = \"NAME\" in ~/.config/kforge/config.toml, \
+        "no LLM provider configured: set one of {} (the first one set is used) or \
+         KFORGE_PROVIDER, pick a local server with --provider ollama|vllm|llamacpp (and \
+         --model), set [llm] default = \"NAME\" in {user_file} or ./kforge.toml, \
          or use --provider manual to answer the prompts yourself",
         vars.join(", ")
     )
