@@ -1141,6 +1141,14 @@ fn open_refuses_what_it_cannot_show() {
     let out = run(&["open", home.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a kforge session"));
+    let missing = home.path().join("sessions/nope");
+    let out = run(&["open", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sessions/nope does not exist"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run(&["open", fixture().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a terminal"));

@@ -170,6 +170,9 @@ impl SessionDir {
 
     /// Opens an existing session directory (it must hold `events.jsonl`).
     pub fn open(path: &Path) -> Result<SessionDir> {
+        if !path.exists() {
+            bail!("{} does not exist", path.display());
+        }
         if !path.join(EVENTS_FILE).is_file() {
             bail!(
                 "{} is not a kforge session (no {EVENTS_FILE})",
