@@ -426,9 +426,8 @@ async fn drive(
     engine.stop_actions();
     control.abort();
     eprintln!(
-        "kforge: {} ({}); session {}",
-        outcome.state().word(),
-        outcome.reason,
+        "kforge: {}; session {}",
+        outcome_line(outcome.state().word(), &outcome.reason),
         session.path.display()
     );
     if outcome.state() != EngineState::Finished {
@@ -484,4 +483,28 @@ async fn run_with_tui(
     let outcome = run.await.context("the engine task failed")?;
     exit?;
     Ok(outcome)
+}
+/// How a run ended, in words: the state and its reason, once when they say the same
+/// (`stopped`, not `stopped (stopped)`).
+fn outcome_line(state: &str, reason: &str) -> String {
+    if reason.is_empty() || reason == state {
+        state.to_string()
+    } else {
+        format!("{state} ({reason})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outcome_line;
+
+    #[test]
+    fn a_reason_that_repeats_the_state_is_said_once() {
+        assert_eq!(outcome_line("stopped", "stopped"), "stopped");
+        assert_eq!(outcome_line("stopped", ""), "stopped");
+        assert_eq!(
+            outcome_line("budget_reached", "wall time 60s"),
+            "budget_reached (wall time 60s)"
+        );
+    }
 }

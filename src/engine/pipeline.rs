@@ -337,11 +337,10 @@ impl Inner {
             );
             return Step::Skipped("persistent kernel".into());
         }
-        let question = format!(
-            "Run the {} tuning stages on candidate {}?",
-            self.pipeline.stages.len(),
-            base.id
-        );
+        let question = match self.pipeline.stages.len() {
+            1 => format!("Run the tuning stage on candidate {}?", base.id),
+            n => format!("Run the {n} tuning stages on candidate {}?", base.id),
+        };
         let approved = step!(
             self.review_gate("stages", GateKind::Stages, Some(base.id), question)
                 .await
