@@ -278,3 +278,45 @@ async fn a_password_in_base_url_is_masked_in_the_listing_the_errors_and_the_log(
         );
     }
 }
+
+#[tokio::test]
+async fn the_manual_provider_without_a_terminal_reads_the_answer_from_stdin_and_never_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    // The editor would hang without a terminal: one that fails loudly proves it never runs.
+    let editor = [("VISUAL", "false"), ("EDITOR", "false")];
+    let out = kforge(
+        dir.path(),
+        &["ask", "--provider", "manual", "write a kernel"],
+        &editor,
+        Some("```python\nprint(1)\n```\n"),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text_of(&out.stderr));
+    assert_eq!(text_of(&out.stdout), "```python\nprint(1)\n```\n");
+    let out = kforge(
+        dir.path(),
+        &["ask", "--provider", "manual", "write a kernel"],
+        &editor,
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text_of(&out.stderr).contains("reads the answer from stdin, which was empty"),
+        "{}",
+        text_of(&out.stderr)
+    );
+    let out = kforge(
+        dir.path(),
+        &["ask", "--provider", "manual", "-"],
+        &editor,
+        Some("the prompt"),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text_of(&out.stderr).contains("needs a terminal"),
+        "{}",
+        text_of(&out.stderr)
+    );
+}

@@ -39,7 +39,19 @@ pub struct AskArgs {
 pub async fn run(args: AskArgs, config_file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let config = Config::load(config_file)?;
     if args.provider.as_deref() == Some("manual") {
+        let prompt_on_stdin = matches!(args.prompt.as_deref(), None | Some("-"));
         let prompt = read_prompt(args.prompt.as_deref())?;
+        if !std::io::stdin().is_terminal() {
+            // No terminal for an editor (a script, a pipe): the answer comes on stdin.
+            if prompt_on_stdin {
+                anyhow::bail!(
+                    "the manual provider opens an editor, which needs a terminal; without one, pass \
+                     the prompt as an argument and the answer on stdin \
+                     (`kforge ask --provider manual \"PROMPT\" < answer.md`)"
+                );
+            }
+            return answer_from_stdin();
+        }
         return ask_yourself(&prompt, &config.tui.editor_command());
     }
     let provider = crate::llm::resolve(&config, args.provider.as_deref(), args.model.as_deref())?;
@@ -101,14 +113,7 @@ fn ask_yourself(prompt: &str, editor: &str) -> anyhow::Result<ExitCode> {
     };
     match answer_from(&edited) {
         Some(answer) => {
-            print!("{answer}");
-            if !answer.ends_with('\n') {
-                println!();
-            }
-            eprintln!(
-                "--\nprovider manual (you), {} characters",
-                answer.chars().count()
-            );
+            print_manual_answer(&answer);
             Ok(ExitCode::SUCCESS)
         }
         None => {
@@ -116,6 +121,34 @@ fn ask_yourself(prompt: &str, editor: &str) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The `manual` provider without a terminal: the answer is what stdin holds.
+fn answer_from_stdin() -> anyhow::Result<ExitCode> {
+    let mut answer = String::new();
+    std::io::stdin()
+        .read_to_string(&mut answer)
+        .context("cannot read the answer from stdin")?;
+    if answer.trim().is_empty() {
+        eprintln!(
+            "error: no answer: without a terminal the manual provider reads the answer from stdin, \
+             which was empty"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    print_manual_answer(&answer);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_manual_answer(answer: &str) {
+    print!("{answer}");
+    if !answer.ends_with('\n') {
+        println!();
+    }
+    eprintln!(
+        "--\nprovider manual (you), {} characters",
+        answer.chars().count()
+    );
 }
 
 fn read_prompt(arg: Option<&str>) -> anyhow::Result<String> {
