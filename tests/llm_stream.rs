@@ -243,7 +243,9 @@ async fn a_line_over_16_mib_is_a_clear_error_and_not_retried() {
     let shown = err.to_string();
     assert!(matches!(err, LlmError::Malformed { .. }), "{shown}");
     assert!(
-        shown.contains("longer than 16 MiB") && shown.contains(r#"data: {"choices""#),
+        shown.contains("longer than 16 MiB")
+            && shown.contains(r#"(data: {"choices""#)
+            && !shown.contains("data: data:"),
         "{shown}"
     );
     assert!(

@@ -283,6 +283,10 @@ impl Event {
 }
 
 fn too_large(limit: usize, line: &[u8]) -> SseError {
+    // The field's value: the error shows it as the answer's data (not `data: data: ...`).
+    let line = line
+        .strip_prefix(b"data:")
+        .map_or(line, |v| v.strip_prefix(b" ").unwrap_or(v));
     let head = &line[..line.len().min(200)];
     SseError::TooLarge {
         limit,
@@ -399,7 +403,7 @@ mod tests {
             assert_eq!(got[0], ev("message", "ok"));
             let err = got[1].as_ref().unwrap_err();
             assert!(
-                err.starts_with("TooLarge { limit: 64, start: \"data: xxx"),
+                err.starts_with("TooLarge { limit: 64, start: \"xxx"),
                 "chunks of {size}: {err}"
             );
         }
