@@ -118,4 +118,22 @@ mod tests {
             "{none}"
         );
     }
+
+    #[test]
+    fn the_address_and_model_from_the_environment_are_the_ones_listed() {
+        let config = Config::default();
+        let env = |name: &str| match name {
+            "KFORGE_BASE_URL" => Some("http://tok_abc@127.0.0.1:9/v1".to_string()),
+            "KFORGE_MODEL" => Some("m-env".to_string()),
+            _ => None,
+        };
+        let text = render(&config, &env);
+        let line = text.lines().find(|l| l.contains("openai")).unwrap();
+        assert!(
+            line.contains("http://***@127.0.0.1:9/v1 (KFORGE_BASE_URL)")
+                && line.contains("m-env (KFORGE_MODEL)"),
+            "{text}"
+        );
+        assert!(!text.contains("tok_abc"), "{text}");
+    }
 }

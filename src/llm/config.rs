@@ -545,8 +545,14 @@ impl LlmConfig {
                 ProviderSummary {
                     is_default: default.as_deref() == Some(name.as_str()),
                     kind: cfg.protocol.unwrap_or(ProviderKind::OpenAi),
-                    base_url: cfg.base_url.as_deref().map(redact_url),
-                    model: cfg.model.clone(),
+                    // What a call would use: the environment's choice over the file's, as in
+                    // resolve_with.
+                    base_url: env("KFORGE_BASE_URL")
+                        .map(|u| format!("{} (KFORGE_BASE_URL)", redact_url(&u)))
+                        .or_else(|| cfg.base_url.as_deref().map(redact_url)),
+                    model: env("KFORGE_MODEL")
+                        .map(|m| format!("{m} (KFORGE_MODEL)"))
+                        .or_else(|| cfg.model.clone()),
                     key,
                     origin,
                     name,
