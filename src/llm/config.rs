@@ -649,6 +649,21 @@ impl LlmConfig {
                 "provider `{name}` needs an API key: set {var} (or `api_key` in a config file of mode 0600)"
             )));
         }
+        // Credentials in the URL go out as Basic auth in the Authorization header, where an
+        // OpenAI-protocol key goes too: one would silently replace the other.
+        if kind == ProviderKind::OpenAi
+            && api_key.is_some()
+            && reqwest::Url::parse(&base_url)
+                .is_ok_and(|u| !u.username().is_empty() || u.password().is_some())
+        {
+            return Err(LlmError::Config(format!(
+                "provider `{name}`: base_url `{}` carries credentials (sent as Basic auth) and the \
+                 provider has an API key (sent as Bearer); both go in the Authorization header, so \
+                 only one can be sent: remove the credentials from base_url, or put a gateway's \
+                 own header in [llm.providers.{name}] extra_headers",
+                redact_url(&base_url)
+            )));
+        }
         let secs = |v: Option<f64>, what: &str| -> Result<Option<Duration>, LlmError> {
             v.map(|s| {
                 Duration::try_from_secs_f64(s)
@@ -1025,6 +1040,26 @@ mod tests {
         ] {
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn credentials_in_the_url_beside_an_openai_key_are_an_error_not_a_dropped_key() {
+        let c = parse(
+            "[llm.providers.x]\nbase_url = \"https://me:pw-in-url@gw.example/v1\"\nmodel = \"m\"\n\
+             api_key_env = \"X_KEY\"\n\
+             [llm.providers.y]\nbase_url = \"https://me:pw-in-url@gw.example/v1\"\nmodel = \"m\"\n",
+        );
+        let err = c
+            .resolve_with(Some("x"), None, &[], &env_of(&[("X_KEY", "sk-x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("carries credentials") && err.contains("only one can be sent"),
+            "{err}"
+        );
+        assert!(!err.contains("pw-in-url") && !err.contains("sk-x"), "{err}");
+        // Without a key the URL's credentials are what is sent.
+        assert!(c.resolve_with(Some("y"), None, &[], &env_of(&[])).is_ok());
     }
 
     #[test]
