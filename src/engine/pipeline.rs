@@ -169,7 +169,17 @@ impl Inner {
             let (code, call) = match generated {
                 Step::Done(g) => g,
                 Step::Stopped => return Step::Stopped,
-                Step::Skipped(why) | Step::Failed(why) => {
+                // The person skipped the call ("its step gives up"): the repair ends here,
+                // not at the next attempt's gate.
+                Step::Skipped(why) => {
+                    self.log(
+                        LogLevel::Warn,
+                        tag,
+                        format!("repair {attempt}/{attempts}: {why}; the repair stops here"),
+                    );
+                    break;
+                }
+                Step::Failed(why) => {
                     self.log(LogLevel::Warn, tag, format!("repair {attempt}: {why}"));
                     continue;
                 }

@@ -261,6 +261,61 @@ async fn the_repair_loop_carries_each_attempts_own_failure_and_stops_at_its_limi
 }
 
 #[tokio::test]
+async fn skipping_a_repair_call_in_step_mode_ends_the_repair() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        Reply::Text(fakes::kernel(&format!("FAKE-FAIL:mismatch {}", call.key)))
+    }));
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        seeds: 1,
+        seed_repairs: 4,
+        stages: vec![],
+        ..pipeline()
+    };
+    // Every gate approved but the first repair call's.
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened {
+            gate, kind, key, ..
+        } => vec![Command::Resolve {
+            gate: *gate,
+            decision: if *kind == GateKind::LlmCall && key.contains("repair") {
+                Decision::Reject
+            } else {
+                Decision::Approve
+            },
+        }],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::NoCorrectKernel, "{}", outcome.reason);
+    let repair_gates = state
+        .gates
+        .values()
+        .filter(|g| g.kind == GateKind::LlmCall && g.key.contains("repair"))
+        .count();
+    assert_eq!(
+        repair_gates, 1,
+        "one rejection ends the repair: {:?}",
+        state.gates
+    );
+    assert!(
+        llm.calls().iter().all(|c| !c.key.contains("repair")),
+        "no repair call was sent"
+    );
+}
+
+#[tokio::test]
 async fn review_mode_asks_before_the_analysis_and_a_rejection_skips_it() {
     let d = dir();
     let eval = Arc::new(FakeEvaluator::default());
