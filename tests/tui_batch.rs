@@ -371,6 +371,58 @@ fn the_view_follows_the_batch_as_it_runs() {
     );
 }
 
+/// A running task whose session waits at a gate says so in its row, in the header's
+/// counts and in `kforge batch status`'s words, and its wall time goes on.
+#[test]
+fn a_task_waiting_at_a_gate_says_it_waits_for_you() {
+    use kforge::protocol::{GateId, GateKind};
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = write_batch(&tmp.path().join("kb_level1"));
+    let started = SessionDir::create_at(&fixture.dir.join("tasks").join(WAITING)).unwrap();
+    let _lock = started.lock().unwrap();
+    let mut w = EventWriter::open(&started, 0).unwrap();
+    for gate in [1, 2] {
+        w.append(Event::GateOpened {
+            gate: GateId(gate),
+            key: format!("call/seed{gate}"),
+            kind: GateKind::LlmCall,
+            candidate: None,
+            call: None,
+            question: "Send the seed prompt?".into(),
+            file: None,
+        })
+        .unwrap();
+    }
+    let mut app = app(&fixture.dir);
+    app.refresh();
+    let s = Screen::of(&mut app, 120, 20);
+    assert_eq!(s.cells(WAITING)[0], "waiting_for_you");
+    assert!(
+        s.lines[0].contains("2 running (1 waiting for you), 0 waiting"),
+        "{}",
+        s.lines[0]
+    );
+    let result = app.cx.result(5).unwrap();
+    assert_eq!(result.status, TaskStatus::AwaitingYou { gates: 2 });
+    // A live run writes no event while it waits: its wall time goes on all the same.
+    let last = result.last_event_at.unwrap();
+    let later = result.wall_now(last + chrono::Duration::seconds(77));
+    assert!(
+        (later - result.wall_s - 77.0).abs() < 1e-6,
+        "{later} {}",
+        result.wall_s
+    );
+    app.cx.now = last + chrono::Duration::seconds(77);
+    let s = Screen::of(&mut app, 120, 20);
+    assert!(
+        s.lines
+            .iter()
+            .any(|l| l.contains("waiting_for_you") && l.contains("1m17s")),
+        "{}",
+        s.lines.join("\n")
+    );
+}
+
 #[test]
 fn the_feed_reads_off_the_ui_thread_and_sends_only_changes() {
     let tmp = tempfile::tempdir().unwrap();

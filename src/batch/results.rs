@@ -20,6 +20,8 @@ pub enum TaskStatus {
     Refused,
     /// A process is running its session now.
     Running,
+    /// A process is running its session and it waits for you: `gates` gates are open.
+    AwaitingYou { gates: usize },
     /// Its session was started and its process died (kill -9, a node lost): resumable.
     Interrupted,
     /// Its last run ended this way.
@@ -40,9 +42,15 @@ impl TaskStatus {
             TaskStatus::Waiting => "waiting",
             TaskStatus::Refused => "refused",
             TaskStatus::Running => "running",
+            TaskStatus::AwaitingYou { .. } => "waiting_for_you",
             TaskStatus::Interrupted => "interrupted",
             TaskStatus::Ended(end) => end.word(),
         }
+    }
+
+    /// A process runs its session now (whether or not it waits for you).
+    pub fn is_live(&self) -> bool {
+        matches!(self, TaskStatus::Running | TaskStatus::AwaitingYou { .. })
     }
 
     /// Nothing more will happen to it on resume: its session finished (a correct kernel,
@@ -91,6 +99,9 @@ pub struct TaskResult {
     pub unpriced_calls: usize,
     /// Seconds the session's runs took (time between runs not counted).
     pub wall_s: f64,
+    /// When its session wrote its last event (a live run's time goes on after it).
+    #[serde(skip)]
+    pub last_event_at: Option<DateTime<Utc>>,
 }
 
 impl TaskResult {
@@ -123,6 +134,8 @@ pub struct StatusCounts {
     pub finished: usize,
     pub running: usize,
     pub waiting: usize,
+    /// Running tasks with a gate open: they wait for you.
+    pub awaiting: usize,
     pub refused: usize,
     /// Interrupted, or ended in a way `kforge batch resume` continues.
     pub resumable: usize,
@@ -134,7 +147,8 @@ impl StatusCounts {
         StatusCounts {
             tasks: results.len(),
             finished: count(TaskStatus::is_final),
-            running: count(|s| *s == TaskStatus::Running),
+            running: count(TaskStatus::is_live),
+            awaiting: count(|s| matches!(s, TaskStatus::AwaitingYou { .. })),
             waiting: count(|s| *s == TaskStatus::Waiting),
             refused: count(|s| *s == TaskStatus::Refused),
             resumable: count(|s| {
@@ -146,8 +160,12 @@ impl StatusCounts {
 
     /// `2 finished, 1 running, 1 waiting, 1 refused, 1 resumable`.
     pub fn text(&self) -> String {
+        let awaiting = match self.awaiting {
+            0 => String::new(),
+            n => format!(" ({n} waiting for you)"),
+        };
         format!(
-            "{} finished, {} running, {} waiting, {} refused, {} resumable",
+            "{} finished, {} running{awaiting}, {} waiting, {} refused, {} resumable",
             self.finished, self.running, self.waiting, self.refused, self.resumable
         )
     }
@@ -215,6 +233,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         cost_usd: 0.0,
         unpriced_calls: 0,
         wall_s: 0.0,
+        last_event_at: None,
     };
     let Ok(session) = SessionDir::open(&dir) else {
         if let Ok(text) = std::fs::read_to_string(dir.join(REFUSED_FILE)) {
@@ -227,8 +246,12 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     };
     let records = session.read_events().map(|r| r.records).unwrap_or_default();
     let state = SessionState::from_records(&records);
-    result.status = if session.is_live() {
-        TaskStatus::Running
+    let live = session.is_live();
+    result.status = if live {
+        match state.waiting_gates().len() {
+            0 => TaskStatus::Running,
+            gates => TaskStatus::AwaitingYou { gates },
+        }
     } else if state.state.is_over() {
         TaskStatus::Ended(state.end.unwrap_or(match state.state {
             EngineState::Finished => RunEnd::Complete,
@@ -250,6 +273,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum::<f64>() + 0.0;
     result.unpriced_calls = finished.filter(|c| c.cost_unknown()).count();
     result.wall_s = run_seconds(&records);
+    result.last_event_at = records.last().map(|r| r.ts);
     if let Some(best) = state
         .best_candidate()
         .and_then(|id| state.candidates.get(&id))
@@ -278,6 +302,19 @@ pub fn collect(batch: &Path, manifest: &Manifest) -> Vec<TaskResult> {
         .iter()
         .map(|t| task_result(batch, t))
         .collect()
+}
+
+impl TaskResult {
+    /// Its wall time as of `now`: a live run's goes on between its events (a gate waiting
+    /// for you writes none), a finished or interrupted one's is what its events say.
+    pub fn wall_now(&self, now: DateTime<Utc>) -> f64 {
+        match self.last_event_at {
+            Some(last) if self.status.is_live() && now > last => {
+                self.wall_s + (now - last).num_milliseconds() as f64 / 1000.0
+            }
+            _ => self.wall_s,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -275,7 +275,7 @@ async fn run_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
     let before = task_result(dir, task);
     let turn = match before.status {
         status if status.is_final() => return TaskTurn::AlreadyFinished,
-        TaskStatus::Running => {
+        TaskStatus::Running | TaskStatus::AwaitingYou { .. } => {
             shared.say(format!(
                 "[{}] another process runs it; left alone",
                 task.key

@@ -397,6 +397,7 @@ mod tests {
             cost_usd: 0.5,
             unpriced_calls: 0,
             wall_s: 2.0,
+            last_event_at: None,
         }
     }
 

@@ -431,7 +431,7 @@ async fn resubmit(dir: &Path, manifest: &Manifest) -> Result<ExitCode> {
         .enumerate()
         .filter(|(i, r)| {
             !r.status.is_final()
-                && r.status != TaskStatus::Running
+                && !r.status.is_live()
                 && !states.get(i).is_some_and(SlurmState::is_active)
         })
         .map(|(i, _)| i)
@@ -590,7 +590,7 @@ async fn status(dir: &Path) -> Result<ExitCode> {
             r.speedup_text(),
             r.tokens(),
             crate::batch::results::cost_text(r.cost_usd, r.unpriced_calls),
-            r.wall_s
+            r.wall_now(chrono::Utc::now())
         );
     }
     let counts = StatusCounts::of(&results);

@@ -95,6 +95,14 @@ impl BatchApp {
         self.drain();
     }
 
+    /// A second went by: running tasks' wall times move on screen.
+    pub fn tick(&mut self) {
+        if self.cx.any_live() {
+            self.cx.now = chrono::Utc::now();
+            self.dirty = true;
+        }
+    }
+
     /// Reads the batch again now (sync feed), or asks the worker to.
     pub fn refresh(&mut self) {
         self.cx.refresh();

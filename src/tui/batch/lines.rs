@@ -16,6 +16,7 @@ pub fn status_role(status: TaskStatus) -> Role {
     match status {
         TaskStatus::Waiting => Role::Pending,
         TaskStatus::Running => Role::Running,
+        TaskStatus::AwaitingYou { .. } => Role::Warn,
         TaskStatus::Refused | TaskStatus::Interrupted => Role::Warn,
         TaskStatus::Ended(RunEnd::Complete) => Role::Ok,
         TaskStatus::Ended(RunEnd::Stopped | RunEnd::BudgetReached) => Role::Warn,

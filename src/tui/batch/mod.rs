@@ -63,6 +63,9 @@ pub struct BatchCtx {
     pub feed: BatchFeed,
     /// The help dialog covers the table.
     pub overlay_open: bool,
+    /// The time the rows' wall times are shown at: a live run's goes on between its events
+    /// (set at each read and each tick while a task runs).
+    pub now: chrono::DateTime<chrono::Utc>,
 }
 
 impl Look for BatchCtx {
@@ -100,6 +103,7 @@ impl BatchCtx {
             keymap,
             feed,
             overlay_open: false,
+            now: chrono::Utc::now(),
         }
     }
 
@@ -107,6 +111,7 @@ impl BatchCtx {
     pub fn apply(&mut self, read: Result<Snapshot, String>) {
         match read {
             Ok(s) => {
+                self.now = chrono::Utc::now();
                 let all: Vec<&TaskResult> = s.results.iter().collect();
                 self.all = Some((summarize_group("all", &all), StatusCounts::of(&s.results)));
                 self.manifest = s.manifest;
@@ -122,6 +127,11 @@ impl BatchCtx {
         if let Some(read) = self.feed.refresh() {
             self.apply(read);
         }
+    }
+
+    /// Whether a task runs now: its wall time goes on between reads.
+    pub fn any_live(&self) -> bool {
+        self.results.iter().flatten().any(|r| r.status.is_live())
     }
 
     pub fn tasks(&self) -> usize {

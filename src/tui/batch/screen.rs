@@ -79,9 +79,16 @@ impl BatchScreen {
             if self.app.dirty {
                 self.draw()?;
             }
-            let Some(input) = self.rx.recv().await else {
-                return Ok(BatchStep::Quit);
-            };
+            let input =
+                match tokio::time::timeout(std::time::Duration::from_secs(1), self.rx.recv()).await
+                {
+                    Ok(Some(input)) => input,
+                    Ok(None) => return Ok(BatchStep::Quit),
+                    Err(_) => {
+                        self.app.tick();
+                        continue;
+                    }
+                };
             self.app.handle(input);
             // Whatever else is queued (key repeat, reads that came in meanwhile), up to a
             // step: keys typed after enter wait for the session view's end.

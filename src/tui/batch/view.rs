@@ -123,7 +123,7 @@ impl BatchView {
             (r.candidates.to_string(), cands_w),
             (fmt_tokens(r.tokens()), tokens_w),
             (cost_cell(r), cost_w),
-            (wall_text(r.wall_s), wall_w),
+            (wall_text(r.wall_now(cx.now)), wall_w),
             (device, device_w),
         ] {
             spans.push(Span::styled(cell(s, w), text(Role::Text)));
