@@ -190,6 +190,30 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
         events_before
     );
 
+    // Calls run off the reader: a ping sent after an evaluation is answered first; the
+    // cancelled evaluation gets no response at all, as the spec says.
+    c.send(json!({
+        "jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "eval", "arguments": {
+            "task": f.join("tasks/relu.py"), "kernel": f.join("kernels/relu_ok.py"), "device": "cpu",
+        }},
+    }));
+    assert_eq!(c.request(21, "ping", json!({}))["result"], json!({}));
+    c.send(json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 20, "reason": "the agent moved on"},
+    }));
+
+    // The task check `kforge run` does before a session.
+    let check = c.call(
+        22,
+        "task_check",
+        json!({"task": f.join("tasks/relu.py"), "device": "cpu"}),
+    );
+    assert_eq!(check["isError"], false, "{check}");
+    assert_eq!(check["structuredContent"]["status"], "ready", "{check}");
+    assert!(text_of(&check).contains("task relu OK on cpu"), "{check}");
+
     // Protocol errors: not JSON (id null), an unknown method, an unknown tool.
     c.send_line("{\"jsonrpc\": \"2.0\", \"id\": 10, \"method\": ");
     let parse = c.receive();

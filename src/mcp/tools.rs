@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::common::{CheckArgs, DeviceArgs};
+use crate::commands::common::{CheckArgs, DeviceArgs, parse_precision};
 use crate::commands::eval::{EvalArgs, EvalOutcome};
 use crate::commands::launch::{TaskCheck, check_task};
 use crate::config::Config;
@@ -224,20 +224,21 @@ impl DeviceArg {
                 cpu: false,
             },
             Some(DeviceArg::Name(name)) => {
-                let name = name.trim();
-                if name == "cpu" {
-                    DeviceArgs {
+                // "cpu", "cuda", "cuda:N" as everywhere else, or a bare index.
+                let device = Device::parse(&name)
+                    .or_else(|| name.trim().parse().ok().map(Device::Cuda))
+                    .ok_or_else(|| {
+                        anyhow!("unknown device `{name}` (\"cpu\" or a CUDA device index)")
+                    })?;
+                match device {
+                    Device::Cpu => DeviceArgs {
                         device: None,
                         cpu: true,
-                    }
-                } else {
-                    let n = name.strip_prefix("cuda:").unwrap_or(name);
-                    DeviceArgs {
-                        device: Some(n.parse().map_err(|_| {
-                            anyhow!("unknown device `{name}` (\"cpu\" or a CUDA device index)")
-                        })?),
+                    },
+                    Device::Cuda(n) => DeviceArgs {
+                        device: Some(n),
                         cpu: false,
-                    }
+                    },
                 }
             }
         })
@@ -245,11 +246,8 @@ impl DeviceArg {
 }
 
 fn precision(name: Option<String>) -> Result<Option<PrecisionPolicy>> {
-    name.map(|p| {
-        PrecisionPolicy::parse(&p)
-            .ok_or_else(|| anyhow!("unknown precision policy `{p}` (strict, tf32 or pytorch)"))
-    })
-    .transpose()
+    name.map(|p| parse_precision(&p).map_err(|e| anyhow!(e)))
+        .transpose()
 }
 
 #[derive(Deserialize)]
@@ -407,7 +405,7 @@ impl Tools {
         Ok(ToolResult {
             structured: Some(json!({
                 "task": task_file.name,
-                "device": device.to_string(),
+                "device": device,
                 "status": status,
                 "ready": check.is_ready(),
                 "line": line,
@@ -515,6 +513,8 @@ mod tests {
         assert_eq!((one.cpu, one.device), (false, Some(1)));
         let two = DeviceArg::args(Some(DeviceArg::Name("cuda:2".into()))).unwrap();
         assert_eq!(two.device, Some(2));
+        let three = DeviceArg::args(Some(DeviceArg::Name("3".into()))).unwrap();
+        assert_eq!(three.device, Some(3));
         assert!(DeviceArg::args(Some(DeviceArg::Name("tpu".into()))).is_err());
     }
 
