@@ -15,6 +15,7 @@ struct Client {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    notifications: Vec<Value>,
 }
 
 impl Client {
@@ -33,6 +34,7 @@ impl Client {
             child,
             stdin,
             stdout,
+            notifications: Vec::new(),
         }
     }
 
@@ -57,9 +59,20 @@ impl Client {
             .unwrap_or_else(|e| panic!("not one JSON message a line ({e}): {line}"))
     }
 
+    /// The next response; the notifications before it are kept in `notifications`.
+    fn reply(&mut self) -> Value {
+        loop {
+            let message = self.receive();
+            if message.get("id").is_some() {
+                return message;
+            }
+            self.notifications.push(message);
+        }
+    }
+
     fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let reply = self.receive();
+        let reply = self.reply();
         assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
         assert_eq!(reply["id"], id, "{reply}");
         reply
@@ -113,16 +126,34 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
         assert!(!t["description"].as_str().unwrap().is_empty());
     }
 
-    // One evaluation on the CPU: the verdict as `kforge eval` prints it, the result as JSON.
-    let result = c.call(
+    // One evaluation on the CPU: the verdict as `kforge eval` prints it, the result as JSON,
+    // and its phases as progress notifications since the call asks for them.
+    let reply = c.request(
         4,
-        "eval",
+        "tools/call",
         json!({
-            "task": f.join("tasks/relu.py"),
-            "kernel": f.join("kernels/relu_ok.py"),
-            "device": "cpu",
+            "name": "eval",
+            "arguments": {
+                "task": f.join("tasks/relu.py"),
+                "kernel": f.join("kernels/relu_ok.py"),
+                "device": "cpu",
+            },
+            "_meta": {"progressToken": "p4"},
         }),
     );
+    let result = reply["result"].clone();
+    let progress: Vec<&Value> = c
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "notifications/progress")
+        .collect();
+    assert!(!progress.is_empty(), "{:?}", c.notifications);
+    let progress_sent = progress.len();
+    for (i, n) in progress.iter().enumerate() {
+        assert_eq!(n["params"]["progressToken"], "p4", "{n}");
+        assert_eq!(n["params"]["progress"], i as u64 + 1, "{n}");
+        assert!(n["params"]["message"].is_string(), "{n}");
+    }
     assert_eq!(result["isError"], false, "{result}");
     let verdict = text_of(&result);
     assert!(
@@ -216,13 +247,17 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
 
     // Protocol errors: not JSON (id null), an unknown method, an unknown tool.
     c.send_line("{\"jsonrpc\": \"2.0\", \"id\": 10, \"method\": ");
-    let parse = c.receive();
+    let parse = c.reply();
     assert_eq!(parse["id"], Value::Null, "{parse}");
     assert_eq!(parse["error"]["code"], -32700, "{parse}");
     let unknown = c.request(11, "prompts/get", json!({}));
     assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
     let no_tool = c.request(12, "tools/call", json!({"name": "rm_rf", "arguments": {}}));
     assert_eq!(no_tool["error"]["code"], -32602, "{no_tool}");
+
+    // No progress for a call after its response.
+    let p4 = |n: &&Value| n["params"]["progressToken"] == "p4";
+    assert_eq!(c.notifications.iter().filter(p4).count(), progress_sent);
 
     // Closing stdin ends the server, cleanly.
     drop(c.stdin.take());

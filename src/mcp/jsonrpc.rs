@@ -133,6 +133,11 @@ pub fn error_line(id: &Value, error: &RpcError) -> String {
     .to_string()
 }
 
+/// A notification to the client, as one line (no newline).
+pub fn notification_line(method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

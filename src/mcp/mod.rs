@@ -1,6 +1,7 @@
 //! `kforge mcp`: a Model Context Protocol server over stdio (docs/mcp.md). JSON-RPC 2.0
 //! framed by hand (`jsonrpc`): `initialize`, `ping`, `tools/list`, `tools/call`, and the
-//! `notifications/initialized` and `notifications/cancelled` notifications. Tool calls run
+//! `notifications/initialized` and `notifications/cancelled` notifications, and
+//! `notifications/progress` for a call that asks for it. Tool calls run
 //! off the reader loop, so `ping` and other calls are answered while an evaluation runs.
 //! Only protocol messages go to stdout; everything else goes to stderr and the log.
 
@@ -17,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::eval::EvalProgress;
 use jsonrpc::{ErrorCode, Incoming, RpcError};
 use tools::{Tool, ToolOutcome, Tools};
 
@@ -158,10 +160,21 @@ impl Server {
             self.in_flight.clone(),
             id.clone(),
         );
+        // A client that asks for progress (`_meta.progressToken`) gets the evaluation's
+        // phases as `notifications/progress`, none after the response: the response is sent
+        // with `answered` set, under its lock.
+        let answered = Arc::new(Mutex::new(false));
+        let progress = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .filter(|t| t.is_string() || t.is_number())
+            .map(|token| self.progress_forwarder(token.clone(), answered.clone()));
         tracing::info!(tool = name, "mcp: tool call");
         self.calls.spawn(async move {
-            let outcome = tools.call(tool, arguments, cancel).await;
+            let outcome = tools.call(tool, arguments, cancel, progress).await;
             in_flight.lock().unwrap().remove(&key);
+            let mut answered = answered.lock().unwrap();
+            *answered = true;
             match outcome {
                 ToolOutcome::Done(result) => {
                     let _ = out.send(jsonrpc::success_line(&id, result.to_json()));
@@ -171,6 +184,37 @@ impl Server {
             }
         });
         Reply::Later
+    }
+
+    /// A sender of evaluation progress whose phases become `notifications/progress` for
+    /// `token`, numbered in order, until the call is `answered`; it ends when the sender
+    /// is dropped.
+    fn progress_forwarder(
+        &mut self,
+        token: Value,
+        answered: Arc<Mutex<bool>>,
+    ) -> mpsc::UnboundedSender<EvalProgress> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let out = self.out.clone();
+        self.calls.spawn(async move {
+            let mut step = 0u64;
+            while let Some(p) = rx.recv().await {
+                let EvalProgress::Phase(phase) = p else {
+                    continue;
+                };
+                let answered = answered.lock().unwrap();
+                if *answered {
+                    break;
+                }
+                step += 1;
+                let _ = out.send(jsonrpc::notification_line(
+                    "notifications/progress",
+                    json!({"progressToken": token, "progress": step, "message": phase}),
+                ));
+                drop(answered);
+            }
+        });
+        tx
     }
 
     fn notification(&self, method: &str, params: &Value) {

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::common::{CheckArgs, DeviceArgs, parse_precision};
@@ -14,7 +15,7 @@ use crate::commands::eval::{EvalArgs, EvalOutcome};
 use crate::commands::launch::{TaskCheck, check_task};
 use crate::config::Config;
 use crate::eval::verdict::{self, Style};
-use crate::eval::{self, Device, Evaluator};
+use crate::eval::{self, Device, EvalProgress, Evaluator};
 use crate::protocol::{CandidateId, PrecisionPolicy};
 use crate::session::state::SessionState;
 use crate::session::store::SessionDir;
@@ -337,15 +338,17 @@ impl Tools {
         }
     }
 
-    /// Runs one tool. Wrong arguments and failures are results with `isError`.
+    /// Runs one tool. Wrong arguments and failures are results with `isError`. An
+    /// evaluation's phases go to `progress` when given.
     pub async fn call(
         &self,
         tool: Tool,
         arguments: Value,
         cancel: CancellationToken,
+        progress: Option<UnboundedSender<EvalProgress>>,
     ) -> ToolOutcome {
         let outcome = match tool {
-            Tool::Eval => self.eval(arguments, cancel).await,
+            Tool::Eval => self.eval(arguments, cancel, progress).await,
             Tool::TaskCheck => self.task_check(arguments).await.map(ToolOutcome::Done),
             Tool::SessionSummary => session_summary(arguments).map(ToolOutcome::Done),
             Tool::CandidateCode => candidate_code(arguments).map(ToolOutcome::Done),
@@ -353,7 +356,12 @@ impl Tools {
         outcome.unwrap_or_else(|e| ToolOutcome::Done(ToolResult::error(&e)))
     }
 
-    async fn eval(&self, arguments: Value, cancel: CancellationToken) -> Result<ToolOutcome> {
+    async fn eval(
+        &self,
+        arguments: Value,
+        cancel: CancellationToken,
+        progress: Option<UnboundedSender<EvalProgress>>,
+    ) -> Result<ToolOutcome> {
         let p: EvalParams = params(arguments)?;
         let task = source(p.task, p.task_source, "task", "task.py")?;
         let kernel = source(p.kernel, p.kernel_source, "kernel", "kernel.py")?;
@@ -372,7 +380,8 @@ impl Tools {
         };
         let evaluator = self.evaluator().await?;
         let outcome =
-            crate::commands::eval::evaluate(&args, &self.config, evaluator, cancel, None).await?;
+            crate::commands::eval::evaluate(&args, &self.config, evaluator, cancel, progress)
+                .await?;
         Ok(match outcome {
             EvalOutcome::Done { result, saved } => ToolOutcome::Done(ToolResult::ok(
                 verdict::render(&result, saved.as_deref(), Style::plain()),
