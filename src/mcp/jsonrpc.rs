@@ -14,7 +14,6 @@ pub enum ErrorCode {
     MethodNotFound,
     /// The method exists but its params are wrong (an unknown tool included).
     InvalidParams,
-    InternalError,
 }
 
 impl ErrorCode {
@@ -24,7 +23,6 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => -32600,
             ErrorCode::MethodNotFound => -32601,
             ErrorCode::InvalidParams => -32602,
-            ErrorCode::InternalError => -32603,
         }
     }
 }
