@@ -13,6 +13,7 @@ pub mod eval;
 pub mod external_editor;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod paths;
 pub mod prompts;
 pub mod protocol;

@@ -56,6 +56,9 @@ enum Command {
     Providers(commands::providers::ProvidersArgs),
     /// Browse a session in the TUI; attach to it live if another process is running it.
     Open(commands::open::OpenArgs),
+    /// Serve kforge's evaluator and sessions to coding agents: a Model Context Protocol
+    /// server on stdin/stdout (docs/mcp.md).
+    Mcp(commands::mcp::McpArgs),
 }
 
 impl Command {
@@ -71,6 +74,7 @@ impl Command {
             Command::Bench(_) => "bench",
             Command::Providers(_) => "providers",
             Command::Open(_) => "open",
+            Command::Mcp(_) => "mcp",
         }
     }
 }
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
             Command::Bench(args) => commands::bench::run(args, config).await,
             Command::Providers(args) => commands::providers::run(args, config).await,
             Command::Open(args) => commands::open::run(args, config).await,
+            Command::Mcp(args) => commands::mcp::run(args, config).await,
         }
     });
     match result {

@@ -157,7 +157,8 @@ pub struct CheckArgs {
     pub timeout: Option<f64>,
 }
 
-fn parse_precision(s: &str) -> Result<crate::protocol::PrecisionPolicy, String> {
+/// A precision policy by name, or why not (the `--precision` parser, and the MCP tools').
+pub fn parse_precision(s: &str) -> Result<crate::protocol::PrecisionPolicy, String> {
     crate::protocol::PrecisionPolicy::parse(s)
         .ok_or_else(|| format!("unknown precision policy `{s}` (strict, tf32 or pytorch)"))
 }

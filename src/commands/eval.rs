@@ -10,10 +10,10 @@ use tokio_util::sync::CancellationToken;
 use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
 use crate::eval::verdict::{self, Style};
-use crate::eval::{self, EvalError, EvalProgress, EvalRequest};
+use crate::eval::{self, EvalError, EvalProgress, EvalRequest, Evaluator};
 use crate::task::TaskFile;
 
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Default)]
 pub struct EvalArgs {
     /// KernelBench task file (`class Model`, `get_inputs()`, `get_init_inputs()`).
     pub task: PathBuf,
@@ -77,9 +77,19 @@ impl EvalArgs {
     }
 }
 
-pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
-    let config = Config::load(config_file)?;
-    let settings = args.settings(&config.eval);
+/// What one evaluation of `kforge eval` (or the MCP server's `eval` tool) ended with.
+pub enum EvalOutcome {
+    /// A verdict, and where the full result was saved (when it could be).
+    Done {
+        result: Box<eval::EvalResult>,
+        saved: Option<PathBuf>,
+    },
+    Cancelled,
+}
+
+/// Checks the arguments (trials, the task file, the kernel file) before the evaluator starts,
+/// so that what is wrong with them is said first.
+pub fn check_inputs(args: &EvalArgs, settings: &EvalConfig) -> Result<()> {
     if settings.trials == 0 {
         bail!("--trials must be at least 1");
     }
@@ -97,15 +107,44 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
             })?;
         }
     }
+    Ok(())
+}
+
+/// Evaluates `args.kernel` against `args.task` on `evaluator` with the config's settings
+/// overridden by the arguments, and saves the full result under the logs dir.
+pub async fn evaluate(
+    args: &EvalArgs,
+    config: &Config,
+    evaluator: &Evaluator,
+    cancel: CancellationToken,
+    progress: Option<tokio::sync::mpsc::UnboundedSender<EvalProgress>>,
+) -> Result<EvalOutcome> {
+    let settings = args.settings(&config.eval);
+    check_inputs(args, &settings)?;
+    let device = args.device.pick(evaluator).await?;
+    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings);
+    request.timing = !args.no_timing;
+    request.profile = args.profile;
+    let result = match evaluator.evaluate(request, cancel, progress).await {
+        Ok(r) => r,
+        Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
+        Err(e) => return Err(e.into()),
+    };
+    let saved = save_result(&result)
+        .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
+        .ok();
+    Ok(EvalOutcome::Done {
+        result: Box::new(result),
+        saved,
+    })
+}
+
+pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
+    let config = Config::load(config_file)?;
+    check_inputs(&args, &args.settings(&config.eval))?;
     let cache = crate::paths::cache_dir();
     let evaluator =
         eval::evaluator_from_config(&config, &cache, &mut |line| eprintln!("kforge: {line}"))?;
-
-    let device = args.device.pick(&evaluator).await?;
-
-    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
-    request.timing = !args.no_timing;
-    request.profile = args.profile;
 
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
@@ -127,21 +166,17 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
             eprint!("\r\x1b[K");
         }
     });
-    let outcome = evaluator.evaluate(request, cancel, Some(progress_tx)).await;
+    let outcome = evaluate(&args, &config, &evaluator, cancel, Some(progress_tx)).await;
     let _ = printer.await;
     evaluator.shutdown().await;
-    let result = match outcome {
-        Ok(r) => r,
-        Err(EvalError::Cancelled) => {
+    let (result, saved) = match outcome? {
+        EvalOutcome::Done { result, saved } => (result, saved),
+        EvalOutcome::Cancelled => {
             eprintln!("kforge: evaluation cancelled");
             return Ok(ExitCode::from(130));
         }
-        Err(e) => return Err(e.into()),
     };
 
-    let saved = save_result(&result)
-        .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
-        .ok();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {

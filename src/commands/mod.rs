@@ -8,6 +8,7 @@ pub mod common;
 pub mod doctor;
 pub mod eval;
 pub mod launch;
+pub mod mcp;
 pub mod open;
 pub mod providers;
 pub mod run;
