@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::config::Config;
+use crate::llm::ProviderKind;
 use crate::llm::config::process_env;
 
 #[derive(clap::Args, Debug)]
@@ -25,7 +26,7 @@ pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
         "PROTOCOL".into(),
         "MODEL".into(),
         "KEY".into(),
-        "BASE URL".into(),
+        "BASE URL / COMMAND".into(),
         "FROM".into(),
     ]];
     for r in &rows {
@@ -35,7 +36,13 @@ pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
             r.kind.to_string(),
             r.model.clone().unwrap_or_else(|| "(set --model)".into()),
             r.key.to_string(),
-            r.base_url.clone().unwrap_or_else(|| "(no base_url)".into()),
+            match (&r.command, &r.base_url) {
+                (Some(argv), _) if r.kind == ProviderKind::Command => {
+                    format!("$ {}", argv.join(" "))
+                }
+                (_, Some(url)) => url.clone(),
+                _ => "(no base_url)".into(),
+            },
             r.origin.to_string(),
         ]);
     }

@@ -1,0 +1,364 @@
+//! The `command` protocol: a local program is the model. kforge starts it (no shell, the
+//! argv as configured, in its own process group, without the API keys kforge knows of),
+//! writes the prompt to its stdin, closes it, and streams its stdout as the answer.
+//!
+//! The prompt on stdin is plain text: the system prompt, a blank line, then the
+//! conversation. A single user message is written as is; a longer conversation gives each
+//! message a header line `### user` / `### assistant`.
+//!
+//! The program may report usage on the last line of its stdout:
+//! `{"kforge_usage": {"input_tokens": 1200, "output_tokens": 800, "cost_usd": 0.01}}`
+//! (every field optional). That line is not part of the answer. Without it, usage is zero
+//! and the cost unknown.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::config::ResolvedProvider;
+use super::config::program_name;
+use super::error::{ErrorContext, LlmError, secs, size_text};
+use super::types::{ChatRequest, StreamEvent, Usage};
+
+/// The most stdout kept as one answer (the same cap as one event of an HTTP stream).
+pub const MAX_ANSWER_BYTES: usize = super::sse::MAX_EVENT_BYTES;
+/// The most stderr kept (its end) for an error message.
+const MAX_STDERR_BYTES: usize = 64 * 1024;
+/// The last lines of stderr an error shows.
+const STDERR_LINES: usize = 20;
+/// How long a program gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// The key of the optional usage line.
+const USAGE_KEY: &str = "{\"kforge_usage\"";
+
+/// How a command call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CommandFailure {
+    #[error("cannot start `{program}`: {message} (is it installed and on PATH?)")]
+    Spawn { program: String, message: String },
+    #[error(
+        "`{program}` ran longer than {} (wall_timeout_s; {} by default for commands) and was killed",
+        secs(*.after),
+        secs(super::config::DEFAULT_COMMAND_TIMEOUT)
+    )]
+    TimedOut { program: String, after: Duration },
+    #[error("`{program}` exited with {status}{}", stderr_text(.stderr))]
+    Exited {
+        program: String,
+        status: ExitText,
+        /// The last lines of its stderr, without secrets.
+        stderr: String,
+    },
+    #[error("`{program}` printed nothing on stdout (it exited with code 0){}", stderr_text(.stderr))]
+    Silent { program: String, stderr: String },
+    #[error("`{program}` printed more than {} on stdout, the most kforge holds as one answer: it was killed", size_text(*.limit))]
+    TooLarge { program: String, limit: usize },
+    #[error("reading the output of `{program}` failed: {message}")]
+    Io { program: String, message: String },
+}
+
+/// How a program ended: an exit code or a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitText {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for ExitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitText::Code(c) => write!(f, "code {c}"),
+            ExitText::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+fn stderr_text(stderr: &str) -> String {
+    if stderr.is_empty() {
+        "; its stderr was empty".into()
+    } else {
+        format!("; the end of its stderr: {stderr}")
+    }
+}
+
+/// The text written to the program's stdin.
+pub fn prompt_text(req: &ChatRequest) -> String {
+    let mut out = String::new();
+    if let Some(system) = req.system.as_deref().filter(|s| !s.trim().is_empty()) {
+        out.push_str(system.trim_end());
+        out.push_str("\n\n");
+    }
+    match req.messages.as_slice() {
+        [only] => out.push_str(&only.content),
+        many => {
+            for (i, m) in many.iter().enumerate() {
+                if i > 0 {
+                    out.push_str("\n\n");
+                }
+                out.push_str(&format!("### {}\n\n", m.role.as_str()));
+                out.push_str(m.content.trim_end());
+            }
+        }
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// Sends SIGTERM, then SIGKILL after [`KILL_GRACE`], to a process group when dropped
+/// armed: a call that times out, is cancelled or fails leaves nothing running.
+struct GroupKill(Option<u32>);
+
+impl GroupKill {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        let Some(pgid) = self.0.take().and_then(|p| i32::try_from(p).ok()) else {
+            return;
+        };
+        // SAFETY: kill(2) with a negative pid signals the group the program leads; no
+        // memory is involved.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        std::thread::spawn(move || {
+            std::thread::sleep(KILL_GRACE);
+            // SAFETY: as above; a group already gone makes this a no-op (ESRCH).
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        });
+    }
+}
+
+/// Turns stdout bytes into text events: UTF-8 split across reads is joined, and a last
+/// line that may be the usage line is held back until more output or the end says.
+#[derive(Default)]
+struct Output {
+    pending_bytes: Vec<u8>,
+    held: String,
+    total: usize,
+    /// Whether any text other than white space was emitted.
+    saw_visible: bool,
+}
+
+impl Output {
+    fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.total += bytes.len();
+        self.pending_bytes.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending_bytes) {
+            Ok(_) => self.pending_bytes.len(),
+            // An incomplete character at the end waits for the next read.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.pending_bytes.len(),
+        };
+        let rest = self.pending_bytes.split_off(valid);
+        let text = String::from_utf8_lossy(&self.pending_bytes).into_owned();
+        self.pending_bytes = rest;
+        self.take(text)
+    }
+
+    fn take(&mut self, text: String) -> Option<String> {
+        let mut all = std::mem::take(&mut self.held);
+        all.push_str(&text);
+        let trimmed = all.trim_end();
+        let line_start = trimmed.rfind('\n').map_or(0, |i| i + 1);
+        let last = trimmed[line_start..].trim_start();
+        let may_be_usage = if last.len() < USAGE_KEY.len() {
+            USAGE_KEY.starts_with(last)
+        } else {
+            last.starts_with(USAGE_KEY)
+        };
+        let emit = if may_be_usage {
+            self.held = all[line_start..].to_string();
+            all[..line_start].to_string()
+        } else {
+            all
+        };
+        self.saw_visible |= !emit.trim().is_empty();
+        (!emit.is_empty()).then_some(emit)
+    }
+
+    /// At the end: the held text (when not a usage line) and the usage, if reported.
+    fn finish(&mut self) -> (Option<String>, Option<Usage>) {
+        let mut tail = String::from_utf8_lossy(&std::mem::take(&mut self.pending_bytes)).into_owned();
+        tail.insert_str(0, &std::mem::take(&mut self.held));
+        if let Some(usage) = parse_usage(&tail) {
+            return (None, Some(usage));
+        }
+        self.saw_visible |= !tail.trim().is_empty();
+        ((!tail.is_empty()).then_some(tail), None)
+    }
+}
+
+/// `{"kforge_usage": {...}}` as usage.
+fn parse_usage(line: &str) -> Option<Usage> {
+    let value: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+    let u = value.get("kforge_usage")?.as_object()?;
+    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    Some(Usage {
+        input_tokens: n("input_tokens"),
+        cached_input_tokens: n("cached_input_tokens"),
+        cache_write_tokens: 0,
+        output_tokens: n("output_tokens"),
+        reasoning_tokens: n("reasoning_tokens"),
+        reported_cost_usd: u.get("cost_usd").and_then(serde_json::Value::as_f64),
+    })
+}
+
+/// The end of a program's stderr, bounded.
+async fn read_tail<R: AsyncRead + Unpin>(mut r: R) -> Vec<u8> {
+    let mut tail = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = r.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > 2 * MAX_STDERR_BYTES {
+            tail.drain(..tail.len() - MAX_STDERR_BYTES);
+        }
+    }
+    tail
+}
+
+/// The last lines of stderr for a message, without secrets.
+fn stderr_excerpt(ctx: &ErrorContext, bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let last = lines[lines.len().saturating_sub(STDERR_LINES)..].join(" | ");
+    // `clean` keeps the start of what it is given: give it the end.
+    let chars: Vec<char> = last.chars().collect();
+    let end: String = chars[chars.len().saturating_sub(400)..].iter().collect();
+    ctx.clean(&end)
+}
+
+/// One call: runs the program and streams its stdout through `emit` (`Text` as it
+/// arrives, then `Usage` when the program reported it).
+pub(crate) async fn call(
+    p: &ResolvedProvider,
+    req: &ChatRequest,
+    ctx: &ErrorContext,
+    emit: &mut (dyn FnMut(StreamEvent) + Send),
+) -> Result<(), LlmError> {
+    let fail = |failure: CommandFailure| LlmError::Command {
+        provider: p.name.clone(),
+        failure,
+    };
+    let Some((program, args)) = p.command.split_first() else {
+        return Err(LlmError::Config(format!(
+            "provider `{}` has no command to run",
+            p.name
+        )));
+    };
+    let shown = program_name(program);
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for var in &p.scrub_env {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        fail(CommandFailure::Spawn {
+            program: program.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    let mut group = GroupKill(child.id());
+    tracing::info!(provider = %p.name, program = %shown, pid = child.id(), "llm command started");
+    let prompt = prompt_text(req);
+    let (Some(mut stdin), Some(mut stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(fail(CommandFailure::Io {
+            program: shown,
+            message: "no pipe to the program".into(),
+        }));
+    };
+    let write = async move {
+        // A program that does not read its stdin closes the pipe: not an error here.
+        let _ = stdin.write_all(prompt.as_bytes()).await;
+        let _ = stdin.shutdown().await;
+        drop(stdin);
+        Ok::<(), CommandFailure>(())
+    };
+    let mut out = Output::default();
+    let read = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = stdout.read(&mut buf).await.map_err(|e| CommandFailure::Io {
+                program: shown.clone(),
+                message: e.to_string(),
+            })?;
+            if n == 0 {
+                return Ok(());
+            }
+            if out.total + n > MAX_ANSWER_BYTES {
+                return Err(CommandFailure::TooLarge {
+                    program: shown.clone(),
+                    limit: MAX_ANSWER_BYTES,
+                });
+            }
+            if let Some(text) = out.push(&buf[..n]) {
+                emit(StreamEvent::Text(text));
+            }
+        }
+    };
+    let errors = async { Ok::<Vec<u8>, CommandFailure>(read_tail(stderr).await) };
+    let work = async {
+        let ((), (), stderr) = tokio::try_join!(write, read, errors)?;
+        let status = child.wait().await.map_err(|e| CommandFailure::Io {
+            program: shown.clone(),
+            message: e.to_string(),
+        })?;
+        Ok::<_, CommandFailure>((status, stderr))
+    };
+    let after = p
+        .wall_timeout
+        .unwrap_or(super::config::DEFAULT_COMMAND_TIMEOUT);
+    let (status, stderr) = match tokio::time::timeout(after, work).await {
+        Err(_) => {
+            return Err(fail(CommandFailure::TimedOut {
+                program: shown,
+                after,
+            }));
+        }
+        Ok(r) => r.map_err(fail)?,
+    };
+    // The leader is reaped: its pid may be reused, so the group is not signalled again.
+    group.disarm();
+    let (tail, usage) = out.finish();
+    if let Some(text) = tail {
+        emit(StreamEvent::Text(text));
+    }
+    if !status.success() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = match (status.code(), status.signal()) {
+            (Some(c), _) => ExitText::Code(c),
+            (None, Some(s)) => ExitText::Signal(s),
+            (None, None) => ExitText::Code(-1),
+        };
+        return Err(fail(CommandFailure::Exited {
+            program: shown,
+            status,
+            stderr: stderr_excerpt(ctx, &stderr),
+        }));
+    }
+    if !out.saw_visible {
+        return Err(fail(CommandFailure::Silent {
+            program: shown,
+            stderr: stderr_excerpt(ctx, &stderr),
+        }));
+    }
+    if let Some(usage) = usage {
+        emit(StreamEvent::Usage(usage));
+    }
+    Ok(())
+}
