@@ -704,9 +704,12 @@ impl Accumulator {
     fn completion(&self, p: &ResolvedProvider) -> Completion {
         // A command's "model" is a program name: only a cost it reports (or `free`) counts.
         let cost = match p.kind {
-            ProviderKind::Command => {
-                pricing::cost_of(&self.usage, &p.model, p.free, &pricing::PriceTable::default())
-            }
+            ProviderKind::Command => pricing::cost_of(
+                &self.usage,
+                &p.model,
+                p.free,
+                &pricing::PriceTable::default(),
+            ),
             ProviderKind::OpenAi | ProviderKind::Anthropic => {
                 pricing::cost_of(&self.usage, &p.model, p.free, &p.prices)
             }

@@ -184,7 +184,8 @@ impl Output {
 
     /// At the end: the held text (when not a usage line) and the usage, if reported.
     fn finish(&mut self) -> (Option<String>, Option<Usage>) {
-        let mut tail = String::from_utf8_lossy(&std::mem::take(&mut self.pending_bytes)).into_owned();
+        let mut tail =
+            String::from_utf8_lossy(&std::mem::take(&mut self.pending_bytes)).into_owned();
         tail.insert_str(0, &std::mem::take(&mut self.held));
         if let Some(usage) = parse_usage(&tail) {
             return (None, Some(usage));
@@ -293,10 +294,13 @@ pub(crate) async fn call(
     let read = async {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let n = stdout.read(&mut buf).await.map_err(|e| CommandFailure::Io {
-                program: shown.clone(),
-                message: e.to_string(),
-            })?;
+            let n = stdout
+                .read(&mut buf)
+                .await
+                .map_err(|e| CommandFailure::Io {
+                    program: shown.clone(),
+                    message: e.to_string(),
+                })?;
             if n == 0 {
                 return Ok(());
             }
@@ -361,4 +365,276 @@ pub(crate) async fn call(
         emit(StreamEvent::Usage(usage));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::llm::config::ProviderKind;
+    use crate::llm::types::{CostSource, Message};
+    use crate::llm::{Completion, LlmClient};
+
+    /// A `#!/bin/sh` script named `name` in `dir`, executable.
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn provider(argv: &[&str], timeout: Option<Duration>) -> ResolvedProvider {
+        let mut p = ResolvedProvider::new("stub", ProviderKind::Command, "", "stub");
+        p.command = argv.iter().map(|s| s.to_string()).collect();
+        p.wall_timeout = timeout;
+        p
+    }
+
+    async fn ask(p: ResolvedProvider, cancel: &CancellationToken) -> Result<Completion, LlmError> {
+        let req = ChatRequest {
+            system: Some("You write Triton kernels.".into()),
+            messages: vec![Message::user("Write relu.")],
+            ..ChatRequest::default()
+        };
+        let client = LlmClient::new(p).unwrap();
+        client.complete(&req, cancel, |_| {}).await
+    }
+
+    fn failure(r: Result<Completion, LlmError>) -> CommandFailure {
+        match r {
+            Err(LlmError::Command { failure, .. }) => failure,
+            other => panic!("expected a command failure, got {other:?}"),
+        }
+    }
+
+    /// Waits until `pid` is gone (or a zombie), at most 10 s.
+    async fn gone(pid: i32) -> bool {
+        for _ in 0..100 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+            let alive = state.is_some_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            });
+            if !alive {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    async fn read_pid(file: &Path) -> i32 {
+        for _ in 0..100 {
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the stub never wrote its pid");
+    }
+
+    #[test]
+    fn the_prompt_is_the_system_prompt_a_blank_line_and_the_user_prompt() {
+        let req = ChatRequest::prompt("Write relu.").with_system("Be brief.");
+        assert_eq!(prompt_text(&req), "Be brief.\n\nWrite relu.\n");
+        let mut talk = ChatRequest::prompt("first");
+        talk.messages.push(Message::assistant("answer"));
+        talk.messages.push(Message::user("again"));
+        assert_eq!(
+            prompt_text(&talk),
+            "### user\n\nfirst\n\n### assistant\n\nanswer\n\n### user\n\nagain\n"
+        );
+    }
+
+    #[test]
+    fn output_joins_split_characters_and_holds_back_only_a_usage_line() {
+        let mut out = Output::default();
+        let bytes = "é\n".as_bytes();
+        assert_eq!(out.push(&bytes[..1]), None);
+        assert_eq!(out.push(&bytes[1..]).as_deref(), Some("é\n"));
+        // A line that starts like the usage line waits; more text releases it.
+        assert_eq!(out.push(b"{\"kforge").as_deref(), None);
+        assert_eq!(
+            out.push(b"\"x\nmore").as_deref(),
+            Some("{\"kforge\"x\nmore")
+        );
+        assert_eq!(
+            out.push(b"\n{\"kforge_usage\": {\"output_tokens\": 7}}\n")
+                .as_deref(),
+            Some("\n")
+        );
+        let (tail, usage) = out.finish();
+        assert_eq!(tail, None);
+        assert_eq!(usage.unwrap().output_tokens, 7);
+        // Not valid JSON at the end: it is text after all.
+        let mut out = Output::default();
+        assert_eq!(out.push(b"{\"kforge_usage\": oops").as_deref(), None);
+        assert_eq!(out.finish().0.as_deref(), Some("{\"kforge_usage\": oops"));
+    }
+
+    #[tokio::test]
+    async fn an_answer_streams_from_stdout_with_the_prompt_on_stdin_and_no_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("stdin.txt");
+        let stub = script(
+            dir.path(),
+            "answer",
+            &format!(
+                "cat > '{}'\necho \"home=${{HOME:-unset}} args=$*\"\nprintf '```python\\nprint(1)\\n```\\n'",
+                seen.display()
+            ),
+        );
+        let mut p = provider(&[stub.to_str().unwrap(), "-p", "two words"], None);
+        p.scrub_env = vec!["HOME".into()];
+        let mut texts = Vec::new();
+        let req = ChatRequest::prompt("Write relu.").with_system("You write Triton kernels.");
+        let c = LlmClient::new(p)
+            .unwrap()
+            .complete(&req, &CancellationToken::new(), |ev| {
+                if let StreamEvent::Text(t) = ev {
+                    texts.push(t.clone());
+                }
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            c.text,
+            "home=unset args=-p two words\n```python\nprint(1)\n```\n"
+        );
+        assert_eq!(texts.concat(), c.text, "the text came as events");
+        assert_eq!(c.cost, None, "cost unknown");
+        assert_eq!(c.usage, Usage::default());
+        assert_eq!(
+            std::fs::read_to_string(&seen).unwrap(),
+            "You write Triton kernels.\n\nWrite relu.\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_usage_line_is_read_and_kept_out_of_the_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let stub = script(
+            dir.path(),
+            "usage",
+            "cat > /dev/null\necho answer\necho '{\"kforge_usage\": {\"input_tokens\": 10, \"output_tokens\": 5, \"cost_usd\": 0.25}}'",
+        );
+        let c = ask(
+            provider(&[stub.to_str().unwrap()], None),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(c.text, "answer\n");
+        assert_eq!((c.usage.input_tokens, c.usage.output_tokens), (10, 5));
+        let cost = c.cost.unwrap();
+        assert_eq!((cost.usd, cost.source), (0.25, CostSource::Reported));
+    }
+
+    #[tokio::test]
+    async fn a_non_zero_exit_reports_the_code_and_the_end_of_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let stub = script(
+            dir.path(),
+            "fails",
+            "cat > /dev/null\necho 'partial'\necho 'first line' >&2\necho 'boom: no credit left' >&2\nexit 3",
+        );
+        let f = failure(
+            ask(
+                provider(&[stub.to_str().unwrap()], None),
+                &CancellationToken::new(),
+            )
+            .await,
+        );
+        let CommandFailure::Exited { status, stderr, .. } = &f else {
+            panic!("{f:?}");
+        };
+        assert_eq!(*status, ExitText::Code(3));
+        assert!(stderr.ends_with("boom: no credit left"), "{stderr}");
+        let shown = f.to_string();
+        assert!(shown.contains("exited with code 3"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_prints_nothing_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let stub = script(dir.path(), "silent", "cat > /dev/null\necho '  '");
+        let f = failure(
+            ask(
+                provider(&[stub.to_str().unwrap()], None),
+                &CancellationToken::new(),
+            )
+            .await,
+        );
+        assert!(matches!(f, CommandFailure::Silent { .. }), "{f:?}");
+        assert!(f.to_string().contains("printed nothing"), "{f}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_cannot_start() {
+        let f = failure(
+            ask(
+                provider(&["/nonexistent/kforge-no-such-program"], None),
+                &CancellationToken::new(),
+            )
+            .await,
+        );
+        assert!(matches!(f, CommandFailure::Spawn { .. }), "{f:?}");
+    }
+
+    #[tokio::test]
+    async fn a_hanging_program_times_out_and_its_process_group_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let stub = script(
+            dir.path(),
+            "hangs",
+            &format!("sleep 1000 &\necho $! > '{}'\nwait", pidfile.display()),
+        );
+        let p = provider(&[stub.to_str().unwrap()], Some(Duration::from_secs(1)));
+        let f = failure(ask(p, &CancellationToken::new()).await);
+        let CommandFailure::TimedOut { after, .. } = &f else {
+            panic!("{f:?}");
+        };
+        assert_eq!(*after, Duration::from_secs(1));
+        assert!(f.to_string().contains("wall_timeout_s"), "{f}");
+        let sleeper = read_pid(&pidfile).await;
+        assert!(
+            gone(sleeper).await,
+            "the program's child {sleeper} still runs"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancelling_kills_the_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let stub = script(
+            dir.path(),
+            "hangs",
+            &format!(
+                "cat > /dev/null\nsleep 1000 &\necho $! > '{}'\nwait",
+                pidfile.display()
+            ),
+        );
+        let cancel = CancellationToken::new();
+        let call = ask(provider(&[stub.to_str().unwrap()], None), &cancel);
+        let canceller = async {
+            let pid = read_pid(&pidfile).await;
+            cancel.cancel();
+            pid
+        };
+        let (result, sleeper) = tokio::join!(call, canceller);
+        assert!(matches!(result, Err(LlmError::Cancelled)), "{result:?}");
+        assert!(
+            gone(sleeper).await,
+            "the program's child {sleeper} still runs"
+        );
+    }
 }

@@ -771,7 +771,9 @@ fn base_url_of(name: &str, cfg: &ProviderConfig, env: EnvLookup) -> Result<Strin
 /// The argv of a command provider, checked.
 fn command_of(name: &str, cfg: &ProviderConfig) -> Result<Vec<String>, LlmError> {
     match cfg.command.as_deref() {
-        Some([program, ..]) if !program.trim().is_empty() => Ok(cfg.command.clone().unwrap_or_default()),
+        Some([program, ..]) if !program.trim().is_empty() => {
+            Ok(cfg.command.clone().unwrap_or_default())
+        }
         _ => Err(LlmError::Config(format!(
             "provider `{name}` has protocol = \"command\" but no program: set [llm.providers.{name}] command = [\"prog\", \"arg\", ...]"
         ))),
