@@ -120,6 +120,21 @@ mod tests {
             "{text}"
         );
         let none = render(&config, &|_: &str| None);
+        let mut config = config;
+        config.llm.providers.insert(
+            "cli".into(),
+            crate::llm::ProviderConfig {
+                protocol: Some(ProviderKind::Command),
+                command: Some(vec!["claude".into(), "-p".into()]),
+                ..Default::default()
+            },
+        );
+        let with_command = render(&config, &|_: &str| None);
+        let line = with_command.lines().find(|l| l.contains(" cli ")).unwrap();
+        assert!(
+            line.contains("command") && line.contains("$ claude -p"),
+            "{with_command}"
+        );
         assert!(
             none.contains("default: none. no LLM provider configured"),
             "{none}"

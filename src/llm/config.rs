@@ -550,7 +550,8 @@ impl LlmConfig {
             .map(|name| {
                 let (cfg, pre) = self.merged(&name).unwrap_or_default();
                 let key_env = cfg.api_key_env.clone();
-                let required = pre.map(|p| p.key_required).unwrap_or(key_env.is_some());
+                let required = cfg.protocol != Some(ProviderKind::Command)
+                    && pre.map(|p| p.key_required).unwrap_or(key_env.is_some());
                 let key = match (&key_env, cfg.api_key.is_some()) {
                     (Some(var), _) if env(var).is_some() => KeyStatus::FromEnv(var.clone()),
                     (_, true) => KeyStatus::InConfigFile,
@@ -644,7 +645,9 @@ impl LlmConfig {
             }
             None => None,
         };
-        let key_required = pre.map(|p| p.key_required).unwrap_or(api_key_env.is_some());
+        // A command is given no key: `api_key_env` only names one more variable to withhold.
+        let key_required = kind != ProviderKind::Command
+            && pre.map(|p| p.key_required).unwrap_or(api_key_env.is_some());
         if api_key.is_none() && key_required {
             let var = api_key_env.as_deref().unwrap_or("the key variable");
             return Err(LlmError::Config(format!(
@@ -891,6 +894,50 @@ mod tests {
             .cloned()
             .map(|v| v.try_into().unwrap())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_command_provider_needs_a_program_and_no_url_model_or_key() {
+        let c = parse(
+            r#"
+            [llm.providers.claude-cli]
+            protocol = "command"
+            command = ["/usr/local/bin/claude", "-p"]
+            [llm.providers.mine]
+            protocol = "command"
+            command = ["./answer.sh"]
+            model = "my-script"
+            wall_timeout_s = 5
+            api_key_env = "MY_SECRET"
+            [llm.providers.empty]
+            protocol = "command"
+            command = []
+            "#,
+        );
+        let env = env_of(&[("KFORGE_BASE_URL", "http://ignored")]);
+        let r = c.resolve_with(Some("claude-cli"), None, &[], &env).unwrap();
+        assert_eq!(r.kind, ProviderKind::Command);
+        assert_eq!(r.command, ["/usr/local/bin/claude", "-p"]);
+        assert_eq!(r.model, "claude", "the program's name stands for the model");
+        assert_eq!(r.base_url, "");
+        assert_eq!(r.wall_timeout, Some(DEFAULT_COMMAND_TIMEOUT));
+        assert!(r.scrub_env.contains(&"OPENAI_API_KEY".to_string()));
+        let r = c.resolve_with(Some("mine"), None, &[], &env).unwrap();
+        assert_eq!(r.model, "my-script");
+        assert_eq!(r.wall_timeout, Some(Duration::from_secs(5)));
+        assert!(r.scrub_env.contains(&"MY_SECRET".to_string()));
+        let e = c
+            .resolve_with(Some("empty"), None, &[], &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no program"), "{e}");
+        let row = c
+            .summaries(&env)
+            .into_iter()
+            .find(|s| s.name == "claude-cli")
+            .unwrap();
+        assert_eq!(row.kind, ProviderKind::Command);
+        assert_eq!(row.key, KeyStatus::NotNeeded);
     }
 
     #[test]
