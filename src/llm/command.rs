@@ -108,6 +108,23 @@ pub fn prompt_text(req: &ChatRequest) -> String {
     out
 }
 
+/// Where `program` would be found when run: a path with a `/` as is, a bare name on
+/// `PATH`; `None` when it is not there as an executable file (`kforge doctor`).
+pub fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return executable(&path).then_some(path);
+    }
+    let dirs = std::env::var_os("PATH")?;
+    std::env::split_paths(&dirs)
+        .map(|d| d.join(program))
+        .find(|p| executable(p))
+}
+
 /// Sends SIGTERM, then SIGKILL after [`KILL_GRACE`], to a process group when dropped
 /// armed: a call that times out, is cancelled or fails leaves nothing running.
 struct GroupKill(Option<u32>);
@@ -438,6 +455,17 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("the stub never wrote its pid");
+    }
+
+    #[test]
+    fn programs_are_found_on_path_or_by_their_path() {
+        assert!(find_program("sh").is_some());
+        assert!(find_program("kforge-no-such-program").is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let stub = script(dir.path(), "stub", "true");
+        assert_eq!(find_program(stub.to_str().unwrap()), Some(stub.clone()));
+        std::fs::write(dir.path().join("plain"), "x").unwrap();
+        assert!(find_program(dir.path().join("plain").to_str().unwrap()).is_none());
     }
 
     #[test]
