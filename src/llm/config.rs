@@ -568,7 +568,10 @@ impl LlmConfig {
                     kind: cfg.protocol.unwrap_or(ProviderKind::OpenAi),
                     base_url: cfg.base_url.as_deref().map(redact_url),
                     command: cfg.command.clone(),
-                    model: cfg.model.clone(),
+                    model: cfg.model.clone().or_else(|| {
+                        let program = cfg.command.as_deref()?.first()?;
+                        (cfg.protocol == Some(ProviderKind::Command)).then(|| program_name(program))
+                    }),
                     key,
                     origin,
                     name,
