@@ -229,3 +229,74 @@ fn a_run_on_the_cpu_with_a_command_as_the_model() {
     );
     assert_eq!(state.total_cost(), None, "a command's cost is unknown");
 }
+
+/// Ctrl-C on a run whose model is a program that hangs: the run stops (130) and the
+/// program, with what it started, is gone.
+#[test]
+fn ctrl_c_on_a_run_kills_the_program_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let stub = script(
+        dir.path(),
+        "model.sh",
+        &format!(
+            "cat > /dev/null\nsleep 1000 &\necho $! > '{}'\nwait",
+            pidfile.display()
+        ),
+    );
+    let cfg = config(dir.path(), &stub, "");
+    let root = dir.path().join("sessions");
+    let task = fixtures().join("tasks/relu.py");
+    let mut child = kforge(&[
+        "run",
+        task.to_str().unwrap(),
+        "--cpu",
+        "--headless",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--provider",
+        "stub",
+        "--seeds",
+        "1",
+        "--sessions-dir",
+        root.to_str().unwrap(),
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let start = std::time::Instant::now();
+    let sleeper: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "the program was never started"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+            .ok()
+            .is_some_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            });
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        !alive
+    });
+    assert!(gone, "the program's child {sleeper} still runs");
+}
