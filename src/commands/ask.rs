@@ -244,6 +244,9 @@ pub fn summary(c: &Completion) -> String {
             };
             format!("${} ({source})", usd(cost.usd))
         }
+        None if c.usage.total_tokens() == 0 && c.usage.reported_cost_usd.is_none() => {
+            "unknown (the provider reported no usage)".to_string()
+        }
         None => format!(
             "unknown (no price for `{}`: add [llm.prices.\"{}\"] to the config)",
             c.model, c.model

@@ -84,6 +84,8 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
         ),
     }
 
+    command_checks(&config, &mut r);
+
     let cache = crate::paths::cache_dir();
     r.data.insert("cache_dir".into(), json!(cache));
     match std::fs::create_dir_all(&cache).and_then(|_| tempfile::tempfile_in(&cache)) {
@@ -156,6 +158,35 @@ pub async fn run(args: DoctorArgs, config_file: Option<&Path>) -> Result<ExitCod
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Each command provider's program: found, or a problem.
+fn command_checks(config: &Config, r: &mut Report) {
+    use crate::llm::ProviderKind;
+    use crate::llm::command::find_program;
+    let commands = config
+        .llm
+        .providers
+        .iter()
+        .filter(|(_, p)| p.protocol == Some(ProviderKind::Command));
+    for (name, p) in commands {
+        let Some(program) = p.command.as_deref().and_then(<[String]>::first) else {
+            r.problem(
+                format!("provider `{name}` has protocol = \"command\" but no command"),
+                format!("set [llm.providers.{name}] command = [\"prog\", \"arg\", ...]"),
+            );
+            continue;
+        };
+        match find_program(program) {
+            Some(path) => r.line("command", format!("{name}: {}", path.display())),
+            None => r.problem(
+                format!(
+                    "provider `{name}`: the program `{program}` is not found (or not executable)"
+                ),
+                "install it, put it on PATH, or give its full path in `command`",
+            ),
+        }
+    }
 }
 
 /// Which sandbox generated kernels run in, and what happens without one.

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::config::Config;
+use crate::llm::ProviderKind;
 use crate::llm::config::process_env;
 
 #[derive(clap::Args, Debug)]
@@ -25,7 +26,7 @@ pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
         "PROTOCOL".into(),
         "MODEL".into(),
         "KEY".into(),
-        "BASE URL".into(),
+        "BASE URL / COMMAND".into(),
         "FROM".into(),
     ]];
     for r in &rows {
@@ -35,7 +36,13 @@ pub fn render(config: &Config, env: crate::llm::config::EnvLookup) -> String {
             r.kind.to_string(),
             r.model.clone().unwrap_or_else(|| "(set --model)".into()),
             r.key.to_string(),
-            r.base_url.clone().unwrap_or_else(|| "(no base_url)".into()),
+            match (&r.command, &r.base_url) {
+                (Some(argv), _) if r.kind == ProviderKind::Command => {
+                    format!("$ {}", argv.join(" "))
+                }
+                (_, Some(url)) => url.clone(),
+                _ => "(no base_url)".into(),
+            },
             r.origin.to_string(),
         ]);
     }
@@ -113,6 +120,21 @@ mod tests {
             "{text}"
         );
         let none = render(&config, &|_: &str| None);
+        let mut config = config;
+        config.llm.providers.insert(
+            "cli".into(),
+            crate::llm::ProviderConfig {
+                protocol: Some(ProviderKind::Command),
+                command: Some(vec!["claude".into(), "-p".into()]),
+                ..Default::default()
+            },
+        );
+        let with_command = render(&config, &|_: &str| None);
+        let line = with_command.lines().find(|l| l.contains(" cli ")).unwrap();
+        assert!(
+            line.contains("command") && line.contains("$ claude -p"),
+            "{with_command}"
+        );
         assert!(
             none.contains("default: none. no LLM provider configured"),
             "{none}"

@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ports::{Answer, CallFailure, CallProgress, LlmCall, LlmPort};
+use crate::llm::command::CommandFailure;
 use crate::llm::{LlmClient, LlmError, StreamEvent};
 use crate::protocol::{CallId, TokenUsage};
 use crate::session::store::SessionDir;
@@ -82,6 +83,10 @@ impl LlmPort for ClientLlm {
                             | LlmError::QuotaExceeded { .. }
                             | LlmError::Redirect { .. }
                             | LlmError::Config { .. }
+                            | LlmError::Command {
+                                failure: CommandFailure::Spawn { .. },
+                                ..
+                            }
                     );
                     let message = e.to_string();
                     let usage = TokenUsage::default();

@@ -16,7 +16,7 @@ use super::config::{ProviderKind, ResolvedProvider, redact_url};
 use super::error::{ErrorContext, LlmError, size_text};
 use super::sse::{self, SseError};
 use super::types::{ChatRequest, Completion, StreamEvent, Truncation, Usage};
-use super::{anthropic, openai, pricing, retry};
+use super::{anthropic, command, openai, pricing, retry};
 
 /// Largest error body read (the excerpt shown is shorter still). Not for answers: see
 /// `read_answer_body`.
@@ -87,8 +87,19 @@ impl LlmClient {
         let url = match provider.kind {
             ProviderKind::OpenAi => openai::endpoint(&provider.base_url),
             ProviderKind::Anthropic => anthropic::endpoint(&provider.base_url),
+            ProviderKind::Command => String::new(),
         };
         let mut secrets: Vec<String> = provider.secrets().into_iter().map(String::from).collect();
+        // A command's stderr is shown in errors: the keys it was not given are scrubbed too,
+        // should it find them elsewhere.
+        if provider.kind == ProviderKind::Command {
+            secrets.extend(
+                provider
+                    .scrub_env
+                    .iter()
+                    .filter_map(|v| super::config::process_env(v)),
+            );
+        }
         // Servers and libraries may echo the URL: its password is scrubbed like a key.
         if let Some(password) = reqwest::Url::parse(&url)
             .ok()
@@ -134,7 +145,12 @@ impl LlmClient {
         let start = Instant::now();
         let work = self.run(req, start, &mut on_event);
         let capped = async {
-            match self.inner.provider.wall_timeout {
+            // A command enforces its own cap, so that it can say which program it killed.
+            let wall = match self.inner.provider.kind {
+                ProviderKind::Command => None,
+                ProviderKind::OpenAi | ProviderKind::Anthropic => self.inner.provider.wall_timeout,
+            };
+            match wall {
                 Some(wall) => tokio::time::timeout(wall, work)
                     .await
                     .unwrap_or(Err(LlmError::WallTimeout { after: wall })),
@@ -249,6 +265,12 @@ impl LlmClient {
             url,
             shown_url,
         } = &*self.inner;
+        if p.kind == ProviderKind::Command {
+            let mut emit = |ev: StreamEvent| acc.take_all([ev], on_event);
+            return command::call(p, req, ctx, &mut emit)
+                .await
+                .map_err(|e| (e, None));
+        }
         let mut builder = http
             .post(url.as_str())
             .header("accept", "text/event-stream");
@@ -272,6 +294,7 @@ impl LlmClient {
                     None => b,
                 }
             }
+            ProviderKind::Command => return Err((not_http(), None)),
         };
         for (name, value) in &p.extra_headers {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -356,6 +379,7 @@ impl LlmClient {
         let mut decoder = match p.kind {
             ProviderKind::OpenAi => Decoder::OpenAi(openai::Decoder::default()),
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::Decoder::default()),
+            ProviderKind::Command => return Err((not_http(), None)),
         };
         let mut out = Vec::new();
         while let Some(item) = events.next().await {
@@ -442,9 +466,15 @@ where
                 Err(e) => Err(e),
             }
         }
+        ProviderKind::Command => Err(not_http()),
     };
     acc.take_all(out, on_event);
     result
+}
+
+/// A command provider reached the HTTP path: a bug, reported rather than a panic.
+fn not_http() -> LlmError {
+    LlmError::Config("internal error: a command provider has no HTTP request".into())
 }
 
 fn secret_header(value: &str) -> Result<HeaderValue, (LlmError, Option<Duration>)> {
@@ -672,7 +702,18 @@ impl Accumulator {
     }
 
     fn completion(&self, p: &ResolvedProvider) -> Completion {
-        let cost = pricing::cost_of(&self.usage, &p.model, p.free, &p.prices);
+        // A command's "model" is a program name: only a cost it reports (or `free`) counts.
+        let cost = match p.kind {
+            ProviderKind::Command => pricing::cost_of(
+                &self.usage,
+                &p.model,
+                p.free,
+                &pricing::PriceTable::default(),
+            ),
+            ProviderKind::OpenAi | ProviderKind::Anthropic => {
+                pricing::cost_of(&self.usage, &p.model, p.free, &p.prices)
+            }
+        };
         Completion {
             provider: p.name.clone(),
             model: p.model.clone(),

@@ -49,7 +49,8 @@ impl Serialize for Secret {
     }
 }
 
-/// The wire protocol a provider speaks. (The engine adds a `manual` kind later.)
+/// The protocol a provider speaks. (`manual`, where the person answers, is not one: the
+/// engine handles it apart.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -59,6 +60,8 @@ pub enum ProviderKind {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// A local program: the prompt on its stdin, the answer on its stdout (`command`).
+    Command,
 }
 
 impl fmt::Display for ProviderKind {
@@ -66,6 +69,7 @@ impl fmt::Display for ProviderKind {
         f.write_str(match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Command => "command",
         })
     }
 }
@@ -88,6 +92,8 @@ pub struct ProviderConfig {
     pub preset: Option<String>,
     pub protocol: Option<ProviderKind>,
     pub base_url: Option<String>,
+    /// `protocol = "command"`: the program and its arguments (no shell).
+    pub command: Option<Vec<String>>,
     pub model: Option<String>,
     /// The environment variable holding the key.
     pub api_key_env: Option<String>,
@@ -221,6 +227,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle gap, not a total: reasoning models can think for minutes before the first token.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The wall-clock cap of a command provider's call when `wall_timeout_s` is not set.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 /// Anthropic requires `max_tokens`; this is used when none is configured.
 pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 16384;
 
@@ -252,6 +260,12 @@ pub struct ResolvedProvider {
     pub kind: ProviderKind,
     #[serde(serialize_with = "serialize_redacted_url")]
     pub base_url: String,
+    /// `protocol = "command"`: the program and its arguments; empty otherwise.
+    pub command: Vec<String>,
+    /// Environment variables not passed to a command provider's program: every variable
+    /// that may hold an API key kforge knows of.
+    #[serde(skip)]
+    pub scrub_env: Vec<String>,
     pub model: String,
     #[serde(skip)]
     pub api_key: Option<Secret>,
@@ -281,6 +295,8 @@ impl ResolvedProvider {
             name: name.into(),
             kind,
             base_url: base_url.into(),
+            command: Vec::new(),
+            scrub_env: Vec::new(),
             model: model.into(),
             api_key: None,
             api_key_env: None,
@@ -317,6 +333,8 @@ impl fmt::Debug for ResolvedProvider {
             name,
             kind,
             base_url,
+            command,
+            scrub_env,
             model,
             api_key,
             api_key_env,
@@ -338,6 +356,8 @@ impl fmt::Debug for ResolvedProvider {
             .field("name", name)
             .field("kind", kind)
             .field("base_url", &redact_url(base_url))
+            .field("command", command)
+            .field("scrub_env", scrub_env)
             .field("model", model)
             .field("api_key", api_key)
             .field("api_key_env", api_key_env)
@@ -464,6 +484,8 @@ pub struct ProviderSummary {
     pub kind: ProviderKind,
     /// Without its password (see [`redact_url`]).
     pub base_url: Option<String>,
+    /// `protocol = "command"`: the program and its arguments.
+    pub command: Option<Vec<String>>,
     pub model: Option<String>,
     pub key: KeyStatus,
     pub is_default: bool,
@@ -530,7 +552,8 @@ impl LlmConfig {
             .map(|name| {
                 let (cfg, pre) = self.merged(&name).unwrap_or_default();
                 let key_env = cfg.api_key_env.clone();
-                let required = pre.map(|p| p.key_required).unwrap_or(key_env.is_some());
+                let required = cfg.protocol != Some(ProviderKind::Command)
+                    && pre.map(|p| p.key_required).unwrap_or(key_env.is_some());
                 let key = match (&key_env, cfg.api_key.is_some()) {
                     (Some(var), _) if env(var).is_some() => KeyStatus::FromEnv(var.clone()),
                     (_, true) => KeyStatus::InConfigFile,
@@ -546,13 +569,20 @@ impl LlmConfig {
                     is_default: default.as_deref() == Some(name.as_str()),
                     kind: cfg.protocol.unwrap_or(ProviderKind::OpenAi),
                     // What a call would use: the environment's choice over the file's, as in
-                    // resolve_with.
+                    // resolve_with (a command provider has no address).
                     base_url: env("KFORGE_BASE_URL")
+                        .filter(|_| cfg.protocol != Some(ProviderKind::Command))
                         .map(|u| format!("{} (KFORGE_BASE_URL)", redact_url(&u)))
                         .or_else(|| cfg.base_url.as_deref().map(redact_url)),
+                    command: cfg.command.clone(),
                     model: env("KFORGE_MODEL")
                         .map(|m| format!("{m} (KFORGE_MODEL)"))
-                        .or_else(|| cfg.model.clone()),
+                        .or_else(|| cfg.model.clone())
+                        .or_else(|| {
+                            let program = cfg.command.as_deref()?.first()?;
+                            (cfg.protocol == Some(ProviderKind::Command))
+                                .then(|| program_name(program))
+                        }),
                     key,
                     origin,
                     name,
@@ -611,23 +641,17 @@ impl LlmConfig {
             ))
         })?;
         let kind = cfg.protocol.unwrap_or(ProviderKind::OpenAi);
-        let base_url = env("KFORGE_BASE_URL")
-            .or(cfg.base_url.clone())
-            .ok_or_else(|| {
-                LlmError::Config(format!(
-                    "provider `{name}` has no base_url: set [llm.providers.{name}] base_url"
-                ))
-            })?;
-        reqwest::Url::parse(&base_url).map_err(|e| {
-            LlmError::Config(format!(
-                "provider `{name}`: base_url `{}` is not a URL: {e}",
-                redact_url(&base_url)
-            ))
-        })?;
+        let (base_url, command) = match kind {
+            ProviderKind::Command => (String::new(), command_of(&name, &cfg)?),
+            ProviderKind::OpenAi | ProviderKind::Anthropic => {
+                (base_url_of(&name, &cfg, env)?, Vec::new())
+            }
+        };
         let model = model
             .map(String::from)
             .or_else(|| env("KFORGE_MODEL"))
             .or(cfg.model.clone())
+            .or_else(|| command.first().map(|program| program_name(program)))
             .ok_or_else(|| {
                 LlmError::Config(format!(
                     "provider `{name}` needs a model: pass --model, set KFORGE_MODEL, or set [llm.providers.{name}] model"
@@ -642,7 +666,9 @@ impl LlmConfig {
             }
             None => None,
         };
-        let key_required = pre.map(|p| p.key_required).unwrap_or(api_key_env.is_some());
+        // A command is given no key: `api_key_env` only names one more variable to withhold.
+        let key_required = kind != ProviderKind::Command
+            && pre.map(|p| p.key_required).unwrap_or(api_key_env.is_some());
         if api_key.is_none() && key_required {
             let var = api_key_env.as_deref().unwrap_or("the key variable");
             return Err(LlmError::Config(format!(
@@ -683,6 +709,13 @@ impl LlmConfig {
         )?;
         let read = secs(cfg.read_timeout_s.or(self.read_timeout_s), "read_timeout_s")?;
         let wall = secs(cfg.wall_timeout_s.or(self.wall_timeout_s), "wall_timeout_s")?;
+        // A program that hangs must not hold the call forever: commands always have a cap.
+        let wall = match kind {
+            ProviderKind::Command => Some(wall.unwrap_or(DEFAULT_COMMAND_TIMEOUT)),
+            ProviderKind::OpenAi | ProviderKind::Anthropic => wall,
+        };
+        let mut scrub_env = self.secret_env_vars();
+        scrub_env.extend(api_key_env.clone());
         let max_tokens = match (cfg.max_tokens, kind) {
             (None, ProviderKind::Anthropic) => Some(DEFAULT_ANTHROPIC_MAX_TOKENS),
             (m, _) => m,
@@ -700,6 +733,8 @@ impl LlmConfig {
                 .max_tokens_field
                 .unwrap_or_else(|| default_max_tokens_field(&model)),
             base_url,
+            command,
+            scrub_env: scrub_env.into_iter().collect(),
             api_key,
             api_key_env,
             include_usage: cfg.include_usage.unwrap_or(true),
@@ -757,6 +792,45 @@ pub fn nothing_configured_message() -> String {
     )
 }
 
+/// The base URL of an HTTP provider, checked.
+fn base_url_of(name: &str, cfg: &ProviderConfig, env: EnvLookup) -> Result<String, LlmError> {
+    let base_url = env("KFORGE_BASE_URL")
+        .or(cfg.base_url.clone())
+        .ok_or_else(|| {
+            LlmError::Config(format!(
+                "provider `{name}` has no base_url: set [llm.providers.{name}] base_url"
+            ))
+        })?;
+    reqwest::Url::parse(&base_url).map_err(|e| {
+        LlmError::Config(format!(
+            "provider `{name}`: base_url `{}` is not a URL: {e}",
+            redact_url(&base_url)
+        ))
+    })?;
+    Ok(base_url)
+}
+
+/// The argv of a command provider, checked.
+fn command_of(name: &str, cfg: &ProviderConfig) -> Result<Vec<String>, LlmError> {
+    match cfg.command.as_deref() {
+        Some([program, ..]) if !program.trim().is_empty() => {
+            Ok(cfg.command.clone().unwrap_or_default())
+        }
+        _ => Err(LlmError::Config(format!(
+            "provider `{name}` has protocol = \"command\" but no program: set [llm.providers.{name}] command = [\"prog\", \"arg\", ...]"
+        ))),
+    }
+}
+
+/// The file name of a program (`/usr/bin/claude` -> `claude`): a command provider's model
+/// when none is set.
+pub fn program_name(program: &str) -> String {
+    Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| program.to_string())
+}
+
 fn preset_config(p: &Preset) -> ProviderConfig {
     ProviderConfig {
         protocol: Some(p.kind),
@@ -776,6 +850,7 @@ fn overlay(base: ProviderConfig, over: ProviderConfig) -> ProviderConfig {
         preset: over.preset.or(base.preset),
         protocol: over.protocol.or(base.protocol),
         base_url: over.base_url.or(base.base_url),
+        command: over.command.or(base.command),
         model: over.model.or(base.model),
         api_key_env: over.api_key_env.or(base.api_key_env),
         api_key: over.api_key.or(base.api_key),
@@ -858,6 +933,50 @@ mod tests {
             .cloned()
             .map(|v| v.try_into().unwrap())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_command_provider_needs_a_program_and_no_url_model_or_key() {
+        let c = parse(
+            r#"
+            [llm.providers.claude-cli]
+            protocol = "command"
+            command = ["/usr/local/bin/claude", "-p"]
+            [llm.providers.mine]
+            protocol = "command"
+            command = ["./answer.sh"]
+            model = "my-script"
+            wall_timeout_s = 5
+            api_key_env = "MY_SECRET"
+            [llm.providers.empty]
+            protocol = "command"
+            command = []
+            "#,
+        );
+        let env = env_of(&[("KFORGE_BASE_URL", "http://ignored")]);
+        let r = c.resolve_with(Some("claude-cli"), None, &[], &env).unwrap();
+        assert_eq!(r.kind, ProviderKind::Command);
+        assert_eq!(r.command, ["/usr/local/bin/claude", "-p"]);
+        assert_eq!(r.model, "claude", "the program's name stands for the model");
+        assert_eq!(r.base_url, "");
+        assert_eq!(r.wall_timeout, Some(DEFAULT_COMMAND_TIMEOUT));
+        assert!(r.scrub_env.contains(&"OPENAI_API_KEY".to_string()));
+        let r = c.resolve_with(Some("mine"), None, &[], &env).unwrap();
+        assert_eq!(r.model, "my-script");
+        assert_eq!(r.wall_timeout, Some(Duration::from_secs(5)));
+        assert!(r.scrub_env.contains(&"MY_SECRET".to_string()));
+        let e = c
+            .resolve_with(Some("empty"), None, &[], &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no program"), "{e}");
+        let row = c
+            .summaries(&env)
+            .into_iter()
+            .find(|s| s.name == "claude-cli")
+            .unwrap();
+        assert_eq!(row.kind, ProviderKind::Command);
+        assert_eq!(row.key, KeyStatus::NotNeeded);
     }
 
     #[test]

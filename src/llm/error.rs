@@ -104,6 +104,12 @@ pub enum LlmError {
         excerpt: String,
     },
 
+    #[error("provider `{provider}` (a command): {failure}")]
+    Command {
+        provider: String,
+        failure: super::command::CommandFailure,
+    },
+
     #[error("{0}")]
     Config(String),
 }

@@ -8,6 +8,7 @@
 
 pub(crate) mod anthropic;
 pub mod client;
+pub mod command;
 pub mod config;
 pub mod error;
 pub mod extract;
