@@ -130,6 +130,16 @@ impl Inner {
         Step::Done(seed)
     }
 
+    /// Whether the person rejected the gate before the call `call_key` (step mode).
+    fn call_rejected(&self, call_key: &str) -> bool {
+        let gate = super::steps::call_gate_key(call_key);
+        self.with_state(|s| {
+            s.gates
+                .values()
+                .any(|g| g.key == gate && g.decision == Some(Decision::Reject))
+        })
+    }
+
     /// Step 3: repairs `current` until it is correct or `attempts` are spent. Returns the
     /// lineage's last candidate.
     async fn repair_loop(
@@ -169,9 +179,9 @@ impl Inner {
             let (code, call) = match generated {
                 Step::Done(g) => g,
                 Step::Stopped => return Step::Stopped,
-                // The person skipped the call ("its step gives up"): the repair ends here,
-                // not at the next attempt's gate.
-                Step::Skipped(why) => {
+                // The person rejected the call at its gate ("its step gives up"): the repair
+                // ends here, not at the next attempt's gate.
+                Step::Skipped(why) if self.call_rejected(&step_key) => {
                     self.log(
                         LogLevel::Warn,
                         tag,
@@ -179,7 +189,7 @@ impl Inner {
                     );
                     break;
                 }
-                Step::Failed(why) => {
+                Step::Skipped(why) | Step::Failed(why) => {
                     self.log(LogLevel::Warn, tag, format!("repair {attempt}: {why}"));
                     continue;
                 }

@@ -87,6 +87,11 @@ pub struct Evaluated {
     pub result: EvalResult,
 }
 
+/// The key of the gate that asks before an LLM call (step mode).
+pub(crate) fn call_gate_key(call_key: &str) -> String {
+    format!("call/{call_key}")
+}
+
 impl Evaluated {
     /// The score with its 95% interval, ranked as the session's best is.
     pub fn speedup(&self) -> Option<Speedup> {
@@ -298,7 +303,7 @@ impl Inner {
             let question = format!("Send the {} prompt ({tag})?", kind.word());
             match self
                 .gate(
-                    &format!("call/{key}"),
+                    &call_gate_key(key),
                     GateKind::LlmCall,
                     candidate,
                     Some(call),
