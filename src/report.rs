@@ -610,7 +610,11 @@ fn contributions(state: &SessionState) -> Vec<String> {
                 Some(r) => format!("#{} {}", r.id, status_label(r)),
                 None => "no kernel".into(),
             };
-            let verdict = s.verdict.word();
+            let verdict = if s.accepted {
+                "accepted"
+            } else {
+                "not accepted"
+            };
             let reason = if s.reason.is_empty() {
                 String::new()
             } else {
@@ -983,7 +987,6 @@ mod tests {
             base: CandidateId(5),
             result: Some(CandidateId(6)),
             accepted: true,
-            verdict: Some(crate::protocol::StageVerdict::Replaced),
             reason: "faster".into(),
         })
         .push(Event::BestChanged {
@@ -996,7 +999,6 @@ mod tests {
             base: CandidateId(6),
             result: None,
             accepted: false,
-            verdict: None,
             reason: "the LLM call failed".into(),
         })
         .candidate(

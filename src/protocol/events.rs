@@ -76,48 +76,6 @@ impl EngineState {
 }
 
 /// Where the engine stops for a decision.
-/// What a tuning stage's kernel did to its base (regression protection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageVerdict {
-    /// Correct and better (or `accept = "any"`): it became the new base.
-    Replaced,
-    /// Correct, measured and not better: the base stays.
-    Kept,
-    /// Correct, but nothing measured to compare (the CPU, a failed timing): the base stays.
-    NotCompared,
-    /// Not correct: the base stays.
-    NotCorrect,
-    /// The stage produced no kernel.
-    NoKernel,
-}
-
-impl StageVerdict {
-    pub fn replaced(self) -> bool {
-        self == StageVerdict::Replaced
-    }
-
-    /// The verdict of a record from before it was kept: only whether it replaced the base.
-    pub fn from_accepted(accepted: bool) -> StageVerdict {
-        if accepted {
-            StageVerdict::Replaced
-        } else {
-            StageVerdict::Kept
-        }
-    }
-
-    /// In words, for reports.
-    pub fn word(self) -> &'static str {
-        match self {
-            StageVerdict::Replaced => "accepted",
-            StageVerdict::Kept => "not accepted",
-            StageVerdict::NotCompared => "not compared",
-            StageVerdict::NotCorrect => "not correct",
-            StageVerdict::NoKernel => "no kernel",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateKind {
@@ -304,9 +262,6 @@ pub enum Event {
         result: Option<CandidateId>,
         /// Whether the stage's kernel became the new base (regression protection).
         accepted: bool,
-        /// Why, as a category (absent in sessions written before it was recorded).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        verdict: Option<StageVerdict>,
         reason: String,
     },
     BestChanged {

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::protocol::{
     Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
     EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
-    StageVerdict, TokenUsage,
+    TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -235,7 +235,6 @@ pub struct StageOutcome {
     pub base: CandidateId,
     pub result: Option<CandidateId>,
     pub accepted: bool,
-    pub verdict: StageVerdict,
     pub reason: String,
 }
 
@@ -503,14 +502,12 @@ impl SessionState {
                 base,
                 result,
                 accepted,
-                verdict,
                 reason,
             } => self.stages.push(StageOutcome {
                 stage: stage.clone(),
                 base: *base,
                 result: *result,
                 accepted: *accepted,
-                verdict: verdict.unwrap_or_else(|| StageVerdict::from_accepted(*accepted)),
                 reason: reason.clone(),
             }),
             // The best follows from the candidates (`best_candidate`); this event only
