@@ -22,6 +22,8 @@ The judge adds what the kernel's process really had in force once it was importe
 
 import ast
 
+from .static import dotted
+
 POLICIES = ("strict", "tf32", "pytorch")
 DEFAULT_POLICY = "strict"
 
@@ -90,21 +92,9 @@ def scan(source):
     return _Scan(tree).run()
 
 
-def _dotted(node):
-    """`torch.backends.cuda.matmul.allow_tf32` for an attribute chain, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _is_jit(decorator):
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = _dotted(target) or ""
+    name = dotted(target) or ""
     return name.split(".")[-1] in ("jit", "autotune", "heuristics")
 
 
@@ -113,7 +103,7 @@ def _dtype_leaf(node):
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         name = node.value
     else:
-        name = (_dotted(node) or "").split(".")[-1]
+        name = (dotted(node) or "").split(".")[-1]
     if name == "half":
         return "float16"
     return name if name in HALF_NAMES else None
@@ -153,7 +143,7 @@ class _Scan:
         """os.environ["TRITON_F32_DEFAULT"] = "ieee": the default of every tl.dot."""
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and _dotted(target.value) in ("os.environ", "environ") \
+                if isinstance(target, ast.Subscript) and dotted(target.value) in ("os.environ", "environ") \
                         and isinstance(target.slice, ast.Constant) and target.slice.value == F32_DEFAULT_ENV:
                     self.f32_default = node.value.value
 
@@ -174,7 +164,7 @@ class _Scan:
                 self.add(TF32_DOT, node, "`@` in %s runs tl.dot at its default precision: TF32 on float32 operands"
                          % where, where)
             elif isinstance(node, ast.Call):
-                name = _dotted(node.func) or ""
+                name = dotted(node.func) or ""
                 leaf = name.split(".")[-1]
                 if leaf == "dot":
                     self.dot(node, defaults, where)
@@ -272,7 +262,7 @@ class _Scan:
                 continue
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
                 for target in node.targets:
-                    name = _dotted(target) or ""
+                    name = dotted(target) or ""
                     if name.endswith(("matmul.allow_tf32", "cudnn.allow_tf32")):
                         what = "matmuls" if "matmul" in name else "cuDNN convolutions"
                         self.add(TF32_ENABLED, node, "%s = True switches TF32 on for PyTorch's %s" % (name, what),
@@ -283,7 +273,7 @@ class _Scan:
                                  % name, "module")
             if not isinstance(node, ast.Call):
                 continue
-            name = _dotted(node.func) or ""
+            name = dotted(node.func) or ""
             leaf = name.split(".")[-1]
             if leaf == "set_float32_matmul_precision" and node.args and isinstance(node.args[0], ast.Constant) \
                     and node.args[0].value in ("high", "medium"):
