@@ -322,7 +322,7 @@ class Evaluation:
             self.progress("starting the reference's timing process")
             self.start_reference(input_shapes, output_shapes)
             # Slow draws are rotated per timed run: `first` is what both sides rotate.
-            self.base = first if self.first_draw_ms > SLOW_DRAW_MS else None
+            self.base = None if self.draws_fresh() else first
             self.reference_side.refresh = self.refresher(self.base)
         clock.mark("reference")
         if job.get("reference_only"):
@@ -790,10 +790,14 @@ class Evaluation:
             self.result["notes"].append("timed windows are not gated (%s): each includes its process's host "
                                         "latency, so figures are noisier and short forwards look slower" % e)
 
+    def draws_fresh(self):
+        """Whether timed forwards get fresh draws of get_inputs() (else rotations of one)."""
+        return self.first_draw_ms <= SLOW_DRAW_MS
+
     def draw_cost_ms(self):
         """The host time of one timed forward's fresh inputs (the latest draw's), 0 where
         timed runs rotate instead of drawing."""
-        return self.source.draw_ms if self.first_draw_ms <= SLOW_DRAW_MS else 0.0
+        return self.source.draw_ms if self.draws_fresh() else 0.0
 
     def refresher(self, base):
         """A function refresh(i, keep, input_sets, null=False) -> (write, privates) for timed
@@ -807,7 +811,7 @@ class Evaluation:
         import random
 
         rng = random.SystemRandom()
-        fresh = self.first_draw_ms <= SLOW_DRAW_MS
+        fresh = self.draws_fresh()
         if fresh:
             self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed forward")
         else:
