@@ -18,11 +18,10 @@ const KEY_VARS: &[&str] = &[
     "EDITOR",
 ];
 
-/// `kforge` with HOME, config and cache in `home`, no keys, no editor.
-fn kforge(home: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
-    c.args(args)
-        .current_dir(home)
+/// `program` with HOME, config and cache in `home`, no keys, no editor.
+fn isolated(program: &str, home: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.current_dir(home)
         .env("HOME", home)
         .env("KFORGE_CONFIG_DIR", home.join("config"))
         .env("KFORGE_CACHE_DIR", home.join("cache"))
@@ -30,6 +29,13 @@ fn kforge(home: &Path, args: &[&str]) -> Command {
     for v in KEY_VARS {
         c.env_remove(v);
     }
+    c
+}
+
+/// `kforge ARGS`, isolated.
+fn kforge(home: &Path, args: &[&str]) -> Command {
+    let mut c = isolated(env!("CARGO_BIN_EXE_kforge"), home);
+    c.args(args);
     c
 }
 
@@ -52,20 +58,9 @@ fn ask_in_a_terminal(home: &Path, prompt: &str, editor: &str) -> Option<(i32, St
         "{} ask --provider manual '{prompt}'",
         env!("CARGO_BIN_EXE_kforge")
     );
-    let c = kforge(home, &[]);
-    let out = c
-        .get_envs()
-        .fold(Command::new("script"), |mut s, (k, v)| {
-            match v {
-                Some(v) => s.env(k, v),
-                None => s.env_remove(k),
-            };
-            s
-        })
+    let out = isolated("script", home)
         .args(["-qec", &line, "/dev/null"])
-        .current_dir(home)
         .env("EDITOR", editor)
-        .stdin(Stdio::null())
         .output()
         .ok()?;
     Some((out.status.code()?, text(&out.stdout).replace('\r', "")))
