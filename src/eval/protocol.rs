@@ -98,6 +98,9 @@ pub struct Job {
     /// Timed runs go on until each side's median has a 95% interval within +- this
     /// fraction (up to `timing_trials` and the budget).
     pub timing_precision: f64,
+    /// The relative half-width combined with each score's bootstrap interval for what
+    /// changes between evaluations (config `between_evaluations`).
+    pub between_evaluations: f64,
     pub timing_budget_s: f64,
     pub warmup: u32,
     pub flush_l2: bool,
@@ -141,6 +144,7 @@ impl Job {
             timing_trials: s.timing_trials,
             min_timing_trials: s.min_timing_trials.min(s.timing_trials),
             timing_precision: s.timing_precision,
+            between_evaluations: s.between_evaluations.max(0.0),
             timing_budget_s: s.timing_budget_s,
             warmup: s.warmup,
             flush_l2: s.flush_l2,
@@ -424,7 +428,9 @@ pub struct Timing {
     pub kernel: TimingStats,
     /// Reference median / kernel median.
     pub score: Option<f64>,
-    /// The score's 95% interval (bootstrap over both sides' runs).
+    /// The score's 95% interval: the bootstrap over both sides' runs combined with the
+    /// between-evaluations term (`interval_method` says which; the bootstrap alone is
+    /// `runs_score_low`/`runs_score_high` among the extra fields).
     pub score_low: Option<f64>,
     pub score_high: Option<f64>,
     /// How `score_low`/`score_high` were computed, in words.
@@ -1052,12 +1058,14 @@ mod tests {
     fn timing_precision_reaches_the_job_json() {
         let settings = EvalConfig {
             timing_precision: 0.02,
+            between_evaluations: 0.03,
             host_time_ratio: Some(1.1),
             ..Default::default()
         };
         let req = EvalRequest::new("t.py", "k.py", Device::Cuda(0), settings);
         let job = serde_json::to_value(Job::new(&req, None)).unwrap();
         assert_eq!(job["timing_precision"], 0.02);
+        assert_eq!(job["between_evaluations"], 0.03);
         assert_eq!(job["timing_trials"], 300);
         assert_eq!(job["min_timing_trials"], 20);
         assert!(job.get("host_time_ratio").is_none(), "{job}");

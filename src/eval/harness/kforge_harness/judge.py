@@ -157,6 +157,21 @@ def kernel_outputs(done, slots):
     return walk(tree, "out")
 
 
+def between_evaluations(job):
+    return max(float(job.get("between_evaluations") or 0.0), 0.0)
+
+
+def interval_method(job):
+    """The score interval's method in words (Timing.interval_method)."""
+    method = ("bootstrap, %d resamples of both models' timed runs and the null runs, 95%% percentile interval"
+              % timing.BOOTSTRAP_RESAMPLES)
+    between = between_evaluations(job)
+    if between:
+        method += (", combined in quadrature with +-%g%% for what changes between evaluations of one kernel "
+                   "(between_evaluations; the runs' own interval is runs_score_low/high)" % (100 * between))
+    return method
+
+
 def shapes_of(tree):
     """The tree with each tensor replaced by a meta tensor of its shape and dtype (what the
     lender needs to allocate alike)."""
@@ -237,6 +252,7 @@ class Evaluation:
         self.reference_process = None
         self.reference_side = None
         self.reference_lender = None
+        self.clock = None
         self.policy = job.get("precision") or precision.DEFAULT_POLICY
         self.task_dtypes = []
         self.reference_settings = None
@@ -279,6 +295,7 @@ class Evaluation:
         import torch
 
         job, result = self.job, self.result
+        clock = self.clock = PhaseClock(result)
         if self.device != "cpu" and job["timing"]:
             # Before this process's CUDA context exists (see refprocess.py); the reference's
             # process starts its own while this one loads the task.
@@ -293,9 +310,8 @@ class Evaluation:
                 raise HarnessError("CUDA is not available in the judge (device %s)" % self.device)
             torch.cuda.set_device(self.device)
         result["device"] = device_description(self.device)
-        clock = PhaseClock(result)
+        clock.mark("cuda_init")
         self.meter.enter("startup")
-        clock.mark("startup")
         self.progress("loading task")
         task = load_task(job["task_file"])
         self.source = InputSource(task, self.device, job.get("input_draw_limit_s"))
@@ -317,6 +333,7 @@ class Evaluation:
             # draws; it is idle, with no kernel imported, from its hello until it is attached.
             self.progress("starting the kernel's process")
             self.link.receive("hello")
+        clock.mark("startup")
         if self.timing():
             self.open_gate()
             self.progress("starting the reference's timing process")
@@ -324,7 +341,7 @@ class Evaluation:
             # Slow draws are rotated per timed run: `first` is what both sides rotate.
             self.base = None if self.draws_fresh() else first
             self.reference_side.refresh = self.refresher(self.base)
-        clock.mark("reference")
+        clock.mark("reference_process")
         if job.get("reference_only"):
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
@@ -347,6 +364,7 @@ class Evaluation:
         self.meter.sample()
         self.link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
         self.meter.sample()
+        clock.mark("buffers")
         if self.timing():
             self.kernel_side = Side("the kernel", self.link, self.inputs, self.slots, self.gate, self.lender, False)
             self.link.call(self.kernel_side.clock.request(), "clock_set")
@@ -356,7 +374,7 @@ class Evaluation:
                        (self.kernel_side, lambda base=staged: copy_into(self.inputs, base))], flush, self.progress)
             del staged
         del first
-        clock.mark("startup")
+        clock.mark("calibration")
         self.progress("loading kernel")
         init_buffers, init_desc, fds = self.lender.like(init_inputs)
         copy_into(init_buffers, init_inputs)
@@ -389,6 +407,8 @@ class Evaluation:
             self.same_kernels_everywhere(self.ruled_record())
             self.result["audit"]["details"]["audited_forwards"] = len(self.audit_records)
             clock.mark("recheck")
+        self.close_reference()
+        clock.mark("reference_exit")
         try:
             self.link.call({"op": "exit"}, "bye")
         except KernelFailure:
@@ -913,7 +933,10 @@ class Evaluation:
         self.meter.sample()
         return out.figures(timing.quantile(nulls, 0.5), 0.0, self.reference_side.null, self.job)
 
-    def close_reference(self):
+    def let_reference_go(self):
+        """The reference's process told to exit (its "bye") and the buffers lent to it freed,
+        without waiting for it to end: it tears its CUDA context down while the judge
+        re-checks the kernel, and close_reference() reaps it."""
         if self.reference_side is not None:
             try:
                 self.reference_side.link.call({"op": "exit"}, "bye")
@@ -923,6 +946,9 @@ class Evaluation:
         if self.reference_lender is not None:
             self.reference_lender.close()
             self.reference_lender = None
+
+    def close_reference(self):
+        self.let_reference_go()
         if self.reference_process is not None:
             self.reference_process.close()
             self.reference_process = None
@@ -953,9 +979,11 @@ class Evaluation:
         before = gpu_clocks(self.result["device"])
         try:
             nulls, ref_out, kernel_out = time_runs(ref_side, kernel_side, flush, job, self.progress,
-                                                   check=self.check_timed, draw_ms=self.draw_cost_ms)
+                                                   check=self.check_timed, draw_ms=self.draw_cost_ms,
+                                                   mark=self.clock.mark)
         finally:
-            self.close_reference()
+            self.clock.mark("timing")
+            self.let_reference_go()
         self.meter.sample()
         null_ms = timing.quantile(nulls, 0.5)
         offset = kernel_side.null["overhead_ms"] - ref_side.null["overhead_ms"]
@@ -969,11 +997,12 @@ class Evaluation:
                   "score": timing.score(reference, kernel), "baseline_key": None,
                   "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
                   "environment": self.environment(before),
-                  "interval_method": "bootstrap, %d resamples of both models' timed runs and the null runs, 95%% "
-                                     "percentile interval" % timing.BOOTSTRAP_RESAMPLES}
+                  "interval_method": interval_method(job)}
         if result["score"] is not None:
-            result["score_low"], result["score_high"] = timing.bootstrap_score(
-                ref_out.windows, kernel_out.windows, nulls, offset, seed=self.seed)
+            low, high = timing.bootstrap_score(ref_out.windows, kernel_out.windows, nulls, offset, seed=self.seed)
+            result["runs_score_low"], result["runs_score_high"] = low, high
+            result["score_low"], result["score_high"] = timing.with_between_evaluations(
+                result["score"], low, high, between_evaluations(job))
         reported_ref = reference.get("reported_median_ms")
         if reported_ref and kernel.get("reported_median_ms"):
             result["reported_score"] = reported_ref / kernel["reported_median_ms"]

@@ -18,7 +18,15 @@ from .device import thrash_l2
 from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
 
-CALIBRATION_RUNS = 30  # per side, alternating
+CALIBRATION_RUNS = 30  # per side at most, alternating
+# Calibration stops after this many runs per side (and every 5 after) once each side's
+# median null window is known within CALIBRATION_ABS_MS or CALIBRATION_SHARE of itself,
+# whichever is larger: the offset between the two processes enters every kernel figure,
+# and a window that writes large inputs (~1 ms for 1 GiB) is already known to a share of
+# its size after a few runs that cost milliseconds each.
+CALIBRATION_MIN_RUNS = 10
+CALIBRATION_ABS_MS = 0.00025
+CALIBRATION_SHARE = 0.001
 WIDE_PROBES = 2  # gated windows of several forwards before they are used (widen)
 ESTIMATE_RUNS = 3  # gated runs of one forward after the warm-up, for the forwards per window
 WARM_RUNS = 3  # ungated windowed runs first: the driver loads modules lazily, which the gate would hold
@@ -138,9 +146,20 @@ def calibrate(sides, flush, progress):
     for i in range(CALIBRATION_RUNS):
         for side, write in sides:
             runs[id(side)].append(null_run(side, i, write, flush))
+        done = i + 1
+        if done >= CALIBRATION_MIN_RUNS and done % 5 == 0 and all(
+                null_known([r[0] for r in runs[id(side)]]) for side, _ in sides):
+            break
     for side, _ in sides:
         side.null = timing.calibration(runs[id(side)], fill)
         side.null["gated"] = side.clock.gating()
+
+
+def null_known(windows):
+    """Whether the median of these null windows is known well enough to stop calibrating
+    (CALIBRATION_ABS_MS, CALIBRATION_SHARE)."""
+    lo, hi = timing.median_interval(windows)
+    return (hi - lo) / 2.0 <= max(CALIBRATION_ABS_MS, CALIBRATION_SHARE * timing.quantile(windows, 0.5))
 
 
 def clocks_up(flush):
@@ -253,7 +272,7 @@ def widen(sides, estimates, flush, draw_ms):
     return 1
 
 
-def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=None):
+def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=None, mark=None):
     """The interleaved loop. `ref` is the reference's Side (its null runs are the ones
     taken throughout), `kernel` the kernel's Side or None (a task check). Each side's
     `refresh(i, keep, input_sets)` returns (write, privates): `write()` queues run i's
@@ -263,13 +282,17 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
     number of forwards (widen), each on its own input set. Runs go on until
     each median's 95% interval is within +-timing_precision (after min_timing_trials), or
     timing_trials, or the time budget (per side). Returns (null windows, ref Outcome,
-    kernel Outcome or None). `draw_ms()` is the host time of one forward's inputs."""
+    kernel Outcome or None). `draw_ms()` is the host time of one forward's inputs.
+    `mark(phase)` (PhaseClock.mark) closes the warm-up and widening phases."""
     rng = rng or random.SystemRandom()
+    mark = mark or (lambda phase: None)
     precision = float(job.get("timing_precision") or 0.01)
     sides = [ref] + ([kernel] if kernel is not None else [])
     estimates = [warm_up(side, job, flush) for side in sides]
+    mark("timing_warm_up")
     forwards = widen(sides, estimates, flush, draw_ms() if draw_ms is not None else 0.0)
     fill_ms = fill_time(ref.slots, ref.clock.gate, forwards)
+    mark("timing_widen")
     per_run = forwards * sum(estimates) + ref.null["overhead_ms"]
     clocks_up(flush)
     planned = timing.run_count(per_run, job)

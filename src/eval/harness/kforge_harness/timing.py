@@ -177,6 +177,19 @@ def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0
     return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
 
 
+def with_between_evaluations(score_value, low, high, between):
+    """The score's interval (low, high) widened by what differs between evaluations of one
+    kernel, a relative 95% half-width `between`: on the log scale each side's half-width
+    and the between term add in quadrature (independent errors), so a bootstrap far wider
+    than `between` barely moves and a tight one becomes +-`between`."""
+    if not between or score_value is None or score_value <= 0 or low <= 0 or high <= 0:
+        return low, high
+    term = math.log1p(between)
+    below = math.hypot(math.log(score_value / low) if low < score_value else 0.0, term)
+    above = math.hypot(math.log(high / score_value) if high > score_value else 0.0, term)
+    return score_value * math.exp(-below), score_value * math.exp(above)
+
+
 def reported_disagrees(reported_ms, estimate_ms):
     """The worker's own event time is far below the judge's figure: a patched timer (the
     score is the judge's and does not move)."""

@@ -180,3 +180,28 @@ def test_the_precision_policy_is_part_of_the_baseline_key():
     assert key(precision="tf32") != key(precision="strict")
     assert key(precision="pytorch") != key(precision="strict")
     assert key() == key(precision="strict")
+
+
+def test_between_evaluations_widens_a_tight_interval_and_barely_moves_a_wide_one():
+    # A +-0.5% bootstrap becomes about +-1.6% with a 1.5% between-evaluations term.
+    low, high = timing.with_between_evaluations(2.0, 1.99, 2.01, 0.015)
+    assert 2.0 / 1.0165 < low < 2.0 / 1.0150 and 2.0 * 1.0150 < high < 2.0 * 1.0165
+    # A +-20% bootstrap moves by well under a percent.
+    low, high = timing.with_between_evaluations(1.0, 0.8, 1.2, 0.015)
+    assert 0.797 < low < 0.8 and 1.2 < high < 1.202
+    # The interval stays around the score even when the bootstrap is lopsided.
+    low, high = timing.with_between_evaluations(1.0, 1.0, 1.3, 0.015)
+    assert low < 1.0 < high and abs(low - 1 / 1.015) < 1e-9
+    # 0, or no score, leaves the bootstrap alone.
+    assert timing.with_between_evaluations(1.0, 0.99, 1.01, 0.0) == (0.99, 1.01)
+    assert timing.with_between_evaluations(None, 0.99, 1.01, 0.015) == (0.99, 1.01)
+
+
+def test_two_evaluations_within_the_repeatability_have_overlapping_intervals():
+    # Scores 3% apart, each with a tight bootstrap: disjoint alone, overlapping with the term.
+    a = (1.00, 0.997, 1.003)
+    b = (1.03, 1.027, 1.033)
+    assert a[2] < b[1]
+    a_low, a_high = timing.with_between_evaluations(*a, 0.015)
+    b_low, b_high = timing.with_between_evaluations(*b, 0.015)
+    assert b_low <= a_high
