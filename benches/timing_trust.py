@@ -5,9 +5,9 @@
     python benches/timing_trust.py KFORGE repeat  [--runs N] [--device 0] [--out f.jsonl]
 
 - honest: honest kernels nobody wrote for this bench (the examples and the fixtures'
-  honest kernels) on tasks from ~3 us to ~50 ms per forward (elementwise, softmax, a GEMM,
+  honest kernels) on tasks from ~3 us to ~40 ms per forward (elementwise, softmax, GEMMs,
   a library conv with a Triton epilogue, a recurrent model), each evaluated `--runs` times
-  with a fresh baseline; counts flags (`reported_time_disagrees`, `noisy_timing`) and prints
+  with a fresh baseline through one evaluator (`kforge bench repeat`, as in a session); counts flags (`reported_time_disagrees`, `noisy_timing`) and prints
   each score with its interval.
 - shaved: the 1 GiB ReLU and a softmax whose kernel module patches the worker's timer
   (`torch.cuda.Event.elapsed_time` scaled by 0.5 .. 0.97, or shortened by a constant), with
@@ -57,6 +57,8 @@ def honest_cases():
            os.path.join(FIX, "kernels/matmul_ok.py"))
     yield ("gemm_4096", task_with(os.path.join(FIX, "tasks/matmul.py"), M=4096, K=4096, N=4096),
            os.path.join(FIX, "kernels/matmul_ok.py"))
+    yield ("gemm_8192", task_with(os.path.join(FIX, "tasks/matmul.py"), M=8192, K=8192, N=8192),
+           os.path.join(FIX, "kernels/matmul_ok.py"))
 
 
 SHAVE = '''
@@ -81,6 +83,23 @@ def evaluate(kforge, task, kernel, device, config=None):
         return json.loads(r.stdout)
     except ValueError:
         return {"error": (r.stderr or r.stdout)[-400:]}
+
+
+def evaluate_repeatedly(kforge, task, kernel, device, runs):
+    """`runs` fresh-baseline evaluations through one evaluator (`kforge bench repeat`): the
+    server, its zygote and the task's import are started once, as in a session."""
+    with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as f:
+        path = f.name
+    try:
+        r = subprocess.run([kforge, "bench", "repeat", task, kernel, "--runs", str(runs), "--device", device,
+                            "--out", path], capture_output=True, text=True)
+        with open(path) as f:
+            results = [json.loads(line) for line in f if line.strip()]
+    finally:
+        os.unlink(path)
+    if not results:
+        return [{"error": (r.stderr or r.stdout)[-400:]}]
+    return results
 
 
 def line(name, run, result):
@@ -127,9 +146,9 @@ def main():
 
     if args.mode == "honest":
         total = flagged = failed = 0
-        for run in range(args.runs):
-            for name, text, kernel in cases:
-                result = evaluate(args.kforge, task_file(name, text), kernel, args.device)
+        for name, text, kernel in cases:
+            for run, result in enumerate(evaluate_repeatedly(args.kforge, task_file(name, text), kernel,
+                                                             args.device, args.runs)):
                 print(line(name, run, result), flush=True)
                 record(out, name, run, result)
                 total += 1
@@ -169,8 +188,7 @@ def main():
         for name, text, kernel in cases:
             task = task_file(name, text)
             results = []
-            for run in range(args.runs):
-                result = evaluate(args.kforge, task, kernel, args.device)
+            for run, result in enumerate(evaluate_repeatedly(args.kforge, task, kernel, args.device, args.runs)):
                 print(line(name, run, result), flush=True)
                 record(out, name, run, result)
                 t = result.get("timing") or {}

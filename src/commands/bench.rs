@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::common::DeviceArgs;
@@ -29,15 +29,22 @@ pub enum BenchKind {
         kernel: PathBuf,
         #[arg(long, default_value_t = 5)]
         runs: u32,
+        /// Measure only this executor (both when not given).
+        #[arg(long, value_parser = ["fork", "spawn"])]
+        executor: Option<String>,
         #[command(flatten)]
         device: DeviceArgs,
     },
-    /// The same kernel evaluated several times: spread of the timing medians.
+    /// The same kernel evaluated several times (fresh baselines, one evaluator): spread of
+    /// the timing medians, whether the score intervals overlap, and each result's flags.
     Repeat {
         task: PathBuf,
         kernel: PathBuf,
         #[arg(long, default_value_t = 5)]
         runs: u32,
+        /// Append each evaluation's whole result (the eval JSON) to this file, one per line.
+        #[arg(long)]
+        out: Option<PathBuf>,
         #[command(flatten)]
         device: DeviceArgs,
     },
@@ -66,6 +73,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             task,
             kernel,
             runs,
+            executor,
             device,
         } => {
             let device = device.pick(&evaluator).await?;
@@ -77,12 +85,18 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
                 "{:<8} {:>9} {:>12} {:>11} {:>11}",
                 "executor", "wall s", "kernel work s", "overhead s", "(median)"
             );
-            for executor in [Executor::Fork, Executor::Spawn] {
+            let executors = match executor.as_deref() {
+                Some("fork") => vec![Executor::Fork],
+                Some(_) => vec![Executor::Spawn],
+                None => vec![Executor::Fork, Executor::Spawn],
+            };
+            for executor in executors {
                 let mut settings = config.eval.clone();
                 settings.executor = executor;
                 let mut walls = Vec::new();
                 let mut overheads = Vec::new();
                 let mut works = Vec::new();
+                let mut results = Vec::new();
                 for _ in 0..runs.max(1) {
                     let request = EvalRequest::new(&task, &kernel, device, settings.clone());
                     let started = Instant::now();
@@ -100,6 +114,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
                     walls.push(wall);
                     works.push(work);
                     overheads.push(wall - work);
+                    results.push(result);
                 }
                 println!(
                     "{:<8} {:>9.3} {:>12.3} {:>11.3} {:>11}",
@@ -109,6 +124,15 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
                     median(&overheads),
                     "median"
                 );
+                let phases = phase_medians(&results.iter().collect::<Vec<_>>());
+                println!(
+                    "  phases (s, median): {}",
+                    phases
+                        .iter()
+                        .map(|(name, s)| format!("{name} {s:.3}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             ExitCode::SUCCESS
         }
@@ -116,6 +140,7 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             task,
             kernel,
             runs,
+            out,
             device,
         } => {
             let device = device.pick(&evaluator).await?;
@@ -126,38 +151,76 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
                 kernel.display()
             );
             println!(
-                "{:>3} {:>13} {:>13} {:>8}",
-                "run", "reference ms", "kernel ms", "score"
+                "{:>3} {:>13} {:>13} {:>8} {:>17}  flags",
+                "run", "reference ms", "kernel ms", "score", "95% interval"
             );
+            let mut out = match &out {
+                Some(path) => Some(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .with_context(|| format!("cannot open {}", path.display()))?,
+                ),
+                None => None,
+            };
             let mut kernel_medians = Vec::new();
             let mut reference_medians = Vec::new();
+            let mut intervals = Vec::new();
+            let mut untimed = 0;
             for i in 0..runs.max(1) {
                 let request = EvalRequest::new(&task, &kernel, device, settings.clone());
                 let result = evaluator
                     .evaluate(request, CancellationToken::new(), None)
                     .await?;
+                if let Some(file) = out.as_mut() {
+                    use std::io::Write;
+                    let line = serde_json::to_string(&result)?;
+                    writeln!(file, "{line}").context("cannot write the results file")?;
+                }
+                let flags = result.flags.join(",");
                 let Some(timing) = result.timing.filter(|t| t.meaningful) else {
-                    bail!(
-                        "no timing ({}): run on a GPU with a correct kernel",
-                        result.summary
-                    );
+                    // The others still run: one failure among many is itself a figure.
+                    println!("{:>3} no timing: {}", i + 1, result.summary);
+                    untimed += 1;
+                    continue;
                 };
+                let interval = timing.score_low.zip(timing.score_high);
                 println!(
-                    "{:>3} {:>13.4} {:>13.4} {:>7.3}x",
+                    "{:>3} {:>13.4} {:>13.4} {:>7.3}x {:>17}  {}",
                     i + 1,
                     timing.reference.median_ms,
                     timing.kernel.median_ms,
-                    timing.score.unwrap_or(0.0)
+                    timing.score.unwrap_or(0.0),
+                    interval
+                        .map(|(lo, hi)| format!("[{lo:.3}-{hi:.3}]"))
+                        .unwrap_or_default(),
+                    if flags.is_empty() { "-" } else { &flags }
                 );
                 kernel_medians.push(timing.kernel.median_ms);
                 reference_medians.push(timing.reference.median_ms);
+                intervals.extend(interval);
             }
-            println!(
-                "spread (max-min)/median: kernel {:.2}%, reference {:.2}%",
-                spread(&kernel_medians),
-                spread(&reference_medians)
-            );
-            ExitCode::SUCCESS
+            if !kernel_medians.is_empty() {
+                println!(
+                    "spread (max-min)/median: kernel {:.2}%, reference {:.2}%; intervals overlap: {}",
+                    spread(&kernel_medians),
+                    spread(&reference_medians),
+                    if intervals.len() < 2 {
+                        "n/a".to_string()
+                    } else {
+                        all_overlap(&intervals).to_string()
+                    }
+                );
+            }
+            if untimed > 0 {
+                println!(
+                    "{untimed} evaluation(s) without timing (a GPU and a correct kernel give one)"
+                );
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         BenchKind::Fixtures { manifest, device } => {
             let device = device.pick(&evaluator).await?;
@@ -191,10 +254,81 @@ fn kernel_work_seconds(phases: &std::collections::BTreeMap<String, f64>) -> Opti
     let correctness = phases.get("correctness")?;
     Some(
         correctness
-            + phases.get("timing").copied().unwrap_or(0.0)
-            + phases.get("recheck").copied().unwrap_or(0.0),
+            + KERNEL_WORK_PHASES
+                .iter()
+                .filter_map(|phase| phases.get(*phase))
+                .sum::<f64>(),
     )
 }
+
+/// The judge's phases (besides correctness) that run the kernel: its warm-up and the runs
+/// that set the forwards per window are part of timing it.
+const KERNEL_WORK_PHASES: [&str; 4] = ["timing_warm_up", "timing_widen", "timing", "recheck"];
+
+/// Each phase's median over the evaluations, judge phases then the server's (prefixed
+/// `server:`), in the order the judge runs them where known: where the overhead goes.
+fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
+    let mut names: Vec<String> = Vec::new();
+    for r in results {
+        for name in r.phases_s.keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    let order = |name: &str| {
+        PHASE_ORDER
+            .iter()
+            .position(|p| *p == name)
+            .unwrap_or(PHASE_ORDER.len())
+    };
+    names.sort_by_key(|n| order(n));
+    let mut rows: Vec<(String, f64)> = names
+        .into_iter()
+        .map(|name| {
+            let values: Vec<f64> = results
+                .iter()
+                .map(|r| r.phases_s.get(&name).copied().unwrap_or(0.0))
+                .collect();
+            (name, median(&values))
+        })
+        .collect();
+    let mut server: Vec<String> = Vec::new();
+    for r in results {
+        for name in r.server_phases_s.keys() {
+            if !server.contains(name) {
+                server.push(name.clone());
+            }
+        }
+    }
+    for name in server {
+        let values: Vec<f64> = results
+            .iter()
+            .map(|r| r.server_phases_s.get(&name).copied().unwrap_or(0.0))
+            .collect();
+        rows.push((format!("server:{name}"), median(&values)));
+    }
+    rows
+}
+
+/// The order in which judge.py runs its phases (its PhaseClock marks).
+const PHASE_ORDER: [&str; 15] = [
+    "cuda_init",
+    "startup",
+    "reference_process",
+    "buffers",
+    "calibration",
+    "load",
+    "build",
+    "correctness",
+    "audit",
+    "audit_gpu_time",
+    "timing_warm_up",
+    "timing_widen",
+    "timing",
+    "reference_exit",
+    "recheck",
+];
 
 fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
@@ -207,6 +341,13 @@ fn median(values: &[f64]) -> f64 {
     } else {
         0.5 * (v[n / 2 - 1] + v[n / 2])
     }
+}
+
+/// Whether every pair of intervals shares a point.
+fn all_overlap(intervals: &[(f64, f64)]) -> bool {
+    let highest_low = intervals.iter().map(|i| i.0).fold(f64::MIN, f64::max);
+    let lowest_high = intervals.iter().map(|i| i.1).fold(f64::MAX, f64::min);
+    highest_low <= lowest_high
 }
 
 fn spread(values: &[f64]) -> f64 {
@@ -226,22 +367,62 @@ mod tests {
         assert!((spread(&[1.0, 1.02, 1.01]) - 1.9801980198).abs() < 1e-6);
     }
 
+    #[test]
+    fn intervals_overlap_only_when_all_share_a_point() {
+        assert!(all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.08, 1.09)]));
+        assert!(!all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.11, 1.3)]));
+    }
+
     /// The kernel's own work is its correctness trials, timed runs and re-check; a result
     /// without a correctness phase (it failed before) has no overhead figure.
     #[test]
     fn kernel_work_counts_correctness_timing_and_recheck() {
         let phases: std::collections::BTreeMap<String, f64> = [
             ("startup", 0.07),
-            ("reference", 0.4),
+            ("reference_process", 0.4),
+            ("calibration", 0.3),
             ("correctness", 1.5),
+            ("timing_warm_up", 0.2),
+            ("timing_widen", 0.1),
             ("timing", 0.5),
+            ("reference_exit", 0.05),
             ("recheck", 0.01),
             ("audit", 0.02),
         ]
         .map(|(k, v)| (k.to_string(), v))
         .into();
-        assert!((kernel_work_seconds(&phases).unwrap() - 2.01).abs() < 1e-9);
+        assert!((kernel_work_seconds(&phases).unwrap() - 2.31).abs() < 1e-9);
         let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
         assert_eq!(kernel_work_seconds(&failed), None);
+    }
+
+    /// Phase medians come in the judge's order (unknown names after), then the server's.
+    #[test]
+    fn phase_medians_follow_the_judges_order_then_the_servers() {
+        let result = |timing: f64, custom: f64, judge: f64| {
+            let mut r: crate::eval::EvalResult = serde_json::from_value(serde_json::json!({
+                "status": "correct", "correct": true, "summary": "ok"
+            }))
+            .unwrap();
+            r.phases_s = [
+                ("timing".to_string(), timing),
+                ("later_phase".to_string(), custom),
+                ("startup".to_string(), 0.1),
+            ]
+            .into();
+            r.server_phases_s = [("judge".to_string(), judge)].into();
+            r
+        };
+        let (a, b, c) = (
+            result(1.0, 5.0, 3.0),
+            result(2.0, 6.0, 4.0),
+            result(9.0, 7.0, 5.0),
+        );
+        let rows = phase_medians(&[&a, &b, &c]);
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["startup", "timing", "later_phase", "server:judge"]);
+        assert_eq!(rows[1].1, 2.0);
+        assert_eq!(rows[2].1, 6.0);
+        assert_eq!(rows[3].1, 4.0);
     }
 }
