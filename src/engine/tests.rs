@@ -11,7 +11,7 @@ use super::runner::{Engine, RunOutcome};
 use crate::eval::Device;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, SessionState};
-use crate::session::store::SessionDir;
+use crate::session::store::{SessionDir, Torn};
 
 /// A fresh session directory under a temp dir that lives as long as the value.
 struct Dir {
@@ -668,14 +668,7 @@ async fn answers_that_never_have_code_end_with_nothing_evaluated() {
 async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
     let eval = Arc::new(FakeEvaluator::default());
     let fresh = dir();
-    let (_, uninterrupted) = run(
-        &fresh.session,
-        &eval,
-        &Arc::new(FakeLlm::new(standard)),
-        pipeline(),
-        Device::Cpu,
-    )
-    .await;
+    let uninterrupted = standard_run(&fresh.session, &eval).await;
     let full_size: u64 = walk_size(&fresh.session.path);
 
     // The disk fills at several points of the run; each time the run stops cleanly with
@@ -688,84 +681,142 @@ async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
         let already = walk_size(&d.session.path);
         let limit = already + (full_size as f64 * fraction) as u64;
         let limited = d.session.clone().with_write_limit(limit);
-        let llm = Arc::new(FakeLlm::new(standard));
-        let (outcome, state) = run(&limited, &eval, &llm, pipeline(), Device::Cpu).await;
-        assert_eq!(
-            outcome.end,
-            RunEnd::Failed,
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        assert_eq!(outcome.end.exit_code(), 1);
-        assert!(
-            outcome.reason.contains("No space left on device"),
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        failed_writes.insert(
-            [
-                "events.jsonl",
-                "console.log",
-                "kernels/",
-                "eval/",
-                ".prompt.md",
-                ".system.md",
-                ".response.md",
-            ]
-            .into_iter()
-            .find(|f| outcome.reason.contains(f))
-            .unwrap_or("other"),
-        );
-        left_in_flight += state.calls.values().filter(|c| c.ok.is_none()).count();
-        assert_files_behind_events(&d.session);
-        let answered: Vec<String> = state
-            .calls
-            .values()
-            .filter(|c| c.ok == Some(true))
-            .map(|c| c.key.clone())
-            .collect();
-
-        // Space is freed; resume.
-        let read = d.session.read_events().unwrap();
-        let prior = SessionState::from_records(&read.records);
-        let resumed = Arc::new(FakeLlm::new(standard));
-        let (outcome, state) = run_with(
+        let (failed, in_flight) = full_disk_then_resume(
             &d.session,
-            prior,
+            &limited,
             &eval,
-            &resumed,
-            pipeline(),
-            Device::Cpu,
-            approve_all(),
+            &uninterrupted,
+            &format!("at {fraction}"),
         )
         .await;
-        assert_eq!(
-            outcome.end,
-            RunEnd::Complete,
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        assert_eq!(shape(&state), shape(&uninterrupted), "at {fraction}");
-        assert!(
-            state
-                .candidates
-                .values()
-                .all(|c| c.status != CandidateStatus::Pending),
-            "at {fraction}: a candidate stayed pending"
-        );
-        assert!(
-            resumed.calls().iter().all(|c| !answered.contains(&c.key)),
-            "at {fraction}: answered calls were sent again"
-        );
-        assert!(d.session.read_events().unwrap().invalid.is_empty());
-        assert!(
-            state.calls.values().all(|c| c.ok.is_some()),
-            "at {fraction}: a call was left in flight"
-        );
+        failed_writes.insert(failed);
+        left_in_flight += in_flight;
     }
     // The disk filled at every kind of write, and some runs stopped mid-call.
     assert!(failed_writes.len() >= 4, "{failed_writes:?}");
     assert!(left_in_flight > 0);
+}
+
+/// The standard session run to its end without a fault: what a resumed run must end as.
+async fn standard_run(session: &SessionDir, eval: &Arc<FakeEvaluator>) -> SessionState {
+    let llm = Arc::new(FakeLlm::new(standard));
+    run(session, eval, &llm, pipeline(), Device::Cpu).await.1
+}
+
+/// Runs the standard session on `limited` (a disk that fills), checks that it stopped
+/// cleanly with its files behind its events, resumes it with space freed and checks that
+/// the resumed run ends as `uninterrupted` did: no candidate lost or left unfinished, no
+/// answered call sent again. Returns which write failed and how many calls were left in
+/// flight.
+async fn full_disk_then_resume(
+    session: &SessionDir,
+    limited: &SessionDir,
+    eval: &Arc<FakeEvaluator>,
+    uninterrupted: &SessionState,
+    at: &str,
+) -> (&'static str, usize) {
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run(limited, eval, &llm, pipeline(), Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Failed, "{at}: {}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 1);
+    assert!(
+        outcome.reason.contains("No space left on device"),
+        "{at}: {}",
+        outcome.reason
+    );
+    let failed = [
+        "events.jsonl",
+        "console.log",
+        "kernels/",
+        "eval/",
+        ".prompt.md",
+        ".system.md",
+        ".response.md",
+    ]
+    .into_iter()
+    .find(|f| outcome.reason.contains(f))
+    .unwrap_or("other");
+    let in_flight = state.calls.values().filter(|c| c.ok.is_none()).count();
+    assert_files_behind_events(session);
+    let answered: Vec<String> = state
+        .calls
+        .values()
+        .filter(|c| c.ok == Some(true))
+        .map(|c| c.key.clone())
+        .collect();
+
+    // Space is freed; resume.
+    let read = session.read_events().unwrap();
+    let prior = SessionState::from_records(&read.records);
+    let resumed = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run_with(
+        session,
+        prior,
+        eval,
+        &resumed,
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{at}: {}", outcome.reason);
+    assert_eq!(shape(&state), shape(uninterrupted), "{at}");
+    assert!(
+        state.candidates.values().all(|c| matches!(
+            c.status,
+            CandidateStatus::Correct | CandidateStatus::Failed | CandidateStatus::Dropped
+        )),
+        "{at}: a candidate was left unfinished: {:?}",
+        state
+            .candidates
+            .values()
+            .map(|c| (c.id, c.status))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        resumed.calls().iter().all(|c| !answered.contains(&c.key)),
+        "{at}: answered calls were sent again"
+    );
+    let read = session.read_events().unwrap();
+    assert!(read.invalid.is_empty(), "{at}: {:?}", read.invalid);
+    assert!(read.torn.is_none(), "{at}: {:?}", read.torn);
+    assert!(
+        state.calls.values().all(|c| c.ok.is_some()),
+        "{at}: a call was left in flight"
+    );
+    (failed, in_flight)
+}
+
+/// The disk fills on every event line of a run in turn, just before its newline (a whole
+/// event on a line that does not end: resume read it, and the writer once cut it off,
+/// leaving a seed 'Evaluating' for good), and at its start or in its middle (every other
+/// line each): the same checks as above, at points that do not move with the lengths of
+/// timestamps, so the sweep fails or passes the same way under any load.
+#[tokio::test]
+async fn a_full_disk_on_any_event_line_and_resume_loses_no_candidate() {
+    let eval = Arc::new(FakeEvaluator::default());
+    let fresh = dir();
+    let uninterrupted = standard_run(&fresh.session, &eval).await;
+    let lines = fresh.session.read_events().unwrap().records.len() as u64;
+    for line in 0..lines {
+        let boundary = if line % 2 == 0 {
+            Torn::Nothing
+        } else {
+            Torn::Bytes(40)
+        };
+        for keep in [Torn::AllButNewline, boundary] {
+            let d = dir();
+            let limited = d.session.clone().with_event_cut(line, keep);
+            full_disk_then_resume(
+                &d.session,
+                &limited,
+                &eval,
+                &uninterrupted,
+                &format!("at event line {} ({keep:?})", line + 1),
+            )
+            .await;
+        }
+    }
 }
 
 fn walk_size(path: &std::path::Path) -> u64 {
