@@ -411,18 +411,23 @@ impl Inner {
                     None
                 }
             };
-            let (accepted, reason) = match &last {
-                None => (false, "no kernel: the base stays".to_string()),
+            let (verdict, reason) = match &last {
+                None => (
+                    StageVerdict::NoKernel,
+                    "no kernel: the base stays".to_string(),
+                ),
                 Some(l) => {
                     stage_verdict(self.pipeline.accept, l.correct, l.speedup(), base.speedup())
                 }
             };
+            let accepted = verdict.replaced();
             if !self.replay.stage_recorded(stage) {
                 self.emit(Event::StageFinished {
                     stage: stage.clone(),
                     base: base.id,
                     result: last.as_ref().map(|l| l.id),
                     accepted,
+                    verdict: Some(verdict),
                     reason: reason.clone(),
                 });
             }
@@ -539,16 +544,19 @@ pub fn stage_verdict(
     correct: bool,
     new: Option<Speedup>,
     old: Option<Speedup>,
-) -> (bool, String) {
+) -> (StageVerdict, String) {
     if !correct {
-        return (false, "not correct: the base stays".to_string());
+        return (
+            StageVerdict::NotCorrect,
+            "not correct: the base stays".to_string(),
+        );
     }
     let text = |s: &Speedup| match s.interval {
         Some((low, high)) => format!("{:.3}x [{low:.3}-{high:.3}]", s.score),
         None => format!("{:.3}x", s.score),
     };
     match (accept, new, old) {
-        (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
+        (Accept::Any, _, _) => (StageVerdict::Replaced, "correct (accept = any)".to_string()),
         (Accept::Improve, Some(new), Some(old)) => {
             // Said when the intervals decided against the medians.
             let by_interval =
@@ -559,12 +567,12 @@ pub fn stage_verdict(
                 };
             if new.rank_cmp(&old) == Ordering::Greater {
                 (
-                    true,
+                    StageVerdict::Replaced,
                     format!("{} -> {}{by_interval}", text(&old), text(&new)),
                 )
             } else {
                 (
-                    false,
+                    StageVerdict::Kept,
                     format!(
                         "{} -> {} is no improvement{by_interval}: keeping the base",
                         text(&old),
@@ -576,7 +584,7 @@ pub fn stage_verdict(
         // Nothing measured on one side (the CPU, a timing that failed): no comparison, so no
         // replacement; regression protection never waves a kernel through unmeasured.
         (Accept::Improve, _, _) => (
-            false,
+            StageVerdict::NotCompared,
             "correct, not compared: no timing to compare with (the base stays)".to_string(),
         ),
     }
@@ -591,25 +599,29 @@ mod tests {
         let x = |score: f64| Speedup::new(Some(score), None);
         assert_eq!(
             stage_verdict(Accept::Improve, true, x(1.52), x(1.41)),
-            (true, "1.410x -> 1.520x".to_string())
+            (StageVerdict::Replaced, "1.410x -> 1.520x".to_string())
         );
-        let (accepted, reason) = stage_verdict(Accept::Improve, true, x(1.30), x(1.41));
-        assert!(!accepted, "{reason}");
+        let (verdict, reason) = stage_verdict(Accept::Improve, true, x(1.30), x(1.41));
+        assert_eq!(verdict, StageVerdict::Kept, "{reason}");
         assert!(reason.contains("no improvement"));
-        assert!(
-            !stage_verdict(Accept::Improve, true, x(1.41), x(1.41)).0,
+        assert_eq!(
+            stage_verdict(Accept::Improve, true, x(1.41), x(1.41)).0,
+            StageVerdict::Kept,
             "equal is no improvement"
         );
-        assert!(
+        assert_eq!(
             stage_verdict(Accept::Any, true, x(1.30), x(1.41)).0,
+            StageVerdict::Replaced,
             "greedy chaining accepts a slower kernel"
         );
-        assert!(
-            !stage_verdict(Accept::Any, false, x(9.0), x(1.0)).0,
+        assert_eq!(
+            stage_verdict(Accept::Any, false, x(9.0), x(1.0)).0,
+            StageVerdict::NotCorrect,
             "never an incorrect one"
         );
-        assert!(
-            !stage_verdict(Accept::Improve, true, None, None).0,
+        assert_eq!(
+            stage_verdict(Accept::Improve, true, None, None).0,
+            StageVerdict::NotCompared,
             "no timing: not compared, the base stays"
         );
     }
@@ -619,35 +631,35 @@ mod tests {
     #[test]
     fn regression_protection_compares_intervals_like_best_does() {
         let x = |score: f64, low: f64, high: f64| Speedup::new(Some(score), Some((low, high)));
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.45, 1.43, 1.47),
             x(1.50, 1.20, 1.80),
         );
-        assert!(accepted, "{reason}");
+        assert!(verdict.replaced(), "{reason}");
         assert_eq!(
             reason,
             "1.500x [1.200-1.800] -> 1.450x [1.430-1.470] (by the lower ends of the intervals)"
         );
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.50, 1.20, 1.80),
             x(1.45, 1.43, 1.47),
         );
-        assert!(!accepted, "{reason}");
+        assert_eq!(verdict, StageVerdict::Kept, "{reason}");
         assert!(
             reason.contains("is no improvement (by the lower ends"),
             "{reason}"
         );
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.60, 1.55, 1.65),
             x(1.45, 1.43, 1.47),
         );
-        assert!(accepted, "{reason}");
+        assert!(verdict.replaced(), "{reason}");
         assert_eq!(reason, "1.450x [1.430-1.470] -> 1.600x [1.550-1.650]");
     }
 }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::protocol::{
     Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
     EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
-    TokenUsage,
+    StageVerdict, TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -235,6 +235,7 @@ pub struct StageOutcome {
     pub base: CandidateId,
     pub result: Option<CandidateId>,
     pub accepted: bool,
+    pub verdict: StageVerdict,
     pub reason: String,
 }
 
@@ -502,12 +503,15 @@ impl SessionState {
                 base,
                 result,
                 accepted,
+                verdict,
                 reason,
             } => self.stages.push(StageOutcome {
                 stage: stage.clone(),
                 base: *base,
                 result: *result,
                 accepted: *accepted,
+                verdict: verdict
+                    .unwrap_or_else(|| StageVerdict::from_record(*accepted, result.is_some())),
                 reason: reason.clone(),
             }),
             // The best follows from the candidates (`best_candidate`); this event only
