@@ -6,13 +6,14 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use super::actions::ACTION_KEY;
 use super::config::{Accept, AnalyzeWhen};
 use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
 use crate::protocol::*;
-use crate::session::state::Speedup;
+use crate::session::state::{CandidateStatus, Speedup};
 
 impl Inner {
     pub(super) async fn pipeline(self: Arc<Self>) -> RunOutcome {
@@ -21,6 +22,7 @@ impl Inner {
         // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis and
         // optimization as soon as it has a correct kernel, without waiting for the others.
         self.evaluator.prepare(self.devices.primary()).await;
+        self.evaluate_left_actions().await;
         let lineages = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
         let lineages = futures::future::join_all(lineages).await;
         if !lineages
@@ -79,6 +81,24 @@ impl Inner {
                     response_file: None,
                 });
             }
+            // So do evaluations: a candidate goes back to its last result, or to pending
+            // (the replay, or `evaluate_left_actions`, evaluates it again).
+            let unfinished: Vec<(CandidateId, bool)> = prior
+                .evaluations_in_flight()
+                .map(|c| (c.id, c.eval.is_some()))
+                .collect();
+            for (candidate, had_result) in unfinished {
+                self.emit(Event::EvalInterrupted { candidate });
+                self.log(
+                    LogLevel::Info,
+                    "engine",
+                    if had_result {
+                        format!("candidate {candidate}: its evaluation was interrupted; its last result stands")
+                    } else {
+                        format!("candidate {candidate}: its evaluation was interrupted; it is evaluated again")
+                    },
+                );
+            }
         } else {
             let (provider, model) = self.llm.label();
             self.emit(Event::SessionStarted {
@@ -101,6 +121,34 @@ impl Inner {
                 "engine",
                 "no GPU timing: kernels run through Triton's interpreter, candidates are ranked by correctness and scores show as n/a",
             );
+        }
+    }
+
+    /// On resume: the person's candidates (a manual kernel, an instructed repair, a
+    /// re-asked call) that the earlier run created but did not evaluate are evaluated
+    /// now; the replay of the pipeline does not come back to them.
+    async fn evaluate_left_actions(&self) {
+        let left: Vec<CandidateId> = self
+            .replay
+            .prior()
+            .candidates
+            .values()
+            .filter(|c| c.key.starts_with(ACTION_KEY) && c.eval.is_none())
+            .filter(|c| {
+                matches!(
+                    c.status,
+                    CandidateStatus::Pending | CandidateStatus::Evaluating
+                )
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in left {
+            if self.stopping() {
+                return;
+            }
+            if let Step::Failed(why) = self.evaluate(id, super::actions::TAG).await {
+                self.log(LogLevel::Warn, super::actions::TAG, why);
+            }
         }
     }
 

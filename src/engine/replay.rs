@@ -117,7 +117,7 @@ impl Replay {
         self.prior
             .candidates
             .values()
-            .filter(|c| c.key.starts_with("user"))
+            .filter(|c| c.key.starts_with(super::actions::ACTION_KEY))
             .count() as u32
     }
 }

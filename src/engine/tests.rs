@@ -11,7 +11,7 @@ use super::runner::{Engine, RunOutcome};
 use crate::eval::Device;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, SessionState};
-use crate::session::store::{SessionDir, Torn};
+use crate::session::store::{EventWriter, SessionDir, Torn};
 
 /// A fresh session directory under a temp dir that lives as long as the value.
 struct Dir {
@@ -816,6 +816,73 @@ async fn a_full_disk_on_any_event_line_and_resume_loses_no_candidate() {
             .await;
         }
     }
+}
+
+/// A run that stopped mid-evaluation leaves no candidate 'Evaluating' after resume: a
+/// re-evaluation of a candidate that had a result falls back to that result (recorded,
+/// not run again); a person's candidate that was never evaluated (the replay of the
+/// pipeline does not come back to it) is evaluated by the resumed run.
+#[tokio::test]
+async fn resume_closes_the_evaluations_an_earlier_run_left_unfinished() {
+    let eval = Arc::new(FakeEvaluator::default());
+    let d = dir();
+    let first = standard_run(&d.session, &eval).await;
+    let best = first.best.unwrap();
+    // The earlier run was re-evaluating its best and evaluating a manual kernel.
+    let mut w = EventWriter::open(&d.session, first.last_seq).unwrap();
+    w.append(Event::EvalStarted { candidate: best }).unwrap();
+    let manual = CandidateId(first.candidates.keys().last().unwrap().0 + 1);
+    let file = format!("kernels/{manual}-manual.py");
+    let code = "# a manual kernel\n";
+    d.session.write_file(&file, code.as_bytes()).unwrap();
+    w.append(Event::CandidateCreated {
+        id: manual,
+        key: "user1-1".into(),
+        parent: Some(best),
+        kind: CandidateKind::Manual,
+        file,
+        call: None,
+    })
+    .unwrap();
+    w.append(Event::EvalStarted { candidate: manual }).unwrap();
+    drop(w);
+    let prior = SessionState::from_records(&d.session.read_events().unwrap().records);
+    assert_eq!(prior.evaluations_in_flight().count(), 2);
+    let before = eval.evaluated().len();
+
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run_with(
+        &d.session,
+        prior,
+        &eval,
+        &llm,
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert_eq!(state.evaluations_in_flight().count(), 0);
+    assert_eq!(
+        state.candidates[&best].status,
+        first.candidates[&best].status
+    );
+    assert_eq!(state.candidates[&best].eval, first.candidates[&best].eval);
+    assert_eq!(state.candidates[&manual].status, CandidateStatus::Correct);
+    assert_eq!(eval.evaluated()[before..], [code.to_string()]);
+    assert!(llm.calls().is_empty());
+    let closed: Vec<CandidateId> = d
+        .session
+        .read_events()
+        .unwrap()
+        .records
+        .iter()
+        .filter_map(|r| match r.event {
+            Event::EvalInterrupted { candidate } => Some(candidate),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed, [best, manual]);
 }
 
 fn walk_size(path: &std::path::Path) -> u64 {

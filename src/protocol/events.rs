@@ -277,6 +277,12 @@ pub enum Event {
     EvalStarted {
         candidate: CandidateId,
     },
+    /// An evaluation an earlier run left unfinished (it stopped mid-evaluation), closed
+    /// by the resumed run: the candidate goes back to its last result, or to pending when
+    /// it had none (and is evaluated again).
+    EvalInterrupted {
+        candidate: CandidateId,
+    },
     /// Live phase of an evaluation (transient).
     EvalPhase {
         candidate: CandidateId,

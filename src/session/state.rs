@@ -284,6 +284,13 @@ impl SessionState {
     }
 
     /// The LLM calls started and not finished yet.
+    /// Candidates whose evaluation started and has not finished.
+    pub fn evaluations_in_flight(&self) -> impl Iterator<Item = &Candidate> {
+        self.candidates
+            .values()
+            .filter(|c| c.status == CandidateStatus::Evaluating)
+    }
+
     pub fn calls_in_flight(&self) -> impl Iterator<Item = &Call> {
         self.calls.values().filter(|c| c.ok.is_none())
     }
@@ -455,6 +462,16 @@ impl SessionState {
             Event::EvalStarted { candidate } => {
                 if let Some(c) = self.candidates.get_mut(candidate) {
                     c.status = CandidateStatus::Evaluating;
+                    c.phase = None;
+                }
+            }
+            Event::EvalInterrupted { candidate } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.status = match &c.eval {
+                        Some(e) if e.correct => CandidateStatus::Correct,
+                        Some(_) => CandidateStatus::Failed,
+                        None => CandidateStatus::Pending,
+                    };
                     c.phase = None;
                 }
             }
