@@ -39,7 +39,8 @@ impl Inner {
         self.sync();
 
         // 6-8. Select the best, check it for a persistent kernel, run the stages on it.
-        if let Some(best) = self.best_evaluated()
+        // A resumed run tunes the base the earlier run chose, whatever the best is now.
+        if let Some(best) = self.tuning_base()
             && !self.stopping()
             && !self.pipeline.stages.is_empty()
         {
@@ -380,8 +381,43 @@ impl Inner {
         })
     }
 
-    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first).
-    async fn tune(self: Arc<Self>, base: Evaluated) -> Step<Evaluated> {
+    /// The base of the stages: on resume, the one the earlier run's stages started from
+    /// (or its approved stages gate named); else the best.
+    fn tuning_base(&self) -> Option<Evaluated> {
+        let first = self.pipeline.stages.first()?;
+        match self.replay.tuning_base(first) {
+            Some(id) => Some(Evaluated {
+                id,
+                correct: true,
+                score: self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())),
+                result: self.load_result(id)?,
+            }),
+            None => self.best_evaluated(),
+        }
+    }
+
+    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first,
+    /// about a base: when the best moves while it waits, the gate is withdrawn and asked
+    /// again about the new best, so the stages run on what the person approved).
+    async fn tune(self: Arc<Self>, mut base: Evaluated) -> Step<Evaluated> {
+        loop {
+            match self.clone().tune_once(base.clone()).await {
+                Err(why) => {
+                    self.log(LogLevel::Info, "stages", why);
+                    match self.best_evaluated() {
+                        Some(best) => base = best,
+                        None => return Step::Skipped("no correct kernel to tune".into()),
+                    }
+                }
+                Ok(step) => return step,
+            }
+        }
+    }
+
+    /// One pass of `tune`: its step, or `Err(why)` when its gate was withdrawn (the best
+    /// moved) and the stages are to be asked again.
+    async fn tune_once(self: Arc<Self>, base: Evaluated) -> Result<Step<Evaluated>, String> {
+        let step = Ok;
         let source = self.kernel_source(base.id).unwrap_or_default();
         let check = persistent::check(&source);
         if !self.replay.has_persistent_check(base.id) {
@@ -403,21 +439,35 @@ impl Inner {
                     check.reasons.join("; ")
                 ),
             );
-            return Step::Skipped("persistent kernel".into());
+            return step(Step::Skipped("persistent kernel".into()));
         }
         let question = match self.pipeline.stages.len() {
             1 => format!("Run the tuning stage on candidate {}?", base.id),
             n => format!("Run the {n} tuning stages on candidate {}?", base.id),
         };
-        let approved = step!(
-            self.review_gate("stages", GateKind::Stages, Some(base.id), question)
-                .await
-        );
-        if !approved {
-            self.log(LogLevel::Info, "stages", "skipped by your decision");
-            return Step::Skipped("rejected".into());
+        if self.control.mode() != Mode::Auto {
+            let decision = self
+                .gate_on(
+                    &stages_gate_key(base.id),
+                    GateKind::Stages,
+                    Some(base.id),
+                    None,
+                    question,
+                    None,
+                    true,
+                )
+                .await;
+            match decision {
+                Step::Done(Decision::Reject) => {
+                    self.log(LogLevel::Info, "stages", "skipped by your decision");
+                    return step(Step::Skipped("rejected".into()));
+                }
+                Step::Done(_) => {}
+                Step::Skipped(why) => return Err(why),
+                other => return step(other.forward()),
+            }
         }
-        self.stages(base).await
+        step(self.stages(base).await)
     }
 
     /// Step 8: each stage rewrites the current base; with regression protection only a
@@ -581,6 +631,11 @@ impl Inner {
             }
         })
     }
+}
+
+/// The key of the stages gate about `base`: a decision holds for that base only.
+pub fn stages_gate_key(base: CandidateId) -> String {
+    format!("stages{base}")
 }
 
 /// Whether a stage's final kernel replaces its base, and why. `Improve` is regression

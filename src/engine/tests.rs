@@ -970,6 +970,172 @@ async fn a_candidate_marked_final_stays_final_through_better_kernels_and_resume(
     assert!(state.gates.values().all(|g| g.kind != GateKind::FinalBest));
 }
 
+/// Issue 23, item 2: the stages gate names its base. Marking another candidate final
+/// while it waits withdraws it (recorded) and asks again about the marked one; an
+/// approval sent to the old gate afterwards (a second window) is not taken. The stages
+/// run on what was approved, and a resume after a stop anywhere in them sends the same
+/// stage calls on the same bases as the uninterrupted run.
+#[tokio::test]
+async fn a_final_mark_while_the_stages_gate_waits_asks_again_and_resume_agrees() {
+    let script = |call: &LlmCall| {
+        Reply::Text(match call.kind {
+            CallKind::Seed if call.key == "seed1" => fakes::kernel("FAKE-SCORE:1.5 seed one"),
+            CallKind::Seed => fakes::kernel("FAKE-SCORE:1.1 seed two"),
+            CallKind::Analysis => fakes::analysis(false),
+            _ => fakes::kernel(&format!("FAKE-SCORE:3.0 {}", call.key)),
+        })
+    };
+    // Step mode: a gate before every call, where the run can be stopped.
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        ..pipeline()
+    };
+    // The person: at the first stages gate (about the faster seed) marks the other seed
+    // final, then approves that first gate; approves every other gate. `stop_at_stage`:
+    // stops the run at the gate before that stage's call.
+    let person = |stop_at_stage: Option<&'static str>| -> Person {
+        let mut asked = 0;
+        let mut seeds = BTreeMap::new();
+        Box::new(move |event| match event {
+            Event::CandidateCreated { id, key, .. } if key.starts_with("seed") => {
+                seeds.insert(key.clone(), *id);
+                vec![]
+            }
+            Event::GateOpened {
+                gate,
+                kind: GateKind::Stages,
+                candidate,
+                ..
+            } => {
+                asked += 1;
+                let approve = Command::Resolve {
+                    gate: *gate,
+                    decision: Decision::Approve,
+                };
+                if asked == 1 {
+                    assert_eq!(*candidate, seeds.get("seed1").copied());
+                    vec![
+                        Command::MarkFinal {
+                            candidate: seeds["seed2"],
+                        },
+                        approve,
+                    ]
+                } else {
+                    vec![approve]
+                }
+            }
+            Event::GateOpened { key, .. }
+                if stop_at_stage.is_some_and(|s| *key == format!("call/stage/{s}")) =>
+            {
+                vec![Command::Stop]
+            }
+            Event::GateOpened { gate, .. } => vec![Command::Resolve {
+                gate: *gate,
+                decision: Decision::Approve,
+            }],
+            _ => vec![],
+        })
+    };
+    let stage_calls = |state: &SessionState| -> Vec<(String, Option<CandidateId>)> {
+        state
+            .calls
+            .values()
+            .filter(|c| c.kind == CallKind::Stage && c.ok == Some(true))
+            .map(|c| (c.key.clone(), c.candidate))
+            .collect()
+    };
+    let eval = Arc::new(FakeEvaluator::default());
+
+    let live = dir();
+    let llm = Arc::new(FakeLlm::new(script));
+    let (outcome, state) = run_with(
+        &live.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cuda(0),
+        person(None),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let seed2 = state
+        .candidates
+        .values()
+        .find(|c| c.key == "seed2")
+        .unwrap()
+        .id;
+    let stages: Vec<_> = state
+        .gates
+        .values()
+        .filter(|g| g.kind == GateKind::Stages)
+        .collect();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert!(
+        stages[0].withdrawn && stages[0].decision.is_none(),
+        "{stages:?}"
+    );
+    assert_eq!(stages[1].candidate, Some(seed2));
+    assert_eq!(stages[1].decision, Some(Decision::Approve));
+    let withdrawn = state.log.iter().any(|l| l.message.contains("marked final"));
+    assert!(withdrawn, "the withdrawal says why");
+    let uninterrupted = stage_calls(&state);
+    assert_eq!(uninterrupted.len(), 3);
+    assert_eq!(
+        uninterrupted[0],
+        ("stage/grid_and_parallel".into(), Some(seed2))
+    );
+
+    // Stopped at each stage's call, then resumed: the same stage calls on the same bases.
+    for stop_at in ["grid_and_parallel", "block_tiling", "memory_and_tuning"] {
+        let d = dir();
+        let llm = Arc::new(FakeLlm::new(script));
+        run_with(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config.clone(),
+            Device::Cuda(0),
+            person(Some(stop_at)),
+        )
+        .await;
+        let prior = SessionState::from_records(&d.session.read_events().unwrap().records);
+        let gates_before = prior.gates.len();
+        assert!(
+            stage_calls(&prior).len() < 3,
+            "{stop_at}: the stop came too late"
+        );
+        let resumed = Arc::new(FakeLlm::new(script));
+        let (outcome, state) = run_with(
+            &d.session,
+            prior,
+            &eval,
+            &resumed,
+            config.clone(),
+            Device::Cuda(0),
+            approve_all(),
+        )
+        .await;
+        assert_eq!(
+            outcome.end,
+            RunEnd::Complete,
+            "{stop_at}: {}",
+            outcome.reason
+        );
+        assert_eq!(stage_calls(&state), uninterrupted, "{stop_at}");
+        assert!(
+            state
+                .gates
+                .values()
+                .skip(gates_before)
+                .all(|g| g.kind != GateKind::Stages),
+            "{stop_at}: the approved stages gate was asked again"
+        );
+        assert!(state.calls.values().all(|c| c.ok.is_some()), "{stop_at}");
+    }
+}
+
 #[tokio::test]
 async fn the_person_can_ask_a_failed_call_again() {
     let d = dir();
