@@ -372,7 +372,11 @@ impl Inner {
 
     /// Step 6: the best correct candidate so far, by the session's one notion of best.
     fn best_evaluated(&self) -> Option<Evaluated> {
-        let id = self.with_state(|s| s.best)?;
+        self.correct_evaluated(self.with_state(|s| s.best)?)
+    }
+
+    /// A correct candidate with its saved result.
+    fn correct_evaluated(&self, id: CandidateId) -> Option<Evaluated> {
         Some(Evaluated {
             id,
             correct: true,
@@ -385,15 +389,10 @@ impl Inner {
     /// (or its approved stages gate named); else the best.
     fn tuning_base(&self) -> Option<Evaluated> {
         let first = self.pipeline.stages.first()?;
-        match self.replay.tuning_base(first) {
-            Some(id) => Some(Evaluated {
-                id,
-                correct: true,
-                score: self.with_state(|s| s.candidates.get(&id).and_then(|c| c.score())),
-                result: self.load_result(id)?,
-            }),
-            None => self.best_evaluated(),
-        }
+        self.replay
+            .tuning_base(first)
+            .and_then(|id| self.correct_evaluated(id))
+            .or_else(|| self.best_evaluated())
     }
 
     /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first,
