@@ -610,11 +610,7 @@ fn contributions(state: &SessionState) -> Vec<String> {
                 Some(r) => format!("#{} {}", r.id, status_label(r)),
                 None => "no kernel".into(),
             };
-            let verdict = if s.accepted {
-                "accepted"
-            } else {
-                "not accepted"
-            };
+            let verdict = s.verdict.word();
             let reason = if s.reason.is_empty() {
                 String::new()
             } else {
@@ -696,6 +692,7 @@ pub fn summary_json(state: &SessionState) -> Value {
             "base": s.base,
             "result": s.result,
             "accepted": s.accepted,
+            "verdict": s.verdict,
             "reason": s.reason,
         })).collect::<Vec<_>>(),
         "usage": {
@@ -987,6 +984,7 @@ mod tests {
             base: CandidateId(5),
             result: Some(CandidateId(6)),
             accepted: true,
+            verdict: Some(crate::protocol::StageVerdict::Replaced),
             reason: "faster".into(),
         })
         .push(Event::BestChanged {
@@ -999,6 +997,7 @@ mod tests {
             base: CandidateId(6),
             result: None,
             accepted: false,
+            verdict: None,
             reason: "the LLM call failed".into(),
         })
         .candidate(
@@ -1161,7 +1160,7 @@ mod tests {
             "  - #3 0.90x -> #5 1.37x (after repair)",
             "- **Persistent-kernel check** on #5: not persistent.",
             "  - grid_and_parallel: #5 1.37x -> #6 1.52x, accepted (faster)",
-            "  - block_tiling: #6 1.52x -> no kernel, not accepted (the LLM call failed)",
+            "  - block_tiling: #6 1.52x -> no kernel, the base stays (the LLM call failed)",
             "- **Manual and instructed**: 1 candidate(s), 0 correct.",
         ] {
             assert!(has_line(&r, line), "missing {line:?} in\n{r}");
@@ -1199,6 +1198,9 @@ mod tests {
         assert_eq!(s["candidates"][0]["category"], "compile");
         assert_eq!(s["candidates"][3]["label"], "algorithm");
         assert_eq!(s["stages"][1]["accepted"], false);
+        // A record from before verdicts were kept, with no kernel: read as such.
+        assert_eq!(s["stages"][1]["verdict"], "no_kernel");
+        assert_eq!(s["stages"][0]["verdict"], "replaced");
         assert_eq!(s["started"], "2026-11-21T08:01:00Z");
         assert_eq!(s["finished_reason"], "all steps done");
     }

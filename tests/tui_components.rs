@@ -220,6 +220,46 @@ fn detail_tabs() {
     }
 }
 
+/// A stage kernel that is correct but could not be compared (no timing, the CPU) is not
+/// drawn as a failure; one that lost or broke is.
+#[test]
+fn the_analysis_tab_tells_a_stage_not_compared_from_one_that_lost() {
+    use kforge::protocol::StageVerdict;
+    use kforge::session::state::StageOutcome;
+    let mut cx = finished();
+    cx.state.stages.clear();
+    for (stage, verdict, reason) in [
+        (
+            "grid_and_parallel",
+            StageVerdict::NotCompared,
+            "correct, not compared",
+        ),
+        (
+            "block_tiling",
+            StageVerdict::Kept,
+            "1.83x -> 1.70x is no improvement",
+        ),
+    ] {
+        cx.state.stages.push(StageOutcome {
+            stage: stage.into(),
+            base: CandidateId(9),
+            result: None,
+            accepted: false,
+            verdict,
+            reason: reason.into(),
+        });
+    }
+    let a = detail(&cx, Tab::Analysis);
+    assert!(
+        a.contains("– grid_and_parallel  #9 → –  correct, not compared"),
+        "{a}"
+    );
+    assert!(
+        a.contains("✗ block_tiling  #9 → –  1.83x -> 1.70x is no improvement"),
+        "{a}"
+    );
+}
+
 #[test]
 fn diff_tab_owns_its_layout_and_hunks() {
     let cx = finished();

@@ -12,7 +12,9 @@ use super::runner::Inner;
 use crate::llm::{ChatRequest, Message};
 use crate::protocol::*;
 
-const TAG: &str = "you";
+pub(super) const TAG: &str = "you";
+/// How the keys of the person's actions begin (`user<n>-<pid>`).
+pub(super) const ACTION_KEY: &str = "user";
 
 impl Inner {
     pub(super) async fn serve_actions(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -24,7 +26,7 @@ impl Inner {
 
     async fn act(self: Arc<Self>, action: Command) {
         let n = self.ids.action.take();
-        let key = format!("user{n}-{}", std::process::id());
+        let key = format!("{ACTION_KEY}{n}-{}", std::process::id());
         let outcome = match action {
             Command::Repair {
                 candidate,

@@ -7,13 +7,18 @@ use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{CallId, Command, Decision, GateId, Mode};
+use crate::protocol::{CallId, CandidateId, Command, Decision, GateId, Mode};
 
 pub struct Control {
     /// Waiting gates: where the decision goes, and whether a rewrite means anything there.
     gates: Mutex<HashMap<GateId, (oneshot::Sender<Decision>, bool)>>,
+    /// Waiting gates that ask about the session's best (the stages gate), with the
+    /// candidate they name: withdrawn the moment the best moves from it.
+    about_best: Mutex<HashMap<GateId, CandidateId>>,
     /// The answer each gate got, so a second answer (another window) is told it lost.
     answered: Mutex<HashMap<GateId, &'static str>>,
+    /// Gates the engine withdrew (to ask again), and why: an answer that comes late is told.
+    withdrawn: Mutex<HashMap<GateId, String>>,
     calls: Mutex<HashMap<CallId, CancellationToken>>,
     paused: watch::Sender<bool>,
     mode: Mutex<Mode>,
@@ -37,6 +42,8 @@ impl Control {
         let control = Control {
             gates: Mutex::new(HashMap::new()),
             answered: Mutex::new(HashMap::new()),
+            withdrawn: Mutex::new(HashMap::new()),
+            about_best: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
             paused: watch::channel(false).0,
             mode: Mutex::new(mode),
@@ -80,6 +87,59 @@ impl Control {
         rx
     }
 
+    /// Marks a waiting gate as one about the best, naming `base`.
+    pub fn gate_about_best(&self, gate: GateId, base: CandidateId) {
+        self.about_best
+            .lock()
+            .expect("about best")
+            .insert(gate, base);
+    }
+
+    /// The best is `best` now (`why` says how it moved): waiting gates about another
+    /// candidate are withdrawn at once, so a decision sent after this is not taken for
+    /// them (whoever sends one is told), and their steps ask again.
+    pub fn best_moved(&self, best: Option<CandidateId>, why: &str) {
+        let stale: Vec<GateId> = self
+            .about_best
+            .lock()
+            .expect("about best")
+            .iter()
+            .filter(|(_, base)| Some(**base) != best)
+            .map(|(gate, _)| *gate)
+            .collect();
+        for gate in stale {
+            self.withdraw_gate(gate, why);
+        }
+    }
+
+    /// Withdraws a waiting gate (its step asks again): its receiver ends without a
+    /// decision, `withdrawn` tells the step why, and a decision sent to it from now on is
+    /// not taken (whoever sends one is told why).
+    pub fn withdraw_gate(&self, gate: GateId, why: &str) {
+        self.about_best.lock().expect("about best").remove(&gate);
+        if self
+            .gates
+            .lock()
+            .expect("gates lock")
+            .remove(&gate)
+            .is_some()
+        {
+            self.withdrawn
+                .lock()
+                .expect("withdrawn")
+                .insert(gate, why.to_string());
+        }
+    }
+
+    /// Why the gate was withdrawn, if it was.
+    pub fn withdrawn(&self, gate: GateId) -> Option<String> {
+        self.withdrawn
+            .lock()
+            .expect("withdrawn")
+            .get(&gate)
+            .cloned()
+    }
+
     /// A token for one LLM call, cancelled by `CancelCall` or by stop.
     pub fn call_token(&self, call: CallId) -> CancellationToken {
         let token = self.stop.child_token();
@@ -107,6 +167,7 @@ impl Control {
                 }
                 match gates.remove(&gate) {
                     Some((tx, _)) => {
+                        self.about_best.lock().expect("about best").remove(&gate);
                         let word = decision.word();
                         let _ = tx.send(decision);
                         self.answered.lock().expect("answered").insert(gate, word);
@@ -117,7 +178,13 @@ impl Control {
                             "gate {gate} was already answered ({taken}); your {} was not applied",
                             decision.word()
                         )),
-                        None => Dispatched::Ignored(format!("gate {gate} is not waiting")),
+                        None => match self.withdrawn.lock().expect("withdrawn").get(&gate) {
+                            Some(why) => Dispatched::Lost(format!(
+                                "gate {gate} was withdrawn ({why}); your {} was not applied: answer the gate asked in its place",
+                                decision.word()
+                            )),
+                            None => Dispatched::Ignored(format!("gate {gate} is not waiting")),
+                        },
                     },
                 }
             }

@@ -6,13 +6,14 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use super::actions::ACTION_KEY;
 use super::config::{Accept, AnalyzeWhen};
 use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
 use crate::protocol::*;
-use crate::session::state::Speedup;
+use crate::session::state::{CandidateStatus, Speedup};
 
 impl Inner {
     pub(super) async fn pipeline(self: Arc<Self>) -> RunOutcome {
@@ -21,6 +22,7 @@ impl Inner {
         // 1-5. Seed lineages run concurrently; each goes on to its algorithm analysis and
         // optimization as soon as it has a correct kernel, without waiting for the others.
         self.evaluator.prepare(self.devices.primary()).await;
+        self.evaluate_left_actions().await;
         let lineages = (1..=self.pipeline.seeds).map(|i| self.clone().seed_lineage(i));
         let lineages = futures::future::join_all(lineages).await;
         if !lineages
@@ -37,7 +39,8 @@ impl Inner {
         self.sync();
 
         // 6-8. Select the best, check it for a persistent kernel, run the stages on it.
-        if let Some(best) = self.best_evaluated()
+        // A resumed run tunes the base the earlier run chose, whatever the best is now.
+        if let Some(best) = self.tuning_base()
             && !self.stopping()
             && !self.pipeline.stages.is_empty()
         {
@@ -79,6 +82,24 @@ impl Inner {
                     response_file: None,
                 });
             }
+            // So do evaluations: a candidate goes back to its last result, or to pending
+            // (the replay, or `evaluate_left_actions`, evaluates it again).
+            let unfinished: Vec<(CandidateId, bool)> = prior
+                .evaluations_in_flight()
+                .map(|c| (c.id, c.eval.is_some()))
+                .collect();
+            for (candidate, had_result) in unfinished {
+                self.emit(Event::EvalInterrupted { candidate });
+                self.log(
+                    LogLevel::Info,
+                    "engine",
+                    if had_result {
+                        format!("candidate {candidate}: its evaluation was interrupted; its last result stands")
+                    } else {
+                        format!("candidate {candidate}: its evaluation was interrupted; it is evaluated again")
+                    },
+                );
+            }
         } else {
             let (provider, model) = self.llm.label();
             self.emit(Event::SessionStarted {
@@ -101,6 +122,34 @@ impl Inner {
                 "engine",
                 "no GPU timing: kernels run through Triton's interpreter, candidates are ranked by correctness and scores show as n/a",
             );
+        }
+    }
+
+    /// On resume: the person's candidates (a manual kernel, an instructed repair, a
+    /// re-asked call) that the earlier run created but did not evaluate are evaluated
+    /// now; the replay of the pipeline does not come back to them.
+    async fn evaluate_left_actions(&self) {
+        let left: Vec<CandidateId> = self
+            .replay
+            .prior()
+            .candidates
+            .values()
+            .filter(|c| c.key.starts_with(ACTION_KEY) && c.eval.is_none())
+            .filter(|c| {
+                matches!(
+                    c.status,
+                    CandidateStatus::Pending | CandidateStatus::Evaluating
+                )
+            })
+            .map(|c| c.id)
+            .collect();
+        for id in left {
+            if self.stopping() {
+                return;
+            }
+            if let Step::Failed(why) = self.evaluate(id, super::actions::TAG).await {
+                self.log(LogLevel::Warn, super::actions::TAG, why);
+            }
         }
     }
 
@@ -323,7 +372,11 @@ impl Inner {
 
     /// Step 6: the best correct candidate so far, by the session's one notion of best.
     fn best_evaluated(&self) -> Option<Evaluated> {
-        let id = self.with_state(|s| s.best)?;
+        self.correct_evaluated(self.with_state(|s| s.best)?)
+    }
+
+    /// A correct candidate with its saved result.
+    fn correct_evaluated(&self, id: CandidateId) -> Option<Evaluated> {
         Some(Evaluated {
             id,
             correct: true,
@@ -332,8 +385,38 @@ impl Inner {
         })
     }
 
-    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first).
-    async fn tune(self: Arc<Self>, base: Evaluated) -> Step<Evaluated> {
+    /// The base of the stages: on resume, the one the earlier run's stages started from
+    /// (or its approved stages gate named); else the best.
+    fn tuning_base(&self) -> Option<Evaluated> {
+        let first = self.pipeline.stages.first()?;
+        self.replay
+            .tuning_base(first)
+            .and_then(|id| self.correct_evaluated(id))
+            .or_else(|| self.best_evaluated())
+    }
+
+    /// Steps 7-8: the persistent-kernel check, then the stages (review mode asks first,
+    /// about a base: when the best moves while it waits, the gate is withdrawn and asked
+    /// again about the new best, so the stages run on what the person approved).
+    async fn tune(self: Arc<Self>, mut base: Evaluated) -> Step<Evaluated> {
+        loop {
+            match self.clone().tune_once(base.clone()).await {
+                Err(why) => {
+                    self.log(LogLevel::Info, "stages", why);
+                    match self.best_evaluated() {
+                        Some(best) => base = best,
+                        None => return Step::Skipped("no correct kernel to tune".into()),
+                    }
+                }
+                Ok(step) => return step,
+            }
+        }
+    }
+
+    /// One pass of `tune`: its step, or `Err(why)` when its gate was withdrawn (the best
+    /// moved) and the stages are to be asked again.
+    async fn tune_once(self: Arc<Self>, base: Evaluated) -> Result<Step<Evaluated>, String> {
+        let step = Ok;
         let source = self.kernel_source(base.id).unwrap_or_default();
         let check = persistent::check(&source);
         if !self.replay.has_persistent_check(base.id) {
@@ -355,21 +438,35 @@ impl Inner {
                     check.reasons.join("; ")
                 ),
             );
-            return Step::Skipped("persistent kernel".into());
+            return step(Step::Skipped("persistent kernel".into()));
         }
         let question = match self.pipeline.stages.len() {
             1 => format!("Run the tuning stage on candidate {}?", base.id),
             n => format!("Run the {n} tuning stages on candidate {}?", base.id),
         };
-        let approved = step!(
-            self.review_gate("stages", GateKind::Stages, Some(base.id), question)
-                .await
-        );
-        if !approved {
-            self.log(LogLevel::Info, "stages", "skipped by your decision");
-            return Step::Skipped("rejected".into());
+        if self.control.mode() != Mode::Auto {
+            let decision = self
+                .gate_on(
+                    &stages_gate_key(base.id),
+                    GateKind::Stages,
+                    Some(base.id),
+                    None,
+                    question,
+                    None,
+                    true,
+                )
+                .await;
+            match decision {
+                Step::Done(Decision::Reject) => {
+                    self.log(LogLevel::Info, "stages", "skipped by your decision");
+                    return step(Step::Skipped("rejected".into()));
+                }
+                Step::Done(_) => {}
+                Step::Skipped(why) => return Err(why),
+                other => return step(other.forward()),
+            }
         }
-        self.stages(base).await
+        step(self.stages(base).await)
     }
 
     /// Step 8: each stage rewrites the current base; with regression protection only a
@@ -411,18 +508,23 @@ impl Inner {
                     None
                 }
             };
-            let (accepted, reason) = match &last {
-                None => (false, "no kernel: the base stays".to_string()),
+            let (verdict, reason) = match &last {
+                None => (
+                    StageVerdict::NoKernel,
+                    "no kernel: the base stays".to_string(),
+                ),
                 Some(l) => {
                     stage_verdict(self.pipeline.accept, l.correct, l.speedup(), base.speedup())
                 }
             };
+            let accepted = verdict.replaced();
             if !self.replay.stage_recorded(stage) {
                 self.emit(Event::StageFinished {
                     stage: stage.clone(),
                     base: base.id,
                     result: last.as_ref().map(|l| l.id),
                     accepted,
+                    verdict: Some(verdict),
                     reason: reason.clone(),
                 });
             }
@@ -530,6 +632,11 @@ impl Inner {
     }
 }
 
+/// The key of the stages gate about `base`: a decision holds for that base only.
+pub fn stages_gate_key(base: CandidateId) -> String {
+    format!("stages{base}")
+}
+
 /// Whether a stage's final kernel replaces its base, and why. `Improve` is regression
 /// protection: only a correct kernel that ranks above its base by the session's rule for
 /// best (`Speedup::rank_cmp`: the lower end of the 95% interval when both have one, else
@@ -539,16 +646,19 @@ pub fn stage_verdict(
     correct: bool,
     new: Option<Speedup>,
     old: Option<Speedup>,
-) -> (bool, String) {
+) -> (StageVerdict, String) {
     if !correct {
-        return (false, "not correct: the base stays".to_string());
+        return (
+            StageVerdict::NotCorrect,
+            "not correct: the base stays".to_string(),
+        );
     }
     let text = |s: &Speedup| match s.interval {
         Some((low, high)) => format!("{:.3}x [{low:.3}-{high:.3}]", s.score),
         None => format!("{:.3}x", s.score),
     };
     match (accept, new, old) {
-        (Accept::Any, _, _) => (true, "correct (accept = any)".to_string()),
+        (Accept::Any, _, _) => (StageVerdict::Replaced, "correct (accept = any)".to_string()),
         (Accept::Improve, Some(new), Some(old)) => {
             // Said when the intervals decided against the medians.
             let by_interval =
@@ -559,12 +669,12 @@ pub fn stage_verdict(
                 };
             if new.rank_cmp(&old) == Ordering::Greater {
                 (
-                    true,
+                    StageVerdict::Replaced,
                     format!("{} -> {}{by_interval}", text(&old), text(&new)),
                 )
             } else {
                 (
-                    false,
+                    StageVerdict::Kept,
                     format!(
                         "{} -> {} is no improvement{by_interval}: keeping the base",
                         text(&old),
@@ -576,7 +686,7 @@ pub fn stage_verdict(
         // Nothing measured on one side (the CPU, a timing that failed): no comparison, so no
         // replacement; regression protection never waves a kernel through unmeasured.
         (Accept::Improve, _, _) => (
-            false,
+            StageVerdict::NotCompared,
             "correct, not compared: no timing to compare with (the base stays)".to_string(),
         ),
     }
@@ -591,25 +701,29 @@ mod tests {
         let x = |score: f64| Speedup::new(Some(score), None);
         assert_eq!(
             stage_verdict(Accept::Improve, true, x(1.52), x(1.41)),
-            (true, "1.410x -> 1.520x".to_string())
+            (StageVerdict::Replaced, "1.410x -> 1.520x".to_string())
         );
-        let (accepted, reason) = stage_verdict(Accept::Improve, true, x(1.30), x(1.41));
-        assert!(!accepted, "{reason}");
+        let (verdict, reason) = stage_verdict(Accept::Improve, true, x(1.30), x(1.41));
+        assert_eq!(verdict, StageVerdict::Kept, "{reason}");
         assert!(reason.contains("no improvement"));
-        assert!(
-            !stage_verdict(Accept::Improve, true, x(1.41), x(1.41)).0,
+        assert_eq!(
+            stage_verdict(Accept::Improve, true, x(1.41), x(1.41)).0,
+            StageVerdict::Kept,
             "equal is no improvement"
         );
-        assert!(
+        assert_eq!(
             stage_verdict(Accept::Any, true, x(1.30), x(1.41)).0,
+            StageVerdict::Replaced,
             "greedy chaining accepts a slower kernel"
         );
-        assert!(
-            !stage_verdict(Accept::Any, false, x(9.0), x(1.0)).0,
+        assert_eq!(
+            stage_verdict(Accept::Any, false, x(9.0), x(1.0)).0,
+            StageVerdict::NotCorrect,
             "never an incorrect one"
         );
-        assert!(
-            !stage_verdict(Accept::Improve, true, None, None).0,
+        assert_eq!(
+            stage_verdict(Accept::Improve, true, None, None).0,
+            StageVerdict::NotCompared,
             "no timing: not compared, the base stays"
         );
     }
@@ -619,35 +733,35 @@ mod tests {
     #[test]
     fn regression_protection_compares_intervals_like_best_does() {
         let x = |score: f64, low: f64, high: f64| Speedup::new(Some(score), Some((low, high)));
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.45, 1.43, 1.47),
             x(1.50, 1.20, 1.80),
         );
-        assert!(accepted, "{reason}");
+        assert!(verdict.replaced(), "{reason}");
         assert_eq!(
             reason,
             "1.500x [1.200-1.800] -> 1.450x [1.430-1.470] (by the lower ends of the intervals)"
         );
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.50, 1.20, 1.80),
             x(1.45, 1.43, 1.47),
         );
-        assert!(!accepted, "{reason}");
+        assert_eq!(verdict, StageVerdict::Kept, "{reason}");
         assert!(
             reason.contains("is no improvement (by the lower ends"),
             "{reason}"
         );
-        let (accepted, reason) = stage_verdict(
+        let (verdict, reason) = stage_verdict(
             Accept::Improve,
             true,
             x(1.60, 1.55, 1.65),
             x(1.45, 1.43, 1.47),
         );
-        assert!(accepted, "{reason}");
+        assert!(verdict.replaced(), "{reason}");
         assert_eq!(reason, "1.450x [1.430-1.470] -> 1.600x [1.550-1.650]");
     }
 }

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use crate::eval::EvalResult;
-use crate::protocol::{CallId, CandidateId, Decision};
-use crate::session::state::{Candidate, SessionState};
+use crate::protocol::{CallId, CandidateId, Decision, GateKind};
+use crate::session::state::{Candidate, Gate, SessionState};
 use crate::session::store::SessionDir;
 
 pub struct Replay {
@@ -46,7 +46,7 @@ impl Replay {
             .gates
             .values()
             .filter(|g| !g.key.is_empty())
-            .filter_map(|g| Some((g.key.clone(), g.decision.clone()?)))
+            .filter_map(|g| Some((gate_key(g), g.decision.clone()?)))
             .collect();
         Replay {
             prior,
@@ -108,6 +108,30 @@ impl Replay {
             .is_some_and(|c| c.persistent.is_some())
     }
 
+    /// The candidate the earlier run's stages started from: the base its first stage's
+    /// call worked on, else the base its approved stages gate named. None when the
+    /// earlier run did not get that far (the stages go on the best then).
+    pub fn tuning_base(&self, first_stage: &str) -> Option<CandidateId> {
+        let key = format!("stage/{first_stage}");
+        let called = self
+            .prior
+            .calls
+            .values()
+            .find(|c| c.key == key)
+            .and_then(|c| c.candidate);
+        called.or_else(|| {
+            self.prior
+                .gates
+                .values()
+                .rev()
+                .find(|g| {
+                    g.kind == GateKind::Stages
+                        && g.decision.as_ref().is_some_and(|d| *d != Decision::Reject)
+                })
+                .and_then(|g| g.candidate)
+        })
+    }
+
     pub fn stage_recorded(&self, stage: &str) -> bool {
         self.prior.stages.iter().any(|s| s.stage == stage)
     }
@@ -117,7 +141,18 @@ impl Replay {
         self.prior
             .candidates
             .values()
-            .filter(|c| c.key.starts_with("user"))
+            .filter(|c| c.key.starts_with(super::actions::ACTION_KEY))
             .count() as u32
+    }
+}
+
+/// A gate's key as this version asks it: a stages gate of a session from before its key
+/// named its base (`stages`) counts for the base it asked about (`stages<id>`).
+fn gate_key(gate: &Gate) -> String {
+    match gate.candidate {
+        Some(base) if gate.kind == GateKind::Stages && gate.key == "stages" => {
+            super::pipeline::stages_gate_key(base)
+        }
+        _ => gate.key.clone(),
     }
 }

@@ -199,7 +199,18 @@ impl Inner {
     /// Records an event: appended to `events.jsonl`, folded, sent to subscribers. A write
     /// that fails ends the run (everything before it stays intact and resumable).
     pub fn emit(&self, event: Event) -> EventRecord {
-        let record = self.recorder.lock().expect("recorder").emit(event);
+        let (record, moved) = {
+            let mut recorder = self.recorder.lock().expect("recorder");
+            let before = recorder.state().best;
+            let record = recorder.emit(event);
+            let state = recorder.state();
+            let moved = (state.best != before).then(|| (state.best, best_moved_why(state)));
+            (record, moved)
+        };
+        // In the order of the events: a gate about the best is stale from this one on.
+        if let Some((best, why)) = moved {
+            self.control.best_moved(best, &why);
+        }
         self.fail_on_write_error();
         record
     }
@@ -377,4 +388,15 @@ pub fn write_session_files(
         .write_file("session.json", &serde_json::to_vec_pretty(&description)?)
         .context("cannot write session.json")?;
     Ok(())
+}
+
+/// Why a gate about the best is withdrawn when the best moved to `state.best`.
+fn best_moved_why(state: &SessionState) -> String {
+    match state.best {
+        Some(now) if state.final_marked == Some(now) => {
+            format!("candidate {now} was marked final: the stages are asked again on it")
+        }
+        Some(now) => format!("candidate {now} is the best now: the stages are asked again on it"),
+        None => "no candidate is correct now".to_string(),
+    }
 }

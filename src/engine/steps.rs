@@ -739,6 +739,25 @@ impl Inner {
         question: String,
         file: Option<String>,
     ) -> Step<Decision> {
+        self.gate_on(key, kind, candidate, call, question, file, false)
+            .await
+    }
+
+    /// `gate`; `about_best`: the gate asks about `candidate` as the session's best, and
+    /// is withdrawn the moment the best moves from it (a final mark, a better kernel): the
+    /// withdrawal is recorded with its reason and the step gets `Skipped(reason)`, to ask
+    /// again about the new best.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn gate_on(
+        &self,
+        key: &str,
+        kind: GateKind,
+        candidate: Option<CandidateId>,
+        call: Option<CallId>,
+        question: String,
+        file: Option<String>,
+        about_best: bool,
+    ) -> Step<Decision> {
         if let Some(decision) = self.replay.decision(key) {
             return Step::Done(decision);
         }
@@ -767,11 +786,42 @@ impl Inner {
             format!("waiting for you: {question}"),
         );
         self.sync();
+        if about_best && let Some(base) = candidate {
+            self.control.gate_about_best(gate, base);
+            // The best may have moved since the step chose it.
+            let best = self.with_state(|s| s.best);
+            if best != Some(base) {
+                self.control
+                    .best_moved(best, &format!("the best moved from candidate {base}"));
+            }
+        }
         let decision = tokio::select! {
             biased;
             _ = self.control.stop.cancelled() => None,
             d = answer => d.ok(),
         };
+        if decision.is_none()
+            && !self.stopping()
+            && let Some(why) = self.control.withdrawn(gate)
+        {
+            self.emit(Event::GateWithdrawn {
+                gate,
+                reason: why.clone(),
+            });
+            self.log(
+                LogLevel::Info,
+                "you",
+                format!("gate {gate} withdrawn: {why}"),
+            );
+            self.emit(Event::StateChanged {
+                state: if self.control.is_paused() {
+                    EngineState::Paused
+                } else {
+                    EngineState::Running
+                },
+            });
+            return Step::Skipped(why);
+        }
         let Some(decision) = decision else {
             self.emit(Event::GateWithdrawn {
                 gate,

@@ -11,7 +11,7 @@ use super::runner::{Engine, RunOutcome};
 use crate::eval::Device;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, SessionState};
-use crate::session::store::SessionDir;
+use crate::session::store::{EventWriter, SessionDir, Torn};
 
 /// A fresh session directory under a temp dir that lives as long as the value.
 struct Dir {
@@ -200,10 +200,9 @@ async fn the_whole_pipeline_on_the_cpu() {
     assert_eq!(outcome.best, Some(first.id));
     assert_eq!(state.stages.len(), 3);
     assert!(
-        state
-            .stages
-            .iter()
-            .all(|s| !s.accepted && s.reason.contains("not compared")),
+        state.stages.iter().all(|s| !s.accepted
+            && s.verdict == StageVerdict::NotCompared
+            && s.reason.contains("not compared")),
         "{:?}",
         state.stages
     );
@@ -668,14 +667,7 @@ async fn answers_that_never_have_code_end_with_nothing_evaluated() {
 async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
     let eval = Arc::new(FakeEvaluator::default());
     let fresh = dir();
-    let (_, uninterrupted) = run(
-        &fresh.session,
-        &eval,
-        &Arc::new(FakeLlm::new(standard)),
-        pipeline(),
-        Device::Cpu,
-    )
-    .await;
+    let uninterrupted = standard_run(&fresh.session, &eval).await;
     let full_size: u64 = walk_size(&fresh.session.path);
 
     // The disk fills at several points of the run; each time the run stops cleanly with
@@ -688,84 +680,209 @@ async fn a_full_disk_stops_the_run_cleanly_and_resume_loses_no_candidate() {
         let already = walk_size(&d.session.path);
         let limit = already + (full_size as f64 * fraction) as u64;
         let limited = d.session.clone().with_write_limit(limit);
-        let llm = Arc::new(FakeLlm::new(standard));
-        let (outcome, state) = run(&limited, &eval, &llm, pipeline(), Device::Cpu).await;
-        assert_eq!(
-            outcome.end,
-            RunEnd::Failed,
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        assert_eq!(outcome.end.exit_code(), 1);
-        assert!(
-            outcome.reason.contains("No space left on device"),
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        failed_writes.insert(
-            [
-                "events.jsonl",
-                "console.log",
-                "kernels/",
-                "eval/",
-                ".prompt.md",
-                ".system.md",
-                ".response.md",
-            ]
-            .into_iter()
-            .find(|f| outcome.reason.contains(f))
-            .unwrap_or("other"),
-        );
-        left_in_flight += state.calls.values().filter(|c| c.ok.is_none()).count();
-        assert_files_behind_events(&d.session);
-        let answered: Vec<String> = state
-            .calls
-            .values()
-            .filter(|c| c.ok == Some(true))
-            .map(|c| c.key.clone())
-            .collect();
-
-        // Space is freed; resume.
-        let read = d.session.read_events().unwrap();
-        let prior = SessionState::from_records(&read.records);
-        let resumed = Arc::new(FakeLlm::new(standard));
-        let (outcome, state) = run_with(
+        let (failed, in_flight) = full_disk_then_resume(
             &d.session,
-            prior,
+            &limited,
             &eval,
-            &resumed,
-            pipeline(),
-            Device::Cpu,
-            approve_all(),
+            &uninterrupted,
+            &format!("at {fraction}"),
         )
         .await;
-        assert_eq!(
-            outcome.end,
-            RunEnd::Complete,
-            "at {fraction}: {}",
-            outcome.reason
-        );
-        assert_eq!(shape(&state), shape(&uninterrupted), "at {fraction}");
-        assert!(
-            state
-                .candidates
-                .values()
-                .all(|c| c.status != CandidateStatus::Pending),
-            "at {fraction}: a candidate stayed pending"
-        );
-        assert!(
-            resumed.calls().iter().all(|c| !answered.contains(&c.key)),
-            "at {fraction}: answered calls were sent again"
-        );
-        assert!(d.session.read_events().unwrap().invalid.is_empty());
-        assert!(
-            state.calls.values().all(|c| c.ok.is_some()),
-            "at {fraction}: a call was left in flight"
-        );
+        failed_writes.insert(failed);
+        left_in_flight += in_flight;
     }
     // The disk filled at every kind of write, and some runs stopped mid-call.
     assert!(failed_writes.len() >= 4, "{failed_writes:?}");
     assert!(left_in_flight > 0);
+}
+
+/// The standard session run to its end without a fault: what a resumed run must end as.
+async fn standard_run(session: &SessionDir, eval: &Arc<FakeEvaluator>) -> SessionState {
+    let llm = Arc::new(FakeLlm::new(standard));
+    run(session, eval, &llm, pipeline(), Device::Cpu).await.1
+}
+
+/// Runs the standard session on `limited` (a disk that fills), checks that it stopped
+/// cleanly with its files behind its events, resumes it with space freed and checks that
+/// the resumed run ends as `uninterrupted` did: no candidate lost or left unfinished, no
+/// answered call sent again. Returns which write failed and how many calls were left in
+/// flight.
+async fn full_disk_then_resume(
+    session: &SessionDir,
+    limited: &SessionDir,
+    eval: &Arc<FakeEvaluator>,
+    uninterrupted: &SessionState,
+    at: &str,
+) -> (&'static str, usize) {
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run(limited, eval, &llm, pipeline(), Device::Cpu).await;
+    assert_eq!(outcome.end, RunEnd::Failed, "{at}: {}", outcome.reason);
+    assert_eq!(outcome.end.exit_code(), 1);
+    assert!(
+        outcome.reason.contains("No space left on device"),
+        "{at}: {}",
+        outcome.reason
+    );
+    let failed = [
+        "events.jsonl",
+        "console.log",
+        "kernels/",
+        "eval/",
+        ".prompt.md",
+        ".system.md",
+        ".response.md",
+    ]
+    .into_iter()
+    .find(|f| outcome.reason.contains(f))
+    .unwrap_or("other");
+    let in_flight = state.calls.values().filter(|c| c.ok.is_none()).count();
+    assert_files_behind_events(session);
+    let answered: Vec<String> = state
+        .calls
+        .values()
+        .filter(|c| c.ok == Some(true))
+        .map(|c| c.key.clone())
+        .collect();
+
+    // Space is freed; resume.
+    let read = session.read_events().unwrap();
+    let prior = SessionState::from_records(&read.records);
+    let resumed = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run_with(
+        session,
+        prior,
+        eval,
+        &resumed,
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{at}: {}", outcome.reason);
+    assert_eq!(shape(&state), shape(uninterrupted), "{at}");
+    assert!(
+        state.candidates.values().all(|c| matches!(
+            c.status,
+            CandidateStatus::Correct | CandidateStatus::Failed | CandidateStatus::Dropped
+        )),
+        "{at}: a candidate was left unfinished: {:?}",
+        state
+            .candidates
+            .values()
+            .map(|c| (c.id, c.status))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        resumed.calls().iter().all(|c| !answered.contains(&c.key)),
+        "{at}: answered calls were sent again"
+    );
+    let read = session.read_events().unwrap();
+    assert!(read.invalid.is_empty(), "{at}: {:?}", read.invalid);
+    assert!(read.torn.is_none(), "{at}: {:?}", read.torn);
+    assert!(
+        state.calls.values().all(|c| c.ok.is_some()),
+        "{at}: a call was left in flight"
+    );
+    (failed, in_flight)
+}
+
+/// The disk fills on every event line of a run in turn, just before its newline (a whole
+/// event on a line that does not end: resume read it, and the writer once cut it off,
+/// leaving a seed 'Evaluating' for good), and at its start or in its middle (every other
+/// line each): the same checks as above, at points that do not move with the lengths of
+/// timestamps, so the sweep fails or passes the same way under any load.
+#[tokio::test]
+async fn a_full_disk_on_any_event_line_and_resume_loses_no_candidate() {
+    let eval = Arc::new(FakeEvaluator::default());
+    let fresh = dir();
+    let uninterrupted = standard_run(&fresh.session, &eval).await;
+    let lines = fresh.session.read_events().unwrap().records.len() as u64;
+    for line in 0..lines {
+        let boundary = if line % 2 == 0 {
+            Torn::Nothing
+        } else {
+            Torn::Bytes(40)
+        };
+        for keep in [Torn::AllButNewline, boundary] {
+            let d = dir();
+            let limited = d.session.clone().with_event_cut(line, keep);
+            full_disk_then_resume(
+                &d.session,
+                &limited,
+                &eval,
+                &uninterrupted,
+                &format!("at event line {} ({keep:?})", line + 1),
+            )
+            .await;
+        }
+    }
+}
+
+/// A run that stopped mid-evaluation leaves no candidate 'Evaluating' after resume: a
+/// re-evaluation of a candidate that had a result falls back to that result (recorded,
+/// not run again); a person's candidate that was never evaluated (the replay of the
+/// pipeline does not come back to it) is evaluated by the resumed run.
+#[tokio::test]
+async fn resume_closes_the_evaluations_an_earlier_run_left_unfinished() {
+    let eval = Arc::new(FakeEvaluator::default());
+    let d = dir();
+    let first = standard_run(&d.session, &eval).await;
+    let best = first.best.unwrap();
+    // The earlier run was re-evaluating its best and evaluating a manual kernel.
+    let mut w = EventWriter::open(&d.session, first.last_seq).unwrap();
+    w.append(Event::EvalStarted { candidate: best }).unwrap();
+    let manual = CandidateId(first.candidates.keys().last().unwrap().0 + 1);
+    let file = format!("kernels/{manual}-manual.py");
+    let code = "# a manual kernel\n";
+    d.session.write_file(&file, code.as_bytes()).unwrap();
+    w.append(Event::CandidateCreated {
+        id: manual,
+        key: "user1-1".into(),
+        parent: Some(best),
+        kind: CandidateKind::Manual,
+        file,
+        call: None,
+    })
+    .unwrap();
+    w.append(Event::EvalStarted { candidate: manual }).unwrap();
+    drop(w);
+    let prior = SessionState::from_records(&d.session.read_events().unwrap().records);
+    assert_eq!(prior.evaluations_in_flight().count(), 2);
+    let before = eval.evaluated().len();
+
+    let llm = Arc::new(FakeLlm::new(standard));
+    let (outcome, state) = run_with(
+        &d.session,
+        prior,
+        &eval,
+        &llm,
+        pipeline(),
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert_eq!(state.evaluations_in_flight().count(), 0);
+    assert_eq!(
+        state.candidates[&best].status,
+        first.candidates[&best].status
+    );
+    assert_eq!(state.candidates[&best].eval, first.candidates[&best].eval);
+    assert_eq!(state.candidates[&manual].status, CandidateStatus::Correct);
+    assert_eq!(eval.evaluated()[before..], [code.to_string()]);
+    assert!(llm.calls().is_empty());
+    let closed: Vec<CandidateId> = d
+        .session
+        .read_events()
+        .unwrap()
+        .records
+        .iter()
+        .filter_map(|r| match r.event {
+            Event::EvalInterrupted { candidate } => Some(candidate),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed, [best, manual]);
 }
 
 fn walk_size(path: &std::path::Path) -> u64 {
@@ -851,6 +968,172 @@ async fn a_candidate_marked_final_stays_final_through_better_kernels_and_resume(
     assert_eq!(reread.best, Some(seed));
     // No final-best gate: the person already chose.
     assert!(state.gates.values().all(|g| g.kind != GateKind::FinalBest));
+}
+
+/// Issue 23, item 2: the stages gate names its base. Marking another candidate final
+/// while it waits withdraws it (recorded) and asks again about the marked one; an
+/// approval sent to the old gate afterwards (a second window) is not taken. The stages
+/// run on what was approved, and a resume after a stop anywhere in them sends the same
+/// stage calls on the same bases as the uninterrupted run.
+#[tokio::test]
+async fn a_final_mark_while_the_stages_gate_waits_asks_again_and_resume_agrees() {
+    let script = |call: &LlmCall| {
+        Reply::Text(match call.kind {
+            CallKind::Seed if call.key == "seed1" => fakes::kernel("FAKE-SCORE:1.5 seed one"),
+            CallKind::Seed => fakes::kernel("FAKE-SCORE:1.1 seed two"),
+            CallKind::Analysis => fakes::analysis(false),
+            _ => fakes::kernel(&format!("FAKE-SCORE:3.0 {}", call.key)),
+        })
+    };
+    // Step mode: a gate before every call, where the run can be stopped.
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        ..pipeline()
+    };
+    // The person: at the first stages gate (about the faster seed) marks the other seed
+    // final, then approves that first gate; approves every other gate. `stop_at_stage`:
+    // stops the run at the gate before that stage's call.
+    let person = |stop_at_stage: Option<&'static str>| -> Person {
+        let mut asked = 0;
+        let mut seeds = BTreeMap::new();
+        Box::new(move |event| match event {
+            Event::CandidateCreated { id, key, .. } if key.starts_with("seed") => {
+                seeds.insert(key.clone(), *id);
+                vec![]
+            }
+            Event::GateOpened {
+                gate,
+                kind: GateKind::Stages,
+                candidate,
+                ..
+            } => {
+                asked += 1;
+                let approve = Command::Resolve {
+                    gate: *gate,
+                    decision: Decision::Approve,
+                };
+                if asked == 1 {
+                    assert_eq!(*candidate, seeds.get("seed1").copied());
+                    vec![
+                        Command::MarkFinal {
+                            candidate: seeds["seed2"],
+                        },
+                        approve,
+                    ]
+                } else {
+                    vec![approve]
+                }
+            }
+            Event::GateOpened { key, .. }
+                if stop_at_stage.is_some_and(|s| *key == format!("call/stage/{s}")) =>
+            {
+                vec![Command::Stop]
+            }
+            Event::GateOpened { gate, .. } => vec![Command::Resolve {
+                gate: *gate,
+                decision: Decision::Approve,
+            }],
+            _ => vec![],
+        })
+    };
+    let stage_calls = |state: &SessionState| -> Vec<(String, Option<CandidateId>)> {
+        state
+            .calls
+            .values()
+            .filter(|c| c.kind == CallKind::Stage && c.ok == Some(true))
+            .map(|c| (c.key.clone(), c.candidate))
+            .collect()
+    };
+    let eval = Arc::new(FakeEvaluator::default());
+
+    let live = dir();
+    let llm = Arc::new(FakeLlm::new(script));
+    let (outcome, state) = run_with(
+        &live.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cuda(0),
+        person(None),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let seed2 = state
+        .candidates
+        .values()
+        .find(|c| c.key == "seed2")
+        .unwrap()
+        .id;
+    let stages: Vec<_> = state
+        .gates
+        .values()
+        .filter(|g| g.kind == GateKind::Stages)
+        .collect();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert!(
+        stages[0].withdrawn && stages[0].decision.is_none(),
+        "{stages:?}"
+    );
+    assert_eq!(stages[1].candidate, Some(seed2));
+    assert_eq!(stages[1].decision, Some(Decision::Approve));
+    let withdrawn = state.log.iter().any(|l| l.message.contains("marked final"));
+    assert!(withdrawn, "the withdrawal says why");
+    let uninterrupted = stage_calls(&state);
+    assert_eq!(uninterrupted.len(), 3);
+    assert_eq!(
+        uninterrupted[0],
+        ("stage/grid_and_parallel".into(), Some(seed2))
+    );
+
+    // Stopped at each stage's call, then resumed: the same stage calls on the same bases.
+    for stop_at in ["grid_and_parallel", "block_tiling", "memory_and_tuning"] {
+        let d = dir();
+        let llm = Arc::new(FakeLlm::new(script));
+        run_with(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config.clone(),
+            Device::Cuda(0),
+            person(Some(stop_at)),
+        )
+        .await;
+        let prior = SessionState::from_records(&d.session.read_events().unwrap().records);
+        let gates_before = prior.gates.len();
+        assert!(
+            stage_calls(&prior).len() < 3,
+            "{stop_at}: the stop came too late"
+        );
+        let resumed = Arc::new(FakeLlm::new(script));
+        let (outcome, state) = run_with(
+            &d.session,
+            prior,
+            &eval,
+            &resumed,
+            config.clone(),
+            Device::Cuda(0),
+            approve_all(),
+        )
+        .await;
+        assert_eq!(
+            outcome.end,
+            RunEnd::Complete,
+            "{stop_at}: {}",
+            outcome.reason
+        );
+        assert_eq!(stage_calls(&state), uninterrupted, "{stop_at}");
+        assert!(
+            state
+                .gates
+                .values()
+                .skip(gates_before)
+                .all(|g| g.kind != GateKind::Stages),
+            "{stop_at}: the approved stages gate was asked again"
+        );
+        assert!(state.calls.values().all(|c| c.ok.is_some()), "{stop_at}");
+    }
 }
 
 #[tokio::test]

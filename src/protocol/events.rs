@@ -75,6 +75,50 @@ impl EngineState {
     }
 }
 
+/// What a tuning stage's kernel did to its base (regression protection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageVerdict {
+    /// Correct and better (or `accept = "any"`): it became the new base.
+    Replaced,
+    /// Correct, measured and not better: the base stays.
+    Kept,
+    /// Correct, but nothing measured to compare (the CPU, a failed timing): the base stays.
+    NotCompared,
+    /// Not correct: the base stays.
+    NotCorrect,
+    /// The stage produced no kernel.
+    NoKernel,
+}
+
+impl StageVerdict {
+    pub fn replaced(self) -> bool {
+        self == StageVerdict::Replaced
+    }
+
+    /// The verdict of a record from before it was kept, from what it does say: whether
+    /// the stage's kernel replaced the base, and whether there was a kernel at all.
+    pub fn from_record(accepted: bool, has_kernel: bool) -> StageVerdict {
+        match (accepted, has_kernel) {
+            (true, _) => StageVerdict::Replaced,
+            (false, false) => StageVerdict::NoKernel,
+            (false, true) => StageVerdict::Kept,
+        }
+    }
+
+    /// In words, for reports.
+    pub fn word(self) -> &'static str {
+        match self {
+            StageVerdict::Replaced => "accepted",
+            StageVerdict::Kept => "not accepted",
+            StageVerdict::NotCompared => "not compared",
+            StageVerdict::NotCorrect => "not correct",
+            // The report names the missing kernel already ("-> no kernel, the base stays").
+            StageVerdict::NoKernel => "the base stays",
+        }
+    }
+}
+
 /// Where the engine stops for a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -233,6 +277,12 @@ pub enum Event {
     EvalStarted {
         candidate: CandidateId,
     },
+    /// An evaluation an earlier run left unfinished (it stopped mid-evaluation), closed
+    /// by the resumed run: the candidate goes back to its last result, or to pending when
+    /// it had none (and is evaluated again).
+    EvalInterrupted {
+        candidate: CandidateId,
+    },
     /// Live phase of an evaluation (transient).
     EvalPhase {
         candidate: CandidateId,
@@ -262,6 +312,9 @@ pub enum Event {
         result: Option<CandidateId>,
         /// Whether the stage's kernel became the new base (regression protection).
         accepted: bool,
+        /// Why, as a category (absent in sessions written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<StageVerdict>,
         reason: String,
     },
     BestChanged {

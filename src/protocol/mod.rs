@@ -17,7 +17,7 @@ pub use category::Category;
 pub use commands::{Command, Decision};
 pub use events::{
     CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode,
-    RunEnd, TokenUsage,
+    RunEnd, StageVerdict, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};

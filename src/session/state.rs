@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::protocol::{
     Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
     EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
-    TokenUsage,
+    StageVerdict, TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -235,6 +235,7 @@ pub struct StageOutcome {
     pub base: CandidateId,
     pub result: Option<CandidateId>,
     pub accepted: bool,
+    pub verdict: StageVerdict,
     pub reason: String,
 }
 
@@ -283,6 +284,13 @@ impl SessionState {
     }
 
     /// The LLM calls started and not finished yet.
+    /// Candidates whose evaluation started and has not finished.
+    pub fn evaluations_in_flight(&self) -> impl Iterator<Item = &Candidate> {
+        self.candidates
+            .values()
+            .filter(|c| c.status == CandidateStatus::Evaluating)
+    }
+
     pub fn calls_in_flight(&self) -> impl Iterator<Item = &Call> {
         self.calls.values().filter(|c| c.ok.is_none())
     }
@@ -457,6 +465,16 @@ impl SessionState {
                     c.phase = None;
                 }
             }
+            Event::EvalInterrupted { candidate } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.status = match &c.eval {
+                        Some(e) if e.correct => CandidateStatus::Correct,
+                        Some(_) => CandidateStatus::Failed,
+                        None => CandidateStatus::Pending,
+                    };
+                    c.phase = None;
+                }
+            }
             Event::EvalPhase { candidate, phase } => {
                 if let Some(c) = self.candidates.get_mut(candidate) {
                     c.phase = Some(phase.clone());
@@ -502,12 +520,15 @@ impl SessionState {
                 base,
                 result,
                 accepted,
+                verdict,
                 reason,
             } => self.stages.push(StageOutcome {
                 stage: stage.clone(),
                 base: *base,
                 result: *result,
                 accepted: *accepted,
+                verdict: verdict
+                    .unwrap_or_else(|| StageVerdict::from_record(*accepted, result.is_some())),
                 reason: reason.clone(),
             }),
             // The best follows from the candidates (`best_candidate`); this event only

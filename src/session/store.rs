@@ -28,19 +28,73 @@ pub struct SessionDir {
 
 /// Bytes this session may still write before every write fails as a full disk does.
 #[derive(Debug)]
-struct WriteLimit(AtomicU64);
+struct WriteLimit {
+    bytes: AtomicU64,
+    /// Where the disk fills on an event line instead of at a byte count (see
+    /// `with_event_cut`).
+    cut: Option<EventCut>,
+}
+
+/// The disk fills while `events.jsonl` gets its line number `lines_left + 1` (counted
+/// from when the limit was set), `keep` of that line's bytes reaching the disk.
+#[derive(Debug)]
+struct EventCut {
+    lines_left: AtomicU64,
+    keep: Torn,
+}
+
+/// How much of the event line that fills the disk is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Torn {
+    /// None of it: the disk fills exactly at a line boundary.
+    Nothing,
+    /// This many bytes (at most all but its newline).
+    Bytes(usize),
+    /// All of it but its newline: a whole event on a line that does not end.
+    AllButNewline,
+}
 
 impl WriteLimit {
     /// Writes what the limit allows of `bytes`; fails with ENOSPC when that is not all,
     /// leaving the partial write behind as a real full disk does.
     fn write(&self, file: &mut File, bytes: &[u8]) -> std::io::Result<()> {
-        let allowed = self
-            .0
+        let allowed = self.take(bytes.len());
+        self.finish(file, bytes, allowed)
+    }
+
+    /// Like `write`, for a line of `events.jsonl` (where an event cut can fall).
+    fn write_event_line(&self, file: &mut File, bytes: &[u8]) -> std::io::Result<()> {
+        let Some(cut) = &self.cut else {
+            return self.write(file, bytes);
+        };
+        let before = cut
+            .lines_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if before {
+            return self.write(file, bytes);
+        }
+        // This line fills the disk: what was left of it goes, and nothing after it.
+        let allowed = self.take(bytes.len()).min(match cut.keep {
+            Torn::Nothing => 0,
+            Torn::Bytes(n) => n.min(bytes.len().saturating_sub(1)),
+            Torn::AllButNewline => bytes.len().saturating_sub(1),
+        });
+        self.bytes.store(0, Ordering::SeqCst);
+        self.finish(file, bytes, allowed)
+    }
+
+    /// Reserves up to `len` bytes of what is left; returns how many may be written.
+    fn take(&self, len: usize) -> usize {
+        self.bytes
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-                Some(left.saturating_sub(bytes.len() as u64))
+                Some(left.saturating_sub(len as u64))
             })
             .unwrap_or(0)
-            .min(bytes.len() as u64) as usize;
+            .min(len as u64) as usize
+    }
+
+    fn finish(&self, file: &mut File, bytes: &[u8], allowed: usize) -> std::io::Result<()> {
         file.write_all(&bytes[..allowed])?;
         if allowed < bytes.len() {
             return Err(std::io::Error::from_raw_os_error(28));
@@ -54,11 +108,14 @@ impl WriteLimit {
 pub struct AppendFile {
     file: File,
     limit: Option<Arc<WriteLimit>>,
+    /// `events.jsonl`, where a test's event cut falls.
+    events: bool,
 }
 
 impl AppendFile {
     pub fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match &self.limit {
+            Some(limit) if self.events => limit.write_event_line(&mut self.file, bytes),
             Some(limit) => limit.write(&mut self.file, bytes),
             None => self.file.write_all(bytes),
         }
@@ -189,7 +246,25 @@ impl SessionDir {
     /// this handle after that fails with ENOSPC, as a full disk does (a partial write
     /// first). This is how tests fill the disk without a tmpfs.
     pub fn with_write_limit(mut self, bytes: u64) -> SessionDir {
-        self.limit = Some(Arc::new(WriteLimit(AtomicU64::new(bytes))));
+        self.limit = Some(Arc::new(WriteLimit {
+            bytes: AtomicU64::new(bytes),
+            cut: None,
+        }));
+        self
+    }
+
+    /// The same session on a disk that fills while `events.jsonl` gets its line number
+    /// `lines + 1` from now: `keep` says how much of that line is written; every write
+    /// after it fails with ENOSPC. Unlike a byte count, this falls on the same event
+    /// whatever the lengths of timestamps and latencies (tests sweep it over a run).
+    pub fn with_event_cut(mut self, lines: u64, keep: Torn) -> SessionDir {
+        self.limit = Some(Arc::new(WriteLimit {
+            bytes: AtomicU64::new(u64::MAX),
+            cut: Some(EventCut {
+                lines_left: AtomicU64::new(lines),
+                keep,
+            }),
+        }));
         self
     }
 
@@ -206,6 +281,7 @@ impl SessionDir {
         Ok(AppendFile {
             file,
             limit: self.limit.clone(),
+            events: relative == EVENTS_FILE,
         })
     }
 
@@ -341,8 +417,11 @@ pub struct EventWriter {
 }
 
 impl EventWriter {
-    /// Opens for appending after `last_seq`. A torn last line is cut off first, so the
-    /// next event starts on a line of its own.
+    /// Opens for appending after `last_seq`, the last event that `read_events` gives. A
+    /// last line without its newline is settled the way `read_events` reads it, so the
+    /// file says what the run resumed from: a whole event (a disk that filled just
+    /// before the newline) gets its newline and stays; a torn one is cut off. Either way
+    /// the next event starts on a line of its own.
     pub fn open(dir: &SessionDir, last_seq: u64) -> Result<EventWriter> {
         let path = dir.file(EVENTS_FILE);
         let mut file = OpenOptions::new()
@@ -357,8 +436,13 @@ impl EventWriter {
             file.seek(SeekFrom::Start(0))?;
             file.read_to_string(&mut text)?;
             if !text.ends_with('\n') {
-                let keep = text.rfind('\n').map_or(0, |i| i + 1);
-                file.set_len(keep as u64)?;
+                if parse_events(&text).torn.is_some() {
+                    let keep = text.rfind('\n').map_or(0, |i| i + 1);
+                    file.set_len(keep as u64)?;
+                } else {
+                    // `read_events` took this line as an event: keep it, ended.
+                    file.write_all(b"\n")?;
+                }
             }
         }
         drop(file);
@@ -512,6 +596,77 @@ mod tests {
         let read = dir.read_events().unwrap();
         assert_eq!(read.records.len(), 3);
         assert!(read.torn.is_none());
+    }
+
+    /// A disk that filled just before an event's newline leaves a whole event on a line
+    /// that does not end: `read_events` reads it, so reopening keeps it (and ends its
+    /// line) instead of cutting it, and what a resume started from stays on disk.
+    #[test]
+    fn a_whole_last_event_without_its_newline_is_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "t", "p", "m").unwrap();
+        let mut w = EventWriter::open(&dir, 0).unwrap();
+        w.append(Event::StateChanged {
+            state: EngineState::Running,
+        })
+        .unwrap();
+        drop(w);
+        let line = serde_json::to_string(&EventRecord {
+            seq: 2,
+            ts: Utc::now(),
+            event: Event::StateChanged {
+                state: EngineState::Paused,
+            },
+        })
+        .unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.file(EVENTS_FILE))
+            .unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+        let read = dir.read_events().unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert!(read.torn.is_none());
+        let mut w = EventWriter::open(&dir, read.records.last().unwrap().seq).unwrap();
+        let r = w
+            .append(Event::StateChanged {
+                state: EngineState::Running,
+            })
+            .unwrap();
+        assert_eq!(r.seq, 3);
+        let read = dir.read_events().unwrap();
+        assert_eq!(
+            read.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert!(read.torn.is_none() && read.invalid.is_empty());
+    }
+
+    /// An event cut falls on the same line whatever the lines' lengths: the lines before
+    /// it are whole, that line is cut as asked, and nothing is written after it.
+    #[test]
+    fn an_event_cut_fills_the_disk_on_its_line() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SessionDir::create(root.path(), "t", "p", "m").unwrap();
+        for (keep, torn) in [
+            (Torn::Nothing, None),
+            (Torn::Bytes(5), Some(5)),
+            (Torn::AllButNewline, None),
+        ] {
+            std::fs::remove_file(dir.file(EVENTS_FILE)).ok();
+            let limited = dir.clone().with_event_cut(1, keep);
+            let mut w = EventWriter::open(&limited, 0).unwrap();
+            let event = || Event::StateChanged {
+                state: EngineState::Running,
+            };
+            w.append(event()).unwrap();
+            assert!(w.append(event()).is_err());
+            assert!(limited.write_file("eval/1.json", b"{}").is_err());
+            let read = dir.read_events().unwrap();
+            let whole = if keep == Torn::AllButNewline { 2 } else { 1 };
+            assert_eq!(read.records.len(), whole, "{keep:?}");
+            assert_eq!(read.torn.map(|t| t.len()), torn, "{keep:?}");
+        }
     }
 
     #[test]

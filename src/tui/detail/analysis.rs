@@ -6,6 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{ScrollView, TabView};
+use crate::protocol::StageVerdict;
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{section, wrap};
@@ -75,8 +76,19 @@ fn analysis_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         for s in stages {
             lines.push(Line::from(vec![
                 Span::styled(
-                    if s.accepted { "✓ " } else { "✗ " },
-                    cx.theme.get(if s.accepted { Role::Ok } else { Role::Fail }),
+                    match s.verdict {
+                        StageVerdict::Replaced => "✓ ",
+                        // Correct, but nothing to compare with: not a failure.
+                        StageVerdict::NotCompared => "– ",
+                        StageVerdict::Kept | StageVerdict::NotCorrect | StageVerdict::NoKernel => {
+                            "✗ "
+                        }
+                    },
+                    cx.theme.get(match s.verdict {
+                        StageVerdict::Replaced => Role::Ok,
+                        StageVerdict::NotCompared => Role::Muted,
+                        _ => Role::Fail,
+                    }),
                 ),
                 Span::raw(format!(
                     "{}  #{} → {}  {}",
