@@ -666,13 +666,9 @@ fn a_candidate_marked_final_says_so_in_the_tree() {
     );
 }
 
-#[test]
-fn the_person_answers_calls_of_the_manual_provider() {
-    let mut h = live_until(gate_opened(3), opts(120, 40));
-    h.key("esc");
-    h.key("A");
-    assert!(h.screen().contains("no call of the manual provider"));
-    h.event(Event::LlmCallStarted {
+/// Call 11 of the `manual` provider starts: the person is the model.
+fn manual_call_started() -> Event {
+    Event::LlmCallStarted {
         key: String::new(),
         call: CallId(11),
         kind: CallKind::Repair,
@@ -680,7 +676,16 @@ fn the_person_answers_calls_of_the_manual_provider() {
         provider: "manual".into(),
         model: "you".into(),
         prompt_file: "llm/10.prompt.md".into(),
-    });
+    }
+}
+
+#[test]
+fn the_person_answers_calls_of_the_manual_provider() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("A");
+    assert!(h.screen().contains("no call of the manual provider"));
+    h.event(manual_call_started());
     h.key("1"); // clears the message line
     assert!(h.screen().contains("A answer the call"), "{}", h.screen());
     h.host.edit_answers.push_back(Some(format!(
@@ -700,6 +705,39 @@ fn the_person_answers_calls_of_the_manual_provider() {
     h.key("A");
     assert_eq!(h.host.commands.len(), 1);
     assert!(h.screen().contains("empty answer"));
+}
+
+#[test]
+fn a_manual_call_is_answered_before_its_prompt_is_cached_and_the_person_is_told_it_waits() {
+    // Files read off the UI thread have not arrived: `A` reads the prompt itself.
+    let mut h = live_until(
+        gate_opened(3),
+        HarnessOptions {
+            docs_never_arrive: true,
+            ..opts(120, 40)
+        },
+    );
+    h.event(manual_call_started());
+    let s = h.screen();
+    assert!(
+        s.contains("waiting for your answer (A writes it, or write llm/11.answer.md)"),
+        "{s}"
+    );
+    assert!(!s.contains("waiting for the first token"), "{s}");
+    h.host.edit_answers.push_back(Some(format!(
+        "{}\nmy answer\n",
+        kforge::tui::app::ANSWER_MARKER
+    )));
+    h.key("A");
+    assert!(!h.screen().contains("still loading"), "{}", h.screen());
+    assert!(h.host.edits[0].starts_with("# stage prompt"));
+    assert_eq!(
+        h.host.commands,
+        vec![Command::ManualAnswer {
+            call: CallId(11),
+            text: "my answer\n".into()
+        }]
+    );
 }
 
 #[test]

@@ -646,7 +646,7 @@ impl App {
     /// The call of the `manual` provider waiting for the person's answer: the one shown
     /// in the LLM tab if it is one, else the newest.
     pub fn manual_call(&self) -> Option<&Call> {
-        let waiting = |c: &&Call| c.ok.is_none() && c.provider == "manual";
+        let waiting = |c: &&Call| c.ok.is_none() && c.answered_by_person();
         self.detail
             .shown_call(&self.cx)
             .filter(waiting)
@@ -697,8 +697,14 @@ impl App {
             }
             Action::EditEval | Action::EditInline => {
                 let Some(id) = self.acting_on() else { return };
-                let Some(code) = self.cx.code(id) else {
-                    self.flash = Some(format!("#{id}'s code is still loading: try again"));
+                let Some(code) = self
+                    .cx
+                    .state
+                    .candidates
+                    .get(&id)
+                    .and_then(|c| self.cx.docs.text_now(&c.file))
+                else {
+                    self.flash = Some(format!("#{id}'s code cannot be read"));
                     return;
                 };
                 let purpose = EditPurpose::Manual { parent: Some(id) };
@@ -926,8 +932,10 @@ impl App {
             self.flash = Some("no call of the manual provider is waiting".into());
             return;
         };
-        let Some(prompt) = self.cx.docs.text(&call.prompt_file) else {
-            self.flash = Some(format!("{} is still loading: try again", call.prompt_file));
+        // Read now if the worker has not brought it yet: the console named it, so it is
+        // there, and the person asked for it.
+        let Some(prompt) = self.cx.docs.text_now(&call.prompt_file) else {
+            self.flash = Some(format!("{} cannot be read", call.prompt_file));
             return;
         };
         self.effects.push(Effect::Edit {

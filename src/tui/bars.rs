@@ -38,7 +38,14 @@ pub fn activity(cx: &Ctx) -> Vec<(String, Role)> {
     let mut items: Vec<(String, Role)> = Vec::new();
     for call in s.calls_in_flight() {
         let secs = (now - call.started).num_seconds().max(0);
-        let progress = if call.live_text.is_empty() && call.live_reasoning.is_empty() {
+        let progress = if call.answered_by_person() {
+            // The person is the model: the run waits for them, not for a provider.
+            format!(
+                "waiting for your answer ({} writes it, or write {})",
+                cx.keymap.hint(Action::AnswerCall),
+                crate::llm::manual::answer_file(call.id)
+            )
+        } else if call.live_text.is_empty() && call.live_reasoning.is_empty() {
             "waiting for the first token".to_string()
         } else {
             let chars = call.live_text.chars().count() + call.live_reasoning.chars().count();

@@ -69,8 +69,8 @@ impl GateView {
         let Some(file) = gate.file.as_deref() else {
             return;
         };
-        let Some(text) = cx.docs.text(file) else {
-            out.flash(format!("{file} is still loading: try again in a moment"));
+        let Some(text) = cx.docs.text_now(file) else {
+            out.flash(format!("{file} cannot be read"));
             return;
         };
         let text = text.to_string();
