@@ -211,6 +211,61 @@ fn chart_points_select_candidates() {
     assert_eq!(h.app.selected(), Some(CandidateId(2)));
 }
 
+/// The chart's part of the screen, row by row.
+fn chart_text(h: &Harness) -> String {
+    let r = h.app.areas().chart;
+    h.screen()
+        .lines()
+        .skip(r.y as usize)
+        .take(r.height as usize)
+        .map(|l| {
+            let row: String = l
+                .chars()
+                .skip(r.x as usize)
+                .take(r.width as usize)
+                .collect();
+            format!("{row}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
+    // Opened on the best: the chart still shows its `★` (highlighted), and no other
+    // glyph stands for the selection.
+    let mut h = open(120, 40);
+    assert_eq!(h.app.selected(), Some(CandidateId(9)));
+    let chart = chart_text(&h);
+    assert!(chart.contains('★'), "{chart}");
+    assert!(!chart.contains('◆') && !chart.contains('●'), "{chart}");
+    // `◆` is the mark, in the tree and in the chart alike.
+    select(&mut h, 4);
+    h.key("m");
+    let chart = chart_text(&h);
+    assert!(chart.contains('●'), "the selected point: {chart}");
+    h.key("b");
+    let chart = chart_text(&h);
+    assert!(chart.contains('◆') && chart.contains('★'), "{chart}");
+    assert!(!chart.contains('●'), "{chart}");
+    assert!(
+        h.screen().lines().any(|l| l.contains("#4 repair 2◆")),
+        "{}",
+        h.screen()
+    );
+    insta::assert_snapshot!("chart_best_selected_4_marked", snapshot(&h));
+    // The help's legend draws the same vocabulary.
+    h.keys(&["?", "G"]);
+    let s = h.screen();
+    for line in [
+        "◆ marked for diff / compare (m)",
+        "● the selected point of the timeline",
+        "★ best (highlighted when selected)",
+    ] {
+        let (g, meaning) = line.split_once(' ').unwrap();
+        assert!(s.contains(&format!("  {g:<18}{meaning}")), "{line}: {s}");
+    }
+}
+
 #[test]
 fn tabs_switch_by_number_and_brackets() {
     let mut h = open(120, 40);

@@ -15,6 +15,7 @@ use crate::session::state::{Candidate, CandidateStatus, indistinguishable};
 use super::app::Focus;
 use super::component::{Ctx, Look};
 use super::diff::{RowKind, Segments};
+use super::glyphs::Glyph;
 use super::theme::Role;
 
 /// A pane's frame, its border and title brighter while it has the keyboard.
@@ -102,12 +103,12 @@ pub fn fmt_tokens(n: u64) -> String {
 /// Glyph and its theme role for a candidate.
 pub fn glyph(cx: &Ctx, c: &Candidate) -> (&'static str, Role) {
     match c.status {
-        CandidateStatus::Pending => ("○", Role::Pending),
-        CandidateStatus::Evaluating => ("◐", Role::Running),
-        CandidateStatus::Correct if cx.state.best == Some(c.id) => ("★", Role::Best),
-        CandidateStatus::Correct => ("✓", Role::Ok),
-        CandidateStatus::Failed => ("✗", Role::Fail),
-        CandidateStatus::Dropped => ("⊘", Role::Dropped),
+        CandidateStatus::Pending => (Glyph::Pending.text(), Role::Pending),
+        CandidateStatus::Evaluating => (Glyph::Evaluating.text(), Role::Running),
+        CandidateStatus::Correct if cx.state.best == Some(c.id) => (Glyph::Best.text(), Role::Best),
+        CandidateStatus::Correct => (Glyph::Correct.text(), Role::Ok),
+        CandidateStatus::Failed => (Glyph::Failed.text(), Role::Fail),
+        CandidateStatus::Dropped => (Glyph::Dropped.text(), Role::Dropped),
     }
 }
 

@@ -14,6 +14,7 @@ use crate::session::state::CandidateStatus;
 
 use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, outcome, pane_block, truncate};
@@ -231,12 +232,17 @@ impl Component for TreePane {
                 "▾ "
             };
             let (g, role) = glyph(cx, c);
-            let mark = match (cx.marked == Some(c.id), cx.state.is_final(c.id)) {
-                (true, true) => " final◆",
-                (false, true) => " final",
-                (true, false) => "◆",
-                (false, false) => "",
+            let marked = if cx.marked == Some(c.id) {
+                Glyph::Marked.text()
+            } else {
+                ""
             };
+            let fin = if cx.state.is_final(c.id) {
+                " final"
+            } else {
+                ""
+            };
+            let mark = format!("{fin}{marked}");
             let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
             let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
