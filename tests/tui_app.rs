@@ -356,6 +356,20 @@ fn console_filters_and_scrolls() {
 }
 
 #[test]
+fn a_gate_dialog_wraps_what_it_shows_instead_of_cutting_it() {
+    let mut h = live_until(gate_opened(3), opts(80, 24));
+    h.key("a");
+    let s = h.screen();
+    // The gate's kind (once cut off the end of the title) and a kernel line wider than
+    // the dialog, its end on the row below.
+    assert!(s.contains("before declaring the final best"), "{s}");
+    let long = code_of(9).lines().nth(7).unwrap().to_string();
+    assert!(long.chars().count() > 70, "{long}");
+    let tail: String = long.chars().skip(long.chars().count() - 12).collect();
+    assert!(s.contains(tail.trim()), "{tail} in {s}");
+}
+
+#[test]
 fn help_comes_from_the_keymap_with_overrides() {
     let mut config = TuiConfig::default();
     config.keys.insert("quit".into(), KeyList::One("Q".into()));
