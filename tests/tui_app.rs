@@ -101,8 +101,14 @@ fn views() -> Vec<(&'static str, Setup)> {
         }),
         ("help", |h| h.key("?")),
         ("console_filter", |h| {
+            h.key("backtab");
             h.key("/");
             h.type_text("stage");
+            h.key("enter");
+        }),
+        ("tree_filter", |h| {
+            h.key("/");
+            h.type_text("repair");
             h.key("enter");
         }),
         ("collapsed_tree", |h| {
@@ -335,6 +341,8 @@ fn llm_tab_switches_between_the_candidates_calls() {
 #[test]
 fn console_filters_and_scrolls() {
     let mut h = open(120, 40);
+    h.key("backtab");
+    assert_eq!(h.app.focus(), Focus::Console);
     h.key("/");
     h.type_text("stage 2");
     // Live filtering while typing.
@@ -344,8 +352,6 @@ fn console_filters_and_scrolls() {
     assert!(s.contains("rejected #8"));
     assert!(!s.contains("final best #9"));
     assert_eq!(h.app.console_lines().len(), 3);
-    h.keys(&["backtab"]);
-    assert_eq!(h.app.focus(), Focus::Console);
     h.key("esc");
     assert_eq!(h.app.console_filter(), "");
     h.key("g");
@@ -353,6 +359,69 @@ fn console_filters_and_scrolls() {
     assert!(h.screen().contains("session sessions/"));
     h.key("G");
     assert!(h.screen().contains("report written"));
+}
+
+#[test]
+fn slash_filters_the_focused_pane_and_esc_clears_its_own() {
+    // The tree has the focus on open: `/` filters the candidates, not the console.
+    let mut h = open(120, 40);
+    assert_eq!(h.app.focus(), Focus::Tree);
+    h.key("/");
+    h.type_text("stage");
+    assert_eq!(h.app.tree_filter(), "stage");
+    assert_eq!(h.app.console_filter(), "");
+    h.key("enter");
+    let s = h.screen();
+    assert!(s.contains("Candidates 3/9 /stage"), "{s}");
+    assert!(s.contains("#8 stage 2"), "{s}");
+    assert!(!s.contains("#2 seed 2"), "{s}");
+    assert!(s.contains("#1 seed 1"), "an ancestor stays: {s}");
+    // Matches by status too.
+    h.key("/");
+    h.keys(&["ctrl-u"]);
+    h.type_text("failed");
+    h.key("enter");
+    assert!(h.screen().contains("Candidates 3/9 /failed"));
+    // `esc` in the tree clears the tree's filter and says so.
+    h.key("esc");
+    assert_eq!(h.app.tree_filter(), "");
+    assert!(
+        h.screen()
+            .contains("tree filter cleared: all 9 candidates shown")
+    );
+    assert!(h.screen().contains("#2 seed 2"));
+    // The console's filter is cleared in the console only; elsewhere esc says it stays.
+    h.key("backtab");
+    h.key("/");
+    h.type_text("stage 2");
+    h.key("enter");
+    h.key("tab");
+    assert_eq!(h.app.focus(), Focus::Tree);
+    h.key("esc");
+    assert_eq!(h.app.console_filter(), "stage 2");
+    assert!(
+        h.screen()
+            .contains("the console's filter 'stage 2' stays on (esc in the console clears it)"),
+        "{}",
+        h.screen()
+    );
+    h.key("backtab");
+    h.key("esc");
+    assert_eq!(h.app.console_filter(), "");
+    assert!(h.screen().contains("console filter cleared"));
+    h.key("esc");
+    assert!(h.screen().contains("no filter is on"));
+    // The timeline has nothing to filter: it says so and filters nothing else.
+    h.keys(&["tab", "tab"]);
+    assert_eq!(h.app.focus(), Focus::Chart);
+    h.key("/");
+    assert!(h.app.overlay().is_none());
+    assert!(
+        h.screen().contains("the timeline has no filter"),
+        "{}",
+        h.screen()
+    );
+    assert_eq!((h.app.tree_filter(), h.app.console_filter()), ("", ""));
 }
 
 #[test]

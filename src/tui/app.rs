@@ -71,7 +71,8 @@ pub enum EditPurpose {
     GateRewrite(crate::protocol::GateId),
     /// The answer of a call of the `manual` provider.
     ManualAnswer(CallId),
-    Filter,
+    /// The filter of a pane (the tree or the console).
+    Filter(Focus),
     /// A search in the detail pane (Code, Diff, LLM, ...).
     Search,
 }
@@ -231,6 +232,10 @@ impl App {
 
     pub fn search(&self) -> Option<&str> {
         self.detail.view.search()
+    }
+
+    pub fn tree_filter(&self) -> &str {
+        self.tree.filter()
     }
 
     pub fn console_filter(&self) -> &str {
@@ -415,6 +420,10 @@ impl App {
         if self.cx.state.log.len() > log_before {
             self.console.appended(&self.cx, log_before);
         }
+        // A filtered tree follows statuses and scores as they change.
+        if !self.tree.filter().is_empty() {
+            self.tree.invalidate();
+        }
         self.dirty = true;
     }
 
@@ -514,7 +523,7 @@ impl App {
                 purpose,
             }),
             AppEvent::Submit { purpose, text } => self.submit(purpose, text),
-            AppEvent::Filter(f) => self.console.set_filter(&self.cx, f),
+            AppEvent::Filter { pane, text } => self.set_filter(pane, text),
             AppEvent::Copy(text) => self.effects.push(Effect::Copy(text)),
             AppEvent::Quit(exit) => self.effects.push(Effect::Quit(exit)),
             AppEvent::AskQuit => {
@@ -548,11 +557,14 @@ impl App {
     }
 
     fn open(&mut self, mut overlay: Overlay) {
-        // The console filter's input sits over the console.
+        // A filter's input sits over the pane it filters.
         if let Overlay::Input(v) = &mut overlay
-            && v.purpose == EditPurpose::Filter
+            && let EditPurpose::Filter(pane) = v.purpose
         {
-            v.anchor = Some(self.console.area);
+            v.anchor = Some(match pane {
+                Focus::Tree => self.tree.area,
+                _ => self.console.area,
+            });
         }
         self.overlay = Some(overlay);
         self.cx.overlay_open = true;
@@ -585,7 +597,7 @@ impl App {
     fn submit(&mut self, purpose: EditPurpose, text: String) {
         let send = |command, done: String| AppEvent::Send { command, done };
         let event = match purpose {
-            EditPurpose::Filter => AppEvent::Filter(text),
+            EditPurpose::Filter(pane) => AppEvent::Filter { pane, text },
             EditPurpose::Search => {
                 self.detail.search(&text);
                 return;
@@ -836,11 +848,16 @@ impl App {
                 };
                 self.cx.focus = Focus::ORDER[j];
             }
-            // Outside the detail pane `/` filters the console.
+            // The tree, the console and the detail pane answer `/` themselves.
             Action::Filter => {
-                let input = self.console.filter_input();
-                self.open(input);
+                self.flash = Some(format!(
+                    "the timeline has no filter: {} filters the tree or the console, and searches the detail pane, where they have the focus ({} moves it)",
+                    self.cx.keymap.hint(Action::Filter),
+                    self.cx.keymap.hint(Action::FocusNext)
+                ));
             }
+            // The focused pane had no filter on to clear.
+            Action::ClearFilter => self.flash = Some(self.filters_state()),
             Action::Follow => {
                 let on = !self.cx.follow;
                 self.events.push(AppEvent::Follow(on));
@@ -890,6 +907,42 @@ impl App {
             }
             Action::Suspend => self.effects.push(Effect::Suspend),
             _ => {}
+        }
+    }
+
+    /// A pane's filter changed (typed, kept, or cleared).
+    fn set_filter(&mut self, pane: Focus, text: String) {
+        match pane {
+            Focus::Tree => {
+                self.tree.set_filter(text);
+                // The selection stays among the rows shown: else the first match.
+                let sel = self.cx.selected;
+                if !self.tree.rows(&self.cx).iter().any(|r| Some(r.id) == sel)
+                    && let Some(first) = self.tree.first_match(&self.cx)
+                {
+                    self.select(Some(first), false);
+                }
+            }
+            _ => self.console.set_filter(&self.cx, text),
+        }
+    }
+
+    /// Which filters are on, for the message line (`esc` where none is).
+    pub fn filters_state(&self) -> String {
+        let on: Vec<String> = [
+            ("tree", self.tree.filter()),
+            ("console", self.console.filter()),
+        ]
+        .into_iter()
+        .filter(|(_, f)| !f.is_empty())
+        .map(|(pane, f)| {
+            format!("the {pane}'s filter '{f}' stays on (esc in the {pane} clears it)")
+        })
+        .collect();
+        if on.is_empty() {
+            "no filter is on".into()
+        } else {
+            format!("nothing to clear here: {}", on.join("; "))
         }
     }
 
