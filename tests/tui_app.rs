@@ -243,16 +243,16 @@ fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
     assert_eq!(h.app.selected(), Some(CandidateId(9)));
     let chart = chart_text(&h);
     assert!(chart.contains('★'), "{chart}");
-    assert!(!chart.contains('◆') && !chart.contains('●'), "{chart}");
+    assert!(!chart.contains('◆') && !chart.contains('◉'), "{chart}");
     // `◆` is the mark, in the tree and in the chart alike.
     select(&mut h, 4);
     h.key("m");
     let chart = chart_text(&h);
-    assert!(chart.contains('●'), "the selected point: {chart}");
+    assert!(chart.contains('◉'), "the selected point: {chart}");
     h.key("b");
     let chart = chart_text(&h);
     assert!(chart.contains('◆') && chart.contains('★'), "{chart}");
-    assert!(!chart.contains('●'), "{chart}");
+    assert!(!chart.contains('◉'), "{chart}");
     assert!(
         h.screen().lines().any(|l| l.contains("#4 repair 2◆")),
         "{}",
@@ -264,7 +264,8 @@ fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
     let s = h.screen();
     for line in [
         "◆ marked for diff / compare (m)",
-        "● the selected point of the timeline",
+        "◉ the selected point of the timeline",
+        "⚑ gates wait for you (a opens the oldest)",
         "★ best (highlighted when selected)",
     ] {
         let (g, meaning) = line.split_once(' ').unwrap();

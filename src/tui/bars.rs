@@ -11,6 +11,7 @@ use crate::protocol::EngineState;
 use crate::session::state::CandidateStatus;
 
 use super::component::{Ctx, Hint, Look};
+use super::glyphs::Glyph;
 use super::keymap::Action;
 use super::theme::Role;
 use super::widgets::{fmt_tokens, parts_line};
@@ -117,7 +118,7 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
         EngineState::Starting => ("starting", Role::Pending),
         EngineState::Running => ("● running", Role::Running),
         EngineState::Paused => ("‖ paused", Role::Warn),
-        EngineState::Waiting => ("◆ waiting for you", Role::Warn),
+        EngineState::Waiting => ("⚑ waiting for you", Role::Warn),
         EngineState::Finished => ("✓ finished", Role::Ok),
         EngineState::Failed => ("✗ failed", Role::Fail),
         EngineState::Stopped => ("■ stopped", Role::Warn),
@@ -127,7 +128,10 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
     let waiting = s.waiting_gates().len();
     let (state_text, role) = if waiting > 0 && !s.state.is_over() && s.state != EngineState::Paused
     {
-        (format!("◆ {waiting} waiting for you"), Role::Warn)
+        (
+            format!("{} {waiting} waiting for you", Glyph::Waiting.text()),
+            Role::Warn,
+        )
     } else {
         (state_text.to_string(), role)
     };

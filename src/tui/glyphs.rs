@@ -1,5 +1,7 @@
 //! The glyph vocabulary: each glyph means one thing wherever it shows (the tree, the
-//! timeline, titles, the help's legend). Components draw these, never their own literals.
+//! timeline, titles, the status bar, the help's legend). Components draw these, never
+//! their own literals. The status bar's engine states (`● running`, `‖ paused`, ...) use
+//! none of them for anything else.
 
 /// A candidate's state, the mark and the selection, as drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,11 +18,13 @@ pub enum Glyph {
     /// The selected point of the timeline when it is not the best (the tree highlights
     /// the selected row instead).
     Selected,
+    /// Gates wait for the person (the status bar).
+    Waiting,
 }
 
 impl Glyph {
     /// In the order the help's legend lists them.
-    pub const ALL: [Glyph; 8] = [
+    pub const ALL: [Glyph; 9] = [
         Glyph::Pending,
         Glyph::Evaluating,
         Glyph::Correct,
@@ -29,6 +33,7 @@ impl Glyph {
         Glyph::Dropped,
         Glyph::Marked,
         Glyph::Selected,
+        Glyph::Waiting,
     ];
 
     pub const fn ch(self) -> char {
@@ -40,7 +45,8 @@ impl Glyph {
             Glyph::Failed => '✗',
             Glyph::Dropped => '⊘',
             Glyph::Marked => '◆',
-            Glyph::Selected => '●',
+            Glyph::Selected => '◉',
+            Glyph::Waiting => '⚑',
         }
     }
 
@@ -53,7 +59,8 @@ impl Glyph {
             Glyph::Failed => "✗",
             Glyph::Dropped => "⊘",
             Glyph::Marked => "◆",
-            Glyph::Selected => "●",
+            Glyph::Selected => "◉",
+            Glyph::Waiting => "⚑",
         }
     }
 
@@ -68,6 +75,7 @@ impl Glyph {
             Glyph::Dropped => "dropped",
             Glyph::Marked => "marked for diff / compare (m)",
             Glyph::Selected => "the selected point of the timeline",
+            Glyph::Waiting => "gates wait for you (a opens the oldest)",
         }
     }
 }
