@@ -610,3 +610,83 @@ async fn a_bad_provider_makes_nothing_and_a_refused_task_is_said_and_skipped() {
     // Only the good task's two calls.
     assert_eq!(mock.total(), 2);
 }
+
+/// A task in review mode waits at its gates: the batch console says so when it starts
+/// waiting (how many gates, of which kind) and when it stops, here once each gate is
+/// approved through the session's control.jsonl as `kforge open` would (issue 23, item 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_says_when_a_task_waits_for_you_and_when_it_stops() {
+    use std::io::Write;
+    let mock = MockLlm::start(script(), Duration::ZERO).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tasks = dir.path().join("tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::copy(fixtures().join("tasks/relu.py"), tasks.join("relu.py")).unwrap();
+    let batch = dir.path().join("batch");
+    let config = config(dir.path(), &mock);
+    let mut args = batch_args(&tasks, &batch, &config);
+    args.extend(["--mode".to_string(), "review".to_string()]);
+    let session = batch.join("tasks/relu");
+    let out = tokio::task::spawn_blocking(move || {
+        let child = kforge(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut child = Some(child);
+        let mut answered = std::collections::HashSet::new();
+        let start = Instant::now();
+        loop {
+            if let Some(status) = child.as_mut().unwrap().try_wait().unwrap() {
+                assert!(status.success(), "{status}");
+                break child.take().unwrap().wait_with_output().unwrap();
+            }
+            if start.elapsed() > Duration::from_secs(240) {
+                let mut c = child.take().unwrap();
+                c.kill().unwrap();
+                let out = c.wait_with_output().unwrap();
+                let types: Vec<String> = raw_events(&session)
+                    .iter()
+                    .map(|e| format!("{} {}", e["type"], e["gate"]))
+                    .collect();
+                panic!(
+                    "no end in 4 minutes: {}\n{types:?}\ncontrol: {:?}",
+                    text(&out.stderr),
+                    std::fs::read_to_string(session.join("control.jsonl"))
+                );
+            }
+            for e in raw_events(&session) {
+                let gate = &e["gate"];
+                if e["type"] == "gate_opened" && answered.insert(gate.to_string()) {
+                    let approve = kforge::protocol::Command::Resolve {
+                        gate: kforge::protocol::GateId(gate.as_u64().unwrap() as u32),
+                        decision: kforge::protocol::Decision::Approve,
+                    };
+                    let line = format!("{}\n", serde_json::to_string(&approve).unwrap());
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(session.join("control.jsonl"))
+                        .unwrap()
+                        .write_all(line.as_bytes())
+                        .unwrap();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .unwrap();
+    let log = text(&out.stderr);
+    assert!(
+        log.contains("kforge: [relu] waiting for you: 1 gate (1 before "),
+        "{log}"
+    );
+    assert!(
+        log.contains("kforge: [relu] no longer waiting for you: its gates are answered"),
+        "{log}"
+    );
+    // Said before the task's last line.
+    let last_wait = log.rfind("no longer waiting for you").unwrap();
+    assert!(log[last_wait..].contains("[relu] complete"), "{log}");
+}

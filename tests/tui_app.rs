@@ -101,8 +101,14 @@ fn views() -> Vec<(&'static str, Setup)> {
         }),
         ("help", |h| h.key("?")),
         ("console_filter", |h| {
+            h.key("backtab");
             h.key("/");
             h.type_text("stage");
+            h.key("enter");
+        }),
+        ("tree_filter", |h| {
+            h.key("/");
+            h.type_text("repair");
             h.key("enter");
         }),
         ("collapsed_tree", |h| {
@@ -211,6 +217,62 @@ fn chart_points_select_candidates() {
     assert_eq!(h.app.selected(), Some(CandidateId(2)));
 }
 
+/// The chart's part of the screen, row by row.
+fn chart_text(h: &Harness) -> String {
+    let r = h.app.areas().chart;
+    h.screen()
+        .lines()
+        .skip(r.y as usize)
+        .take(r.height as usize)
+        .map(|l| {
+            let row: String = l
+                .chars()
+                .skip(r.x as usize)
+                .take(r.width as usize)
+                .collect();
+            format!("{row}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
+    // Opened on the best: the chart still shows its `★` (highlighted), and no other
+    // glyph stands for the selection.
+    let mut h = open(120, 40);
+    assert_eq!(h.app.selected(), Some(CandidateId(9)));
+    let chart = chart_text(&h);
+    assert!(chart.contains('★'), "{chart}");
+    assert!(!chart.contains('◆') && !chart.contains('◉'), "{chart}");
+    // `◆` is the mark, in the tree and in the chart alike.
+    select(&mut h, 4);
+    h.key("m");
+    let chart = chart_text(&h);
+    assert!(chart.contains('◉'), "the selected point: {chart}");
+    h.key("b");
+    let chart = chart_text(&h);
+    assert!(chart.contains('◆') && chart.contains('★'), "{chart}");
+    assert!(!chart.contains('◉'), "{chart}");
+    assert!(
+        h.screen().lines().any(|l| l.contains("#4 repair 2◆")),
+        "{}",
+        h.screen()
+    );
+    insta::assert_snapshot!("chart_best_selected_4_marked", snapshot(&h));
+    // The help's legend draws the same vocabulary.
+    h.keys(&["?", "G"]);
+    let s = h.screen();
+    for line in [
+        "◆ marked for diff / compare (m)",
+        "◉ the selected point of the timeline",
+        "⚑ gates wait for you (a opens the oldest)",
+        "★ best (highlighted when selected)",
+    ] {
+        let (g, meaning) = line.split_once(' ').unwrap();
+        assert!(s.contains(&format!("  {g:<18}{meaning}")), "{line}: {s}");
+    }
+}
+
 #[test]
 fn tabs_switch_by_number_and_brackets() {
     let mut h = open(120, 40);
@@ -280,6 +342,8 @@ fn llm_tab_switches_between_the_candidates_calls() {
 #[test]
 fn console_filters_and_scrolls() {
     let mut h = open(120, 40);
+    h.key("backtab");
+    assert_eq!(h.app.focus(), Focus::Console);
     h.key("/");
     h.type_text("stage 2");
     // Live filtering while typing.
@@ -289,8 +353,6 @@ fn console_filters_and_scrolls() {
     assert!(s.contains("rejected #8"));
     assert!(!s.contains("final best #9"));
     assert_eq!(h.app.console_lines().len(), 3);
-    h.keys(&["backtab"]);
-    assert_eq!(h.app.focus(), Focus::Console);
     h.key("esc");
     assert_eq!(h.app.console_filter(), "");
     h.key("g");
@@ -298,6 +360,83 @@ fn console_filters_and_scrolls() {
     assert!(h.screen().contains("session sessions/"));
     h.key("G");
     assert!(h.screen().contains("report written"));
+}
+
+#[test]
+fn slash_filters_the_focused_pane_and_esc_clears_its_own() {
+    // The tree has the focus on open: `/` filters the candidates, not the console.
+    let mut h = open(120, 40);
+    assert_eq!(h.app.focus(), Focus::Tree);
+    h.key("/");
+    h.type_text("stage");
+    assert_eq!(h.app.tree_filter(), "stage");
+    assert_eq!(h.app.console_filter(), "");
+    h.key("enter");
+    let s = h.screen();
+    assert!(s.contains("Candidates 3/9 /stage"), "{s}");
+    assert!(s.contains("#8 stage 2"), "{s}");
+    assert!(!s.contains("#2 seed 2"), "{s}");
+    assert!(s.contains("#1 seed 1"), "an ancestor stays: {s}");
+    // Matches by status too.
+    h.key("/");
+    h.keys(&["ctrl-u"]);
+    h.type_text("failed");
+    h.key("enter");
+    assert!(h.screen().contains("Candidates 3/9 /failed"));
+    // `esc` in the tree clears the tree's filter and says so.
+    h.key("esc");
+    assert_eq!(h.app.tree_filter(), "");
+    assert!(
+        h.screen()
+            .contains("tree filter cleared: all 9 candidates shown")
+    );
+    assert!(h.screen().contains("#2 seed 2"));
+    // The console's filter is cleared in the console only; elsewhere esc says it stays.
+    h.key("backtab");
+    h.key("/");
+    h.type_text("stage 2");
+    h.key("enter");
+    h.key("tab");
+    assert_eq!(h.app.focus(), Focus::Tree);
+    h.key("esc");
+    assert_eq!(h.app.console_filter(), "stage 2");
+    assert!(
+        h.screen()
+            .contains("the console's filter 'stage 2' stays on (esc in the console clears it)"),
+        "{}",
+        h.screen()
+    );
+    h.key("backtab");
+    h.key("esc");
+    assert_eq!(h.app.console_filter(), "");
+    assert!(h.screen().contains("console filter cleared"));
+    h.key("esc");
+    assert!(h.screen().contains("no filter is on"));
+    // The timeline has nothing to filter: it says so and filters nothing else.
+    h.keys(&["tab", "tab"]);
+    assert_eq!(h.app.focus(), Focus::Chart);
+    h.key("/");
+    assert!(h.app.overlay().is_none());
+    assert!(
+        h.screen().contains("the timeline has no filter"),
+        "{}",
+        h.screen()
+    );
+    assert_eq!((h.app.tree_filter(), h.app.console_filter()), ("", ""));
+}
+
+#[test]
+fn a_gate_dialog_wraps_what_it_shows_instead_of_cutting_it() {
+    let mut h = live_until(gate_opened(3), opts(80, 24));
+    h.key("a");
+    let s = h.screen();
+    // The gate's kind (once cut off the end of the title) and a kernel line wider than
+    // the dialog, its end on the row below.
+    assert!(s.contains("before declaring the final best"), "{s}");
+    let long = code_of(9).lines().nth(7).unwrap().to_string();
+    assert!(long.chars().count() > 70, "{long}");
+    let tail: String = long.chars().skip(long.chars().count() - 12).collect();
+    assert!(s.contains(tail.trim()), "{tail} in {s}");
 }
 
 #[test]
@@ -666,13 +805,9 @@ fn a_candidate_marked_final_says_so_in_the_tree() {
     );
 }
 
-#[test]
-fn the_person_answers_calls_of_the_manual_provider() {
-    let mut h = live_until(gate_opened(3), opts(120, 40));
-    h.key("esc");
-    h.key("A");
-    assert!(h.screen().contains("no call of the manual provider"));
-    h.event(Event::LlmCallStarted {
+/// Call 11 of the `manual` provider starts: the person is the model.
+fn manual_call_started() -> Event {
+    Event::LlmCallStarted {
         key: String::new(),
         call: CallId(11),
         kind: CallKind::Repair,
@@ -680,7 +815,16 @@ fn the_person_answers_calls_of_the_manual_provider() {
         provider: "manual".into(),
         model: "you".into(),
         prompt_file: "llm/10.prompt.md".into(),
-    });
+    }
+}
+
+#[test]
+fn the_person_answers_calls_of_the_manual_provider() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("esc");
+    h.key("A");
+    assert!(h.screen().contains("no call of the manual provider"));
+    h.event(manual_call_started());
     h.key("1"); // clears the message line
     assert!(h.screen().contains("A answer the call"), "{}", h.screen());
     h.host.edit_answers.push_back(Some(format!(
@@ -700,6 +844,39 @@ fn the_person_answers_calls_of_the_manual_provider() {
     h.key("A");
     assert_eq!(h.host.commands.len(), 1);
     assert!(h.screen().contains("empty answer"));
+}
+
+#[test]
+fn a_manual_call_is_answered_before_its_prompt_is_cached_and_the_person_is_told_it_waits() {
+    // Files read off the UI thread have not arrived: `A` reads the prompt itself.
+    let mut h = live_until(
+        gate_opened(3),
+        HarnessOptions {
+            docs_never_arrive: true,
+            ..opts(120, 40)
+        },
+    );
+    h.event(manual_call_started());
+    let s = h.screen();
+    assert!(
+        s.contains("waiting for your answer (A writes it, or write llm/11.answer.md)"),
+        "{s}"
+    );
+    assert!(!s.contains("waiting for the first token"), "{s}");
+    h.host.edit_answers.push_back(Some(format!(
+        "{}\nmy answer\n",
+        kforge::tui::app::ANSWER_MARKER
+    )));
+    h.key("A");
+    assert!(!h.screen().contains("still loading"), "{}", h.screen());
+    assert!(h.host.edits[0].starts_with("# stage prompt"));
+    assert_eq!(
+        h.host.commands,
+        vec![Command::ManualAnswer {
+            call: CallId(11),
+            text: "my answer\n".into()
+        }]
+    );
 }
 
 #[test]

@@ -160,7 +160,7 @@ fn intervals_in_the_tree_and_the_chart() {
     let c = draw_alone(80, 12, |f| chart.draw(&cx, f, f.area()));
     insta::assert_snapshot!("chart_intervals", c);
     assert!(
-        c.contains("best #9 1.83x [1.79-1.87]  ◆ #7 1.71x [1.60-1.80]≈"),
+        c.contains("best #9 1.83x [1.79-1.87]  ◉ #7 1.71x [1.60-1.80]≈"),
         "{c}"
     );
     // Without an interval on the selection (the best itself), the title names the best only.

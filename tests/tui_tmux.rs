@@ -137,9 +137,10 @@ fn open_browse_and_quit() {
     t.wait_for("reference");
     t.keys(&["?"]);
     t.wait_for("Keys (from your keymap)");
+    // `/` filters the pane in focus: the tree.
     t.keys(&["Escape", "/"]);
     t.keys(&["s", "t", "a", "g", "e", "Enter"]);
-    t.wait_for("filter: stage");
+    t.wait_for("Candidates 3/9 /stage");
     t.keys(&["q"]);
     let s = t.wait_for("EXITED 0");
     // The alternate screen is gone: the shell's screen shows what open printed.

@@ -29,7 +29,7 @@ use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
 use crate::eval::Evaluator;
 use crate::eval::devices::DeviceSet;
 use crate::prompts::PromptSet;
-use crate::protocol::{RunEnd, TaskKey};
+use crate::protocol::{Event, GateId, GateKind, RunEnd, TaskKey};
 use crate::session::state::SessionState;
 
 /// Everything the tasks of one run of a batch share.
@@ -464,6 +464,51 @@ fn refuse(shared: &Arc<Shared>, task: &BatchTask, why: &str) -> TaskTurn {
     }
 }
 
+/// What the batch console says of a task's gates: a line when it starts waiting for the
+/// person (and when more gates open), and one when it stops waiting.
+#[derive(Debug, Default)]
+struct WaitingForYou {
+    gates: BTreeMap<GateId, GateKind>,
+}
+
+impl WaitingForYou {
+    /// The console line an event calls for, if any (without the task's `[key]`).
+    fn on(&mut self, event: &Event) -> Option<String> {
+        match event {
+            Event::GateOpened { gate, kind, .. } => {
+                self.gates.insert(*gate, *kind);
+                let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+                for k in self.gates.values() {
+                    *kinds.entry(k.describe()).or_default() += 1;
+                }
+                let kinds: Vec<String> = kinds
+                    .into_iter()
+                    .map(|(what, n)| format!("{n} {what}"))
+                    .collect();
+                let n = self.gates.len();
+                Some(format!(
+                    "waiting for you: {n} gate{} ({})",
+                    if n == 1 { "" } else { "s" },
+                    kinds.join(", ")
+                ))
+            }
+            Event::GateResolved { gate, .. } | Event::GateWithdrawn { gate, .. } => {
+                self.gates.remove(gate)?;
+                if !self.gates.is_empty() {
+                    return None;
+                }
+                Some(match event {
+                    Event::GateWithdrawn { reason, .. } => {
+                        format!("no longer waiting for you: its gates were withdrawn ({reason})")
+                    }
+                    _ => "no longer waiting for you: its gates are answered".into(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Runs one session's engine to its end; the batch's stop reaches it, and so do commands
 /// from a window attached with `kforge open`.
 async fn drive(shared: &Arc<Shared>, task: &BatchTask, setup: EngineSetup) -> TaskTurn {
@@ -482,9 +527,78 @@ async fn drive(shared: &Arc<Shared>, task: &BatchTask, setup: EngineSetup) -> Ta
         engine.stop();
     }
     let control = follow_control(engine.clone(), &session);
-    let outcome: RunOutcome = engine.run().await;
+    // The console says when the task waits for the person at a gate, and when it stops.
+    let mut events = engine.subscribe();
+    let mut watch = WaitingForYou::default();
+    let mut say = |event: &Event| {
+        if let Some(line) = watch.on(event) {
+            shared.say(format!("[{}] {line}", task.key));
+        }
+    };
+    let run = engine.run();
+    tokio::pin!(run);
+    let outcome: RunOutcome = loop {
+        tokio::select! {
+            outcome = &mut run => break outcome,
+            Some(record) = events.recv() => say(&record.event),
+        }
+    };
+    // What the run's end withdrew, before the task's last line.
+    while let Ok(record) = events.try_recv() {
+        say(&record.event);
+    }
     engine.stop_actions();
     control.abort();
     shared.running.lock().expect("running").remove(&task.key);
     TaskTurn::Ran(outcome.end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Decision, GateId};
+
+    fn opened(gate: u32, kind: GateKind) -> Event {
+        Event::GateOpened {
+            gate: GateId(gate),
+            key: String::new(),
+            kind,
+            candidate: None,
+            call: None,
+            question: "?".into(),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn the_console_says_when_a_task_starts_and_stops_waiting_for_you() {
+        let mut w = WaitingForYou::default();
+        assert_eq!(
+            w.on(&opened(1, GateKind::LlmCall)).as_deref(),
+            Some("waiting for you: 1 gate (1 before an LLM call)")
+        );
+        assert_eq!(
+            w.on(&opened(2, GateKind::Evaluation)).as_deref(),
+            Some("waiting for you: 2 gates (1 before an LLM call, 1 before an evaluation)")
+        );
+        let resolved = |g| Event::GateResolved {
+            gate: GateId(g),
+            decision: Decision::Approve,
+        };
+        assert_eq!(w.on(&resolved(1)), None, "one still waits");
+        assert_eq!(w.on(&resolved(7)), None, "not one of its gates");
+        assert_eq!(
+            w.on(&resolved(2)).as_deref(),
+            Some("no longer waiting for you: its gates are answered")
+        );
+        w.on(&opened(3, GateKind::Stages));
+        assert_eq!(
+            w.on(&Event::GateWithdrawn {
+                gate: GateId(3),
+                reason: "the run stopped".into()
+            })
+            .as_deref(),
+            Some("no longer waiting for you: its gates were withdrawn (the run stopped)")
+        );
+    }
 }

@@ -19,6 +19,7 @@ use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome, write_session_files};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
+use crate::llm::manual;
 use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
@@ -36,7 +37,7 @@ impl Provider {
     /// The provider named (or the configured default): `manual`, or a client.
     pub fn resolve(config: &Config, name: Option<&str>, model: Option<&str>) -> Result<Provider> {
         match name {
-            Some("manual") => Ok(Provider::Manual),
+            Some(manual::PROVIDER) => Ok(Provider::Manual),
             provider => {
                 let resolved = crate::llm::resolve(config, provider, model)?;
                 Ok(Provider::Client(crate::llm::LlmClient::new(resolved)?))
@@ -48,7 +49,7 @@ impl Provider {
     pub fn label(&self) -> (String, String) {
         match self {
             Provider::Client(c) => (c.provider().name.clone(), c.provider().model.clone()),
-            Provider::Manual => ("manual".into(), "you".into()),
+            Provider::Manual => (manual::PROVIDER.into(), manual::MODEL.into()),
             Provider::Port(p) => p.label(),
         }
     }
@@ -70,7 +71,7 @@ pub fn resumed_llm(
     provider: &str,
     model: &str,
 ) -> Result<Arc<dyn LlmPort>> {
-    Ok(if provider == "manual" {
+    Ok(if provider == manual::PROVIDER {
         Arc::new(ManualLlm::new(session.clone()))
     } else {
         let resolved = crate::llm::resolve(config, Some(provider), Some(model))

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ports::{Answer, CallFailure, CallProgress, LlmCall, LlmPort};
 use crate::llm::command::CommandFailure;
+use crate::llm::manual;
 use crate::llm::{LlmClient, LlmError, StreamEvent};
 use crate::protocol::{CallId, TokenUsage};
 use crate::session::store::SessionDir;
@@ -127,7 +128,7 @@ impl ManualLlm {
 
 impl LlmPort for ManualLlm {
     fn label(&self) -> (String, String) {
-        ("manual".into(), "you".into())
+        (manual::PROVIDER.into(), manual::MODEL.into())
     }
 
     fn complete<'a>(
@@ -180,7 +181,7 @@ impl LlmPort for ManualLlm {
     }
 
     fn manual_answer_file(&self, call: CallId) -> Option<String> {
-        Some(format!("llm/{call}.answer.md"))
+        Some(manual::answer_file(call))
     }
 
     fn manual_answer(&self, call: CallId, text: String) -> Result<(), String> {

@@ -2,6 +2,18 @@
 //! marker line; whatever is written below the marker is the answer. The TUI (`A`) and
 //! `kforge ask --provider manual` both use this format.
 
+use crate::protocol::CallId;
+
+/// The provider's name, as sessions and their calls record it.
+pub const PROVIDER: &str = "manual";
+/// Its model: the person.
+pub const MODEL: &str = "you";
+
+/// Where the person may write the answer to `call` (the TUI's `A` sends it directly).
+pub fn answer_file(call: CallId) -> String {
+    format!("llm/{call}.answer.md")
+}
+
 /// The line that separates the prompt (dropped) from the answer.
 pub const ANSWER_MARKER: &str =
     "----- kforge: write the answer below this line; everything above it is dropped -----";

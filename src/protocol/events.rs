@@ -133,6 +133,17 @@ pub enum GateKind {
 }
 
 impl GateKind {
+    /// Where the run stopped, as the gate dialog and the batch console say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GateKind::LlmCall => "before an LLM call",
+            GateKind::Evaluation => "before an evaluation",
+            GateKind::AlgorithmOptimization => "before algorithm optimization",
+            GateKind::Stages => "before the tuning stages",
+            GateKind::FinalBest => "before declaring the final best",
+        }
+    }
+
     /// Whether a rewrite means something at such a gate: only a prompt before it is sent
     /// and a kernel before it is evaluated (`has_file`: the gate shows one) can be rewritten.
     pub fn takes_rewrite(self, has_file: bool) -> bool {

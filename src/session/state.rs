@@ -57,6 +57,11 @@ pub struct Candidate {
 }
 
 impl Call {
+    /// Whether the person answers this call (the `manual` provider), not a model.
+    pub fn answered_by_person(&self) -> bool {
+        self.provider == crate::llm::manual::PROVIDER
+    }
+
     /// Whether this finished call's cost is unknown: it has no price, and it was answered
     /// or cut off by a crash (the provider may have billed it). A call refused before any
     /// answer (an HTTP error, no tokens) cost nothing.

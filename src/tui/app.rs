@@ -71,7 +71,8 @@ pub enum EditPurpose {
     GateRewrite(crate::protocol::GateId),
     /// The answer of a call of the `manual` provider.
     ManualAnswer(CallId),
-    Filter,
+    /// The filter of a pane (the tree or the console).
+    Filter(Focus),
     /// A search in the detail pane (Code, Diff, LLM, ...).
     Search,
 }
@@ -231,6 +232,10 @@ impl App {
 
     pub fn search(&self) -> Option<&str> {
         self.detail.view.search()
+    }
+
+    pub fn tree_filter(&self) -> &str {
+        self.tree.filter()
     }
 
     pub fn console_filter(&self) -> &str {
@@ -415,6 +420,10 @@ impl App {
         if self.cx.state.log.len() > log_before {
             self.console.appended(&self.cx, log_before);
         }
+        // A filtered tree follows statuses and scores as they change.
+        if !self.tree.filter().is_empty() {
+            self.tree.invalidate();
+        }
         self.dirty = true;
     }
 
@@ -514,7 +523,7 @@ impl App {
                 purpose,
             }),
             AppEvent::Submit { purpose, text } => self.submit(purpose, text),
-            AppEvent::Filter(f) => self.console.set_filter(&self.cx, f),
+            AppEvent::Filter { pane, text } => self.set_filter(pane, text),
             AppEvent::Copy(text) => self.effects.push(Effect::Copy(text)),
             AppEvent::Quit(exit) => self.effects.push(Effect::Quit(exit)),
             AppEvent::AskQuit => {
@@ -548,11 +557,14 @@ impl App {
     }
 
     fn open(&mut self, mut overlay: Overlay) {
-        // The console filter's input sits over the console.
+        // A filter's input sits over the pane it filters.
         if let Overlay::Input(v) = &mut overlay
-            && v.purpose == EditPurpose::Filter
+            && let EditPurpose::Filter(pane) = v.purpose
         {
-            v.anchor = Some(self.console.area);
+            v.anchor = Some(match pane {
+                Focus::Tree => self.tree.area,
+                _ => self.console.area,
+            });
         }
         self.overlay = Some(overlay);
         self.cx.overlay_open = true;
@@ -585,7 +597,7 @@ impl App {
     fn submit(&mut self, purpose: EditPurpose, text: String) {
         let send = |command, done: String| AppEvent::Send { command, done };
         let event = match purpose {
-            EditPurpose::Filter => AppEvent::Filter(text),
+            EditPurpose::Filter(pane) => AppEvent::Filter { pane, text },
             EditPurpose::Search => {
                 self.detail.search(&text);
                 return;
@@ -646,7 +658,7 @@ impl App {
     /// The call of the `manual` provider waiting for the person's answer: the one shown
     /// in the LLM tab if it is one, else the newest.
     pub fn manual_call(&self) -> Option<&Call> {
-        let waiting = |c: &&Call| c.ok.is_none() && c.provider == "manual";
+        let waiting = |c: &&Call| c.ok.is_none() && c.answered_by_person();
         self.detail
             .shown_call(&self.cx)
             .filter(waiting)
@@ -697,8 +709,14 @@ impl App {
             }
             Action::EditEval | Action::EditInline => {
                 let Some(id) = self.acting_on() else { return };
-                let Some(code) = self.cx.code(id) else {
-                    self.flash = Some(format!("#{id}'s code is still loading: try again"));
+                let Some(code) = self
+                    .cx
+                    .state
+                    .candidates
+                    .get(&id)
+                    .and_then(|c| self.cx.docs.text_now(&c.file))
+                else {
+                    self.flash = Some(format!("#{id}'s code cannot be read"));
                     return;
                 };
                 let purpose = EditPurpose::Manual { parent: Some(id) };
@@ -830,11 +848,16 @@ impl App {
                 };
                 self.cx.focus = Focus::ORDER[j];
             }
-            // Outside the detail pane `/` filters the console.
+            // The tree, the console and the detail pane answer `/` themselves.
             Action::Filter => {
-                let input = self.console.filter_input();
-                self.open(input);
+                self.flash = Some(format!(
+                    "the timeline has no filter: {} filters the tree or the console, and searches the detail pane, where they have the focus ({} moves it)",
+                    self.cx.keymap.hint(Action::Filter),
+                    self.cx.keymap.hint(Action::FocusNext)
+                ));
             }
+            // The focused pane had no filter on to clear.
+            Action::ClearFilter => self.flash = Some(self.filters_state()),
             Action::Follow => {
                 let on = !self.cx.follow;
                 self.events.push(AppEvent::Follow(on));
@@ -887,6 +910,42 @@ impl App {
         }
     }
 
+    /// A pane's filter changed (typed, kept, or cleared).
+    fn set_filter(&mut self, pane: Focus, text: String) {
+        match pane {
+            Focus::Tree => {
+                self.tree.set_filter(text);
+                // The selection stays among the rows shown: else the first match.
+                let sel = self.cx.selected;
+                if !self.tree.rows(&self.cx).iter().any(|r| Some(r.id) == sel)
+                    && let Some(first) = self.tree.first_match(&self.cx)
+                {
+                    self.select(Some(first), false);
+                }
+            }
+            _ => self.console.set_filter(&self.cx, text),
+        }
+    }
+
+    /// Which filters are on, for the message line (`esc` where none is).
+    pub fn filters_state(&self) -> String {
+        let on: Vec<String> = [
+            ("tree", self.tree.filter()),
+            ("console", self.console.filter()),
+        ]
+        .into_iter()
+        .filter(|(_, f)| !f.is_empty())
+        .map(|(pane, f)| {
+            format!("the {pane}'s filter '{f}' stays on (esc in the {pane} clears it)")
+        })
+        .collect();
+        if on.is_empty() {
+            "no filter is on".into()
+        } else {
+            format!("nothing to clear here: {}", on.join("; "))
+        }
+    }
+
     /// `x`: cancels one call only, the one shown in the LLM tab, or the only one in flight.
     fn cancel_call(&mut self) {
         let in_flight: Vec<CallId> = self.cx.state.calls_in_flight().map(|c| c.id).collect();
@@ -926,8 +985,10 @@ impl App {
             self.flash = Some("no call of the manual provider is waiting".into());
             return;
         };
-        let Some(prompt) = self.cx.docs.text(&call.prompt_file) else {
-            self.flash = Some(format!("{} is still loading: try again", call.prompt_file));
+        // Read now if the worker has not brought it yet: the console named it, so it is
+        // there, and the person asked for it.
+        let Some(prompt) = self.cx.docs.text_now(&call.prompt_file) else {
+            self.flash = Some(format!("{} cannot be read", call.prompt_file));
             return;
         };
         self.effects.push(Effect::Edit {

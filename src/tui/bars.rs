@@ -11,6 +11,7 @@ use crate::protocol::EngineState;
 use crate::session::state::CandidateStatus;
 
 use super::component::{Ctx, Hint, Look};
+use super::glyphs::Glyph;
 use super::keymap::Action;
 use super::theme::Role;
 use super::widgets::{fmt_tokens, parts_line};
@@ -38,7 +39,14 @@ pub fn activity(cx: &Ctx) -> Vec<(String, Role)> {
     let mut items: Vec<(String, Role)> = Vec::new();
     for call in s.calls_in_flight() {
         let secs = (now - call.started).num_seconds().max(0);
-        let progress = if call.live_text.is_empty() && call.live_reasoning.is_empty() {
+        let progress = if call.answered_by_person() {
+            // The person is the model: the run waits for them, not for a provider.
+            format!(
+                "waiting for your answer ({} writes it, or write {})",
+                cx.keymap.hint(Action::AnswerCall),
+                crate::llm::manual::answer_file(call.id)
+            )
+        } else if call.live_text.is_empty() && call.live_reasoning.is_empty() {
             "waiting for the first token".to_string()
         } else {
             let chars = call.live_text.chars().count() + call.live_reasoning.chars().count();
@@ -110,7 +118,7 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
         EngineState::Starting => ("starting", Role::Pending),
         EngineState::Running => ("● running", Role::Running),
         EngineState::Paused => ("‖ paused", Role::Warn),
-        EngineState::Waiting => ("◆ waiting for you", Role::Warn),
+        EngineState::Waiting => ("⚑ waiting for you", Role::Warn),
         EngineState::Finished => ("✓ finished", Role::Ok),
         EngineState::Failed => ("✗ failed", Role::Fail),
         EngineState::Stopped => ("■ stopped", Role::Warn),
@@ -120,7 +128,10 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
     let waiting = s.waiting_gates().len();
     let (state_text, role) = if waiting > 0 && !s.state.is_over() && s.state != EngineState::Paused
     {
-        (format!("◆ {waiting} waiting for you"), Role::Warn)
+        (
+            format!("{} {waiting} waiting for you", Glyph::Waiting.text()),
+            Role::Warn,
+        )
     } else {
         (state_text.to_string(), role)
     };

@@ -91,8 +91,11 @@ pub enum AppEvent {
         purpose: EditPurpose,
         text: String,
     },
-    /// The console filter as typed so far (it filters live).
-    Filter(String),
+    /// A pane's filter (the tree's or the console's) as typed so far (it filters live).
+    Filter {
+        pane: Focus,
+        text: String,
+    },
     Copy(String),
     Quit(TuiExit),
     /// Quit if nothing runs, else ask first.

@@ -139,6 +139,25 @@ impl Docs {
         self.get(rel, |l| l.text.clone())
     }
 
+    /// A session file's text for an action the person asked for (`A`, `e`): from the cache,
+    /// else read now on this thread (one small file, once), so the action never fails
+    /// because the worker has not brought it yet. `None`: it cannot be read.
+    pub fn text_now(&self, rel: &str) -> Option<Arc<str>> {
+        if let Some(text) = self
+            .cache
+            .borrow()
+            .files
+            .get(rel)
+            .and_then(|l| l.text.clone())
+        {
+            return Some(text);
+        }
+        let l = load(&self.root, rel);
+        let text = l.text.clone();
+        self.insert(l);
+        text
+    }
+
     /// An evaluation result file, parsed.
     pub fn eval(&self, rel: &str) -> Option<Arc<EvalResult>> {
         self.get(rel, |l| l.eval.clone())

@@ -83,7 +83,7 @@ actions! {
     TabLlm, "tab_llm", Global, ["4"], "LLM tab";
     TabEval, "tab_eval", Global, ["5"], "Eval tab";
     TabAnalysis, "tab_analysis", Global, ["6"], "Analysis tab";
-    Filter, "filter", Global, ["/"], "search the focused detail pane, else filter the console";
+    Filter, "filter", Global, ["/"], "filter / search the focused pane (tree, console, detail)";
     Follow, "follow", Global, ["f"], "follow new candidates and the log tail";
     Mark, "mark", Global, ["m"], "mark the candidate for diff / compare (again: unmark)";
     DiffLayout, "diff_layout", Global, ["s"], "diff: unified / side by side";
@@ -116,7 +116,7 @@ actions! {
     PointNext, "point_next", Chart, ["l", "right"], "next point";
     ScrollLeft, "scroll_left", Detail, ["h", "left"], "scroll left";
     ScrollRight, "scroll_right", Detail, ["l", "right"], "scroll right";
-    ClearFilter, "clear_filter", Console, ["esc"], "clear the filter";
+    ClearFilter, "clear_filter", Global, ["esc"], "clear the focused pane's filter (else: say which are on)";
     ClearSearch, "clear_search", Detail, ["esc"], "clear the search (n/N go back to hunks)";
     Approve, "approve", Gate, ["y"], "approve";
     Reject, "reject", Gate, ["n"], "reject (skip the step / drop the candidate; asks first)";

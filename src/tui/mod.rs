@@ -13,6 +13,7 @@
 //! - `runtime`: the loop (terminal, input thread, draw throttling, `$EDITOR`, OSC 52);
 //! - `attach`: following a session that another process writes;
 //! - `batch`: the batch view (`kforge open BATCH`), its own small app on the same parts;
+//! - `glyphs`: the glyph vocabulary (one meaning each, wherever drawn);
 //! - `theme`, `keymap`, `config`, `diff`, `editor`, `widgets`: the parts;
 //! - `testing`: a harness driving the real loop on a `TestBackend`, and big-session
 //!   generation for the benchmark.
@@ -27,6 +28,7 @@ pub mod detail;
 pub mod diff;
 pub mod docs;
 pub mod editor;
+pub mod glyphs;
 pub mod highlight;
 pub mod keymap;
 pub mod overlays;

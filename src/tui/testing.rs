@@ -111,6 +111,9 @@ pub struct HarnessOptions {
     pub theme: String,
     pub no_color: bool,
     pub config: TuiConfig,
+    /// Files are read on a worker whose reads never arrive: what the app sees in the
+    /// moment before the worker answers (`loading …`).
+    pub docs_never_arrive: bool,
 }
 
 impl Default for HarnessOptions {
@@ -123,6 +126,7 @@ impl Default for HarnessOptions {
             theme: "dark".into(),
             no_color: false,
             config: TuiConfig::default(),
+            docs_never_arrive: false,
         }
     }
 }
@@ -254,7 +258,11 @@ pub fn app_for(
         theme,
         keymap,
         Highlighter::sync(options.config.highlight_max_lines),
-        Docs::sync(&session_path),
+        if options.docs_never_arrive {
+            Docs::threaded(&session_path, |_| {})
+        } else {
+            Docs::sync(&session_path)
+        },
     ))
 }
 

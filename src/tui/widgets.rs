@@ -15,6 +15,7 @@ use crate::session::state::{Candidate, CandidateStatus, indistinguishable};
 use super::app::Focus;
 use super::component::{Ctx, Look};
 use super::diff::{RowKind, Segments};
+use super::glyphs::Glyph;
 use super::theme::Role;
 
 /// A pane's frame, its border and title brighter while it has the keyboard.
@@ -102,12 +103,12 @@ pub fn fmt_tokens(n: u64) -> String {
 /// Glyph and its theme role for a candidate.
 pub fn glyph(cx: &Ctx, c: &Candidate) -> (&'static str, Role) {
     match c.status {
-        CandidateStatus::Pending => ("○", Role::Pending),
-        CandidateStatus::Evaluating => ("◐", Role::Running),
-        CandidateStatus::Correct if cx.state.best == Some(c.id) => ("★", Role::Best),
-        CandidateStatus::Correct => ("✓", Role::Ok),
-        CandidateStatus::Failed => ("✗", Role::Fail),
-        CandidateStatus::Dropped => ("⊘", Role::Dropped),
+        CandidateStatus::Pending => (Glyph::Pending.text(), Role::Pending),
+        CandidateStatus::Evaluating => (Glyph::Evaluating.text(), Role::Running),
+        CandidateStatus::Correct if cx.state.best == Some(c.id) => (Glyph::Best.text(), Role::Best),
+        CandidateStatus::Correct => (Glyph::Correct.text(), Role::Ok),
+        CandidateStatus::Failed => (Glyph::Failed.text(), Role::Fail),
+        CandidateStatus::Dropped => (Glyph::Dropped.text(), Role::Dropped),
     }
 }
 
@@ -177,6 +178,34 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+/// Cuts a styled line into rows of at most `width` characters, keeping each piece's
+/// style; rows after the first start with `indent` spaces (under a line-number gutter, a
+/// diff's sign). Nothing is dropped.
+pub fn wrap_line(line: Line<'static>, width: usize, indent: usize) -> Vec<Line<'static>> {
+    let width = width.max(indent + 8);
+    let mut rows = Vec::new();
+    let mut row: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for span in line.spans {
+        let mut rest: &str = span.content.as_ref();
+        while !rest.is_empty() {
+            if used == width {
+                rows.push(Line::from(std::mem::take(&mut row)).style(line.style));
+                row.push(Span::raw(" ".repeat(indent)));
+                used = indent;
+            }
+            let room = width - used;
+            let cut = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
+            let (head, tail) = rest.split_at(cut);
+            used += head.chars().count();
+            row.push(Span::styled(head.to_string(), span.style));
+            rest = tail;
+        }
+    }
+    rows.push(Line::from(row).style(line.style));
+    rows
 }
 
 pub fn section(cx: &Ctx, title: &str) -> Line<'static> {
@@ -402,6 +431,18 @@ mod tests {
         assert_eq!(out.spans[1].style.fg, Some(Color::Red));
         let none = mark_matches(Line::from("abc"), "zz", hit);
         assert_eq!(none.spans.len(), 1);
+    }
+
+    #[test]
+    fn wrap_line_keeps_styles_and_indents_what_follows() {
+        let red = Style::default().fg(Color::Red);
+        let line = Line::from(vec![Span::raw("12 "), Span::styled("abcdefghijkl", red)]);
+        let rows = wrap_line(line, 12, 3);
+        let text: Vec<String> = rows.iter().map(plain).collect();
+        assert_eq!(text, ["12 abcdefghi", "   jkl"]);
+        assert_eq!(rows[1].spans[1].style.fg, Some(Color::Red));
+        // A line that fits stays one row.
+        assert_eq!(wrap_line(Line::from("short"), 10, 3).len(), 1);
     }
 
     #[test]

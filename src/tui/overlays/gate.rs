@@ -20,7 +20,9 @@ use crate::tui::editor::TextBuf;
 use crate::tui::highlight::hash_text;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
-use crate::tui::widgets::{centered, code_lines, dialog, diff_sign, outcome, seg_spans, wrap};
+use crate::tui::widgets::{
+    centered, code_lines, dialog, diff_sign, outcome, seg_spans, wrap, wrap_line,
+};
 
 #[derive(Debug, Clone)]
 pub struct GateView {
@@ -29,16 +31,6 @@ pub struct GateView {
     /// An evaluation gate shows the kernel's diff against its parent instead of the kernel.
     diff: bool,
     diff_cache: Option<((u64, u64), Arc<Diff>)>,
-}
-
-fn kind_text(kind: GateKind) -> &'static str {
-    match kind {
-        GateKind::LlmCall => "before an LLM call",
-        GateKind::Evaluation => "before an evaluation",
-        GateKind::AlgorithmOptimization => "before algorithm optimization",
-        GateKind::Stages => "before the tuning stages",
-        GateKind::FinalBest => "before declaring the final best",
-    }
 }
 
 impl GateView {
@@ -69,8 +61,8 @@ impl GateView {
         let Some(file) = gate.file.as_deref() else {
             return;
         };
-        let Some(text) = cx.docs.text(file) else {
-            out.flash(format!("{file} is still loading: try again in a moment"));
+        let Some(text) = cx.docs.text_now(file) else {
+            out.flash(format!("{file} cannot be read"));
             return;
         };
         let text = text.to_string();
@@ -97,9 +89,20 @@ impl GateView {
         }
     }
 
-    fn preview(&mut self, gate: &Gate, cx: &Ctx) -> Vec<Line<'static>> {
+    /// What approving sends or evaluates, wrapped to `width` (nothing is cut).
+    fn preview(&mut self, gate: &Gate, cx: &Ctx, width: usize) -> Vec<Line<'static>> {
+        let (lines, indent) = self.preview_lines(gate, cx);
+        lines
+            .into_iter()
+            .flat_map(|l| wrap_line(l, width, indent))
+            .collect()
+    }
+
+    /// The preview's lines, and how far their continuation rows are indented (under the
+    /// line numbers, or a diff's sign).
+    fn preview_lines(&mut self, gate: &Gate, cx: &Ctx) -> (Vec<Line<'static>>, usize) {
         let Some(file) = Self::shown_file(gate, cx) else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
         let parent = gate
             .candidate
@@ -111,10 +114,13 @@ impl GateView {
             } else {
                 "not there"
             };
-            return vec![Line::styled(
-                format!("── {file} ({what}) ──"),
-                cx.theme.get(Role::Muted),
-            )];
+            return (
+                vec![Line::styled(
+                    format!("── {file} ({what}) ──"),
+                    cx.theme.get(Role::Muted),
+                )],
+                0,
+            );
         };
         if let Some(parent) = parent.filter(|_| gate.kind == GateKind::Evaluation && self.diff) {
             let old = cx.code(parent).unwrap_or_else(|| Arc::from(""));
@@ -152,7 +158,7 @@ impl GateView {
                 spans.extend(seg_spans(cx, &r.text, r.kind, 0));
                 Line::from(spans)
             }));
-            return lines;
+            return (lines, 1);
         }
         let what = match gate.kind {
             GateKind::LlmCall => "what is sent",
@@ -190,7 +196,7 @@ impl GateView {
             spans.extend(l.spans.iter().cloned());
             Line::from(spans)
         }));
-        lines
+        (lines, digits + 1)
     }
 }
 
@@ -284,30 +290,37 @@ impl Component for GateView {
         let block = dialog(
             cx,
             format!(
-                " Waiting for you — gate {} ({at} of {} waiting, oldest first): {} ",
+                " Waiting for you — gate {} ({at} of {} waiting, oldest first) ",
                 gate.id,
                 waiting.len(),
-                kind_text(gate.kind)
             ),
         );
         let inner = block.inner(r);
         frame.render_widget(block, r);
         let w = inner.width as usize;
+        // Every line the person reads wraps: the question, the gate's kind and candidate,
+        // what it sends, the buttons.
         let mut head: Vec<Line> = wrap(&gate.question, w)
             .into_iter()
             .map(|l| Line::styled(l, cx.theme.get(Role::Title)))
             .collect();
-        if let Some(c) = gate.candidate.and_then(|c| cx.state.candidates.get(&c)) {
-            head.push(Line::styled(
+        let candidate = gate
+            .candidate
+            .and_then(|c| cx.state.candidates.get(&c))
+            .map(|c| {
                 format!(
-                    "candidate #{} {} — {}",
+                    ", candidate #{} {} — {}",
                     c.id,
                     c.kind.label(),
                     outcome(cx, c)
-                ),
-                cx.theme.get(Role::Muted),
-            ));
-        }
+                )
+            })
+            .unwrap_or_default();
+        head.extend(
+            wrap(&format!("{}{candidate}", gate.kind.describe()), w)
+                .into_iter()
+                .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
+        );
         let button = |a: Action, label: &'static str, role: Role| {
             [
                 Span::styled(
@@ -330,16 +343,30 @@ impl Component for GateView {
             "close (it keeps waiting)",
             Role::Muted,
         ));
-        let foot = Line::from(buttons.concat());
+        // The buttons on as many rows as they need, never cut between a key and its label.
+        let mut foot: Vec<Vec<Span>> = vec![Vec::new()];
+        let mut used = 0;
+        for b in buttons {
+            let len: usize = b.iter().map(|s| s.content.chars().count()).sum();
+            if used > 0 && used + len > w {
+                foot.push(Vec::new());
+                used = 0;
+            }
+            used += len;
+            foot.last_mut().expect("a row").extend(b);
+        }
+        let foot: Vec<Line> = foot.into_iter().map(Line::from).collect();
         let gate = gate.clone();
-        let preview = self.preview(&gate, cx);
-        let body_h = (inner.height as usize).saturating_sub(head.len() + 2);
+        let preview = self.preview(&gate, cx, w);
+        let body_h = (inner.height as usize).saturating_sub(head.len() + foot.len() + 1);
         self.scroll = self.scroll.min(preview.len().saturating_sub(body_h));
         let mut lines = head;
         lines.extend(preview.into_iter().skip(self.scroll).take(body_h));
         let used = lines.len();
-        lines.extend((used..(inner.height as usize).saturating_sub(1)).map(|_| Line::from("")));
-        lines.push(foot);
+        lines.extend(
+            (used..(inner.height as usize).saturating_sub(foot.len())).map(|_| Line::from("")),
+        );
+        lines.extend(foot);
         frame.render_widget(Paragraph::new(lines), inner);
     }
 }

@@ -9,6 +9,7 @@ use ratatui::widgets::{Clear, Paragraph};
 
 use super::scrolled;
 use crate::tui::component::{AppEvent, AppEvents, Component, Handled, Hint, Look};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{centered, dialog};
@@ -75,6 +76,16 @@ impl<C: Look> Component<C> for HelpView {
                 lines.push(Line::from(vec![
                     Span::styled(format!("  {keys:<18}"), theme.get(Role::StatusKey)),
                     Span::styled(desc, theme.get(Role::Text)),
+                ]));
+            }
+        }
+        if self.only.is_none() {
+            // The session view's glyphs, from the one vocabulary the panes draw.
+            lines.push(Line::styled("Glyphs", theme.get(Role::Accent)));
+            for g in Glyph::ALL {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {:<18}", g.text()), theme.get(Role::StatusKey)),
+                    Span::styled(g.meaning(), theme.get(Role::Text)),
                 ]));
             }
         }

@@ -1,4 +1,4 @@
-//! Inline input: an instruction, the console filter, a search, or a whole prompt or kernel
+//! Inline input: an instruction, a pane's filter, a search, or a whole prompt or kernel
 //! (multi-line, line numbers, a kernel syntax highlighted). The view follows the cursor
 //! without pinning it to an edge.
 
@@ -10,7 +10,7 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use crate::tui::app::EditPurpose;
+use crate::tui::app::{EditPurpose, Focus};
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::editor::TextBuf;
 use crate::tui::keymap::Action;
@@ -28,7 +28,7 @@ pub struct InputView {
     /// The last highlighted version: lines still equal to theirs keep their colours while
     /// the new version is highlighted off the UI thread.
     last_highlight: Option<Arc<Vec<Line<'static>>>>,
-    /// Where the console is (the filter's input sits over its last lines).
+    /// Where the filtered pane is (a filter's input sits over its last lines).
     pub anchor: Option<Rect>,
 }
 
@@ -43,6 +43,17 @@ impl InputView {
             last_highlight: None,
             anchor: None,
         }
+    }
+
+    /// The filter of a pane (the tree, the console), drawn over its last lines, holding
+    /// the filter as it is.
+    pub fn filter(pane: Focus, title: &str, current: &str) -> InputView {
+        InputView::new(
+            title.into(),
+            EditPurpose::Filter(pane),
+            TextBuf::new(current),
+            false,
+        )
     }
 
     /// A kernel: highlighted as Python.
@@ -98,8 +109,11 @@ impl Component for InputView {
     fn on_key(&mut self, key: &KeyEvent, _cx: &Ctx, out: &mut AppEvents) -> Handled {
         let submit = match key.code {
             KeyCode::Esc => {
-                if self.purpose == EditPurpose::Filter {
-                    out.push(AppEvent::Filter(String::new()));
+                if let EditPurpose::Filter(pane) = self.purpose {
+                    out.push(AppEvent::Filter {
+                        pane,
+                        text: String::new(),
+                    });
                 }
                 out.push(AppEvent::Close);
                 return Handled::Consumed;
@@ -118,8 +132,11 @@ impl Component for InputView {
             return Handled::Consumed;
         }
         self.text.key(*key, self.multiline);
-        if self.purpose == EditPurpose::Filter {
-            out.push(AppEvent::Filter(self.text.text()));
+        if let EditPurpose::Filter(pane) = self.purpose {
+            out.push(AppEvent::Filter {
+                pane,
+                text: self.text.text(),
+            });
         }
         Handled::Consumed
     }

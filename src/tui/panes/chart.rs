@@ -13,6 +13,7 @@ use crate::session::state::CandidateStatus;
 
 use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, pane_block, score_marker};
@@ -110,6 +111,7 @@ impl Component for ChartPane {
         let mut scores = Vec::new();
         let mut fails = Vec::new();
         let mut best = Vec::new();
+        let mut marked = Vec::new();
         let mut selected = Vec::new();
         // The selected point's 95% interval, drawn as a vertical bar through it.
         let mut error_bar = Vec::new();
@@ -138,10 +140,22 @@ impl Component for ChartPane {
                 }
                 _ => 0.0,
             };
+            if cx.marked == Some(*id) {
+                marked.push((x, y));
+            }
             if cx.selected == Some(*id) {
                 selected.push((x, y));
             }
         }
+        // The selection keeps the point's own glyph where it has one (the best's `★`,
+        // highlighted), else `●`.
+        // The selected best stays `★` (highlighted below); any other selection is `●`.
+        let (selected_glyph, selected_role) = match cx.selected_candidate() {
+            Some(c) if cx.state.best == Some(c.id) && c.is_correct() => {
+                (Glyph::Best, Role::ChartBest)
+            }
+            _ => (Glyph::Selected, Role::ChartSelected),
+        };
         let xmax = (n as f64 + 1.0).max(2.0);
         let baseline = vec![(0.0, 1.0), (xmax, 1.0)];
         let best_text = cx
@@ -164,7 +178,13 @@ impl Component for ChartPane {
             .filter(|c| c.is_correct() && c.score_interval().is_some())
             .and_then(|c| {
                 let s = c.speedup()?;
-                Some(format!("  ◆ #{} {}{}", c.id, s.text(), score_marker(cx, c)))
+                Some(format!(
+                    "  {} #{} {}{}",
+                    Glyph::Selected.text(),
+                    c.id,
+                    s.text(),
+                    score_marker(cx, c)
+                ))
             })
             .unwrap_or_default();
         let title = format!(" Speedup per candidate{best_text}{selected_text} ");
@@ -175,6 +195,9 @@ impl Component for ChartPane {
                 .graph_type(kind)
                 .style(cx.theme.get(role))
                 .data(data)
+        };
+        let point = |g: Glyph, role: Role, data| {
+            series(Marker::Custom(g.ch()), GraphType::Scatter, role, data)
         };
         let datasets = vec![
             series(
@@ -190,24 +213,12 @@ impl Component for ChartPane {
                 Role::ChartSelected,
                 &error_bar,
             ),
-            series(
-                Marker::Custom('✗'),
-                GraphType::Scatter,
-                Role::ChartFail,
-                &fails,
-            ),
-            series(
-                Marker::Custom('★'),
-                GraphType::Scatter,
-                Role::ChartBest,
-                &best,
-            ),
-            series(
-                Marker::Custom('◆'),
-                GraphType::Scatter,
-                Role::ChartSelected,
-                &selected,
-            ),
+            point(Glyph::Failed, Role::ChartFail, &fails),
+            // The best's `★` over the mark: the best is never hidden.
+            point(Glyph::Marked, Role::Marked, &marked),
+            point(Glyph::Best, Role::ChartBest, &best),
+            // Drawn last.
+            point(selected_glyph, selected_role, &selected),
         ];
         let axis = cx.theme.get(Role::ChartAxis);
         let chart = Chart::new(datasets)
@@ -224,6 +235,23 @@ impl Component for ChartPane {
                 Line::from(format!("{max:.1}x")),
             ]));
         frame.render_widget(chart, area);
+        // The chart colours a point's glyph only: the selection is highlighted as the
+        // tree's selected row is, on the cell of its glyph (one glyph is only ever one
+        // point: the best's `★`, the selection's `●`).
+        if !selected.is_empty() {
+            let highlight = cx.theme.get(Role::Selection);
+            let plot = area.inner(ratatui::layout::Margin::new(1, 1));
+            let buf = frame.buffer_mut();
+            for y in plot.top()..plot.bottom() {
+                for x in plot.left()..plot.right() {
+                    let cell = &mut buf[(x, y)];
+                    if cell.symbol() == selected_glyph.text() {
+                        let style = cell.style().patch(highlight);
+                        cell.set_style(style);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -9,9 +9,8 @@ use ratatui::widgets::Paragraph;
 
 use crate::protocol::LogLevel;
 
-use crate::tui::app::{EditPurpose, Focus};
+use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
-use crate::tui::editor::TextBuf;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::overlays::{InputView, Overlay};
 use crate::tui::theme::Role;
@@ -98,11 +97,10 @@ impl ConsolePane {
 
     /// The filter's input, drawn over the console's last lines.
     pub fn filter_input(&self) -> Overlay {
-        Overlay::Input(InputView::new(
-            "filter the console (enter keeps, esc clears)".into(),
-            EditPurpose::Filter,
-            TextBuf::new(&self.filter),
-            false,
+        Overlay::Input(InputView::filter(
+            Focus::Console,
+            "filter the console (enter keeps, esc clears)",
+            &self.filter,
         ))
     }
 }
@@ -128,7 +126,15 @@ impl Component for ConsolePane {
             Action::Top => self.offset = self.max_offset(),
             Action::Bottom => self.offset = 0,
             Action::Filter => out.push(AppEvent::Open(self.filter_input())),
-            Action::ClearFilter => self.set_filter(cx, String::new()),
+            // Nothing to clear here: the app says which filters are on.
+            Action::ClearFilter if self.filter.is_empty() => return Handled::Ignored,
+            Action::ClearFilter => {
+                self.set_filter(cx, String::new());
+                out.flash(format!(
+                    "console filter cleared: all {} lines shown",
+                    cx.state.log.len()
+                ));
+            }
             _ => return Handled::Ignored,
         }
         Handled::Consumed

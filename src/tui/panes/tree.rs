@@ -10,11 +10,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::protocol::{CallKind, CandidateId};
-use crate::session::state::CandidateStatus;
+use crate::session::state::{Candidate, CandidateStatus};
 
 use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
+use crate::tui::overlays::{InputView, Overlay};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, outcome, pane_block, truncate};
 
@@ -30,6 +32,9 @@ pub struct TreeRow {
 #[derive(Debug, Default)]
 pub struct TreePane {
     collapsed: HashSet<CandidateId>,
+    /// Shows only the candidates whose row text matches (label, kind, status, outcome),
+    /// each with its ancestors; folds are ignored while it is on.
+    filter: String,
     /// The flattened rows, rebuilt when the tree or a fold changes.
     rows: Option<Vec<TreeRow>>,
     /// First row shown.
@@ -44,12 +49,41 @@ impl TreePane {
         self.rows = None;
     }
 
-    /// The visible rows (cached until the tree or a fold changes).
+    /// The visible rows (cached until the tree, a fold or the filter changes).
     pub fn rows(&mut self, cx: &Ctx) -> &[TreeRow] {
         if self.rows.is_none() {
-            self.rows = Some(build_rows(cx, &self.collapsed));
+            self.rows = Some(build_rows(cx, &self.collapsed, &self.filter));
         }
         self.rows.as_deref().unwrap_or(&[])
+    }
+
+    pub fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    /// The first row the filter matches (not an ancestor shown for context).
+    pub fn first_match(&mut self, cx: &Ctx) -> Option<CandidateId> {
+        let needle = self.filter.trim().to_lowercase();
+        self.rows(cx)
+            .iter()
+            .map(|r| r.id)
+            .find(|id| row_text(cx, &cx.state.candidates[id]).contains(&needle))
+    }
+
+    pub fn set_filter(&mut self, filter: String) {
+        if filter != self.filter {
+            self.filter = filter;
+            self.rows = None;
+        }
+    }
+
+    /// The filter's input, drawn over the tree's last lines.
+    pub fn filter_input(&self) -> Overlay {
+        Overlay::Input(InputView::filter(
+            Focus::Tree,
+            "filter the candidates: #id, kind, status (enter keeps, esc clears)",
+            &self.filter,
+        ))
     }
 
     /// Makes a candidate visible: unfolds its ancestors.
@@ -86,21 +120,74 @@ impl TreePane {
     }
 }
 
-fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>) -> Vec<TreeRow> {
+/// What the tree's filter looks through: `#9 stage 3 memory_and_tuning correct best
+/// 1.83x`.
+fn row_text(cx: &Ctx, c: &Candidate) -> String {
+    let status = match c.status {
+        CandidateStatus::Pending => "pending",
+        CandidateStatus::Evaluating => "evaluating",
+        CandidateStatus::Correct => "correct",
+        CandidateStatus::Failed => "failed",
+        CandidateStatus::Dropped => "dropped",
+    };
+    let best = if cx.state.best == Some(c.id) {
+        " best"
+    } else {
+        ""
+    };
+    let fin = if cx.state.is_final(c.id) {
+        " final"
+    } else {
+        ""
+    };
+    format!(
+        "#{} {} {status}{best}{fin} {}",
+        c.id,
+        c.kind.label(),
+        outcome(cx, c)
+    )
+    .to_lowercase()
+}
+
+fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>, filter: &str) -> Vec<TreeRow> {
     let mut children: HashMap<Option<CandidateId>, Vec<CandidateId>> = HashMap::new();
     for c in cx.state.candidates.values() {
         // A parent that does not exist makes a root.
         let parent = c.parent.filter(|p| cx.state.candidates.contains_key(p));
         children.entry(parent).or_default().push(c.id);
     }
+    // With a filter: the matching candidates and their ancestors, unfolded.
+    let needle = filter.trim().to_lowercase();
+    let shown: Option<HashSet<CandidateId>> = (!needle.is_empty()).then(|| {
+        let mut keep = HashSet::new();
+        for c in cx.state.candidates.values() {
+            if row_text(cx, c).contains(&needle) {
+                let mut cur = Some(c.id);
+                while let Some(id) = cur {
+                    if !keep.insert(id) {
+                        break;
+                    }
+                    cur = cx.state.candidates.get(&id).and_then(|c| c.parent);
+                }
+            }
+        }
+        keep
+    });
+    let visible = |id: &CandidateId| shown.as_ref().is_none_or(|k| k.contains(id));
     let mut rows = Vec::with_capacity(cx.state.candidates.len());
     let mut stack: Vec<(CandidateId, usize)> = children
         .get(&None)
-        .map(|v| v.iter().rev().map(|id| (*id, 0)).collect())
+        .map(|v| {
+            v.iter()
+                .rev()
+                .filter(|id| visible(id))
+                .map(|id| (*id, 0))
+                .collect()
+        })
         .unwrap_or_default();
     while let Some((id, depth)) = stack.pop() {
         let kids = children.get(&Some(id));
-        let folded = collapsed.contains(&id);
+        let folded = shown.is_none() && collapsed.contains(&id);
         rows.push(TreeRow {
             id,
             depth,
@@ -108,7 +195,12 @@ fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>) -> Vec<TreeRow> {
             collapsed: folded,
         });
         if !folded && let Some(k) = kids {
-            stack.extend(k.iter().rev().map(|c| (*c, depth + 1)));
+            stack.extend(
+                k.iter()
+                    .rev()
+                    .filter(|c| visible(c))
+                    .map(|c| (*c, depth + 1)),
+            );
         }
     }
     rows
@@ -124,6 +216,7 @@ impl Component for TreePane {
             Hint::new(Action::Down, "move"),
             Hint::new(Action::Toggle, "fold"),
             Hint::new(Action::Mark, "mark"),
+            Hint::new(Action::Filter, "filter"),
         ]);
     }
 
@@ -168,6 +261,19 @@ impl Component for TreePane {
                     self.rows = None;
                 }
             }
+            Action::Filter => out.push(AppEvent::Open(self.filter_input())),
+            // Nothing to clear here: the app says which filters are on.
+            Action::ClearFilter if self.filter.is_empty() => return Handled::Ignored,
+            Action::ClearFilter => {
+                out.push(AppEvent::Filter {
+                    pane: Focus::Tree,
+                    text: String::new(),
+                });
+                out.flash(format!(
+                    "tree filter cleared: all {} candidates shown",
+                    cx.state.candidates.len()
+                ));
+            }
             _ => return Handled::Ignored,
         }
         Handled::Consumed
@@ -198,7 +304,20 @@ impl Component for TreePane {
     fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
         self.area = area;
         let total = cx.state.candidates.len();
-        let title = format!(" Candidates {total}{} ", if cx.follow { " ⇣" } else { "" });
+        // Filtered: `Candidates 3/9 /stage` (the matches, not their ancestors).
+        let shown = if self.filter.trim().is_empty() {
+            total.to_string()
+        } else {
+            let needle = self.filter.trim().to_lowercase();
+            let n = cx
+                .state
+                .candidates
+                .values()
+                .filter(|c| row_text(cx, c).contains(&needle))
+                .count();
+            format!("{n}/{total} /{}", self.filter)
+        };
+        let title = format!(" Candidates {shown}{} ", if cx.follow { " ⇣" } else { "" });
         let block = pane_block(cx, title, Focus::Tree);
         let inner = block.inner(area);
         frame.render_widget(block, area);
@@ -231,12 +350,17 @@ impl Component for TreePane {
                 "▾ "
             };
             let (g, role) = glyph(cx, c);
-            let mark = match (cx.marked == Some(c.id), cx.state.is_final(c.id)) {
-                (true, true) => " final◆",
-                (false, true) => " final",
-                (true, false) => "◆",
-                (false, false) => "",
+            let marked = if cx.marked == Some(c.id) {
+                Glyph::Marked.text()
+            } else {
+                ""
             };
+            let fin = if cx.state.is_final(c.id) {
+                " final"
+            } else {
+                ""
+            };
+            let mark = format!("{fin}{marked}");
             let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
             let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
