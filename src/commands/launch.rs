@@ -245,8 +245,13 @@ impl Stored {
         }
         let eval: EvalConfig = serde_json::from_value(description["eval"].clone())
             .context("session.json has no valid eval settings")?;
-        let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
+        let mut pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
             .context("session.json has no valid pipeline settings")?;
+        // The run goes on in the latest mode of the log (a switch made mid-run holds), not
+        // the one it was started with; `kforge resume --mode` puts another over it.
+        if prior.info.is_some() {
+            pipeline.mode = prior.mode;
+        }
         // Sessions from before device sets name one `device`.
         let devices: DeviceSet = match description.get("devices") {
             Some(list) if !list.is_null() => {
