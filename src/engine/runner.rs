@@ -375,7 +375,7 @@ impl Inner {
     }
 
     /// Approves the waiting gates that are no longer asked, saying why on the console.
-    fn release_gates(&self, why: &str) {
+    pub(super) fn release_gates(&self, why: &str) {
         for (gate, _) in self.control.gates_not_asked() {
             self.log(
                 LogLevel::Info,

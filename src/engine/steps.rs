@@ -802,6 +802,11 @@ impl Inner {
             format!("waiting for you: {question}"),
         );
         self.sync();
+        // A mode switch or a standing approval recorded between the check above and the
+        // gate's registration: it answers this gate too.
+        if !self.control.asks(kind) {
+            self.release_gates("a mode switch or a standing approval came as it opened");
+        }
         if about_best && let Some(base) = candidate {
             self.control.gate_about_best(gate, base);
             // The best may have moved since the step chose it.
