@@ -527,6 +527,10 @@ fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
     assert!(s.contains("approve all evaluations this session"), "{s}");
     assert!(s.contains("review mode -> auto"), "{s}");
     insta::assert_snapshot!("gate_approve_always_120x40", snapshot(&h));
+    // The main view offers the switch while gates wait (once the message line clears).
+    h.keys(&["esc", "j"]);
+    assert!(h.screen().contains("M switch mode"), "{}", h.screen());
+    h.key("a");
     h.key("Y");
     assert_eq!(
         h.host.commands,

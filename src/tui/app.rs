@@ -1050,7 +1050,14 @@ impl App {
                 Hint::new(Action::PauseResume, "pause"),
             ]);
             if cx.state.open_gate().is_some() {
-                v.insert(0, Hint::new(Action::OpenGate, "answer the waiting gate"));
+                // Many gates to answer: a switch of mode (or `Y` in the dialog) asks fewer.
+                v.splice(
+                    0..0,
+                    [
+                        Hint::new(Action::OpenGate, "answer the waiting gate"),
+                        Hint::new(Action::SwitchMode, "switch mode"),
+                    ],
+                );
             }
         }
         v.push(Hint::new(Action::Copy, "copy"));
