@@ -299,6 +299,11 @@ pub fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
 
 pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     if crate::batch::manifest::Manifest::is_batch(&args.session) {
+        if args.mode.is_some() {
+            bail!(
+                "--mode is for one session: a batch's tasks go on in their own latest modes (resume a task's session with --mode to change one)"
+            );
+        }
         return crate::commands::batch::resume_dir(&args.session, &args.budgets, config_file).await;
     }
     let config = Config::load(config_file)?;
