@@ -516,6 +516,62 @@ fn gate_dialog_approves() {
     assert!(!h.screen().contains("Waiting for you"));
 }
 
+/// Issue 23, item 4: `Y` approves the gate and every later gate of its kind for the
+/// session (one command, recorded by the engine), `M` switches the mode from the dialog
+/// or the main view; the dialog names both.
+#[test]
+fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
+    let mut h = at_evaluation_gate();
+    h.key("a");
+    let s = h.screen();
+    assert!(s.contains("approve all evaluations this session"), "{s}");
+    assert!(s.contains("review mode -> auto"), "{s}");
+    insta::assert_snapshot!("gate_approve_always_120x40", snapshot(&h));
+    // The main view offers the switch while gates wait (once the message line clears).
+    h.keys(&["esc", "j"]);
+    assert!(h.screen().contains("M switch mode"), "{}", h.screen());
+    h.key("a");
+    h.key("Y");
+    assert_eq!(
+        h.host.commands,
+        vec![Command::ApproveAlways {
+            kind: GateKind::Evaluation
+        }]
+    );
+    assert!(!h.screen().contains("Waiting for you"), "the dialog closes");
+    assert!(
+        h.screen().contains("all evaluations approved"),
+        "{}",
+        h.screen()
+    );
+    h.key("M");
+    h.key("a");
+    h.key("M");
+    assert_eq!(
+        h.host.commands[1..],
+        [
+            Command::SetMode {
+                mode: kforge::protocol::Mode::Auto
+            },
+            Command::SetMode {
+                mode: kforge::protocol::Mode::Auto
+            }
+        ],
+        "the engine's mode decides the next one: still review until it records the switch"
+    );
+    h.event(Event::ModeChanged {
+        mode: kforge::protocol::Mode::Auto,
+    });
+    h.key("esc");
+    h.key("M");
+    assert_eq!(
+        h.host.commands.last(),
+        Some(&Command::SetMode {
+            mode: kforge::protocol::Mode::Step
+        })
+    );
+}
+
 #[test]
 fn gate_dialog_rejects_after_asking_and_can_wait() {
     let mut h = live_until(gate_opened(1), opts(120, 40));

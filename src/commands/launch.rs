@@ -245,8 +245,13 @@ impl Stored {
         }
         let eval: EvalConfig = serde_json::from_value(description["eval"].clone())
             .context("session.json has no valid eval settings")?;
-        let pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
+        let mut pipeline: PipelineConfig = serde_json::from_value(description["pipeline"].clone())
             .context("session.json has no valid pipeline settings")?;
+        // The run goes on in the latest mode of the log (a switch made mid-run holds), not
+        // the one it was started with; `kforge resume --mode` puts another over it.
+        if prior.info.is_some() {
+            pipeline.mode = prior.mode;
+        }
         // Sessions from before device sets name one `device`.
         let devices: DeviceSet = match description.get("devices") {
             Some(list) if !list.is_null() => {
@@ -392,5 +397,72 @@ async fn print_console(
             Event::StateChanged { state } if state.is_over() => break,
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{GateKind, Mode};
+    use crate::session::store::EventWriter;
+
+    /// A stopped session started in step mode and switched to auto mid-run.
+    fn switched_session(dir: &Path) -> PathBuf {
+        let task = crate::engine::fakes::task();
+        let pipeline = PipelineConfig {
+            mode: Mode::Step,
+            ..PipelineConfig::default()
+        };
+        let (session, lock) = create_session(
+            SessionPlace::Under(dir),
+            &NewSession {
+                task: &task,
+                task_file: Path::new("relu.py"),
+                provider: "fake",
+                model: "fake-1",
+                devices: &DeviceSet::one(Device::Cpu),
+                eval: &EvalConfig::default(),
+                pipeline: &pipeline,
+                versions: None,
+            },
+        )
+        .unwrap();
+        let mut w = EventWriter::open(&session, 0).unwrap();
+        for event in [
+            Event::SessionStarted {
+                task: "relu".into(),
+                task_hash: "fake".into(),
+                provider: "fake".into(),
+                model: "fake-1".into(),
+                mode: Mode::Step,
+                device: "cpu".into(),
+                timing_meaningful: false,
+                precision: None,
+            },
+            Event::StandingApproval {
+                kind: GateKind::Evaluation,
+            },
+            Event::ModeChanged { mode: Mode::Auto },
+            Event::StateChanged {
+                state: EngineState::Stopped,
+            },
+        ] {
+            w.append(event).unwrap();
+        }
+        drop(w);
+        drop(lock);
+        session.path.clone()
+    }
+
+    /// Issue 23, item 4: `kforge resume` goes on in the latest mode of the log, not the
+    /// `--mode` of the original `kforge run` (session.json), with its standing approvals.
+    #[test]
+    fn a_resumed_session_goes_on_in_the_latest_mode_of_its_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = switched_session(tmp.path());
+        let stored = Stored::open(&path).unwrap();
+        assert_eq!(stored.description["mode"], "step", "as it was started");
+        assert_eq!(stored.pipeline.mode, Mode::Auto, "as the log says now");
+        assert_eq!(stored.prior.standing, vec![GateKind::Evaluation]);
     }
 }

@@ -127,6 +127,10 @@ pub struct ResumeArgs {
     /// New budgets, kept in session.json.
     #[command(flatten)]
     pub budgets: BudgetArgs,
+    /// Go on in this mode (auto, review, step), recorded in the session's log. Without it
+    /// the run goes on in the session's latest mode (a switch made mid-run holds).
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -295,6 +299,11 @@ pub fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
 
 pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     if crate::batch::manifest::Manifest::is_batch(&args.session) {
+        if args.mode.is_some() {
+            bail!(
+                "--mode is for one session: a batch's tasks go on in their own latest modes (resume a task's session with --mode to change one)"
+            );
+        }
         return crate::commands::batch::resume_dir(&args.session, &args.budgets, config_file).await;
     }
     let config = Config::load(config_file)?;
@@ -318,6 +327,10 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     if args.budgets.apply(&mut pipeline) {
         stored.save_pipeline(pipeline)?;
         eprintln!("kforge: budgets now: {}", budgets_text(&stored.pipeline));
+    }
+    // An explicit mode wins over the log's latest (the engine records the switch).
+    if let Some(mode) = args.mode {
+        stored.pipeline.mode = mode;
     }
     let backend = resumed_llm(&config, &stored.session, &stored.provider, &stored.model)?;
     let prompts = load_prompts(&config)?;

@@ -7,11 +7,15 @@ use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{CallId, CandidateId, Command, Decision, GateId, Mode};
+use crate::protocol::{CallId, CandidateId, Command, Decision, GateId, GateKind, Mode};
+
+/// A waiting gate: where its decision goes, whether it takes a rewrite, its kind.
+type Waiting = (oneshot::Sender<Decision>, bool, GateKind);
 
 pub struct Control {
-    /// Waiting gates: where the decision goes, and whether a rewrite means anything there.
-    gates: Mutex<HashMap<GateId, (oneshot::Sender<Decision>, bool)>>,
+    /// Waiting gates: where the decision goes, whether a rewrite means anything there, and
+    /// the gate's kind (a mode switch or a standing approval approves those of a kind).
+    gates: Mutex<HashMap<GateId, Waiting>>,
     /// Waiting gates that ask about the session's best (the stages gate), with the
     /// candidate they name: withdrawn the moment the best moves from it.
     about_best: Mutex<HashMap<GateId, CandidateId>>,
@@ -22,6 +26,8 @@ pub struct Control {
     calls: Mutex<HashMap<CallId, CancellationToken>>,
     paused: watch::Sender<bool>,
     mode: Mutex<Mode>,
+    /// The gate kinds approved for the rest of the session (`Event::StandingApproval`).
+    standing: Mutex<Vec<GateKind>>,
     /// Cancelled by `Stop`, a budget, a fatal error or Ctrl-C: everything winds down.
     pub stop: CancellationToken,
     actions: mpsc::UnboundedSender<Command>,
@@ -47,6 +53,7 @@ impl Control {
             calls: Mutex::new(HashMap::new()),
             paused: watch::channel(false).0,
             mode: Mutex::new(mode),
+            standing: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
             actions,
         };
@@ -57,8 +64,51 @@ impl Control {
         *self.mode.lock().expect("mode lock")
     }
 
-    pub fn set_mode(&self, mode: Mode) {
+    /// Switches the mode; a switch to step mode ends every standing approval (returned,
+    /// so the console can say so).
+    pub fn set_mode(&self, mode: Mode) -> Vec<GateKind> {
         *self.mode.lock().expect("mode lock") = mode;
+        if mode == Mode::Step {
+            std::mem::take(&mut *self.standing.lock().expect("standing"))
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Approves every gate of `kind` from now on; false when it already was.
+    pub fn approve_always(&self, kind: GateKind) -> bool {
+        let mut standing = self.standing.lock().expect("standing");
+        if standing.contains(&kind) {
+            return false;
+        }
+        standing.push(kind);
+        true
+    }
+
+    /// Whether gates of `kind` are approved without asking (a standing approval).
+    pub fn approved_always(&self, kind: GateKind) -> bool {
+        self.standing.lock().expect("standing").contains(&kind)
+    }
+
+    /// Whether a gate of `kind` is asked at all now: the mode stops there and no standing
+    /// approval answers it.
+    pub fn asks(&self, kind: GateKind) -> bool {
+        self.mode().asks(kind) && !self.approved_always(kind)
+    }
+
+    /// The waiting gates that are no longer asked (after a mode switch or a standing
+    /// approval), oldest first, with their kinds.
+    pub fn gates_not_asked(&self) -> Vec<(GateId, GateKind)> {
+        let mut gates: Vec<(GateId, GateKind)> = self
+            .gates
+            .lock()
+            .expect("gates lock")
+            .iter()
+            .map(|(gate, (_, _, kind))| (*gate, *kind))
+            .filter(|(_, kind)| !self.asks(*kind))
+            .collect();
+        gates.sort_by_key(|(gate, _)| *gate);
+        gates
     }
 
     pub fn is_paused(&self) -> bool {
@@ -78,12 +128,17 @@ impl Control {
 
     /// Registers a gate; the receiver gets the decision. `rewritable`: a prompt or kernel
     /// waits there (elsewhere a rewrite is refused, not taken as an approval).
-    pub fn open_gate(&self, gate: GateId, rewritable: bool) -> oneshot::Receiver<Decision> {
+    pub fn open_gate(
+        &self,
+        gate: GateId,
+        kind: GateKind,
+        rewritable: bool,
+    ) -> oneshot::Receiver<Decision> {
         let (tx, rx) = oneshot::channel();
         self.gates
             .lock()
             .expect("gates lock")
-            .insert(gate, (tx, rewritable));
+            .insert(gate, (tx, rewritable, kind));
         rx
     }
 
@@ -159,14 +214,16 @@ impl Control {
             Command::Resolve { gate, decision } => {
                 let mut gates = self.gates.lock().expect("gates lock");
                 if matches!(decision, Decision::Rewrite { .. })
-                    && gates.get(&gate).is_some_and(|(_, rewritable)| !rewritable)
+                    && gates
+                        .get(&gate)
+                        .is_some_and(|(_, rewritable, _)| !rewritable)
                 {
                     return Dispatched::Ignored(format!(
                         "gate {gate} has no prompt or kernel to rewrite: your rewrite was not applied; approve or reject it"
                     ));
                 }
                 match gates.remove(&gate) {
-                    Some((tx, _)) => {
+                    Some((tx, _, _)) => {
                         self.about_best.lock().expect("about best").remove(&gate);
                         let word = decision.word();
                         let _ = tx.send(decision);
@@ -217,9 +274,10 @@ impl Control {
                     Dispatched::Handled(format!("cancelled call {}", list.join(", ")))
                 }
             }
-            Command::SetMode { mode } => {
-                self.set_mode(mode);
-                Dispatched::Handled(format!("now in {} mode", mode.word()))
+            // The engine records these before they take effect (`Inner::switch_mode`,
+            // `Inner::approve_always`): they do not get here.
+            command @ (Command::SetMode { .. } | Command::ApproveAlways { .. }) => {
+                Dispatched::Ignored(format!("{} is done by the engine", command.describe()))
             }
             // The engine marks final itself before commands get here.
             Command::MarkFinal { candidate } => {
@@ -257,7 +315,7 @@ mod tests {
     #[tokio::test]
     async fn gates_answers_pause_and_stop() {
         let (control, mut actions) = Control::new(Mode::Step);
-        let gate = control.open_gate(GateId(1), false);
+        let gate = control.open_gate(GateId(1), GateKind::Stages, false);
         // A rewrite where nothing can be rewritten is refused; the gate keeps waiting.
         assert!(matches!(
             control.dispatch(Command::Resolve {
@@ -302,12 +360,35 @@ mod tests {
             Command::Repair { .. }
         ));
 
-        let pending = control.open_gate(GateId(3), true);
+        let pending = control.open_gate(GateId(3), GateKind::LlmCall, true);
         control.dispatch(Command::Stop);
         assert!(control.stop.is_cancelled());
         assert!(
             pending.await.is_err(),
             "open gates end unanswered when the run stops"
+        );
+    }
+
+    #[test]
+    fn what_a_mode_and_standing_approvals_ask() {
+        let (control, _actions) = Control::new(Mode::Step);
+        let _llm = control.open_gate(GateId(1), GateKind::LlmCall, true);
+        let _stages = control.open_gate(GateId(2), GateKind::Stages, false);
+        assert!(control.gates_not_asked().is_empty());
+        assert!(control.approve_always(GateKind::LlmCall));
+        assert!(!control.approve_always(GateKind::LlmCall), "once is enough");
+        assert_eq!(
+            control.gates_not_asked(),
+            vec![(GateId(1), GateKind::LlmCall)]
+        );
+        assert!(control.set_mode(Mode::Review).is_empty());
+        assert!(!control.asks(GateKind::Evaluation) && control.asks(GateKind::Stages));
+        control.set_mode(Mode::Auto);
+        assert_eq!(control.gates_not_asked().len(), 2);
+        assert_eq!(control.set_mode(Mode::Step), vec![GateKind::LlmCall]);
+        assert!(
+            control.asks(GateKind::LlmCall),
+            "step mode asks everything again"
         );
     }
 }

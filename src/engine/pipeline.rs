@@ -61,6 +61,10 @@ impl Inner {
                 "engine",
                 "resuming: saved answers and evaluations are reused",
             );
+            // `kforge resume --mode`: the mode asked for wins over the log's, recorded.
+            if self.pipeline.mode != self.control.mode() {
+                self.switch_mode(self.pipeline.mode, "engine");
+            }
             // Calls the earlier run left in flight end here, so no view waits for them.
             let prior = self.replay.prior();
             let dangling: Vec<CallId> = prior.calls_in_flight().map(|c| c.id).collect();

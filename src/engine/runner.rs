@@ -101,7 +101,18 @@ impl Engine {
             prompts,
         } = setup;
         let recorder = Recorder::open(&session, prior.clone())?;
-        let (control, actions) = Control::new(pipeline.mode);
+        // A resumed run goes on in the latest mode of its log, with its standing approvals;
+        // a different mode in `pipeline` (`kforge resume --mode`) is switched to, and
+        // recorded, when the run starts (`Inner::start`).
+        let mode = if prior.info.is_some() {
+            prior.mode
+        } else {
+            pipeline.mode
+        };
+        let (control, actions) = Control::new(mode);
+        for kind in &prior.standing {
+            control.approve_always(*kind);
+        }
         let replay = Replay::new(prior, session.clone());
         let prior = replay.prior();
         let ids = Ids {
@@ -275,6 +286,15 @@ impl Inner {
             }
             return;
         }
+        // Mode switches and standing approvals are recorded before they take effect.
+        if let Command::SetMode { mode } = command {
+            self.switch_mode(mode, "you");
+            return;
+        }
+        if let Command::ApproveAlways { kind } = command {
+            self.approve_always(kind);
+            return;
+        }
         // Marking final needs no waiting: it takes effect at once, also while a gate is open.
         if let Command::MarkFinal { candidate } = command {
             if let Step::Failed(why) = self.mark_final(candidate) {
@@ -286,9 +306,6 @@ impl Inner {
         match self.control.dispatch(command.clone()) {
             Dispatched::Handled(message) => {
                 match &command {
-                    Command::SetMode { mode } => {
-                        self.emit(Event::ModeChanged { mode: *mode });
-                    }
                     Command::Pause => {
                         self.emit(Event::StateChanged {
                             state: EngineState::Paused,
@@ -307,6 +324,69 @@ impl Inner {
                 self.log(LogLevel::Warn, "you", format!("{text}: not done ({why})"))
             }
             Dispatched::Lost(sentence) => self.log(LogLevel::Warn, "you", sentence),
+        }
+    }
+
+    /// Switches the session's mode: recorded first, then in effect; a switch to step mode
+    /// ends the standing approvals, and gates waiting that the new mode does not ask are
+    /// approved at once. `who` tags the console line (`you`, `engine` on resume).
+    pub fn switch_mode(&self, mode: Mode, who: &str) {
+        let from = self.control.mode();
+        self.emit(Event::ModeChanged { mode });
+        let ended = self.control.set_mode(mode);
+        let mut message = if from == mode {
+            format!("{} mode again", mode.word())
+        } else {
+            format!("now in {} mode (was {})", mode.word(), from.word())
+        };
+        if !ended.is_empty() {
+            let kinds: Vec<&str> = ended.iter().map(|k| k.plural()).collect();
+            message.push_str(&format!(
+                "; standing approvals ended ({}): every gate is asked",
+                kinds.join(", ")
+            ));
+        }
+        self.log(LogLevel::Info, who, message);
+        self.release_gates(&format!("{} mode does not stop there", mode.word()));
+    }
+
+    /// Approves every gate of `kind` for the rest of the session: recorded first, then
+    /// gates of that kind already waiting are approved, and later ones are not asked.
+    pub fn approve_always(&self, kind: GateKind) {
+        if self.control.approved_always(kind) {
+            self.log(
+                LogLevel::Info,
+                "you",
+                format!("all {} are approved already", kind.plural()),
+            );
+            return;
+        }
+        self.emit(Event::StandingApproval { kind });
+        self.control.approve_always(kind);
+        self.log(
+            LogLevel::Info,
+            "you",
+            format!(
+                "all {} are approved from now on, for this session (switch to step mode to be asked again)",
+                kind.plural()
+            ),
+        );
+        self.release_gates(&format!("you approved all {}", kind.plural()));
+    }
+
+    /// Approves the waiting gates that are no longer asked, saying why on the console.
+    pub(super) fn release_gates(&self, why: &str) {
+        for (gate, _) in self.control.gates_not_asked() {
+            self.log(
+                LogLevel::Info,
+                "you",
+                format!("gate {gate} approved: {why}"),
+            );
+            // Another window may have answered it meanwhile: then that answer stands.
+            let _ = self.control.dispatch(Command::Resolve {
+                gate,
+                decision: Decision::Approve,
+            });
         }
     }
 

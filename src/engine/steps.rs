@@ -764,10 +764,26 @@ impl Inner {
         if self.stopping() {
             return Step::Stopped;
         }
+        // A standing approval answers it (the mode may also have changed since the step
+        // looked: a gate the mode does not stop at is approved as if never asked).
+        if self.control.approved_always(kind) {
+            self.log(
+                LogLevel::Info,
+                "you",
+                format!(
+                    "approved without asking: {question} (you approved all {} for this session)",
+                    kind.plural()
+                ),
+            );
+            return Step::Done(Decision::Approve);
+        }
+        if !self.control.mode().asks(kind) {
+            return Step::Done(Decision::Approve);
+        }
         let gate = GateId(self.ids.gate.take());
         let answer = self
             .control
-            .open_gate(gate, kind.takes_rewrite(file.is_some()));
+            .open_gate(gate, kind, kind.takes_rewrite(file.is_some()));
         self.emit(Event::GateOpened {
             gate,
             key: key.to_string(),
@@ -786,6 +802,11 @@ impl Inner {
             format!("waiting for you: {question}"),
         );
         self.sync();
+        // A mode switch or a standing approval recorded between the check above and the
+        // gate's registration: it answers this gate too.
+        if !self.control.asks(kind) {
+            self.release_gates("a mode switch or a standing approval came as it opened");
+        }
         if about_best && let Some(base) = candidate {
             self.control.gate_about_best(gate, base);
             // The best may have moved since the step chose it.

@@ -1430,3 +1430,236 @@ async fn marking_final_after_the_run_rewrites_the_result_files() {
     );
     engine.stop_actions();
 }
+
+/// The gates of `kind` the run asked (opened), in order, with their decisions.
+fn asked(state: &SessionState, kind: GateKind) -> Vec<Option<Decision>> {
+    state
+        .gates
+        .values()
+        .filter(|g| g.kind == kind)
+        .map(|g| g.decision.clone())
+        .collect()
+}
+
+fn said(state: &SessionState, text: &str) -> usize {
+    state
+        .log
+        .iter()
+        .filter(|l| l.message.contains(text))
+        .count()
+}
+
+/// Issue 23, item 4: "approve all gates of this kind" answers the gate waiting and every
+/// later one of that kind, never another kind, and a resumed run keeps it.
+#[tokio::test]
+async fn a_standing_approval_answers_its_kind_only_and_survives_resume() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        seeds: 2,
+        max_concurrent_calls: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    // The first prompt gate: approve all LLM calls (no answer to the gate itself); the
+    // evaluation gates are answered one by one, and the run stops at the second.
+    let mut evaluations = 0;
+    let person: Person = Box::new(move |event| match event {
+        Event::GateOpened {
+            gate,
+            kind: GateKind::Evaluation,
+            ..
+        } => {
+            evaluations += 1;
+            if evaluations == 2 {
+                vec![Command::Stop]
+            } else {
+                vec![Command::Resolve {
+                    gate: *gate,
+                    decision: Decision::Approve,
+                }]
+            }
+        }
+        Event::GateOpened {
+            kind: GateKind::LlmCall,
+            ..
+        } => vec![Command::ApproveAlways {
+            kind: GateKind::LlmCall,
+        }],
+        Event::GateOpened { gate, .. } => vec![Command::Resolve {
+            gate: *gate,
+            decision: Decision::Approve,
+        }],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Stopped, "{}", outcome.reason);
+    assert_eq!(state.standing, vec![GateKind::LlmCall]);
+    assert_eq!(
+        asked(&state, GateKind::LlmCall),
+        [Some(Decision::Approve)],
+        "only the first prompt gate was asked; it was approved by the standing approval"
+    );
+    assert_eq!(
+        asked(&state, GateKind::Evaluation).len(),
+        2,
+        "other kinds are asked"
+    );
+    assert!(
+        llm.calls().len() >= 2,
+        "later calls went out without asking"
+    );
+    assert!(said(&state, "gate 1 approved: you approved all LLM calls") == 1);
+    assert!(said(&state, "approved without asking") >= 1);
+    // Recorded before it took effect: the event comes before the gate's answer.
+    let events = d.session.read_events().unwrap().records;
+    let at = |f: &dyn Fn(&Event) -> bool| events.iter().position(|r| f(&r.event)).unwrap();
+    assert!(
+        at(&|e| matches!(e, Event::StandingApproval { .. }))
+            < at(&|e| matches!(e, Event::GateResolved { .. }))
+    );
+
+    // Resumed in the session's mode: no prompt gate is asked, evaluations still are.
+    let calls_before = llm.calls().len();
+    let (outcome, after) = run_with(
+        &d.session,
+        state.clone(),
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert_eq!(after.standing, vec![GateKind::LlmCall]);
+    assert_eq!(
+        asked(&after, GateKind::LlmCall),
+        asked(&state, GateKind::LlmCall),
+        "no prompt gate after the resume"
+    );
+    assert!(
+        llm.calls().len() > calls_before,
+        "the resumed run made calls"
+    );
+    assert!(asked(&after, GateKind::Evaluation).len() > 2);
+}
+
+/// Issue 23, item 4: switching from step to review mid-run approves the gates waiting
+/// that review mode does not ask and asks none of them later; a resumed run goes on in
+/// the latest mode of the log; `kforge resume --mode step` (another mode in the setup)
+/// is recorded and ends the standing approvals.
+#[tokio::test]
+async fn a_mode_switch_releases_waiting_gates_and_holds_across_resume() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        seeds: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    // At the first gate (the seed's prompt): review mode, and all stage gates approved;
+    // the run stops at the next gate (algorithm optimization, which review mode asks).
+    let person: Person = Box::new(|event| match event {
+        Event::GateOpened {
+            kind: GateKind::LlmCall,
+            ..
+        } => vec![
+            Command::ApproveAlways {
+                kind: GateKind::Stages,
+            },
+            Command::SetMode { mode: Mode::Review },
+        ],
+        Event::GateOpened { .. } => vec![Command::Stop],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config.clone(),
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Stopped, "{}", outcome.reason);
+    assert_eq!(state.mode, Mode::Review);
+    assert_eq!(state.info.as_ref().unwrap().mode, Mode::Step);
+    assert_eq!(asked(&state, GateKind::LlmCall), [Some(Decision::Approve)]);
+    assert!(
+        asked(&state, GateKind::Evaluation).is_empty(),
+        "review mode does not ask"
+    );
+    assert_eq!(asked(&state, GateKind::AlgorithmOptimization), [None]);
+    assert_eq!(
+        said(&state, "gate 1 approved: review mode does not stop there"),
+        1
+    );
+    assert_eq!(said(&state, "now in review mode (was step)"), 1);
+
+    // Resumed as `kforge resume` does (the latest mode of the log): still review mode.
+    let resumed = PipelineConfig {
+        mode: state.mode,
+        ..config.clone()
+    };
+    let stop_at_gate: Person = Box::new(|event| match event {
+        Event::GateOpened { .. } => vec![Command::Stop],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        state,
+        &eval,
+        &llm,
+        resumed,
+        Device::Cpu,
+        stop_at_gate,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Stopped, "{}", outcome.reason);
+    assert_eq!(
+        asked(&state, GateKind::AlgorithmOptimization),
+        [None, None],
+        "asked again"
+    );
+    assert!(
+        asked(&state, GateKind::LlmCall).len() == 1
+            && asked(&state, GateKind::Evaluation).is_empty()
+    );
+    assert_eq!(state.standing, vec![GateKind::Stages]);
+
+    // `kforge resume --mode step`: recorded, every gate asked again, approvals ended.
+    let (outcome, state) = run_with(
+        &d.session,
+        state,
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        approve_all(),
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert_eq!(state.mode, Mode::Step);
+    assert!(state.standing.is_empty());
+    assert_eq!(said(&state, "now in step mode (was review)"), 1);
+    assert!(
+        asked(&state, GateKind::LlmCall).len() > 1,
+        "prompts are asked again"
+    );
+    assert!(!asked(&state, GateKind::Evaluation).is_empty());
+}

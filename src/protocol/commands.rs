@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CallId, CandidateId, GateId, Mode};
+use super::{CallId, CandidateId, GateId, GateKind, Mode};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -58,6 +58,11 @@ pub enum Command {
     },
     SetMode {
         mode: Mode,
+    },
+    /// Approve every gate of this kind from now on, for the rest of the session (gates of
+    /// it already waiting too).
+    ApproveAlways {
+        kind: GateKind,
     },
     /// The answer to a call of the `manual` provider.
     ManualAnswer {
@@ -122,6 +127,9 @@ impl Command {
             Command::CancelCall { call: Some(call) } => format!("cancel call {call}"),
             Command::CancelCall { call: None } => "cancel every call in flight".into(),
             Command::SetMode { mode } => format!("switch to {} mode", mode.word()),
+            Command::ApproveAlways { kind } => {
+                format!("approve all {} from now on", kind.plural())
+            }
             Command::ManualAnswer { call, .. } => format!("answer call {call}"),
             Command::Reask { call } => format!("ask call {call} again"),
             Command::Stop => "stop the run".into(),
@@ -153,6 +161,20 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Command::Pause).unwrap(),
             r#"{"command":"pause"}"#
+        );
+        // What a second window writes to control.jsonl to steer the run.
+        assert_eq!(
+            serde_json::from_str::<Command>(r#"{"command":"set_mode","mode":"review"}"#).unwrap(),
+            Command::SetMode {
+                mode: crate::protocol::Mode::Review
+            }
+        );
+        assert_eq!(
+            serde_json::from_str::<Command>(r#"{"command":"approve_always","kind":"llm_call"}"#)
+                .unwrap(),
+            Command::ApproveAlways {
+                kind: GateKind::LlmCall
+            }
         );
     }
 

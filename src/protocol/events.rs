@@ -36,6 +36,26 @@ impl Mode {
             Mode::Step => "step",
         }
     }
+
+    /// Whether a run in this mode stops at gates of `kind`: step mode at every gate,
+    /// review mode before algorithm optimization, the stages and the final best, auto
+    /// mode nowhere.
+    pub fn asks(self, kind: GateKind) -> bool {
+        match self {
+            Mode::Step => true,
+            Mode::Review => !matches!(kind, GateKind::LlmCall | GateKind::Evaluation),
+            Mode::Auto => false,
+        }
+    }
+
+    /// The mode after this one in the TUI's cycle: step -> review -> auto -> step.
+    pub fn next(self) -> Mode {
+        match self {
+            Mode::Step => Mode::Review,
+            Mode::Review => Mode::Auto,
+            Mode::Auto => Mode::Step,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -144,6 +164,17 @@ impl GateKind {
         }
     }
 
+    /// The gates of this kind, plural, as a standing approval names them ("every LLM call").
+    pub fn plural(self) -> &'static str {
+        match self {
+            GateKind::LlmCall => "LLM calls",
+            GateKind::Evaluation => "evaluations",
+            GateKind::AlgorithmOptimization => "algorithm optimization steps",
+            GateKind::Stages => "tuning stage runs",
+            GateKind::FinalBest => "final best declarations",
+        }
+    }
+
     /// Whether a rewrite means something at such a gate: only a prompt before it is sent
     /// and a kernel before it is evaluated (`has_file`: the gate shows one) can be rewritten.
     pub fn takes_rewrite(self, has_file: bool) -> bool {
@@ -233,8 +264,19 @@ pub enum Event {
     StateChanged {
         state: EngineState,
     },
+    /// The person switched the session's mode (from the TUI, a second window or an
+    /// explicit `kforge resume --mode`). Recorded before it takes effect: gates waiting
+    /// that the new mode does not ask are approved at once, and a resumed run goes on in
+    /// the latest mode of the log. A switch to step mode also ends every standing approval.
     ModeChanged {
         mode: Mode,
+    },
+    /// The person approved every gate of `kind` for the rest of the session ("always",
+    /// `A` in the gate dialog). Recorded before it takes effect: gates of that kind
+    /// already waiting are approved, later ones are not asked; a resumed run keeps it,
+    /// until a switch to step mode ends it.
+    StandingApproval {
+        kind: GateKind,
     },
     CandidateCreated {
         id: CandidateId,

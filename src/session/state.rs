@@ -258,6 +258,9 @@ pub struct SessionState {
     pub best: Option<CandidateId>,
     /// The candidate the person marked final, if any.
     pub final_marked: Option<CandidateId>,
+    /// The gate kinds the person approved for the rest of the session (`StandingApproval`),
+    /// in the order given; a switch to step mode ends them all.
+    pub standing: Vec<GateKind>,
     pub log: Vec<LogLine>,
     pub started: Option<DateTime<Utc>>,
     pub last_ts: Option<DateTime<Utc>>,
@@ -368,7 +371,17 @@ impl SessionState {
             }
             Event::SessionResumed { .. } => self.resumes += 1,
             Event::StateChanged { state } => self.state = *state,
-            Event::ModeChanged { mode } => self.mode = *mode,
+            Event::ModeChanged { mode } => {
+                self.mode = *mode;
+                if *mode == Mode::Step {
+                    self.standing.clear();
+                }
+            }
+            Event::StandingApproval { kind } => {
+                if !self.standing.contains(kind) {
+                    self.standing.push(*kind);
+                }
+            }
             Event::CandidateCreated {
                 id,
                 key,
@@ -903,6 +916,55 @@ mod tests {
             s.apply(&rec(i as u64 + 1, e));
         }
         s
+    }
+
+    #[test]
+    fn standing_approvals_and_mode_switches_fold_and_a_switch_to_step_ends_the_approvals() {
+        let started = Event::SessionStarted {
+            task: "t".into(),
+            task_hash: "h".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            mode: Mode::Step,
+            device: "cpu".into(),
+            timing_meaningful: false,
+            precision: None,
+        };
+        let approve = |kind| Event::StandingApproval { kind };
+        let s = session_of(vec![
+            started.clone(),
+            approve(GateKind::LlmCall),
+            approve(GateKind::LlmCall),
+            approve(GateKind::Evaluation),
+        ]);
+        assert_eq!(s.mode, Mode::Step);
+        assert_eq!(s.standing, vec![GateKind::LlmCall, GateKind::Evaluation]);
+        let s = session_of(vec![
+            started.clone(),
+            approve(GateKind::Stages),
+            Event::ModeChanged { mode: Mode::Auto },
+        ]);
+        assert_eq!(s.mode, Mode::Auto, "the latest mode of the log");
+        assert_eq!(s.standing, vec![GateKind::Stages]);
+        assert_eq!(
+            s.info.as_ref().unwrap().mode,
+            Mode::Step,
+            "the mode it started in"
+        );
+        let s = session_of(vec![
+            started,
+            approve(GateKind::Stages),
+            Event::ModeChanged { mode: Mode::Review },
+            Event::ModeChanged { mode: Mode::Step },
+        ]);
+        assert_eq!(s.mode, Mode::Step);
+        assert!(
+            s.standing.is_empty(),
+            "back in step mode, every gate is asked"
+        );
+        // As events.jsonl writes them.
+        let line = serde_json::to_string(&approve(GateKind::LlmCall)).unwrap();
+        assert_eq!(line, r#"{"type":"standing_approval","kind":"llm_call"}"#);
     }
 
     /// Best prefers the kernel whose interval clears the other's: the lower ends compare

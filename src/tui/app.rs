@@ -682,6 +682,7 @@ impl App {
             | Action::CancelAllCalls
             | Action::Reask
             | Action::OpenGate
+            | Action::SwitchMode
             | Action::AnswerCall => self.run_action(action),
             // Pane and dialog actions reach here only when no pane used them.
             _ => self.view_action(action),
@@ -784,6 +785,16 @@ impl App {
                 self.send(command);
             }
             Action::CancelCall => self.cancel_call(),
+            Action::SwitchMode => {
+                let mode = self.cx.state.mode.next();
+                if self.send(Command::SetMode { mode }) {
+                    self.flash = Some(format!(
+                        "switching to {} mode (was {})",
+                        mode.word(),
+                        self.cx.state.mode.word()
+                    ));
+                }
+            }
             Action::CancelAllCalls => {
                 let n = self.cx.state.calls_in_flight().count();
                 if let Some(why) = self.cx.cannot_act() {
@@ -1039,7 +1050,14 @@ impl App {
                 Hint::new(Action::PauseResume, "pause"),
             ]);
             if cx.state.open_gate().is_some() {
-                v.insert(0, Hint::new(Action::OpenGate, "answer the waiting gate"));
+                // Many gates to answer: a switch of mode (or `Y` in the dialog) asks fewer.
+                v.splice(
+                    0..0,
+                    [
+                        Hint::new(Action::OpenGate, "answer the waiting gate"),
+                        Hint::new(Action::SwitchMode, "switch mode"),
+                    ],
+                );
             }
         }
         v.push(Hint::new(Action::Copy, "copy"));

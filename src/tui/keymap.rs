@@ -107,6 +107,7 @@ actions! {
     JumpFailure, "jump_failure", Global, ["!"], "select the next failed candidate";
     OpenGate, "open_gate", Global, ["a"], "open the oldest waiting gate (it never opens by itself)";
     AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
+    SwitchMode, "switch_mode", Global, ["M"], "switch the run's mode: step -> review -> auto -> step (step again: every gate is asked)";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
     Suspend, "suspend", Global, ["ctrl-z"], "suspend to the shell (fg comes back)";
     Collapse, "collapse", Tree, ["h", "left"], "collapse / go to parent";
@@ -119,6 +120,7 @@ actions! {
     ClearFilter, "clear_filter", Global, ["esc"], "clear the focused pane's filter (else: say which are on)";
     ClearSearch, "clear_search", Detail, ["esc"], "clear the search (n/N go back to hunks)";
     Approve, "approve", Gate, ["y"], "approve";
+    ApproveAlways, "approve_always", Gate, ["Y"], "approve, and every gate of this kind for the rest of the session";
     Reject, "reject", Gate, ["n"], "reject (skip the step / drop the candidate; asks first)";
     Rewrite, "rewrite", Gate, ["e"], "rewrite the prompt or kernel in $EDITOR";
     RewriteInline, "rewrite_inline", Gate, ["i"], "rewrite the prompt or kernel inline";

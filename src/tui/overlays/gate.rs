@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 use super::{ConfirmKind, ConfirmView, InputView, Overlay, scrolled};
-use crate::protocol::{Decision, GateId, GateKind};
+use crate::protocol::{Command, Decision, GateId, GateKind};
 use crate::session::state::Gate;
 use crate::tui::app::EditPurpose;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
@@ -208,6 +208,7 @@ impl Component for GateView {
     fn hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
         out.extend([
             Hint::new(Action::Approve, "approve"),
+            Hint::new(Action::ApproveAlways, "approve all of this kind"),
             Hint::new(Action::Reject, "reject"),
         ]);
         if self.waiting(cx).is_some_and(|g| g.rewritable()) {
@@ -217,6 +218,7 @@ impl Component for GateView {
             ]);
         }
         out.extend([
+            Hint::new(Action::SwitchMode, "mode"),
             Hint::new(Action::Down, "scroll"),
             Hint::new(Action::Later, "close"),
         ]);
@@ -245,6 +247,24 @@ impl Component for GateView {
                 gate: gate.id,
                 decision: Decision::Approve,
             }),
+            Action::ApproveAlways => {
+                out.push(AppEvent::Send {
+                    command: Command::ApproveAlways { kind: gate.kind },
+                    done: format!(
+                        "all {} approved for this session (switch to step mode to be asked again)",
+                        gate.kind.plural()
+                    ),
+                });
+                out.push(AppEvent::CloseGate);
+            }
+            // Switching from here answers this gate too when the new mode does not ask it.
+            Action::SwitchMode => {
+                let mode = cx.state.mode.next();
+                out.push(AppEvent::Send {
+                    command: Command::SetMode { mode },
+                    done: format!("switching to {} mode", mode.word()),
+                });
+            }
             Action::Reject => out.push(AppEvent::Open(Overlay::Confirm(ConfirmView::new(
                 ConfirmKind::RejectGate(gate.id),
             )))),
@@ -321,23 +341,31 @@ impl Component for GateView {
                 .into_iter()
                 .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
         );
-        let button = |a: Action, label: &'static str, role: Role| {
+        let always = format!("approve all {} this session   ", gate.kind.plural());
+        let mode = format!(
+            "{} mode -> {}   ",
+            cx.state.mode.word(),
+            cx.state.mode.next().word()
+        );
+        let button = |a: Action, label: &str, role: Role| {
             [
                 Span::styled(
                     format!("[{}] ", cx.keymap.hint(a)),
                     cx.theme.get(Role::StatusKey),
                 ),
-                Span::styled(label, cx.theme.get(role)),
+                Span::styled(label.to_string(), cx.theme.get(role)),
             ]
         };
         let mut buttons = vec![
             button(Action::Approve, "approve   ", Role::Ok),
+            button(Action::ApproveAlways, &always, Role::Ok),
             button(Action::Reject, "reject…   ", Role::Fail),
         ];
         if gate.rewritable() {
             buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", Role::Text));
             buttons.push(button(Action::RewriteInline, "inline   ", Role::Text));
         }
+        buttons.push(button(Action::SwitchMode, &mode, Role::Text));
         buttons.push(button(
             Action::Later,
             "close (it keeps waiting)",
