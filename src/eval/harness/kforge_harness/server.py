@@ -381,8 +381,7 @@ class Server:
             self.zygote = None
 
         out = ending(job, final, ended_by, status, log)
-        if final is not None and out is final and out.get("category") == "crash" and worker \
-                and worker.get("status") not in (None, 0, 70):
+        if final is not None and out is final and out.get("category") == "crash" and worker_death_explains(worker):
             # The worker died: say how (the judge only saw its channel close).
             phase = out.get("phase") or result.get("phase")
             out["summary"] = describe_exit(worker["status"], phase)
@@ -598,6 +597,17 @@ def fail_static(result, category, report, syntax):
         fail(result, "static_check", summary, "\n".join(
             "line %s: %s" % (e["line"], e["message"]) if e["line"] else e["message"]
             for e in report["errors"]), {"errors": report["errors"]})
+
+
+def worker_death_explains(worker):
+    """Whether the worker's own end explains a `crash` verdict (the judge saw only its channel
+    close): it died of a signal or an unusual status, and not from the SIGKILL the server
+    sent once the judge had ended (a judge that caught the kernel itself, say a forged
+    output, ends first; the worker still alive then is killed, and that kill is not the
+    cause; a worker that had died of another signal still says how)."""
+    if not worker or worker.get("status") in (None, 0, 70):
+        return False
+    return not (worker.get("killed_on_request") and worker.get("status") == -signal.SIGKILL)
 
 
 def judge_main(job, result_fd, channel):
