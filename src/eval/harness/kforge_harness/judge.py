@@ -41,11 +41,13 @@ class WorkerLink:
         # the harness's (or its environment's), not the kernel's.
         self.kernel_loaded = False
 
-    def _crash(self, what):
+    def _crash(self, what, closed=False):
+        """`closed`: the channel ended (the process died or shut it), which its exit status
+        may explain better (server.worker_death_explains)."""
         if not self.kernel_loaded:
             raise HarnessError("%s before the kernel was loaded (during %s); see the log" % (what, self.phase()))
         raise KernelFailure("crash", "%s (during %s)" % (what, self.phase()),
-                            details={"protocol": what})
+                            details={"protocol": what, "channel_closed": closed})
 
     def receive(self, expected, run=None):
         try:
@@ -53,9 +55,9 @@ class WorkerLink:
         except ProtocolViolation as e:
             self._crash("the kernel's process broke the protocol: %s" % e)
         except OSError as e:
-            self._crash("the kernel's process channel failed: %s" % e)
+            self._crash("the kernel's process channel failed: %s" % e, closed=True)
         if message is None:
-            self._crash("the kernel's process ended without answering")
+            self._crash("the kernel's process ended without answering", closed=True)
         kind = message.get("type")
         if kind == "failure":
             category = message.get("category")
@@ -96,7 +98,7 @@ class WorkerLink:
             else:
                 protocol.send(self.sock, request)
         except OSError:
-            self._crash("the kernel's process stopped listening")
+            self._crash("the kernel's process stopped listening", closed=True)
 
     def ready(self, timeout_s):
         """Whether a message is waiting, or arrives within `timeout_s`."""
@@ -107,7 +109,7 @@ class ReferenceLink(WorkerLink):
     """The judge's channel to the reference's own timing process (refprocess.py): trusted, so
     anything that goes wrong there is the task's or the harness's, never a kernel verdict."""
 
-    def _crash(self, what):
+    def _crash(self, what, closed=False):
         raise HarnessError("the reference's timing process: %s (during %s); see the log"
                            % (what.replace("the kernel's process", "it"), self.phase()))
 

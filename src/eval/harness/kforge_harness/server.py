@@ -381,7 +381,8 @@ class Server:
             self.zygote = None
 
         out = ending(job, final, ended_by, status, log)
-        if final is not None and out is final and out.get("category") == "crash" and worker_death_explains(worker):
+        if final is not None and out is final and out.get("category") == "crash" \
+                and worker_death_explains(worker, out.get("details")):
             # The worker died: say how (the judge only saw its channel close).
             phase = out.get("phase") or result.get("phase")
             out["summary"] = describe_exit(worker["status"], phase)
@@ -599,15 +600,15 @@ def fail_static(result, category, report, syntax):
             for e in report["errors"]), {"errors": report["errors"]})
 
 
-def worker_death_explains(worker):
-    """Whether the worker's own end explains a `crash` verdict (the judge saw only its channel
-    close): it died of a signal or an unusual status, and not from the SIGKILL the server
-    sent once the judge had ended (a judge that caught the kernel itself, say a forged
-    output, ends first; the worker still alive then is killed, and that kill is not the
-    cause; a worker that had died of another signal still says how)."""
+def worker_death_explains(worker, details):
+    """Whether the worker's end explains a `crash` verdict: the judge saw only its channel
+    close (`channel_closed` in the verdict's details, judge.WorkerLink) and the worker died
+    of a signal or an unusual status. A judge that caught the kernel itself (a forged
+    output, a window that never closed) ended first; a worker still alive then is killed by
+    the server, and that SIGKILL must not replace the judge's reason."""
     if not worker or worker.get("status") in (None, 0, 70):
         return False
-    return not (worker.get("killed_on_request") and worker.get("status") == -signal.SIGKILL)
+    return bool((details or {}).get("channel_closed"))
 
 
 def judge_main(job, result_fd, channel):

@@ -6,10 +6,8 @@ Control channel (a SOCK_SEQPACKET socket from the server, fd given on the comman
   <- {"op": "fork", "id": ID, "job": {...}} with the worker's end of its judge channel and
      the write end of its log pipe attached
   -> {"type": "forked", "id": ID}
-  -> {"type": "exited", "id": ID, "status": N, "strays": K, "killed_on_request": B}
-                                                              when the worker has ended and
+  -> {"type": "exited", "id": ID, "status": N, "strays": K}   when the worker has ended and
                                                               every process it left is dead
-                                                              (B: the server had asked to kill it)
   <- {"op": "kill", "id": ID}                                 kills the worker now
 The zygote never initializes CUDA (a forked CUDA context is unusable) and never imports a
 kernel. It makes itself non-dumpable, so a worker running as the same user cannot ptrace it
@@ -64,7 +62,6 @@ def serve(control_fd, scratch, sandboxed):
     protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(), "warm_error": warm_error,
                             "preimport_s": time.time() - started, "preimport_error": preimport_error})
     running = {}  # pid -> id
-    killed = set()  # ids the server asked to kill: their SIGKILL is not how they ended on their own
     while True:
         readable, _, _ = select.select([control], [], [], 0.2)
         if readable:
@@ -83,7 +80,6 @@ def serve(control_fd, scratch, sandboxed):
             elif message.get("op") == "kill":
                 for pid, rid in running.items():
                     if rid == message.get("id"):
-                        killed.add(rid)
                         try:
                             os.kill(pid, signal.SIGKILL)
                         except ProcessLookupError:
@@ -91,7 +87,7 @@ def serve(control_fd, scratch, sandboxed):
             else:
                 for fd in fds:
                     os.close(fd)
-        reap(running, control, scratch, sandboxed, killed)
+        reap(running, control, scratch, sandboxed)
     for pid in running:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -100,7 +96,7 @@ def serve(control_fd, scratch, sandboxed):
     return 0
 
 
-def reap(running, control, scratch, sandboxed, killed=frozenset()):
+def reap(running, control, scratch, sandboxed):
     while running:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -115,10 +111,7 @@ def reap(running, control, scratch, sandboxed, killed=frozenset()):
         strays = sandbox.kill_strays({os.getpid(), 1})
         wipe(scratch, sandboxed)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        protocol.send(control, {"type": "exited", "id": rid, "status": code, "strays": strays,
-                                "killed_on_request": rid in killed})
-        if isinstance(killed, set):
-            killed.discard(rid)
+        protocol.send(control, {"type": "exited", "id": rid, "status": code, "strays": strays})
 
 
 def wipe(scratch, sandboxed):

@@ -881,6 +881,7 @@ REFUSED_BEFORE = {
 REFUSED_ROUND_2 = {
     "hack_find_plant.py": {"files"},
     "hack_late_write.py": {"introspection"},
+    "hack_late_write_lingering.py": {"introspection"},
     "hack_log_symlink.py": {"files", "process"},
     "hack_plant_cache.py": {"files"},
     "hack_signal_zygote.py": {"process"},

@@ -1,26 +1,51 @@
-"""When a worker's end explains a `crash` verdict (server.worker_death_explains)."""
+"""When a worker's end explains a `crash` verdict (server.worker_death_explains), and what
+the judge's link says when the channel ends (judge.WorkerLink)."""
 
 import signal
+import socket
 
+import pytest
+
+from kforge_harness import judge, protocol
+from kforge_harness.protocol import KernelFailure
 from kforge_harness.server import worker_death_explains
 
-
-def test_a_worker_that_died_on_its_own_explains_the_crash():
-    assert worker_death_explains({"status": -signal.SIGSEGV, "killed_on_request": False})
-    assert worker_death_explains({"status": -signal.SIGKILL, "killed_on_request": False})  # the host's OOM killer
-    assert worker_death_explains({"status": 3})
+CLOSED = {"protocol": "the kernel's process ended without answering", "channel_closed": True}
+CAUGHT = {"protocol": "the slots are not what the audited forward returned"}
 
 
-def test_the_servers_own_kill_does_not_replace_the_judges_reason():
-    # The judge caught the kernel (a forged output) and ended; the worker, still alive, was
-    # killed on the server's request: the judge's reason stands.
-    assert not worker_death_explains({"status": -signal.SIGKILL, "killed_on_request": True})
+def test_a_worker_that_died_and_closed_the_channel_explains_the_crash():
+    assert worker_death_explains({"status": -signal.SIGKILL}, CLOSED)  # relu_sigkill, the OOM killer
+    assert worker_death_explains({"status": -signal.SIGSEGV}, CLOSED)
+    assert worker_death_explains({"status": 3}, CLOSED)
 
 
-def test_a_kill_asked_after_the_worker_had_died_of_another_signal_keeps_that_signal():
-    assert worker_death_explains({"status": -signal.SIGSEGV, "killed_on_request": True})
+def test_the_servers_kill_after_the_judge_caught_the_kernel_does_not_replace_its_reason():
+    # The judge caught a forged output and ended; the worker, still alive, was then killed.
+    assert not worker_death_explains({"status": -signal.SIGKILL}, CAUGHT)
+    assert not worker_death_explains({"status": -signal.SIGKILL}, None)
 
 
 def test_an_ordinary_exit_or_no_word_explains_nothing():
     for worker in (None, {}, {"status": None}, {"status": 0}, {"status": 70}):
-        assert not worker_death_explains(worker)
+        assert not worker_death_explains(worker, CLOSED)
+
+
+def link():
+    judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    link = judge.WorkerLink(judge_end, lambda: "correctness trial 1/5")
+    link.kernel_loaded = True
+    return link, worker_end
+
+
+def test_a_channel_that_ends_is_marked_closed_and_a_wrong_message_is_not():
+    worker_link, worker = link()
+    worker.close()
+    with pytest.raises(KernelFailure) as ended:
+        worker_link.receive("done")
+    assert ended.value.details["channel_closed"] is True
+    worker_link, worker = link()
+    protocol.send(worker, {"type": "armed"})
+    with pytest.raises(KernelFailure) as wrong:
+        worker_link.receive("done")
+    assert wrong.value.details["channel_closed"] is False
