@@ -268,47 +268,40 @@ const KERNEL_WORK_PHASES: [&str; 4] = ["timing_warm_up", "timing_widen", "timing
 /// Each phase's median over the evaluations, judge phases then the server's (prefixed
 /// `server:`), in the order the judge runs them where known: where the overhead goes.
 fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
-    let mut names: Vec<String> = Vec::new();
-    for r in results {
-        for name in r.phases_s.keys() {
-            if !names.contains(name) {
-                names.push(name.clone());
-            }
-        }
-    }
     let order = |name: &str| {
         PHASE_ORDER
             .iter()
             .position(|p| *p == name)
             .unwrap_or(PHASE_ORDER.len())
     };
-    names.sort_by_key(|n| order(n));
-    let mut rows: Vec<(String, f64)> = names
+    let mut rows = medians_by_name(results, |r| &r.phases_s);
+    rows.sort_by_key(|(name, _)| order(name));
+    rows.extend(
+        medians_by_name(results, |r| &r.server_phases_s)
+            .into_iter()
+            .map(|(name, s)| (format!("server:{name}"), s)),
+    );
+    rows
+}
+
+/// For every name in any result's map (`pick`), the median over the results (a result
+/// without it counts 0), in name order.
+fn medians_by_name(
+    results: &[&crate::eval::EvalResult],
+    pick: impl Fn(&crate::eval::EvalResult) -> &std::collections::BTreeMap<String, f64>,
+) -> Vec<(String, f64)> {
+    let names: std::collections::BTreeSet<&String> =
+        results.iter().flat_map(|r| pick(r).keys()).collect();
+    names
         .into_iter()
         .map(|name| {
             let values: Vec<f64> = results
                 .iter()
-                .map(|r| r.phases_s.get(&name).copied().unwrap_or(0.0))
+                .map(|r| pick(r).get(name).copied().unwrap_or(0.0))
                 .collect();
-            (name, median(&values))
+            (name.clone(), median(&values))
         })
-        .collect();
-    let mut server: Vec<String> = Vec::new();
-    for r in results {
-        for name in r.server_phases_s.keys() {
-            if !server.contains(name) {
-                server.push(name.clone());
-            }
-        }
-    }
-    for name in server {
-        let values: Vec<f64> = results
-            .iter()
-            .map(|r| r.server_phases_s.get(&name).copied().unwrap_or(0.0))
-            .collect();
-        rows.push((format!("server:{name}"), median(&values)));
-    }
-    rows
+        .collect()
 }
 
 /// The order in which judge.py runs its phases (its PhaseClock marks).
