@@ -158,8 +158,7 @@ def calibrate(sides, flush, progress):
 def null_known(windows):
     """Whether the median of these null windows is known well enough to stop calibrating
     (CALIBRATION_ABS_MS, CALIBRATION_SHARE)."""
-    lo, hi = timing.median_interval(windows)
-    return (hi - lo) / 2.0 <= max(CALIBRATION_ABS_MS, CALIBRATION_SHARE * timing.quantile(windows, 0.5))
+    return timing.relative_width(windows, CALIBRATION_ABS_MS) <= CALIBRATION_SHARE
 
 
 def clocks_up(flush):
