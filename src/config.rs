@@ -152,6 +152,16 @@ pub struct EvalConfig {
     pub require_sandbox: bool,
     /// Reuse reference timings measured earlier under the same conditions.
     pub baseline_cache: bool,
+    /// On a GPU, time the reference under `torch.compile` too (once per task and device,
+    /// cached; its compile time is reported apart): every score then has a figure against
+    /// it (`timing.score_vs_compile`).
+    pub compile_baseline: bool,
+    /// `torch.compile`'s mode for that baseline.
+    pub compile_mode: crate::protocol::CompileMode,
+    /// What the headline score (selection, the pipeline's gates, budgets, fast_p) is
+    /// against: `eager`, `compile`, or `best` (default: the faster of the two per task;
+    /// eager where the task does not compile or `compile_baseline` is off).
+    pub baseline: crate::protocol::BaselineChoice,
     pub executor: Executor,
 }
 
@@ -182,6 +192,9 @@ impl Default for EvalConfig {
             static_checks: true,
             require_sandbox: true,
             baseline_cache: true,
+            compile_baseline: true,
+            compile_mode: crate::protocol::CompileMode::Default,
+            baseline: crate::protocol::BaselineChoice::Best,
             executor: Executor::Fork,
         }
     }

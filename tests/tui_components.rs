@@ -18,7 +18,7 @@ use kforge::tui::keymap::Action;
 use kforge::tui::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView};
 use kforge::tui::panes::{ChartPane, ConsolePane, TreePane};
 use kforge::tui::testing::{HarnessOptions, context_for, draw_alone, key_event};
-use tui_common::{fixture, records, timed_fixture};
+use tui_common::{compiled_fixture, fixture, records, timed_fixture};
 
 /// The finished session, #9 selected.
 fn finished() -> Ctx {
@@ -167,6 +167,28 @@ fn intervals_in_the_tree_and_the_chart() {
     let best = timed(dir.path(), 9);
     let c = draw_alone(80, 12, |f| chart.draw(&best, f, f.area()));
     assert!(c.contains("best #9 1.83x [1.79-1.87] ─"), "{c}");
+}
+
+/// The Eval tab of a candidate whose reference was timed under torch.compile too: both
+/// scores with their intervals, the headline marked, the compiled reference's figures.
+#[test]
+fn the_eval_tab_shows_both_baselines() {
+    let dir = compiled_fixture();
+    let best = timed(dir.path(), 9);
+    let mut d = DetailPane::default();
+    d.set_tab(Tab::Eval);
+    let e = draw_alone(110, 44, |f| d.draw(&best, f, f.area()));
+    insta::assert_snapshot!("detail_Eval_baselines", e);
+    for needle in [
+        "score       1.220x [1.180-1.260]",
+        "baselines   vs eager 1.83x [1.79-1.87]   vs compile 1.22x [1.18-1.26] ●   (torch.compile 1.50x eager)",
+        "vs eager    1.83x [1.79-1.87]  (95% interval: bootstrap",
+        "compiled    torch.compile (default) 0.0275 ms, 1.50x [1.47-1.53] eager, compiled in 18.2 s (cached)",
+        "vs compile  1.22x [1.18-1.26]",
+        "headline    vs torch.compile (baseline = best: torch.compile is 1.50x as fast as eager)",
+    ] {
+        assert!(e.contains(needle), "{needle:?} in\n{e}");
+    }
 }
 
 /// The Eval tab of the best: the score's interval, each side's, the method, the reported

@@ -126,8 +126,13 @@ pub async fn check_task(
                 .as_ref()
                 .filter(|t| t.meaningful)
                 .map(|t| {
+                    let compiled = t
+                        .compile
+                        .as_ref()
+                        .map(|c| format!("; {}", c.describe()))
+                        .unwrap_or_default();
                     format!(
-                        ": the reference runs in {:.4} ms (median)",
+                        ": the reference runs in {:.4} ms (median){compiled}",
                         t.reference.median_ms
                     )
                 })

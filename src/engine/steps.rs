@@ -889,5 +889,24 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
             .map(|w| w.message.clone())
             .collect(),
         device: result.device.torch_name.clone(),
+        baselines: baseline_scores(result),
     }
+}
+
+/// Both baselines' scores, where the compiled reference was timed (None otherwise: the
+/// eager score alone is `score`).
+fn baseline_scores(result: &EvalResult) -> Option<crate::protocol::BaselineScores> {
+    use crate::protocol::{Baseline, BaselineScores, ScoreFigure};
+    let timing = result.timing.as_ref().filter(|t| t.meaningful)?;
+    let compile = timing.compile.as_ref()?;
+    let figure = |baseline| {
+        let (score, interval) = result.score_vs(baseline);
+        ScoreFigure::new(score, interval)
+    };
+    Some(BaselineScores {
+        headline: result.baseline(),
+        vs_eager: figure(Baseline::Eager),
+        vs_compile: figure(Baseline::Compile),
+        compile_speedup: compile.speedup_over_eager,
+    })
 }

@@ -116,6 +116,12 @@ pub struct Job {
     pub static_checks: bool,
     pub baseline_cache: bool,
     pub baseline_cache_dir: Option<PathBuf>,
+    /// Time the reference under `torch.compile` too (read from the cache beside the
+    /// baseline's when measured before).
+    pub compile_baseline: bool,
+    pub compile_mode: crate::protocol::CompileMode,
+    /// What the headline score is against (`timing.baseline` says what it resolved to).
+    pub baseline: crate::protocol::BaselineChoice,
     pub profile: bool,
     pub executor: Executor,
     /// Check the task alone (build, forward, time the reference): no kernel involved.
@@ -159,6 +165,9 @@ impl Job {
             static_checks: s.static_checks,
             baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
             baseline_cache_dir,
+            compile_baseline: s.compile_baseline && request.timing && request.device.is_gpu(),
+            compile_mode: s.compile_mode,
+            baseline: s.baseline,
             profile: request.profile,
             executor: s.executor,
             reference_only: request.reference_only,
@@ -449,6 +458,19 @@ pub struct Timing {
     /// A task check asked for rounds: both protocols' medians per round, round one first
     /// (its figures are `reference` and `kernelbench`).
     pub rounds: Vec<ProtocolRound>,
+    /// The reference under `torch.compile` (GPU, `[eval] compile_baseline`): its figures,
+    /// or why there are none.
+    pub compile: Option<CompileFigures>,
+    /// The score against the compiled reference: `score` x compiled / eager median, with
+    /// its interval (both intervals combined on the log scale).
+    pub score_vs_compile: Option<f64>,
+    pub score_vs_compile_low: Option<f64>,
+    pub score_vs_compile_high: Option<f64>,
+    /// What the headline score (`EvalResult::score`) is against; None: eager (results
+    /// from before the compile baseline).
+    pub baseline: Option<crate::protocol::Baseline>,
+    /// Why that baseline: the choice in force and, for `best`, which was faster.
+    pub baseline_reason: Option<String>,
     /// Fields this version does not know (a newer harness's, an older one's), kept so that
     /// `kforge eval --json` and `eval/<id>.json` pass them through.
     #[serde(flatten)]
@@ -459,6 +481,85 @@ impl Timing {
     /// The score's 95% interval, when the harness gave one.
     pub fn score_interval(&self) -> Option<(f64, f64)> {
         Some((self.score_low?, self.score_high?))
+    }
+
+    /// The interval of the score against the compiled reference.
+    pub fn score_vs_compile_interval(&self) -> Option<(f64, f64)> {
+        Some((self.score_vs_compile_low?, self.score_vs_compile_high?))
+    }
+
+    /// The baseline of the headline score (eager when none is recorded).
+    pub fn headline_baseline(&self) -> crate::protocol::Baseline {
+        self.baseline.unwrap_or(crate::protocol::Baseline::Eager)
+    }
+
+    /// The score against `baseline`, with its interval.
+    pub fn score_against(
+        &self,
+        baseline: crate::protocol::Baseline,
+    ) -> (Option<f64>, Option<(f64, f64)>) {
+        match baseline {
+            crate::protocol::Baseline::Eager => (self.score, self.score_interval()),
+            crate::protocol::Baseline::Compile => {
+                (self.score_vs_compile, self.score_vs_compile_interval())
+            }
+        }
+    }
+}
+
+/// The reference under `torch.compile`, timed against the eager reference in one
+/// interleaved measurement (once per task, device and mode; cached).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompileFigures {
+    /// `torch.compile`'s mode.
+    pub mode: String,
+    /// Why there is no compile baseline (it failed to compile or run, or computes another
+    /// result); None when measured.
+    pub error: Option<String>,
+    /// Seconds of the first forward, the compile (not part of any timed run).
+    pub compile_s: Option<f64>,
+    pub median_ms: Option<f64>,
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    pub noisy: bool,
+    /// The eager reference's median in the same measurement.
+    pub eager_median_ms: Option<f64>,
+    /// Eager median / compiled median, with its 95% bootstrap interval.
+    pub speedup_over_eager: Option<f64>,
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
+    /// Read from the cache rather than measured in this evaluation.
+    pub cached: bool,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl CompileFigures {
+    /// One line: `torch.compile (default) 0.412 ms, 1.31x eager [1.29-1.33], compiled in 23.1 s`
+    /// or why there is none.
+    pub fn describe(&self) -> String {
+        if let Some(error) = &self.error {
+            return format!("no torch.compile baseline ({}): {error}", self.mode);
+        }
+        let mut line = format!("torch.compile ({})", self.mode);
+        if let Some(ms) = self.median_ms {
+            line.push_str(&format!(" {ms:.4} ms"));
+        }
+        if let Some(speedup) = self.speedup_over_eager {
+            let interval = self.speedup_low.zip(self.speedup_high);
+            line.push_str(&format!(
+                ", {} eager",
+                crate::eval::figures::score_with_interval(speedup, interval)
+            ));
+        }
+        if let Some(s) = self.compile_s {
+            line.push_str(&format!(", compiled in {s:.1} s"));
+        }
+        if self.cached {
+            line.push_str(" (cached)");
+        }
+        line
     }
 }
 
@@ -747,24 +848,47 @@ impl EvalResult {
         }
     }
 
-    /// The speedup over the reference, when timing was measured.
+    /// The headline speedup, against the baseline the evaluation chose (`[eval]
+    /// baseline`, `timing.baseline`), when timing was measured.
     pub fn score(&self) -> Option<f64> {
-        // A kernel that failed any check has no speedup, even when its timed runs
-        // finished before the re-check caught it.
-        if !self.correct {
-            return None;
-        }
-        self.timing
-            .as_ref()
-            .filter(|t| t.meaningful)
-            .and_then(|t| t.score)
+        let timing = self.scored_timing()?;
+        timing.score_against(timing.headline_baseline()).0
     }
 
     /// The 95% interval of `score()`: None where `score()` is None, and for results from
     /// before intervals.
     pub fn score_interval(&self) -> Option<(f64, f64)> {
         self.score()?;
-        self.timing.as_ref()?.score_interval()
+        let timing = self.scored_timing()?;
+        timing.score_against(timing.headline_baseline()).1
+    }
+
+    /// The speedup against `baseline` (eager: KernelBench's figure) with its interval.
+    pub fn score_vs(
+        &self,
+        baseline: crate::protocol::Baseline,
+    ) -> (Option<f64>, Option<(f64, f64)>) {
+        match self.scored_timing() {
+            Some(timing) => timing.score_against(baseline),
+            None => (None, None),
+        }
+    }
+
+    /// What `score()` is against.
+    pub fn baseline(&self) -> crate::protocol::Baseline {
+        self.timing
+            .as_ref()
+            .map_or(crate::protocol::Baseline::Eager, Timing::headline_baseline)
+    }
+
+    /// The timing a score may be read from: a correct kernel's meaningful timing. A kernel
+    /// that failed any check has no speedup, even when its timed runs finished before the
+    /// re-check caught it.
+    fn scored_timing(&self) -> Option<&Timing> {
+        if !self.correct {
+            return None;
+        }
+        self.timing.as_ref().filter(|t| t.meaningful)
     }
 
     /// A failed result made on the Rust side (the harness could not produce one).

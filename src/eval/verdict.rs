@@ -361,6 +361,15 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         );
         let _ = writeln!(out, "  {:<10} {}", "", style.dim(&stats_detail(s)));
     }
+    if let Some(compile) = &t.compile {
+        let text = compile.describe();
+        let painted = if compile.error.is_some() {
+            style.warn(&text)
+        } else {
+            text
+        };
+        let _ = writeln!(out, "  {:<10} {painted}", "compiled");
+    }
     if let Some(score) = t.score {
         let text = figures::score_with_interval(score, t.score_interval());
         let painted = if score >= 1.0 {
@@ -379,7 +388,33 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
             }
             _ => "reference median / kernel median".into(),
         };
-        let _ = writeln!(out, "  {:<10} {painted}{noisy}  ({basis})", "score");
+        let label = if t.compile.is_some() {
+            "vs eager"
+        } else {
+            "score"
+        };
+        let _ = writeln!(out, "  {label:<10} {painted}{noisy}  ({basis})");
+    }
+    if let Some(score) = t.score_vs_compile {
+        let text = figures::score_with_interval(score, t.score_vs_compile_interval());
+        let painted = if score >= 1.0 {
+            style.good(&text)
+        } else {
+            style.warn(&text)
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} {painted}  (compiled reference median / kernel median: the score vs eager x compiled / eager)",
+            "vs compile"
+        );
+    }
+    if let Some(reason) = &t.baseline_reason {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}  ({reason})",
+            "headline",
+            t.headline_baseline().label()
+        );
     }
     if let Some(reported) = t.reported_score {
         let _ = writeln!(
@@ -779,6 +814,59 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         ] {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
+    }
+
+    /// With the compile baseline: the compiled reference's line, both scores, and which
+    /// one is the headline (what `EvalResult::score` returns); a task that does not compile
+    /// says why and stays against eager.
+    #[test]
+    fn a_verdict_with_the_compile_baseline_shows_both_scores() {
+        let mut r = correct_gpu();
+        r.timing = Some(
+            serde_json::from_value(serde_json::json!({
+                "meaningful": true, "method": "judge_window",
+                "reference": {"median_ms": 2.4, "runs": 100}, "kernel": {"median_ms": 2.0, "runs": 100},
+                "score": 1.2, "score_low": 1.17, "score_high": 1.23,
+                "compile": {"mode": "default", "compile_s": 21.4, "median_ms": 1.6,
+                            "eager_median_ms": 2.4, "speedup_over_eager": 1.5,
+                            "speedup_low": 1.48, "speedup_high": 1.52, "cached": true},
+                "score_vs_compile": 0.8, "score_vs_compile_low": 0.78, "score_vs_compile_high": 0.82,
+                "baseline": "compile", "baseline_reason": "baseline = best: torch.compile is 1.50x as fast as eager"
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        for needle in [
+            "  compiled   torch.compile (default) 1.6000 ms, 1.50x [1.48-1.52] eager, compiled in 21.4 s (cached)",
+            "  vs eager   1.20x [1.17-1.23]",
+            "  vs compile 0.80x [0.78-0.82]",
+            "  headline   vs torch.compile  (baseline = best: torch.compile is 1.50x as fast as eager)",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in\n{text}");
+        }
+        assert_eq!(r.score(), Some(0.8));
+        assert_eq!(r.score_interval(), Some((0.78, 0.82)));
+        assert_eq!(r.score_vs(crate::protocol::Baseline::Eager).0, Some(1.2));
+
+        let t = r.timing.as_mut().unwrap();
+        t.compile = Some(crate::eval::protocol::CompileFigures {
+            mode: "default".into(),
+            error: Some("under torch.compile the task computes another result".into()),
+            ..Default::default()
+        });
+        (
+            t.score_vs_compile,
+            t.score_vs_compile_low,
+            t.score_vs_compile_high,
+        ) = (None, None, None);
+        t.baseline = Some(crate::protocol::Baseline::Eager);
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains("  compiled   no torch.compile baseline (default): under torch.compile the task computes another result"),
+            "{text}"
+        );
+        assert!(!text.contains("vs compile"), "{text}");
+        assert_eq!(r.score(), Some(1.2));
     }
 
     /// A result from before intervals reads as before: no brackets, no environment.

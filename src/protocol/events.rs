@@ -222,6 +222,50 @@ pub struct EvalSummary {
     /// The device it ran on (`cuda:1`), when the session spreads evaluations over several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// The score against each baseline, where the reference was timed under
+    /// `torch.compile` too (`score` is the one `baseline` names); absent otherwise and in
+    /// sessions from before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baselines: Option<BaselineScores>,
+}
+
+/// A score against each baseline, and which one the headline is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineScores {
+    pub headline: crate::protocol::Baseline,
+    pub vs_eager: ScoreFigure,
+    pub vs_compile: ScoreFigure,
+    /// The compiled reference's speedup over eager.
+    pub compile_speedup: Option<f64>,
+}
+
+/// A score with its 95% interval, when known.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ScoreFigure {
+    pub score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub high: Option<f64>,
+}
+
+impl ScoreFigure {
+    pub fn new(score: Option<f64>, interval: Option<(f64, f64)>) -> ScoreFigure {
+        ScoreFigure {
+            score,
+            low: interval.map(|i| i.0),
+            high: interval.map(|i| i.1),
+        }
+    }
+
+    pub fn interval(&self) -> Option<(f64, f64)> {
+        Some((self.low?, self.high?))
+    }
+
+    /// `1.45x [1.43-1.47]`, `1.45x`, or `-`.
+    pub fn text(&self) -> String {
+        crate::eval::figures::score_text(self.score, self.interval())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

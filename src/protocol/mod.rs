@@ -4,6 +4,7 @@
 //! here depends on the engine, the terminal, HTTP or Python.
 
 mod analysis;
+mod baseline;
 mod candidate;
 mod category;
 mod commands;
@@ -12,12 +13,13 @@ mod ids;
 mod precision;
 
 pub use analysis::Analysis;
+pub use baseline::{Baseline, BaselineChoice, CompileMode};
 pub use candidate::{CallKind, CandidateKind};
 pub use category::Category;
 pub use commands::{Command, Decision};
 pub use events::{
-    CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind, LogLevel, Mode,
-    RunEnd, StageVerdict, TokenUsage,
+    BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,
+    LogLevel, Mode, RunEnd, ScoreFigure, StageVerdict, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use super::{ScrollView, TabView};
 use crate::eval::figures;
 use crate::eval::protocol::Timing;
+use crate::protocol::Baseline;
 use crate::session::state::{CandidateStatus, indistinguishable};
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;
@@ -72,6 +73,26 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
             ms(summary.reference_ms)
         ),
     ));
+    // Both baselines, where the reference was timed under torch.compile too: the headline
+    // above is the one marked.
+    if let Some(b) = &summary.baselines {
+        let mark = |baseline| if b.headline == baseline { " ●" } else { "" };
+        let compile = b
+            .compile_speedup
+            .map(|s| format!("   (torch.compile {s:.2}x eager)"))
+            .unwrap_or_default();
+        lines.push(kv(
+            cx,
+            "baselines",
+            format!(
+                "vs eager {}{}   vs compile {}{}{compile}",
+                b.vs_eager.text(),
+                mark(Baseline::Eager),
+                b.vs_compile.text(),
+                mark(Baseline::Compile),
+            ),
+        ));
+    }
     // Whether the measurements can tell this candidate from the best at all.
     if let Some(best) = cx
         .state
@@ -304,7 +325,34 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
         if let Some(m) = &t.interval_method {
             text.push_str(&format!("  (95% interval: {m})"));
         }
-        lines.extend(kv("score", text, Role::Text));
+        let label = if t.compile.is_some() {
+            "vs eager"
+        } else {
+            "score"
+        };
+        lines.extend(kv(label, text, Role::Text));
+    }
+    if let Some(compile) = &t.compile {
+        let role = if compile.error.is_some() {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.extend(kv("compiled", compile.describe(), role));
+    }
+    if let Some(score) = t.score_vs_compile {
+        lines.extend(kv(
+            "vs compile",
+            figures::score_with_interval(score, t.score_vs_compile_interval()),
+            Role::Text,
+        ));
+    }
+    if let Some(reason) = &t.baseline_reason {
+        lines.extend(kv(
+            "headline",
+            format!("{} ({reason})", t.headline_baseline().label()),
+            Role::Text,
+        ));
     }
     if let Some(reported) = t.reported_score {
         lines.extend(kv(

@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, kbprotocol, protocol, timing
+from . import audit_rules, baselines, kbprotocol, protocol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
@@ -105,6 +105,11 @@ class WorkerLink:
         return bool(select.select([self.sock], [], [], timeout_s)[0])
 
 
+class CompileUnavailable(Exception):
+    """The reference under torch.compile cannot be a baseline (it failed to compile or to
+    run, or computes another result): the evaluation goes on against eager alone."""
+
+
 class ReferenceLink(WorkerLink):
     """The judge's channel to the reference's own timing process (refprocess.py): trusted, so
     anything that goes wrong there is the task's or the harness's, never a kernel verdict."""
@@ -120,6 +125,31 @@ class ReferenceLink(WorkerLink):
             if f.category == "oom":
                 raise task_does_not_fit("timing the reference in its own process ran out of memory: %s" % f.summary)
             raise TaskFailure("timing the reference in its own process failed: %s" % f.summary)
+
+
+class CompiledLink(WorkerLink):
+    """The judge's channel to the compiled reference's process: trusted like the
+    reference's, and whatever goes wrong there only costs the compile baseline."""
+
+    def _crash(self, what, closed=False):
+        raise CompileUnavailable("its process: %s" % what.replace("the kernel's process", "it"))
+
+    def receive(self, expected, run=None):
+        try:
+            return super().receive(expected, run)
+        except KernelFailure as f:
+            raise CompileUnavailable(f.summary)
+
+
+class CompiledSide(Side):
+    """The compiled reference's Side: a process that goes away is a compile baseline lost,
+    not a harness failure."""
+
+    def run(self, *args, **kwargs):
+        try:
+            return super().run(*args, **kwargs)
+        except HarnessError as e:
+            raise CompileUnavailable(str(e))
 
 
 def kernel_outputs(done, slots):
@@ -254,6 +284,10 @@ class Evaluation:
         self.reference_process = None
         self.reference_side = None
         self.reference_lender = None
+        self.compiled_process = None
+        self.compiled_side = None
+        self.compiled_lender = None
+        self.compiled = None  # the compile baseline's record (baselines.py), once known
         self.clock = None
         self.policy = job.get("precision") or precision.DEFAULT_POLICY
         self.task_dtypes = []
@@ -272,6 +306,7 @@ class Evaluation:
         finally:
             if self.gate is not None and self.gate.held:
                 self.gate.release()  # a stream held at the gate would hang the judge's teardown
+            self.close_compiled()
             self.close_reference()
             if self.lender is not None:
                 self.lender.close()
@@ -303,6 +338,11 @@ class Evaluation:
             # process starts its own while this one loads the task.
             self.reference_process = ReferenceProcess.fork()
             self.reference_process.serve(self.reference_job())
+            if job.get("compile_baseline"):
+                # The compiled reference's process, forked now for the same reason; a
+                # cached compile baseline lets it go unused.
+                self.compiled_process = ReferenceProcess.fork()
+                self.compiled_process.serve(self.reference_job())
         server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
         if self.gpu == server_interprets:
             raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
@@ -344,6 +384,10 @@ class Evaluation:
             self.base = None if self.draws_fresh() else first
             self.reference_side.refresh = self.refresher(self.base)
         clock.mark("reference_process")
+        if self.timing() and job.get("compile_baseline"):
+            self.meter.enter("compile baseline")
+            self.compile_baseline(flush, first, input_shapes, output_shapes)
+            clock.mark("compile_baseline")
         if job.get("reference_only"):
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
@@ -880,31 +924,35 @@ class Evaluation:
         proc = self.reference_process
         if proc is None:
             raise HarnessError("the reference's timing process was not started")
-        link = ReferenceLink(proc.sock, lambda: self.result.get("phase") or "reference timing")
+        side, self.reference_lender = self.start_model(proc, "the reference", self.job["task_source"] + ALIAS,
+                                                       input_shapes, output_shapes, ReferenceLink, Side)
+        self.reference_side = side
+        return side
+
+    def start_model(self, proc, name, source, input_shapes, output_shapes, link_class, side_class):
+        """A trusted model process (refprocess.py) ready to time: buffers lent, `source`'s
+        ModelNew loaded with the judge's parameters. Returns (side, lender)."""
+        link = link_class(proc.sock, lambda: self.result.get("phase") or "reference timing")
         link.receive("hello")
-        self.reference_lender = lender = Lender("cuda_ipc", self.device)
+        lender = Lender("cuda_ipc", self.device)
         (inputs, slots), (input_desc, slot_desc), fds = lender.like([input_shapes, output_shapes])
         link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
-        side = Side("the reference", link, inputs, slots, self.gate, lender, True)
+        side = side_class(name, link, inputs, slots, self.gate, lender, True)
         link.call(side.clock.request(), "clock_set")
         init_buffers, init_desc, fds = lender.like(self.init_inputs)
         copy_into(init_buffers, self.init_inputs)
-        loaded = link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
-                            "source": self.job["task_source"] + ALIAS}, "loaded", fds)
-        self.reference_tf32 = loaded.get("tf32")
+        loaded = link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed, "source": source},
+                           "loaded", fds)
+        if link_class is ReferenceLink:
+            self.reference_tf32 = loaded.get("tf32")
         self.align(loaded, link, lender, report=False)
-        self.reference_side = side
-        return side
+        return side, lender
 
     def reference_timing(self, flush, base):
         """A task check's timing: the reference alone (cached per task, inputs, device and
         method, or measured now)."""
-        import torch
-
         job = self.job
-        signature = [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
-                     if isinstance(v, torch.Tensor)]
-        key = timing.baseline_key(job["task_source"], self.result["device"], self.result["versions"], signature, job)
+        key = self.baseline_key(base)
         # Rounds time the reference again in its process: it must not be let go for a cache hit.
         use_cache = job["baseline_cache"] and int(job.get("kernelbench_rounds") or 1) <= 1
         cached = timing.read_baseline(job.get("baseline_cache_dir"), key) if use_cache else None
@@ -916,10 +964,116 @@ class Evaluation:
             if job["baseline_cache"]:
                 timing.write_baseline(job.get("baseline_cache_dir"), key, figures)
             figures["cached"] = False
-        return {"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None, "baseline_key": key,
-                "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
-                "calibration": self.reference_side.null if self.reference_side else None,
-                "environment": self.environment(None)}
+        result = {"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None, "baseline_key": key,
+                  "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
+                  "calibration": self.reference_side.null if self.reference_side else None,
+                  "environment": self.environment(None)}
+        return self.against_compile(result)
+
+    def baseline_key(self, base):
+        """The cached reference figures' key for the task on these inputs (timing.py)."""
+        import torch
+
+        signature = [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
+                     if isinstance(v, torch.Tensor)]
+        return timing.baseline_key(self.job["task_source"], self.result["device"], self.result["versions"],
+                                   signature, self.job)
+
+    def against_compile(self, result):
+        """The timing with the compile baseline's figures, the score against them and the
+        baseline its headline is against (baselines.py); the result notes a task that has
+        no compile figures while they were asked for."""
+        if not self.job.get("compile_baseline"):
+            return result
+        baselines.against_compile(result, self.compiled, self.job.get("baseline") or "best")
+        if self.compiled is not None and self.compiled.get("error"):
+            self.result["notes"].append("no torch.compile baseline (%s): %s; scores are against eager PyTorch"
+                                        % (self.compiled["mode"], self.compiled["error"]))
+        return result
+
+    def compile_baseline(self, flush, first, input_shapes, output_shapes):
+        """The reference under torch.compile against the eager reference (baselines.py):
+        cached per task, inputs, device, versions, timing method, precision policy and mode,
+        else compiled and timed now, interleaved with the eager reference in its process.
+        Sets self.compiled; the compiled process is gone when it returns."""
+        job = self.job
+        mode = job.get("compile_mode") or "default"
+        key = baselines.cache_key(self.baseline_key(first), mode)
+        cache_dir = job.get("baseline_cache_dir")
+        cached = baselines.read_cached(cache_dir, key) if job["baseline_cache"] else None
+        if cached is not None:
+            self.close_compiled()
+            self.compiled = dict(cached, cached=True)
+            return
+        self.progress("timing the reference under torch.compile (mode %s)" % mode)
+        started = time.perf_counter()
+        try:
+            record = self.measure_compiled(flush, first, mode, input_shapes, output_shapes)
+        except (CompileUnavailable, KernelFailure, HarnessError) as e:
+            if self.gate is not None and self.gate.held:
+                self.gate.release()
+            why = e.summary if isinstance(e, KernelFailure) else str(e)
+            record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
+        finally:
+            self.close_compiled()
+        baselines.write_cached(cache_dir, key, record)
+        self.compiled = dict(record, cached=False)
+
+    def measure_compiled(self, flush, first, mode, input_shapes, output_shapes):
+        """Starts the compiled reference, compiles it on one forward (timed apart: the
+        compile time), compares that forward's outputs with the eager reference's, then
+        times both interleaved (timed.py)."""
+        job = self.job
+        proc = self.compiled_process
+        if proc is None:
+            raise CompileUnavailable("its process was not started")
+        source = baselines.compiled_source(job["task_source"], mode)
+        side, self.compiled_lender = self.start_model(proc, "the compiled reference", source, input_shapes,
+                                                      output_shapes, CompiledLink, CompiledSide)
+        self.compiled_side = side
+        ref = self.reference_side
+        calibrate([(ref, lambda base=first: copy_into(ref.inputs, base)),
+                   (side, lambda base=first: copy_into(side.inputs, base))], flush, self.progress)
+        side.refresh = self.refresher(self.base)
+        write, privates = side.refresh(0, True, side.input_sets(1))
+        started = time.perf_counter()
+        run = side.run("timed", -1000, write, flush, None, gated=False)
+        compile_s = time.perf_counter() - started
+        try:
+            outputs = self.freeze(run.done, None, side.slots).values
+        except KernelFailure as e:
+            raise CompileUnavailable(e.summary)
+        ref_out = reference_forward(self.ref, privates[0], self.device)
+        passed, _, reason, _ = compare_outputs(ref_out, outputs, job.get("atol"), job.get("rtol"),
+                                               job.get("tolerance") or DEFAULT_MODE, self.policy)
+        if not passed:
+            raise CompileUnavailable("under torch.compile the task computes another result (%s)" % reason)
+        del ref_out, outputs
+        nulls, eager_out, compiled_out = time_runs(ref, side, flush, job, self.progress,
+                                                   draw_ms=self.draw_cost_ms)
+        self.meter.sample()
+        null_ms = timing.quantile(nulls, 0.5)
+        offset = side.null["overhead_ms"] - ref.null["overhead_ms"]
+        eager = eager_out.figures(null_ms, 0.0, ref.null, job)
+        compiled = compiled_out.figures(null_ms, offset, side.null, job)
+        interval = timing.bootstrap_score(eager_out.windows, compiled_out.windows, nulls, offset, seed=self.seed)
+        return baselines.figures(mode, compile_s, eager, compiled, interval)
+
+    def close_compiled(self):
+        """Ends the compiled reference's process (reaped: its CUDA context and buffers are
+        gone before the kernel's are planned) and frees what was lent to it."""
+        if self.compiled_side is not None:
+            try:
+                self.compiled_side.link.call({"op": "exit"}, "bye")
+            except (CompileUnavailable, KernelFailure, TaskFailure, HarnessError):
+                pass
+            self.compiled_side = None
+        if self.compiled_lender is not None:
+            self.compiled_lender.close()
+            self.compiled_lender = None
+        if self.compiled_process is not None:
+            self.compiled_process.close()
+            self.compiled_process = None
 
     def time_reference(self, flush):
         """The reference's timed runs alone, beside null runs of its process."""
@@ -1009,6 +1163,7 @@ class Evaluation:
         if reported_ref and kernel.get("reported_median_ms"):
             result["reported_score"] = reported_ref / kernel["reported_median_ms"]
         result["noisy"] = bool(reference.get("noisy") or kernel.get("noisy"))
+        self.against_compile(result)
         notes, flags = self.result["notes"], self.result["flags"]
         if result["noisy"]:
             flags.append("noisy_timing")

@@ -1,0 +1,148 @@
+"""The torch.compile baseline: what the reference under `torch.compile` costs, how a kernel's
+score against it follows from its score against eager PyTorch, and which of the two a
+score is reported against. Pure functions (the judge measures, judge.py).
+
+Why a ratio: a kernel's evaluation times the kernel against the eager reference,
+interleaved (timed.py). The compiled reference is timed the same way against the eager
+one, once per task and device (its compile takes seconds to minutes), and the ratio of the
+two carries over: score vs compile = score vs eager x compiled / eager. Both ratios are
+taken between processes timed alike, so the figure is as fair as the eager score.
+"""
+
+import hashlib
+import json
+import math
+import os
+
+# The reference's module, loaded as the kernel with its forward under torch.compile. The
+# parameters keep their names (a subclass, not torch.compile's wrapper module, whose names
+# gain `_orig_mod.`), so the judge aligns them as it aligns the eager reference's.
+COMPILED_ALIAS = '''
+
+# kforge: the reference under torch.compile, timed through the worker's protocol
+import torch as _kforge_torch
+import torch._inductor.config as _kforge_inductor_config
+
+# One process compiles: the judge times it, and a pool of compile workers would outlive it.
+_kforge_inductor_config.compile_threads = 1
+
+
+class ModelNew(Model):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.forward = _kforge_torch.compile(self.forward, mode=%r)
+'''
+
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CHOICES = ("eager", "compile", "best")
+
+
+def compiled_source(task_source, mode):
+    if mode not in MODES:
+        raise ValueError("unknown torch.compile mode %r (one of %s)" % (mode, ", ".join(MODES)))
+    return task_source + COMPILED_ALIAS % mode
+
+
+def cache_key(baseline_key, mode):
+    """The compiled figures' key: the eager baseline's (task, device, versions, inputs,
+    timing method, precision policy) and the compile mode."""
+    return hashlib.sha256(json.dumps([baseline_key, "torch.compile", mode]).encode()).hexdigest()[:32]
+
+
+def read_cached(cache_dir, key):
+    """A cached record (figures or the reason there are none), or None."""
+    if not cache_dir:
+        return None
+    try:
+        with open(os.path.join(cache_dir, key + ".compile.json")) as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(value, dict) or value.get("mode") not in MODES:
+        return None
+    if value.get("error") is None and not (value.get("median_ms") or 0) > 0:
+        return None
+    return value
+
+
+def write_cached(cache_dir, key, record):
+    if not cache_dir:
+        return
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = os.path.join(cache_dir, "%s.%d.compile.tmp" % (key, os.getpid()))
+        with open(tmp, "w") as f:
+            json.dump({k: v for k, v in record.items() if k != "cached"}, f)
+        os.replace(tmp, os.path.join(cache_dir, key + ".compile.json"))
+    except OSError:
+        pass  # a cache that cannot be written only costs a compile next time
+
+
+def figures(mode, compile_s, eager, compiled, speedup_interval):
+    """The record of a measured compile baseline: `eager` and `compiled` are both sides'
+    timing figures from one interleaved measurement, `speedup_interval` the bootstrap of
+    eager/compiled."""
+    speedup = eager["median_ms"] / compiled["median_ms"] if compiled["median_ms"] > 0 else None
+    low, high = speedup_interval if speedup is not None else (None, None)
+    return {"mode": mode, "error": None, "compile_s": compile_s,
+            "median_ms": compiled["median_ms"], "ci_low_ms": compiled.get("ci_low_ms"),
+            "ci_high_ms": compiled.get("ci_high_ms"), "noisy": bool(compiled.get("noisy")),
+            "runs": compiled.get("runs"), "forwards_per_window": compiled.get("forwards_per_window"),
+            "eager_median_ms": eager["median_ms"],
+            "speedup_over_eager": speedup, "speedup_low": low, "speedup_high": high}
+
+
+def unavailable(mode, why, compile_s=None):
+    """The record of a task torch.compile cannot serve as a baseline for."""
+    return {"mode": mode, "error": why, "compile_s": compile_s}
+
+
+def divided(score, low, high, ratio, ratio_low, ratio_high):
+    """score / ratio with its 95% interval: both relative half-widths add in quadrature on
+    the log scale (independent measurements); the lower end pairs the score's lower end with
+    the ratio's upper end."""
+    value = score / ratio
+
+    def half(a, b):
+        return math.log(a / b) if a > b > 0 else 0.0
+
+    if None in (low, high, ratio_low, ratio_high):
+        return value, None, None
+    below = math.hypot(half(score, low), half(ratio_high, ratio))
+    above = math.hypot(half(high, score), half(ratio, ratio_low))
+    return value, value * math.exp(-below), value * math.exp(above)
+
+
+def choose(choice, compiled):
+    """Which baseline the headline score is against: `eager`, `compile` or `best` (the
+    faster of the two by the measured medians), with why. A task with no compile figures
+    is scored against eager whatever the choice."""
+    if choice not in CHOICES:
+        raise ValueError("unknown baseline %r (one of %s)" % (choice, ", ".join(CHOICES)))
+    usable = compiled is not None and compiled.get("error") is None and compiled.get("speedup_over_eager")
+    if choice == "eager":
+        return "eager", "baseline = eager"
+    if not usable:
+        why = (compiled or {}).get("error") or "no torch.compile figures"
+        return "eager", "baseline = %s, scored against eager: %s" % (choice, why)
+    if choice == "compile":
+        return "compile", "baseline = compile"
+    if compiled["speedup_over_eager"] > 1.0:
+        return "compile", "baseline = best: torch.compile is %.2fx as fast as eager" % compiled["speedup_over_eager"]
+    return "eager", "baseline = best: eager is as fast as torch.compile (%.2fx)" % compiled["speedup_over_eager"]
+
+
+def against_compile(timing_result, compiled, choice):
+    """Adds to an evaluation's timing the compile figures, the score against them and the
+    baseline its headline is against (`baseline`, `baseline_reason`)."""
+    timing_result["compile"] = compiled
+    score = timing_result.get("score")
+    usable = compiled is not None and compiled.get("error") is None and compiled.get("speedup_over_eager")
+    if score is not None and usable:
+        value, low, high = divided(score, timing_result.get("score_low"), timing_result.get("score_high"),
+                                   compiled["speedup_over_eager"], compiled.get("speedup_low"),
+                                   compiled.get("speedup_high"))
+        timing_result.update(score_vs_compile=value, score_vs_compile_low=low, score_vs_compile_high=high)
+    used, why = choose(choice, compiled)
+    timing_result["baseline"], timing_result["baseline_reason"] = used, why
+    return timing_result

@@ -1,0 +1,131 @@
+//! Baselines: what a kernel's speedup is measured against. The eager reference is always
+//! timed; on a GPU the reference under `torch.compile` is timed too (`[eval]
+//! compile_baseline`), and `[eval] baseline` says which of the two the headline score
+//! (selection, the pipeline's gates, budgets, fast_p) is against. Shared by the evaluator,
+//! the engine, the TUI, reports and batch summaries.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What `[eval] baseline` asks the headline score to be against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaselineChoice {
+    /// Eager PyTorch, as KernelBench scores.
+    Eager,
+    /// The reference under `torch.compile` (eager where it cannot compile).
+    Compile,
+    /// The faster of the two, per task: a win must beat what PyTorch already offers.
+    #[default]
+    Best,
+}
+
+impl BaselineChoice {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BaselineChoice::Eager => "eager",
+            BaselineChoice::Compile => "compile",
+            BaselineChoice::Best => "best",
+        }
+    }
+}
+
+impl fmt::Display for BaselineChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The baseline an evaluation's headline score is against (what `BaselineChoice` resolved
+/// to for the task).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Baseline {
+    Eager,
+    Compile,
+}
+
+impl Baseline {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Baseline::Eager => "eager",
+            Baseline::Compile => "compile",
+        }
+    }
+
+    /// How a figure names it: `vs eager`, `vs torch.compile`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Baseline::Eager => "vs eager",
+            Baseline::Compile => "vs torch.compile",
+        }
+    }
+}
+
+impl fmt::Display for Baseline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `torch.compile`'s `mode` for the compile baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompileMode {
+    #[default]
+    Default,
+    ReduceOverhead,
+    MaxAutotune,
+    MaxAutotuneNoCudagraphs,
+}
+
+impl CompileMode {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CompileMode::Default => "default",
+            CompileMode::ReduceOverhead => "reduce-overhead",
+            CompileMode::MaxAutotune => "max-autotune",
+            CompileMode::MaxAutotuneNoCudagraphs => "max-autotune-no-cudagraphs",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_harness_and_the_config() {
+        // baselines.py's CHOICES and MODES spell them so.
+        let choices: Vec<String> = [
+            BaselineChoice::Eager,
+            BaselineChoice::Compile,
+            BaselineChoice::Best,
+        ]
+        .iter()
+        .map(|c| {
+            serde_json::to_value(c)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+        assert_eq!(choices, ["eager", "compile", "best"]);
+        for mode in [
+            CompileMode::Default,
+            CompileMode::ReduceOverhead,
+            CompileMode::MaxAutotune,
+            CompileMode::MaxAutotuneNoCudagraphs,
+        ] {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+        }
+        let harness = include_str!("../eval/harness/kforge_harness/baselines.py");
+        assert!(harness.contains(
+            "MODES = (\"default\", \"reduce-overhead\", \"max-autotune\", \"max-autotune-no-cudagraphs\")"
+        ));
+        assert!(harness.contains("CHOICES = (\"eager\", \"compile\", \"best\")"));
+        assert_eq!(BaselineChoice::default(), BaselineChoice::Best);
+    }
+}
