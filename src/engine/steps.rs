@@ -895,7 +895,7 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
 
 /// Both baselines' scores, where the compiled reference was timed (None otherwise: the
 /// eager score alone is `score`).
-fn baseline_scores(result: &EvalResult) -> Option<crate::protocol::BaselineScores> {
+fn baseline_scores(result: &EvalResult) -> Option<Box<crate::protocol::BaselineScores>> {
     use crate::protocol::{Baseline, BaselineScores, ScoreFigure};
     let timing = result.timing.as_ref().filter(|t| t.meaningful)?;
     let compile = timing.compile.as_ref()?;
@@ -903,10 +903,10 @@ fn baseline_scores(result: &EvalResult) -> Option<crate::protocol::BaselineScore
         let (score, interval) = result.score_vs(baseline);
         ScoreFigure::new(score, interval)
     };
-    Some(BaselineScores {
+    Some(Box::new(BaselineScores {
         headline: result.baseline(),
         vs_eager: figure(Baseline::Eager),
         vs_compile: figure(Baseline::Compile),
         compile_speedup: compile.speedup_over_eager,
-    })
+    }))
 }

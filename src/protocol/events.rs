@@ -226,7 +226,7 @@ pub struct EvalSummary {
     /// `torch.compile` too (`score` is the one `baseline` names); absent otherwise and in
     /// sessions from before.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub baselines: Option<BaselineScores>,
+    pub baselines: Option<Box<BaselineScores>>,
 }
 
 /// A score against each baseline, and which one the headline is.
