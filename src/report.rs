@@ -344,6 +344,24 @@ fn best_line(state: &SessionState) -> String {
     }
 }
 
+/// The best's score against each baseline, where its reference was timed under
+/// torch.compile too: `vs eager 1.83x [1.79-1.87], vs torch.compile 1.22x [1.18-1.26]
+/// (torch.compile runs 1.50x as fast as eager); the headline is vs torch.compile`.
+fn baselines_line(state: &SessionState) -> Option<String> {
+    let best = state.candidates.get(&state.best?)?;
+    let b = best.eval.as_ref()?.baselines.as_ref()?;
+    let compile = b
+        .compile_speedup
+        .map(|s| format!(" (torch.compile runs {s:.2}x as fast as eager)"))
+        .unwrap_or_default();
+    Some(format!(
+        "vs eager {}, vs torch.compile {}{compile}; the headline is {}",
+        b.vs_eager.text(),
+        b.vs_compile.text(),
+        b.headline.label()
+    ))
+}
+
 /// The report's markdown text.
 pub fn render_report(state: &SessionState) -> String {
     let mut out = String::new();
@@ -402,6 +420,9 @@ pub fn render_report(state: &SessionState) -> String {
     }
     let _ = writeln!(out, "| Final state | {final_state} |");
     let _ = writeln!(out, "| Best | {} |", best_line(state));
+    if let Some(line) = baselines_line(state) {
+        let _ = writeln!(out, "| Baselines | {line} |");
+    }
 
     // Timeline.
     let _ = writeln!(out, "\n## Candidates\n");
@@ -644,7 +665,7 @@ fn contributions(state: &SessionState) -> Vec<String> {
 pub fn summary_json(state: &SessionState) -> Value {
     let info = state.info.clone().unwrap_or_default();
     let candidate = |c: &Candidate| {
-        json!({
+        let mut value = json!({
             "id": c.id,
             "kind": c.kind.word(),
             "label": c.kind.label(),
@@ -660,7 +681,14 @@ pub fn summary_json(state: &SessionState) -> Value {
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
             "file": c.file,
-        })
+        });
+        if let (Some(b), Value::Object(m)) = (
+            c.eval.as_ref().and_then(|e| e.baselines.as_ref()),
+            &mut value,
+        ) {
+            m.insert("baselines".into(), json!(b));
+        }
+        value
     };
     let (by_kind, total) = usage_by_kind(state);
     let per_kind: serde_json::Map<String, Value> = by_kind
@@ -871,6 +899,54 @@ mod tests {
         .push(timed(2, 1.45, 1.43, 1.47, false))
         .push(third);
         SessionState::from_records(&log.0)
+    }
+
+    /// A best whose reference was timed under torch.compile too: the report's header and
+    /// summary.json give both scores and which is the headline.
+    #[test]
+    fn the_report_shows_the_best_against_both_baselines() {
+        use crate::protocol::{Baseline, BaselineScores, ScoreFigure};
+        let compiled = Event::EvalFinished {
+            candidate: CandidateId(3),
+            result_file: "eval/3.json".into(),
+            summary: EvalSummary {
+                correct: true,
+                summary: "correct".into(),
+                score: Some(1.9),
+                score_low: Some(1.86),
+                score_high: Some(1.94),
+                baselines: Some(Box::new(BaselineScores {
+                    headline: Baseline::Compile,
+                    vs_eager: ScoreFigure::new(Some(2.85), Some((2.80, 2.90))),
+                    vs_compile: ScoreFigure::new(Some(1.9), Some((1.86, 1.94))),
+                    compile_speedup: Some(1.5),
+                })),
+                ..Default::default()
+            },
+        };
+        let state = interval_session(compiled);
+        let report = render_report(&state);
+        assert!(
+            report.contains("| Baselines | vs eager 2.85x [2.80-2.90], vs torch.compile 1.90x [1.86-1.94] (torch.compile runs 1.50x as fast as eager); the headline is vs torch.compile |"),
+            "{report}"
+        );
+        let json = summary_json(&state);
+        let best = json["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == 3)
+            .unwrap();
+        assert_eq!(best["baselines"]["vs_eager"]["score"], 2.85);
+        assert_eq!(best["baselines"]["headline"], "compile");
+        // Without compile figures there is no such row, nor key.
+        let plain = interval_session(timed(3, 1.2, 1.1, 1.3, false));
+        assert!(!render_report(&plain).contains("| Baselines |"));
+        assert!(
+            summary_json(&plain)["candidates"][0]
+                .get("baselines")
+                .is_none()
+        );
     }
 
     #[test]

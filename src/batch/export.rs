@@ -17,7 +17,7 @@ use super::results::TaskResult;
 use super::summary::BatchSummary;
 use crate::eval::EvalResult;
 use crate::eval::protocol::{PrecisionRecord, Timing};
-use crate::protocol::{Category, PrecisionPolicy};
+use crate::protocol::{Baseline, Category, PrecisionPolicy};
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
@@ -103,7 +103,8 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         "kforge_candidate": candidate.id,
         "kforge_kernel_median_ms": eval.kernel_ms,
         "kforge_reference_median_ms": eval.reference_ms,
-        "kforge_speedup": eval.score,
+        // KernelBench's speedup is against eager PyTorch, whatever kforge's headline is.
+        "kforge_speedup": result.as_ref().map_or(eval.score, |r| r.score_vs(Baseline::Eager).0),
         "hardware": hardware,
         "device": eval.device,
     });
@@ -172,6 +173,17 @@ fn timing_metadata(t: &Timing) -> serde_json::Map<String, Value> {
         put("kforge_timing_noisy", json!(t.noisy));
     }
     put("kforge_timing_environment", json!(t.environment));
+    put("kforge_compile", json!(t.compile));
+    put("kforge_speedup_vs_compile", json!(t.score_vs_compile));
+    put(
+        "kforge_speedup_vs_compile_low",
+        json!(t.score_vs_compile_low),
+    );
+    put(
+        "kforge_speedup_vs_compile_high",
+        json!(t.score_vs_compile_high),
+    );
+    put("kforge_baseline", json!(t.baseline));
     m
 }
 

@@ -84,6 +84,10 @@ pub struct TaskResult {
     pub kernel_ms: Option<f64>,
     /// The device the best kernel was timed on.
     pub device: Option<String>,
+    /// The best kernel's score against each baseline, where the reference was timed under
+    /// torch.compile too (`score` is the one it names as the headline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baselines: Option<Box<crate::protocol::BaselineScores>>,
     /// Whether scores are real (GPU) speedups.
     pub timed: bool,
     /// The precision policy its evaluations ran under (None: a session from before it).
@@ -113,6 +117,28 @@ impl TaskResult {
     pub fn score_interval(&self) -> Option<(f64, f64)> {
         self.score?;
         Some((self.score_low?, self.score_high?))
+    }
+
+    /// The best kernel's score against `baseline` with its interval: from both baselines'
+    /// figures where the reference was timed under torch.compile, else the score itself
+    /// against eager (it is against eager then) and nothing against compile.
+    pub fn score_vs(
+        &self,
+        baseline: crate::protocol::Baseline,
+    ) -> (Option<f64>, Option<(f64, f64)>) {
+        if !self.correct {
+            return (None, None);
+        }
+        match (&self.baselines, baseline) {
+            (Some(b), crate::protocol::Baseline::Eager) => {
+                (b.vs_eager.score, b.vs_eager.interval())
+            }
+            (Some(b), crate::protocol::Baseline::Compile) => {
+                (b.vs_compile.score, b.vs_compile.interval())
+            }
+            (None, crate::protocol::Baseline::Eager) => (self.score, self.score_interval()),
+            (None, crate::protocol::Baseline::Compile) => (None, None),
+        }
     }
 
     /// The best kernel's speedup as tables show it: `1.52x`, `correct` when it was not
@@ -224,6 +250,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         reference_ms: None,
         kernel_ms: None,
         device: None,
+        baselines: None,
         timed: false,
         precision: None,
         candidates: 0,
@@ -290,6 +317,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
             result.reference_ms = eval.reference_ms;
             result.kernel_ms = eval.kernel_ms;
             result.device = eval.device.clone();
+            result.baselines = eval.baselines.clone();
         }
     }
     result

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::manifest::Manifest;
 use super::results::{TaskResult, collect, cost_text};
+use crate::protocol::Baseline;
 use crate::report::score_text;
 
 pub const SUMMARY_MD: &str = "summary.md";
@@ -68,6 +69,13 @@ pub struct GroupSummary {
     pub geomean_speedup: Option<f64>,
     /// Arithmetic mean over the same tasks.
     pub mean_speedup: Option<f64>,
+    /// The same figures against eager PyTorch (KernelBench's) and against the reference
+    /// under torch.compile, where any task's reference was timed both ways (the ones above
+    /// are the headline's, `[eval] baseline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_eager: Option<SpeedupFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_compile: Option<SpeedupFigures>,
     pub tokens: u64,
     /// The cost of the calls whose price is known ...
     pub cost_usd: f64,
@@ -77,22 +85,39 @@ pub struct GroupSummary {
     pub wall_s: f64,
 }
 
-/// Aggregates `results` under the name `group`.
-pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
+/// fast_p and the means of one group's scores against one baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpeedupFigures {
+    /// None where nothing was timed (the CPU): there is no speedup to count.
+    pub fast_p: Option<Vec<FastP>>,
+    /// Correct tasks with a measured speedup: the means are over these.
+    pub timed_correct: usize,
+    pub geomean_speedup: Option<f64>,
+    pub mean_speedup: Option<f64>,
+}
+
+/// fast_p (over all `results`) and the means (over the correct, timed ones) of the scores
+/// `figure` reads from each task.
+fn speedup_figures(
+    results: &[&TaskResult],
+    figure: impl Fn(&TaskResult) -> (Option<f64>, Option<(f64, f64)>),
+) -> SpeedupFigures {
     let n = results.len();
-    let correct = results.iter().filter(|r| r.correct).count();
-    let speedups: Vec<f64> = results
+    let figures: Vec<_> = results
         .iter()
         .filter(|r| r.correct)
-        .filter_map(|r| r.score)
+        .map(|r| figure(r))
+        .collect();
+    let speedups: Vec<f64> = figures
+        .iter()
+        .filter_map(|(score, _)| *score)
         .filter(|s| s.is_finite() && *s > 0.0)
         .collect();
     // The lower ends of the correct tasks' intervals, where they have one.
-    let lows: Vec<f64> = results
+    let lows: Vec<f64> = figures
         .iter()
-        .filter(|r| r.correct)
-        .filter_map(|r| r.score_interval())
-        .map(|(low, _)| low)
+        .filter(|(score, _)| score.is_some())
+        .filter_map(|(_, interval)| interval.map(|(low, _)| low))
         .filter(|low| low.is_finite())
         .collect();
     let any_timed = results.iter().any(|r| r.timed);
@@ -122,6 +147,24 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
             Some(speedups.iter().sum::<f64>() / k),
         )
     };
+    SpeedupFigures {
+        fast_p,
+        timed_correct: speedups.len(),
+        geomean_speedup: geomean,
+        mean_speedup: mean,
+    }
+}
+
+/// Aggregates `results` under the name `group`.
+pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
+    let n = results.len();
+    let correct = results.iter().filter(|r| r.correct).count();
+    let rate = |count: usize| if n == 0 { 0.0 } else { count as f64 / n as f64 };
+    let headline = speedup_figures(results, |r| (r.score, r.score_interval()));
+    // Against each baseline, where any task's reference was timed under torch.compile.
+    let compiled = results.iter().any(|r| r.baselines.is_some());
+    let against =
+        |baseline: Baseline| compiled.then(|| speedup_figures(results, |r| r.score_vs(baseline)));
     let cost_usd: f64 = results.iter().map(|r| r.cost_usd).sum();
     GroupSummary {
         group: group.to_string(),
@@ -129,10 +172,12 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
         finished: results.iter().filter(|r| r.status.is_final()).count(),
         correct,
         correctness_rate: rate(correct),
-        fast_p,
-        timed_correct: speedups.len(),
-        geomean_speedup: geomean,
-        mean_speedup: mean,
+        fast_p: headline.fast_p,
+        timed_correct: headline.timed_correct,
+        geomean_speedup: headline.geomean_speedup,
+        mean_speedup: headline.mean_speedup,
+        vs_eager: against(Baseline::Eager),
+        vs_compile: against(Baseline::Compile),
         tokens: results.iter().map(|r| r.tokens()).sum(),
         cost_usd,
         unpriced_calls: results.iter().map(|r| r.unpriced_calls).sum(),
@@ -184,7 +229,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision\n",
+        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision,baseline,score_vs_eager,score_vs_compile\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -196,7 +241,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{},{},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
@@ -221,6 +266,9 @@ pub fn results_csv(summary: &BatchSummary) -> String {
                     .map_or(String::new(), |f| f.display().to_string())
             ),
             t.precision.map_or("", |p| p.as_str()),
+            t.baselines.as_ref().map_or("", |b| b.headline.as_str()),
+            opt(t.score_vs(Baseline::Eager).0, 4),
+            opt(t.score_vs(Baseline::Compile).0, 4),
         );
     }
     out
@@ -296,6 +344,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         "{}). n/a: nothing was timed (the CPU interpreter checks correctness only).\n",
         timed.join(", ")
     );
+    baselines_md(&mut md, summary);
     md.push_str("## Tasks\n\n| task | status | best | speedup | reference ms | kernel ms | device | tokens | cost | wall |\n");
     md.push_str("|---|---|---|---:|---:|---:|---|---:|---:|---:|\n");
     for t in &summary.tasks {
@@ -323,6 +372,45 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         );
     }
     md
+}
+
+/// The table of fast_p and geomean against each baseline, where any task's reference was
+/// timed under torch.compile too.
+fn baselines_md(md: &mut String, summary: &BatchSummary) {
+    if summary.groups.iter().all(|g| g.vs_compile.is_none()) {
+        return;
+    }
+    md.push_str("### Against each baseline\n\n");
+    md.push_str("| group | against | fast_0 | fast_1 | fast_1.5 | fast_2 | geomean | mean |\n");
+    md.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for g in &summary.groups {
+        for (name, figures) in [
+            ("eager (KernelBench)", &g.vs_eager),
+            ("torch.compile", &g.vs_compile),
+        ] {
+            let Some(f) = figures else { continue };
+            let fast: Vec<String> = match &f.fast_p {
+                Some(f) => f.iter().map(FastP::text).collect(),
+                None => vec!["n/a".into(); FAST_P.len()],
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {name} | {} | {} | {} | {} | {} | {} |",
+                g.group,
+                fast[0],
+                fast[1],
+                fast[2],
+                fast[3],
+                score_text(f.geomean_speedup),
+                score_text(f.mean_speedup),
+            );
+        }
+    }
+    md.push_str(
+        "\nThe table above is against each task's headline baseline (`[eval] baseline`; \
+         `best`: the faster of eager and torch.compile). Against torch.compile, a task whose \
+         reference did not compile has no score and counts as not faster.\n\n",
+    );
 }
 
 /// Recomputes the summary from the sessions and writes `summary.md`, `summary.json`,
@@ -388,6 +476,7 @@ mod tests {
             reference_ms: None,
             kernel_ms: None,
             device: None,
+            baselines: None,
             timed: true,
             precision: Some(crate::protocol::PrecisionPolicy::Strict),
             candidates: 1,
@@ -429,6 +518,82 @@ mod tests {
 
     /// The confident variant counts only tasks whose interval lies above p, over all tasks;
     /// KernelBench's own count stays as it was.
+    /// Tasks whose reference was timed under torch.compile too: fast_p and geomean against
+    /// each baseline beside the headline's; a task that did not compile counts as not
+    /// faster than compile; the markdown and the CSV say both.
+    #[test]
+    fn fast_p_and_geomean_against_each_baseline() {
+        use crate::protocol::{BaselineScores, ScoreFigure};
+        let both = |key: &str, eager: f64, compile: Option<f64>| {
+            let headline = if compile.is_some_and(|c| c < eager) {
+                Baseline::Compile
+            } else {
+                Baseline::Eager
+            };
+            let score = if headline == Baseline::Compile {
+                compile
+            } else {
+                Some(eager)
+            };
+            TaskResult {
+                baselines: Some(Box::new(BaselineScores {
+                    headline,
+                    vs_eager: ScoreFigure::new(Some(eager), Some((eager * 0.98, eager * 1.02))),
+                    vs_compile: ScoreFigure::new(compile, compile.map(|c| (c * 0.97, c * 1.03))),
+                    compile_speedup: compile.map(|c| eager / c),
+                })),
+                ..task(key, Some(2), true, score)
+            }
+        };
+        let tasks = [
+            both("a", 2.4, Some(1.2)),
+            both("b", 1.3, Some(0.9)),
+            // The reference did not compile: against eager only.
+            both("c", 1.6, None),
+            task("d", Some(2), false, None),
+        ];
+        let g = summarize_group("level 2", &tasks.iter().collect::<Vec<_>>());
+        let counts = |f: &SpeedupFigures| -> Vec<usize> {
+            f.fast_p.as_ref().unwrap().iter().map(|f| f.count).collect()
+        };
+        let eager = g.vs_eager.as_ref().unwrap();
+        let compile = g.vs_compile.as_ref().unwrap();
+        assert_eq!(counts(eager), [3, 3, 2, 1]);
+        assert_eq!(counts(compile), [2, 1, 0, 0]);
+        assert_eq!(compile.timed_correct, 2);
+        let geomean = (1.2f64 * 0.9).sqrt();
+        assert!((compile.geomean_speedup.unwrap() - geomean).abs() < 1e-12);
+        // The headline: compile where it was faster (a, b), eager where it did not compile (c).
+        assert_eq!(g.fast_p.as_ref().map(|f| f[1].count), Some(2));
+        let summary = BatchSummary {
+            batch: "b".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            groups: vec![g],
+            tasks: tasks.to_vec(),
+        };
+        let md = summary_md(&summary);
+        assert!(md.contains("### Against each baseline"), "{md}");
+        assert!(
+            md.contains("| level 2 | eager (KernelBench) | 75.0% (3), confident 75.0% (3) | 75.0% (3), confident 75.0% (3) |"),
+            "{md}"
+        );
+        assert!(md.contains("| level 2 | torch.compile | 50.0% (2)"), "{md}");
+        let csv = results_csv(&summary);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",baseline,score_vs_eager,score_vs_compile")
+        );
+        assert!(csv.contains(",compile,2.4000,1.2000\n"), "{csv}");
+        assert!(csv.contains(",eager,1.6000,\n"), "{csv}");
+        // Without any compile figures the summary reads as before.
+        let plain = [task("a", Some(1), true, Some(1.5))];
+        let g = summarize_group("level 1", &plain.iter().collect::<Vec<_>>());
+        assert!(g.vs_eager.is_none() && g.vs_compile.is_none());
+    }
+
     #[test]
     fn confident_fast_p_counts_tasks_whose_interval_clears_p() {
         let with = |key: &str, score: f64, low: f64, high: f64| TaskResult {
@@ -538,9 +703,9 @@ mod tests {
             csv.lines()
                 .next()
                 .unwrap()
-                .ends_with(",best_file,precision")
+                .contains(",best_file,precision,")
         );
-        assert!(csv.lines().nth(2).unwrap().ends_with(",strict"), "{csv}");
+        assert!(csv.lines().nth(2).unwrap().contains(",strict,"), "{csv}");
         assert!(
             md.contains("Precision policy: strict (fp32 vs fp32).\n"),
             "{md}"
