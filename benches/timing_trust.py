@@ -159,7 +159,8 @@ def main():
     elif args.mode == "shaved":
         config = task_file("no_static", "")
         with open(config, "w") as f:
-            f.write("[eval]\nstatic_checks = false\n")
+            # The eager score is what a shaved timer would move: no compile baseline per evaluation.
+            f.write("[eval]\nstatic_checks = false\ncompile_baseline = false\n")
         shaves = [("x%.2f" % f, "_honest(self, other) * %r" % f) for f in (0.5, 0.7, 0.85, 0.9, 0.95, 0.97)]
         shaves += [("-%gms" % c, "max(_honest(self, other) - %r, 0.0)" % c) for c in (0.002, 0.01, 0.05)]
         worst = 0.0

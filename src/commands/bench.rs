@@ -146,6 +146,9 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             let device = device.pick(&evaluator).await?;
             let mut settings = config.eval.clone();
             settings.baseline_cache = false;
+            // The eager score's repeatability: a torch.compile baseline measured again in
+            // each evaluation would only add its compile to each.
+            settings.compile_baseline = false;
             println!(
                 "repeat: {} on {device}, {runs} evaluations",
                 kernel.display()
@@ -227,6 +230,8 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             let manifest = Manifest::load(&manifest)?;
             let mut settings = config.eval.clone();
             settings.timeout_s = settings.timeout_s.min(120.0);
+            // Verdicts and their scores against eager: no fixture compiles its reference.
+            settings.compile_baseline = false;
             let outcomes = suite::run(&evaluator, &manifest, device, &settings).await;
             println!("fixtures on {device}");
             print!("{}", suite::table(&outcomes));

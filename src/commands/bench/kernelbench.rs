@@ -210,6 +210,8 @@ pub async fn run(
     // The reference must really be measured each time, never read from the cache.
     let mut settings = config.eval.clone();
     settings.baseline_cache = false;
+    // The eager reference against KernelBench's protocol: nothing compiles.
+    settings.compile_baseline = false;
 
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();

@@ -169,6 +169,8 @@ pub async fn run(args: ScalingArgs, config: &Config, evaluator: &Evaluator) -> R
     // Every set times its references itself: a baseline cached by the first set would
     // make the second's work smaller.
     eval_settings.baseline_cache = false;
+    // Evaluations a second, as the first scaling figures were measured: no compile baseline.
+    eval_settings.compile_baseline = false;
     println!(
         "{:<10} {:>7} {:>8} {:>11} {:>7}  per device: busy share, mean GPU util",
         "devices", "evals", "wall s", "evals/s", "ratio"
