@@ -20,6 +20,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "alignment.py",
     "audit.py",
     "audit_rules.py",
+    "baselines.py",
     "compare.py",
     "device.py",
     "digest.py",
