@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::common::DeviceArgs;
 use crate::config::{Config, EvalConfig};
-use crate::eval::protocol::{KernelBenchTiming, ProtocolRound, TimingStats};
+use crate::eval::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::eval::{Device, EvalError, EvalRequest, EvalResult, Evaluator};
 use crate::task::TaskFile;
 
@@ -44,6 +44,10 @@ pub struct KernelBenchArgs {
     /// report each protocol's spread over the rounds: a difference within it is noise.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
+    /// Time each reference under torch.compile too (issue 25's baseline): its median,
+    /// its speedup over eager and its compile time per task.
+    #[arg(long)]
+    pub compile: bool,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -75,6 +79,9 @@ pub struct TaskRecord {
     pub spread: Option<RoundSpread>,
     pub notes: Vec<String>,
     pub kernel: Option<KernelRecord>,
+    /// With `--compile`: the reference under torch.compile, or why there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileFigures>,
 }
 
 impl TaskRecord {
@@ -210,8 +217,8 @@ pub async fn run(
     // The reference must really be measured each time, never read from the cache.
     let mut settings = config.eval.clone();
     settings.baseline_cache = false;
-    // The eager reference against KernelBench's protocol: nothing compiles.
-    settings.compile_baseline = false;
+    // The eager reference against KernelBench's protocol; torch.compile's when asked.
+    settings.compile_baseline = args.compile;
 
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
@@ -405,6 +412,7 @@ async fn check_task(
                 record.spread = RoundSpread::of(&timing.rounds);
                 record.rounds = timing.rounds;
                 record.difference_pct = record.compared_difference_pct();
+                record.compile = timing.compile;
             }
             record.notes = result.notes;
         }
@@ -525,6 +533,9 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
                 "beyond the noise"
             }
         ));
+    }
+    if let Some(compile) = &record.compile {
+        lines.push(format!("    {}", compile.describe()));
     }
     // On a GPU with kforge's figure but not KernelBench's, the note says why.
     if record.reference.is_some() && record.kernelbench.is_none() {
@@ -860,6 +871,21 @@ mod tests {
                 "ok             3.21     3.00     3.0000     3.0600    +2.00  19_ReLU",
                 "    kernel 19_ReLU.py: correct, 5.50 s (overhead 0.75 s), peak 2.00 GiB, score 1.234x",
             ]
+        );
+        // With --compile: the compiled reference's line, or why there is none.
+        let mut compiled = timed("19_ReLU", 3.214, 3 << 30, 3.0, 3.06);
+        compiled.compile = Some(CompileFigures {
+            mode: "default".into(),
+            compile_s: Some(4.21),
+            median_ms: Some(2.5),
+            speedup_over_eager: Some(1.2),
+            speedup_low: Some(1.18),
+            speedup_high: Some(1.22),
+            ..Default::default()
+        });
+        assert_eq!(
+            record_lines(&compiled)[1],
+            "    torch.compile (default) 2.5000 ms, 1.20x [1.18-1.22] eager, compiled in 4.2 s"
         );
         let cpu = TaskRecord {
             task: "1_good".into(),
