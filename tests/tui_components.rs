@@ -476,6 +476,39 @@ fn gate_dialogs_show_what_they_will_do() {
     assert_eq!(events(&mut out)[0], AppEvent::CloseGate);
 }
 
+/// The final-best gate of a kernel scored against both baselines: the evidence (both
+/// scores with intervals, which is the headline, the runner-up it cannot be told from, the
+/// flags, the compiled reference) above its code.
+#[test]
+fn the_final_best_gate_shows_the_evidence() {
+    let dir = compiled_fixture();
+    let mut all = kforge::session::store::SessionDir::open(dir.path())
+        .unwrap()
+        .read_events()
+        .unwrap()
+        .records;
+    let end = all.iter().position(|r| gate_opened(3)(&r.event)).unwrap() + 1;
+    all.truncate(end);
+    let options = HarnessOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    let cx = context_for(dir.path(), Some(&all), &options).unwrap();
+    let mut gate = GateView::new(GateId(3));
+    let s = draw_alone(120, 30, |f| gate.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("gate_final_best_evidence", s);
+    for needle in [
+        "── evidence for #9 ──",
+        "vs eager    1.83x [1.79-1.87]",
+        "vs compile  1.22x [1.18-1.26] (headline)   torch.compile runs 1.50x as fast as eager",
+        "flags       none",
+        "precision   strict (float32 atol=rtol 1e-4)",
+        "compiled    torch.compile (default) 0.0275 ms, 1.50x [1.47-1.53] eager, compiled in 18.2 s (cached)",
+    ] {
+        assert!(s.contains(needle), "{needle:?} in\n{s}");
+    }
+}
+
 // ------------------------------------------------------------------ bars
 
 #[test]

@@ -173,10 +173,19 @@ impl GateView {
         } else {
             String::new()
         };
-        let mut lines = vec![Line::styled(
+        // Before a kernel becomes the session's result: the evidence, then its code.
+        let mut lines = match gate.candidate.and_then(|c| cx.state.candidates.get(&c)) {
+            Some(c) if gate.kind == GateKind::FinalBest => {
+                let mut evidence = super::evidence_lines(cx, c);
+                evidence.push(Line::from(""));
+                evidence
+            }
+            _ => Vec::new(),
+        };
+        lines.push(Line::styled(
             format!("── {file} ({what}{toggle}) ──"),
             cx.theme.get(Role::Accent),
-        )];
+        ));
         // A kernel in its syntax colours; a prompt as it is written.
         let body: Arc<Vec<Line<'static>>> = if file.ends_with(".py") {
             code_lines(cx, &text)

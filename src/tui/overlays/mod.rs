@@ -3,6 +3,7 @@
 //! hints and drawing; it closes itself with `AppEvent::Close`.
 
 mod confirm;
+mod evidence;
 mod gate;
 mod help;
 mod input;
@@ -15,6 +16,7 @@ use super::component::{AppEvents, Component, Ctx, Hint};
 use super::keymap::Action;
 
 pub use confirm::{ConfirmKind, ConfirmView};
+pub use evidence::evidence_lines;
 pub use gate::GateView;
 pub use help::HelpView;
 pub use input::InputView;
