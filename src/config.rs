@@ -153,6 +153,9 @@ pub struct EvalConfig {
     /// Reuse reference timings measured earlier under the same conditions.
     pub baseline_cache: bool,
     pub executor: Executor,
+    /// Re-check a session's best and final kernels on unseen shapes and seeds (variants of
+    /// the task's size constants, correctness only; docs/eval-result.md, "Unseen shapes").
+    pub shape_check: bool,
 }
 
 impl Default for EvalConfig {
@@ -183,6 +186,7 @@ impl Default for EvalConfig {
             require_sandbox: true,
             baseline_cache: true,
             executor: Executor::Fork,
+            shape_check: true,
         }
     }
 }

@@ -10,6 +10,7 @@ mod commands;
 mod events;
 mod ids;
 mod precision;
+pub mod shapes;
 
 pub use analysis::Analysis;
 pub use candidate::{CallKind, CandidateKind};
