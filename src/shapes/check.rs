@@ -8,10 +8,16 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use futures::future::BoxFuture;
 
 use super::{Derivation, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive};
 use crate::config::EvalConfig;
 use crate::eval::{Category, Device, EvalError, EvalRequest, EvalResult};
+
+/// What evaluates one variant: the engine's `EvalPort`, the CLI's `Evaluator` (a boxed
+/// future, so that the check can run inside spawned tasks).
+pub type Evaluate<'a> =
+    dyn Fn(EvalRequest) -> BoxFuture<'a, Result<EvalResult, EvalError>> + Send + Sync + 'a;
 
 /// The seed of the `k`-th variant (0-based): fresh for each, never the task's own.
 pub fn variant_seed(base: u64, k: usize) -> u64 {
@@ -144,7 +150,7 @@ pub async fn run(
     kernel: &Path,
     device: Device,
     settings: &EvalConfig,
-    mut evaluate: impl AsyncFnMut(EvalRequest) -> Result<EvalResult, EvalError>,
+    evaluate: &Evaluate<'_>,
 ) -> Result<ShapeCheck, EvalError> {
     let (mut check, variants) = match plan {
         Plan::Finished(check) => return Ok(check),
@@ -167,7 +173,7 @@ pub async fn check_kernel(
     dir: &Path,
     device: Device,
     settings: &EvalConfig,
-    evaluate: impl AsyncFnMut(EvalRequest) -> Result<EvalResult, EvalError>,
+    evaluate: &Evaluate<'_>,
 ) -> Result<ShapeCheck, EvalError> {
     let plan = match prepare(task_source, dir, settings.seed) {
         Ok(plan) => plan,

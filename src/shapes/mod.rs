@@ -309,5 +309,34 @@ fn replace_literals(
     Some(lines.concat())
 }
 
+/// The check as `kforge eval --shapes` prints it: the line, then one line a variant.
+pub fn describe(check: &ShapeCheck) -> String {
+    let mut out = format!("unseen shapes {}\n", check.line);
+    for v in &check.variants {
+        let said = match &v.outcome {
+            VariantOutcome::Correct => "correct".to_string(),
+            VariantOutcome::Wrong { category, summary } => {
+                format!("WRONG, {}: {summary}", category.as_str())
+            }
+            VariantOutcome::Skipped { why } => format!("skipped: {why}"),
+        };
+        out.push_str(&format!(
+            "  {} ({}, seed {}): {said}\n",
+            v.sizes_text(),
+            v.rule.describe(),
+            v.seed
+        ));
+    }
+    if !check.kept.is_empty() {
+        let kept: Vec<String> = check
+            .kept
+            .iter()
+            .map(|(n, w)| format!("{n} ({w})"))
+            .collect();
+        out.push_str(&format!("  kept: {}\n", kept.join(", ")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;
