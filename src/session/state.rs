@@ -54,6 +54,27 @@ pub struct Candidate {
     pub created: DateTime<Utc>,
     /// When its (last) evaluation finished: its `eval_finished` event's time.
     pub evaluated: Option<DateTime<Utc>>,
+    /// Its re-check on unseen shapes (`shapes_checked`), when one was made.
+    pub shapes: Option<ShapesRecord>,
+}
+
+/// What a `shapes_checked` event recorded of a candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapesRecord {
+    pub verdict: crate::protocol::shapes::ShapeVerdict,
+    pub line: String,
+    /// `shapes/<id>.json`.
+    pub file: String,
+}
+
+impl ShapesRecord {
+    /// Whether the candidate was shown wrong on an unseen shape.
+    pub fn fails(&self) -> bool {
+        matches!(
+            self.verdict,
+            crate::protocol::shapes::ShapeVerdict::FailsOn { .. }
+        )
+    }
 }
 
 impl Call {
@@ -408,6 +429,7 @@ impl SessionState {
                         dropped_reason: None,
                         created: record.ts,
                         evaluated: None,
+                        shapes: None,
                     },
                 );
             }
@@ -608,6 +630,20 @@ impl SessionState {
                 message: message.clone(),
             }),
             Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
+            Event::ShapesChecked {
+                candidate,
+                result_file,
+                verdict,
+                line,
+            } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.shapes = Some(ShapesRecord {
+                        verdict: verdict.clone(),
+                        line: line.clone(),
+                        file: result_file.clone(),
+                    });
+                }
+            }
             Event::SessionFinished { best, reason, end } => {
                 self.finished = Some((*best, reason.clone()));
                 self.end = *end;
