@@ -272,6 +272,17 @@ mod tests {
             "{}",
             record.line
         );
+        // The report says the best is not a win, and why.
+        let report = d.session.read_file("report.md").unwrap();
+        assert!(
+            report.contains(
+                "| Unseen shapes | **not a win**: wrong on batch_size=8, dim=32: mismatch: "
+            ),
+            "{report}"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(&d.session.read_file("summary.json").unwrap()).unwrap();
+        assert_eq!(summary["best"]["shapes"]["verdict"], "fails_on");
         assert!(state.log.iter().any(|l| l.level == LogLevel::Warn
             && l.tag == "shapes"
             && l.message.contains("wrong on batch_size=8, dim=32")));

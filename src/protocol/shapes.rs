@@ -93,6 +93,30 @@ pub enum ShapeVerdict {
     NotRun { why: String },
 }
 
+impl ShapeVerdict {
+    /// Whether the kernel was shown right on every variant that ran.
+    pub fn generalizes(&self) -> bool {
+        matches!(self, ShapeVerdict::Generalizes { .. })
+    }
+
+    /// Whether the kernel was shown wrong on some variant.
+    pub fn fails(&self) -> bool {
+        matches!(self, ShapeVerdict::FailsOn { .. })
+    }
+
+    /// A short mark for tables and the tree: `5/5`, `FAIL 1/5`, `n/a`, `not run`.
+    pub fn mark(&self) -> String {
+        match self {
+            ShapeVerdict::Generalizes { passed, checked } => format!("{passed}/{checked}"),
+            ShapeVerdict::FailsOn { failed, checked } => {
+                format!("FAIL {}/{checked}", checked - failed)
+            }
+            ShapeVerdict::NotVariable { .. } => "n/a".into(),
+            ShapeVerdict::NotRun { .. } => "not run".into(),
+        }
+    }
+}
+
 /// The whole re-check of one kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShapeCheck {
@@ -110,23 +134,6 @@ pub struct ShapeCheck {
 impl ShapeCheck {
     /// Whether the kernel was shown wrong on some variant.
     pub fn fails(&self) -> bool {
-        matches!(self.verdict, ShapeVerdict::FailsOn { .. })
-    }
-
-    /// Whether the kernel was shown right on every variant that ran.
-    pub fn generalizes(&self) -> bool {
-        matches!(self.verdict, ShapeVerdict::Generalizes { .. })
-    }
-
-    /// A short mark for tables and the tree: `5/5`, `FAIL 1/5`, `n/a`, `not run`.
-    pub fn mark(&self) -> String {
-        match &self.verdict {
-            ShapeVerdict::Generalizes { passed, checked } => format!("{passed}/{checked}"),
-            ShapeVerdict::FailsOn { failed, checked } => {
-                format!("FAIL {}/{checked}", checked - failed)
-            }
-            ShapeVerdict::NotVariable { .. } => "n/a".into(),
-            ShapeVerdict::NotRun { .. } => "not run".into(),
-        }
+        self.verdict.fails()
     }
 }

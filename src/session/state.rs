@@ -68,12 +68,14 @@ pub struct ShapesRecord {
 }
 
 impl ShapesRecord {
+    /// The tree's mark after the candidate's label: only a failing check shows.
+    pub fn tree_mark(&self) -> &'static str {
+        if self.fails() { " shapes✗" } else { "" }
+    }
+
     /// Whether the candidate was shown wrong on an unseen shape.
     pub fn fails(&self) -> bool {
-        matches!(
-            self.verdict,
-            crate::protocol::shapes::ShapeVerdict::FailsOn { .. }
-        )
+        self.verdict.fails()
     }
 }
 

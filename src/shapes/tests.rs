@@ -241,7 +241,7 @@ fn the_line_says_how_many_shapes_pass_or_which_fails_and_how() {
         }
     );
     assert_eq!(pass.line, "correct on 2 of 2 unseen shapes");
-    assert_eq!(pass.mark(), "2/2");
+    assert_eq!(pass.verdict.mark(), "2/2");
     let fail = check::finish(ShapeCheck {
         variants: vec![
             evaluated(
@@ -279,7 +279,7 @@ fn the_line_says_how_many_shapes_pass_or_which_fails_and_how() {
         "wrong on batch_size=13, dim=12289: mismatch: max abs err 0.41 (wrong on 1 of 2 unseen shapes)"
     );
     assert!(fail.fails());
-    assert_eq!(fail.mark(), "FAIL 1/2");
+    assert_eq!(fail.verdict.mark(), "FAIL 1/2");
     let skipped = check::finish(ShapeCheck {
         variants: vec![evaluated(
             VariantRule::Half,
