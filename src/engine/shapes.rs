@@ -4,6 +4,8 @@
 //! `shapes_checked` event that names it; a resumed run finds the event and does not check
 //! the candidate again.
 
+use std::sync::Arc;
+
 use super::outcome::{Step, step};
 use super::runner::Inner;
 use crate::protocol::shapes::ShapeCheck;
@@ -60,6 +62,24 @@ impl Inner {
                 Step::Failed(why)
             }
         }
+    }
+
+    /// A kernel marked final after the run ended is checked now, in the background (during
+    /// the run the finish checks it); the result files follow.
+    pub(super) fn check_marked_after_run(self: &Arc<Self>, id: CandidateId) {
+        let over = self.with_state(|s| s.state.is_over() && s.final_marked == Some(id));
+        if !over || !self.eval.shape_check {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let inner = self.clone();
+        runtime.spawn(async move {
+            if let Step::Done(()) = inner.check_shapes(id).await {
+                inner.refresh_result_files();
+            }
+        });
     }
 
     /// Saves the check as `shapes/<id>.json`, then announces it (event and console line).
@@ -286,6 +306,77 @@ mod tests {
         assert!(state.log.iter().any(|l| l.level == LogLevel::Warn
             && l.tag == "shapes"
             && l.message.contains("wrong on batch_size=8, dim=32")));
+    }
+
+    #[tokio::test]
+    async fn a_kernel_marked_final_after_the_run_is_checked_and_the_report_follows() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|call| match call.kind {
+            CallKind::Seed if call.key == "seed2" => {
+                Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64"))
+            }
+            _ => standard(call),
+        }));
+        let mut setup = fakes::setup(
+            d.session.clone(),
+            SessionState::default(),
+            eval.clone(),
+            llm.clone(),
+            PipelineConfig {
+                stages: vec![],
+                ..pipeline()
+            },
+            Device::Cpu,
+        );
+        setup.task = sized_task();
+        d.session
+            .write_file("task.py", setup.task.source.as_bytes())
+            .unwrap();
+        let engine = Engine::new(setup).unwrap();
+        assert_eq!(engine.run().await.end, RunEnd::Complete);
+        let state = engine.state();
+        let best = state.best.unwrap();
+        assert_eq!(shapes_events(&d.session), vec![best]);
+        // Seed 2's kernel: correct on the task, written for dim = 64.
+        let hardcoded = state
+            .candidates
+            .values()
+            .find(|c| c.key == "seed2")
+            .unwrap()
+            .id;
+        assert_ne!(hardcoded, best);
+        engine.command(Command::MarkFinal {
+            candidate: hardcoded,
+        });
+        for _ in 0..200 {
+            if shapes_events(&d.session).len() == 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(shapes_events(&d.session), vec![best, hardcoded]);
+        assert!(
+            engine.state().candidates[&hardcoded]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .fails()
+        );
+        // The report follows the final kernel's check once it is written.
+        for _ in 0..200 {
+            let report = d.session.read_file("report.md").unwrap();
+            if report.contains("| Unseen shapes | **not a win**: wrong on") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let report = d.session.read_file("report.md").unwrap();
+        assert!(
+            report.contains("| Unseen shapes | **not a win**: wrong on"),
+            "{report}"
+        );
+        engine.stop_actions();
     }
 
     #[tokio::test]
