@@ -137,3 +137,40 @@ impl ShapeCheck {
         self.verdict.fails()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{CandidateId, Event};
+
+    #[test]
+    fn the_shapes_checked_event_is_one_flat_line_and_reads_back() {
+        let event = Event::ShapesChecked {
+            candidate: CandidateId(7),
+            result_file: "shapes/7.json".into(),
+            verdict: ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+            line: "wrong on dim=12289: mismatch: x".into(),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "shapes_checked",
+                "candidate": 7,
+                "result_file": "shapes/7.json",
+                "verdict": "fails_on",
+                "failed": 1,
+                "checked": 5,
+                "line": "wrong on dim=12289: mismatch: x",
+            })
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        let not_variable = ShapeVerdict::NotVariable { why: "no".into() };
+        let back: ShapeVerdict =
+            serde_json::from_value(serde_json::to_value(&not_variable).unwrap()).unwrap();
+        assert_eq!(back, not_variable);
+    }
+}
