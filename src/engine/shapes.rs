@@ -133,15 +133,15 @@ mod tests {
         }
     }
 
-    /// A run to its end on the sized task, every gate approved.
-    async fn run_sized(
+    /// An engine on the sized task over the fakes, `[eval] shape_check` as given.
+    fn sized_engine(
         session: &SessionDir,
         prior: SessionState,
         eval: &Arc<FakeEvaluator>,
         llm: &Arc<FakeLlm>,
         config: PipelineConfig,
         shape_check: bool,
-    ) -> (RunOutcome, SessionState) {
+    ) -> Engine {
         let mut setup = fakes::setup(
             session.clone(),
             prior,
@@ -155,7 +155,19 @@ mod tests {
         session
             .write_file("task.py", setup.task.source.as_bytes())
             .unwrap();
-        let engine = Arc::new(Engine::new(setup).unwrap());
+        Engine::new(setup).unwrap()
+    }
+
+    /// A run to its end on the sized task, every gate approved.
+    async fn run_sized(
+        session: &SessionDir,
+        prior: SessionState,
+        eval: &Arc<FakeEvaluator>,
+        llm: &Arc<FakeLlm>,
+        config: PipelineConfig,
+        shape_check: bool,
+    ) -> (RunOutcome, SessionState) {
+        let engine = Arc::new(sized_engine(session, prior, eval, llm, config, shape_check));
         let steering = fakes::steer(&engine, fakes::approve_every_gate);
         let outcome = engine.run().await;
         engine.stop_actions();
@@ -318,22 +330,18 @@ mod tests {
             }
             _ => standard(call),
         }));
-        let mut setup = fakes::setup(
-            d.session.clone(),
+        let config = PipelineConfig {
+            stages: vec![],
+            ..pipeline()
+        };
+        let engine = sized_engine(
+            &d.session,
             SessionState::default(),
-            eval.clone(),
-            llm.clone(),
-            PipelineConfig {
-                stages: vec![],
-                ..pipeline()
-            },
-            Device::Cpu,
+            &eval,
+            &llm,
+            config,
+            true,
         );
-        setup.task = sized_task();
-        d.session
-            .write_file("task.py", setup.task.source.as_bytes())
-            .unwrap();
-        let engine = Engine::new(setup).unwrap();
         assert_eq!(engine.run().await.end, RunEnd::Complete);
         let state = engine.state();
         let best = state.best.unwrap();
