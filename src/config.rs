@@ -163,6 +163,9 @@ pub struct EvalConfig {
     /// eager where the task does not compile or `compile_baseline` is off).
     pub baseline: crate::protocol::BaselineChoice,
     pub executor: Executor,
+    /// Re-check a session's best and final kernels on unseen shapes and seeds (variants of
+    /// the task's size constants, correctness only; docs/eval-result.md, "Unseen shapes").
+    pub shape_check: bool,
 }
 
 impl Default for EvalConfig {
@@ -196,6 +199,7 @@ impl Default for EvalConfig {
             compile_mode: crate::protocol::CompileMode::Default,
             baseline: crate::protocol::BaselineChoice::Best,
             executor: Executor::Fork,
+            shape_check: true,
         }
     }
 }

@@ -20,5 +20,6 @@ pub mod protocol;
 pub mod pysource;
 pub mod report;
 pub mod session;
+pub mod shapes;
 pub mod task;
 pub mod tui;

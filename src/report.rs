@@ -142,7 +142,7 @@ fn cost_text(cost: Option<f64>) -> String {
 }
 
 /// A table cell: one line, pipes escaped, at most `max` characters.
-fn cell(text: &str, max: usize) -> String {
+pub fn cell(text: &str, max: usize) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut: String = if one_line.chars().count() > max {
         let mut s: String = one_line.chars().take(max.saturating_sub(1)).collect();
@@ -423,6 +423,18 @@ pub fn render_report(state: &SessionState) -> String {
     if let Some(line) = baselines_line(state) {
         let _ = writeln!(out, "| Baselines | {line} |");
     }
+    if let Some(shapes) = state
+        .best
+        .and_then(|id| state.candidates.get(&id))
+        .and_then(|c| c.shapes.as_ref())
+    {
+        let mark = if shapes.fails() {
+            "**not a win**: "
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "| Unseen shapes | {mark}{} |", cell(&shapes.line, 300));
+    }
 
     // Timeline.
     let _ = writeln!(out, "\n## Candidates\n");
@@ -661,6 +673,17 @@ fn contributions(state: &SessionState) -> Vec<String> {
     lines
 }
 
+/// A candidate's unseen-shapes check in `summary.json`: the verdict's fields (`verdict`:
+/// `generalizes`, `fails_on`, `not_variable`, `not_run`), the line and the check's file.
+fn shapes_json(s: &crate::session::state::ShapesRecord) -> Value {
+    let mut v = serde_json::to_value(&s.verdict).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("line".into(), json!(s.line));
+        o.insert("file".into(), json!(s.file));
+    }
+    v
+}
+
 /// The machine-readable summary written to `summary.json`.
 pub fn summary_json(state: &SessionState) -> Value {
     let info = state.info.clone().unwrap_or_default();
@@ -681,6 +704,7 @@ pub fn summary_json(state: &SessionState) -> Value {
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
             "file": c.file,
+            "shapes": c.shapes.as_ref().map(shapes_json),
         });
         if let (Some(b), Value::Object(m)) = (
             c.eval.as_ref().and_then(|e| e.baselines.as_ref()),

@@ -531,3 +531,39 @@ fn the_bars() {
         "{s}"
     );
 }
+
+#[test]
+fn a_best_wrong_on_an_unseen_shape_is_shown_in_the_gate_the_tree_and_the_eval_tab() {
+    use kforge::protocol::shapes::ShapeVerdict;
+    let line = "wrong on batch_size=13, dim=12289: mismatch: max abs err 0.41 (wrong on 1 of 5 unseen shapes)";
+    let mut cx = live(
+        gate_opened(3),
+        vec![Event::ShapesChecked {
+            candidate: CandidateId(9),
+            result_file: "shapes/9.json".into(),
+            verdict: ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+            line: line.into(),
+        }],
+    );
+    let mut gate = GateView::new(GateId(3));
+    let s = draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()));
+    assert!(
+        s.contains("unseen shapes: wrong on batch_size=13, dim=12289: mismatch"),
+        "{s}"
+    );
+    let mut tree = TreePane::default();
+    let s = draw_alone(60, 14, |f| tree.draw(&cx, f, f.area()));
+    let row = s.lines().find(|l| l.contains("#9 ")).unwrap();
+    assert!(row.contains("shapes✗"), "{s}");
+    assert_eq!(
+        s.matches("shapes✗").count(),
+        1,
+        "only the checked kernel: {s}"
+    );
+    cx.selected = Some(CandidateId(9));
+    let s = detail(&cx, Tab::Eval);
+    assert!(s.contains("shapes      wrong on batch_size=13"), "{s}");
+}

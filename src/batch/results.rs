@@ -106,6 +106,10 @@ pub struct TaskResult {
     /// When its session wrote its last event (a live run's time goes on after it).
     #[serde(skip)]
     pub last_event_at: Option<DateTime<Utc>>,
+    /// The best kernel's re-check on unseen shapes (None: not checked).
+    pub shapes: Option<crate::protocol::shapes::ShapeVerdict>,
+    /// Its one line: `correct on 5 of 5 unseen shapes`, or the shape that fails and how.
+    pub shapes_line: Option<String>,
 }
 
 impl TaskResult {
@@ -139,6 +143,11 @@ impl TaskResult {
             (None, crate::protocol::Baseline::Eager) => (self.score, self.score_interval()),
             (None, crate::protocol::Baseline::Compile) => (None, None),
         }
+    }
+
+    /// Whether the best kernel is correct and was shown correct on every unseen shape.
+    pub fn generalizes(&self) -> bool {
+        self.correct && self.shapes.as_ref().is_some_and(|s| s.generalizes())
     }
 
     /// The best kernel's speedup as tables show it: `1.52x`, `correct` when it was not
@@ -261,6 +270,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         unpriced_calls: 0,
         wall_s: 0.0,
         last_event_at: None,
+        shapes: None,
+        shapes_line: None,
     };
     let Ok(session) = SessionDir::open(&dir) else {
         if let Ok(text) = std::fs::read_to_string(dir.join(REFUSED_FILE)) {
@@ -308,6 +319,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         result.correct = best.is_correct();
         result.best = Some(best.id);
         result.best_file = Some(task.session().join(&best.file));
+        result.shapes = best.shapes.as_ref().map(|s| s.verdict.clone());
+        result.shapes_line = best.shapes.as_ref().map(|s| s.line.clone());
         if let Some((low, high)) = best.score_interval() {
             result.score_low = Some(low);
             result.score_high = Some(high);

@@ -37,6 +37,12 @@ pub struct FastP {
     pub confident_count: Option<usize>,
     /// `confident_count` over every task of the group.
     pub confident_rate: Option<f64>,
+    /// Tasks counted in `count` whose best kernel was also correct on every unseen shape
+    /// (`ShapeVerdict::Generalizes`): a task not checked, not variable or wrong on some
+    /// shape is not counted. None when no task of the group was checked.
+    pub generalizing_count: Option<usize>,
+    /// `generalizing_count` over every task of the group.
+    pub generalizing_rate: Option<f64>,
 }
 
 impl FastP {
@@ -45,6 +51,9 @@ impl FastP {
         let mut text = format!("{:.1}% ({})", 100.0 * self.rate, self.count);
         if let (Some(count), Some(rate)) = (self.confident_count, self.confident_rate) {
             text.push_str(&format!(", confident {:.1}% ({count})", 100.0 * rate));
+        }
+        if let (Some(count), Some(rate)) = (self.generalizing_count, self.generalizing_rate) {
+            text.push_str(&format!(", generalizing {:.1}% ({count})", 100.0 * rate));
         }
         text
     }
@@ -120,6 +129,13 @@ fn speedup_figures(
         .filter_map(|(_, interval)| interval.map(|(low, _)| low))
         .filter(|low| low.is_finite())
         .collect();
+    // The speedups of the correct tasks whose kernel generalizes to unseen shapes.
+    let any_checked = results.iter().any(|r| r.shapes.is_some());
+    let generalizing: Vec<f64> = results
+        .iter()
+        .filter(|r| r.generalizes())
+        .filter_map(|r| figure(r).0)
+        .collect();
     let any_timed = results.iter().any(|r| r.timed);
     let rate = |count: usize| if n == 0 { 0.0 } else { count as f64 / n as f64 };
     let fast_p = any_timed.then(|| {
@@ -128,12 +144,15 @@ fn speedup_figures(
             .map(|&p| {
                 let count = speedups.iter().filter(|s| **s > p).count();
                 let confident = (!lows.is_empty()).then(|| lows.iter().filter(|l| **l > p).count());
+                let general = any_checked.then(|| generalizing.iter().filter(|s| **s > p).count());
                 FastP {
                     p,
                     count,
                     rate: rate(count),
                     confident_count: confident,
                     confident_rate: confident.map(rate),
+                    generalizing_count: general,
+                    generalizing_rate: general.map(rate),
                 }
             })
             .collect()
@@ -229,7 +248,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision,baseline,score_vs_eager,score_vs_compile\n",
+        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision,baseline,score_vs_eager,score_vs_compile,shapes\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -241,7 +260,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{},{},{},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
@@ -269,6 +288,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
             t.baselines.as_ref().map_or("", |b| b.headline.as_str()),
             opt(t.score_vs(Baseline::Eager).0, 4),
             opt(t.score_vs(Baseline::Compile).0, 4),
+            t.shapes.as_ref().map_or(String::new(), |s| s.mark()),
         );
     }
     out
@@ -330,7 +350,10 @@ pub fn summary_md(summary: &BatchSummary) -> String {
          PyTorch reference, over all tasks of the group (KernelBench's definition). confident: \
          the same count, but only tasks whose speedup's 95% interval lies above p (its lower \
          end > p: faster than p beyond the timing noise; a task without an interval is not \
-         counted), over all tasks of the group; shown where the group has intervals. geomean and \
+         counted), over all tasks of the group; shown where the group has intervals. generalizing: \
+         the same count, but only tasks whose best kernel was also correct on every unseen \
+         shape (`shapes` below; a task not checked or whose sizes cannot be varied is not \
+         counted); shown where a task of the group was checked. geomean and \
          mean: the geometric and arithmetic mean speedup over the correct tasks with a timing \
          (their number: ",
     );
@@ -345,8 +368,8 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         timed.join(", ")
     );
     baselines_md(&mut md, summary);
-    md.push_str("## Tasks\n\n| task | status | best | speedup | reference ms | kernel ms | device | tokens | cost | wall |\n");
-    md.push_str("|---|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+    md.push_str("## Tasks\n\n| task | status | best | speedup | reference ms | kernel ms | device | tokens | cost | wall | shapes |\n");
+    md.push_str("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|\n");
     for t in &summary.tasks {
         let best = match (&t.best_file, t.correct) {
             (Some(f), true) => format!("[#{}]({})", t.best.map_or(0, |b| b.0), f.display()),
@@ -354,7 +377,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}s |",
+            "| [{}]({}) | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}s | {} |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -369,6 +392,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             t.tokens(),
             cost_text(t.cost_usd, t.unpriced_calls),
             t.wall_s,
+            shapes_cell(t),
         );
     }
     md
@@ -411,6 +435,17 @@ fn baselines_md(md: &mut String, summary: &BatchSummary) {
          `best`: the faster of eager and torch.compile). Against torch.compile, a task whose \
          reference did not compile has no score and counts as not faster.\n\n",
     );
+}
+
+/// A task's `shapes` cell: `5/5`, or `FAIL 4/5: <the line>` so the failing shape shows.
+fn shapes_cell(t: &TaskResult) -> String {
+    match (&t.shapes, &t.shapes_line) {
+        (Some(v), Some(line)) if v.fails() => {
+            format!("{}: {}", v.mark(), crate::report::cell(line, 160))
+        }
+        (Some(v), _) => v.mark(),
+        (None, _) => "-".into(),
+    }
 }
 
 /// Recomputes the summary from the sessions and writes `summary.md`, `summary.json`,
@@ -487,6 +522,8 @@ mod tests {
             unpriced_calls: 0,
             wall_s: 2.0,
             last_event_at: None,
+            shapes: None,
+            shapes_line: None,
         }
     }
 
@@ -584,10 +621,10 @@ mod tests {
             csv.lines()
                 .next()
                 .unwrap()
-                .ends_with(",baseline,score_vs_eager,score_vs_compile")
+                .contains(",baseline,score_vs_eager,score_vs_compile,")
         );
-        assert!(csv.contains(",compile,2.4000,1.2000\n"), "{csv}");
-        assert!(csv.contains(",eager,1.6000,\n"), "{csv}");
+        assert!(csv.contains(",compile,2.4000,1.2000,"), "{csv}");
+        assert!(csv.contains(",eager,1.6000,,"), "{csv}");
         // Without any compile figures the summary reads as before.
         let plain = [task("a", Some(1), true, Some(1.5))];
         let g = summarize_group("level 1", &plain.iter().collect::<Vec<_>>());
@@ -710,5 +747,85 @@ mod tests {
             md.contains("Precision policy: strict (fp32 vs fp32).\n"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn generalizing_fast_p_counts_only_kernels_correct_on_every_unseen_shape() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let checked = |key: &str, score: f64, verdict: ShapeVerdict, line: &str| TaskResult {
+            shapes: Some(verdict),
+            shapes_line: Some(line.into()),
+            ..task(key, Some(1), true, Some(score))
+        };
+        let tasks = vec![
+            checked(
+                "general",
+                2.5,
+                ShapeVerdict::Generalizes {
+                    passed: 5,
+                    checked: 5,
+                },
+                "correct on 5 of 5 unseen shapes",
+            ),
+            checked(
+                "hardcoded",
+                3.0,
+                ShapeVerdict::FailsOn {
+                    failed: 1,
+                    checked: 5,
+                },
+                "wrong on batch_size=81, dim=1281: mismatch: max abs err 1 (wrong on 1 of 5 unseen shapes)",
+            ),
+            checked(
+                "literal",
+                1.2,
+                ShapeVerdict::NotVariable {
+                    why: "no constants".into(),
+                },
+                "shapes not varied: no constants",
+            ),
+            // Not checked (shape_check off, or a session from before it).
+            task("unchecked", Some(1), true, Some(1.7)),
+        ];
+        let g = summarize_group("level 1", &tasks.iter().collect::<Vec<_>>());
+        let fast = g.fast_p.clone().unwrap();
+        // KernelBench's figure is unchanged; beside it, only the kernel that generalizes.
+        let counts: Vec<usize> = fast.iter().map(|f| f.count).collect();
+        assert_eq!(counts, vec![4, 4, 3, 2]);
+        let general: Vec<Option<usize>> = fast.iter().map(|f| f.generalizing_count).collect();
+        assert_eq!(general, vec![Some(1); 4]);
+        assert_eq!(fast[3].generalizing_rate, Some(0.25));
+        assert_eq!(fast[3].text(), "50.0% (2), generalizing 25.0% (1)");
+        // No task checked: no generalizing figure at all.
+        let unchecked = summarize_group("other", &[&tasks[3]]);
+        assert_eq!(unchecked.fast_p.unwrap()[0].generalizing_count, None);
+
+        let s = BatchSummary {
+            batch: "b".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            groups: vec![g],
+            tasks,
+        };
+        let md = summary_md(&s);
+        assert!(md.contains(" | shapes |\n"), "{md}");
+        assert!(md.contains(" | 5/5 |\n"), "{md}");
+        assert!(
+            md.contains(" | FAIL 4/5: wrong on batch_size=81, dim=1281: mismatch: max abs err 1 (wrong on 1 of 5 unseen shapes) |\n"),
+            "{md}"
+        );
+        assert!(md.contains(" | n/a |\n"), "{md}");
+        assert!(md.contains(" | - |\n"), "{md}");
+        assert!(
+            md.contains("generalizing: the same count, but only tasks whose best kernel"),
+            "{md}"
+        );
+        let csv = results_csv(&s);
+        let marks: Vec<&str> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(',').next().unwrap())
+            .collect();
+        assert_eq!(marks, ["5/5", "FAIL 4/5", "n/a", ""]);
     }
 }

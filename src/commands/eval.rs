@@ -11,6 +11,7 @@ use super::common::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
 use crate::eval::verdict::{self, Style};
 use crate::eval::{self, EvalError, EvalProgress, EvalRequest, Evaluator};
+use crate::shapes::{self, ShapeCheck};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug, Default)]
@@ -48,6 +49,10 @@ pub struct EvalArgs {
     /// Print the full result as JSON (schema: docs/eval-result.md).
     #[arg(long)]
     pub json: bool,
+    /// After a correct verdict, re-check the kernel for correctness on variants of the
+    /// task's size constants, each with a fresh seed (docs/eval-result.md, "Unseen shapes").
+    #[arg(long)]
+    pub shapes: bool,
 }
 
 impl EvalArgs {
@@ -83,6 +88,8 @@ pub enum EvalOutcome {
     Done {
         result: Box<eval::EvalResult>,
         saved: Option<PathBuf>,
+        /// The unseen-shapes re-check, when asked for (`--shapes`).
+        shapes: Option<ShapeCheck>,
     },
     Cancelled,
 }
@@ -122,10 +129,10 @@ pub async fn evaluate(
     let settings = args.settings(&config.eval);
     check_inputs(args, &settings)?;
     let device = args.device.pick(evaluator).await?;
-    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings);
+    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
     request.timing = !args.no_timing;
     request.profile = args.profile;
-    let result = match evaluator.evaluate(request, cancel, progress).await {
+    let result = match evaluator.evaluate(request, cancel.clone(), progress).await {
         Ok(r) => r,
         Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
         Err(e) => return Err(e.into()),
@@ -133,10 +140,58 @@ pub async fn evaluate(
     let saved = save_result(&result)
         .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
         .ok();
+    let shapes = if args.shapes {
+        match check_shapes(args, &result, device, &settings, evaluator, cancel).await {
+            Ok(check) => Some(check),
+            Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        None
+    };
     Ok(EvalOutcome::Done {
         result: Box::new(result),
         saved,
+        shapes,
     })
+}
+
+/// `--shapes`: the kernel re-checked on the task's size variants (written to a temporary
+/// directory), each evaluation correctness only with its own seed.
+async fn check_shapes(
+    args: &EvalArgs,
+    result: &eval::EvalResult,
+    device: eval::Device,
+    settings: &EvalConfig,
+    evaluator: &Evaluator,
+    cancel: CancellationToken,
+) -> Result<ShapeCheck, EvalError> {
+    if !result.correct {
+        return Ok(shapes::check::not_run(
+            "the kernel is not correct on the task's own sizes".into(),
+        ));
+    }
+    let source = match TaskFile::load(&args.task) {
+        Ok(task) => task.source,
+        Err(e) => return Ok(shapes::check::not_run(format!("{e:#}"))),
+    };
+    let dir = match tempfile::Builder::new().prefix("kforge-shapes-").tempdir() {
+        Ok(dir) => dir,
+        Err(e) => {
+            return Ok(shapes::check::not_run(format!(
+                "cannot create a directory for the variants: {e}"
+            )));
+        }
+    };
+    shapes::check::check_kernel(
+        &source,
+        &args.kernel,
+        dir.path(),
+        device,
+        settings,
+        &|request| Box::pin(evaluator.evaluate(request, cancel.child_token(), None)),
+    )
+    .await
 }
 
 pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
@@ -169,8 +224,12 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
     let outcome = evaluate(&args, &config, &evaluator, cancel, Some(progress_tx)).await;
     let _ = printer.await;
     evaluator.shutdown().await;
-    let (result, saved) = match outcome? {
-        EvalOutcome::Done { result, saved } => (result, saved),
+    let (result, saved, shapes) = match outcome? {
+        EvalOutcome::Done {
+            result,
+            saved,
+            shapes,
+        } => (result, saved, shapes),
         EvalOutcome::Cancelled => {
             eprintln!("kforge: evaluation cancelled");
             return Ok(ExitCode::from(130));
@@ -178,12 +237,21 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
     };
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        let mut json = serde_json::to_value(&result)?;
+        if let (Some(check), Some(object)) = (&shapes, json.as_object_mut()) {
+            object.insert("shapes".into(), serde_json::to_value(check)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let style = Style::detect(std::io::stdout().is_terminal());
         print!("{}", verdict::render(&result, saved.as_deref(), style));
+        if let Some(check) = &shapes {
+            print!("{}", shapes::describe(check));
+        }
     }
-    Ok(if result.correct {
+    // A kernel shown wrong on an unseen shape is not a win: it fails like a wrong kernel.
+    let generalizes = !shapes.as_ref().is_some_and(ShapeCheck::fails);
+    Ok(if result.correct && generalizes {
         ExitCode::SUCCESS
     } else if result.is_task_fault() {
         ExitCode::from(2)

@@ -55,7 +55,7 @@ impl Inner {
 
     /// On a finished run the result files (`best_kernel.py`, the report) follow what the
     /// person did; during a run the finish writes them.
-    fn refresh_result_files(&self) {
+    pub(super) fn refresh_result_files(&self) {
         let state = self.state();
         if !state.state.is_over() {
             return;

@@ -110,6 +110,8 @@ pub fn approve_every_gate(event: &Event) -> Vec<Command> {
 #[derive(Default)]
 pub struct FakeEvaluator {
     evaluated: Mutex<Vec<String>>,
+    /// The task file of each evaluation, in order (shape variants have their own).
+    tasks: Mutex<Vec<std::path::PathBuf>>,
     /// When set, every evaluation fails this way (the evaluator itself broke).
     pub broken: Mutex<Option<String>>,
 }
@@ -118,6 +120,11 @@ impl FakeEvaluator {
     /// The kernel files' text, in the order they were evaluated.
     pub fn evaluated(&self) -> Vec<String> {
         self.evaluated.lock().expect("evaluated").clone()
+    }
+
+    /// The task files evaluated against, in order.
+    pub fn tasks(&self) -> Vec<std::path::PathBuf> {
+        self.tasks.lock().expect("tasks").clone()
     }
 
     pub fn judge(code: &str) -> EvalResult {
@@ -182,6 +189,19 @@ impl EvalPort for FakeEvaluator {
             }
             let code = std::fs::read_to_string(&request.kernel).unwrap_or_default();
             self.evaluated.lock().expect("evaluated").push(code.clone());
+            self.tasks.lock().expect("tasks").push(request.task.clone());
+            // `FAKE-HARDCODED:dim=64`: a kernel right only where the task reads `dim = 64`.
+            let task = std::fs::read_to_string(&request.task).unwrap_or_default();
+            let hardcoded = code
+                .split("FAKE-HARDCODED:")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|size| size.split_once('='));
+            if let Some((name, value)) = hardcoded
+                && !task.contains(&format!("\n{name} = {value}\n"))
+            {
+                return Ok(FakeEvaluator::judge("FAKE-FAIL:mismatch"));
+            }
             Ok(FakeEvaluator::judge(&code))
         })
     }

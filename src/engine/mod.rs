@@ -15,6 +15,7 @@ pub mod prompting;
 pub mod recorder;
 pub mod replay;
 pub mod runner;
+mod shapes;
 mod steps;
 
 #[cfg(test)]

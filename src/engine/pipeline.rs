@@ -551,6 +551,12 @@ impl Inner {
     async fn finish(&self) -> RunOutcome {
         let (marked, best) = self.with_state(|s| (s.final_marked, s.best));
         let mut declared = best;
+        // The best is re-checked on unseen shapes before the person is asked about it.
+        if let Some(id) = marked.or(best)
+            && !self.stopping()
+        {
+            self.check_shapes(id).await;
+        }
         if let Some(id) = best
             && marked.is_none()
             && !self.stopping()
@@ -574,6 +580,11 @@ impl Inner {
         // A candidate the person marked final wins, also when marked during the gate.
         if let Some(marked) = self.with_state(|s| s.final_marked) {
             declared = Some(marked);
+        }
+        if let Some(id) = declared
+            && !self.stopping()
+        {
+            self.check_shapes(id).await;
         }
         if let Some(id) = declared {
             if let Some(source) = self.kernel_source(id) {

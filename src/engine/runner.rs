@@ -161,7 +161,14 @@ impl Engine {
 
     /// Sends a command (from the TUI, the control file or Ctrl-C).
     pub fn command(&self, command: Command) {
+        let marked = match command {
+            Command::MarkFinal { candidate } => Some(candidate),
+            _ => None,
+        };
         self.inner.command(command);
+        if let Some(candidate) = marked {
+            self.inner.check_marked_after_run(candidate);
+        }
     }
 
     /// Stops the run cleanly (as the `Stop` command).

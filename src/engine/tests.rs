@@ -14,18 +14,18 @@ use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::{EventWriter, SessionDir, Torn};
 
 /// A fresh session directory under a temp dir that lives as long as the value.
-struct Dir {
+pub(super) struct Dir {
     _tmp: tempfile::TempDir,
-    session: SessionDir,
+    pub(super) session: SessionDir,
 }
 
-fn dir() -> Dir {
+pub(super) fn dir() -> Dir {
     let tmp = tempfile::tempdir().unwrap();
     let session = SessionDir::create(tmp.path(), "relu", "fake", "fake-1").unwrap();
     Dir { _tmp: tmp, session }
 }
 
-fn pipeline() -> PipelineConfig {
+pub(super) fn pipeline() -> PipelineConfig {
     PipelineConfig {
         reask_delay_s: 0.0,
         ..PipelineConfig::default()
@@ -116,7 +116,7 @@ async fn run(
 
 /// Seed 1 fails to compile and is repaired; seed 2 is correct; analyses say yes; every
 /// optimization and stage answer is a correct kernel.
-fn standard(call: &LlmCall) -> Reply {
+pub(super) fn standard(call: &LlmCall) -> Reply {
     Reply::Text(match call.kind {
         CallKind::Seed if call.key == "seed1" => fakes::kernel("FAKE-FAIL:compile seed 1"),
         CallKind::Seed => fakes::kernel("seed 2"),

@@ -383,7 +383,7 @@ impl Tools {
             crate::commands::eval::evaluate(&args, &self.config, evaluator, cancel, progress)
                 .await?;
         Ok(match outcome {
-            EvalOutcome::Done { result, saved } => ToolOutcome::Done(ToolResult::ok(
+            EvalOutcome::Done { result, saved, .. } => ToolOutcome::Done(ToolResult::ok(
                 verdict::render(&result, saved.as_deref(), Style::plain()),
                 serde_json::to_value(&*result)?,
             )),

@@ -463,6 +463,17 @@ pub enum Event {
     FinalMarked {
         candidate: CandidateId,
     },
+    /// A correct candidate was re-checked on unseen shapes and seeds (the best before the
+    /// final-best gate, a kernel marked final): `shapes/<id>.json` holds the whole check.
+    ShapesChecked {
+        candidate: CandidateId,
+        /// `shapes/<id>.json`.
+        result_file: String,
+        #[serde(flatten)]
+        verdict: super::shapes::ShapeVerdict,
+        /// `correct on 5 of 5 unseen shapes`, or the shape that fails and how.
+        line: String,
+    },
     SessionFinished {
         best: Option<CandidateId>,
         reason: String,

@@ -11,6 +11,7 @@ mod commands;
 mod events;
 mod ids;
 mod precision;
+pub mod shapes;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};

@@ -54,6 +54,29 @@ pub struct Candidate {
     pub created: DateTime<Utc>,
     /// When its (last) evaluation finished: its `eval_finished` event's time.
     pub evaluated: Option<DateTime<Utc>>,
+    /// Its re-check on unseen shapes (`shapes_checked`), when one was made.
+    pub shapes: Option<ShapesRecord>,
+}
+
+/// What a `shapes_checked` event recorded of a candidate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapesRecord {
+    pub verdict: crate::protocol::shapes::ShapeVerdict,
+    pub line: String,
+    /// `shapes/<id>.json`.
+    pub file: String,
+}
+
+impl ShapesRecord {
+    /// The tree's mark after the candidate's label: only a failing check shows.
+    pub fn tree_mark(&self) -> &'static str {
+        if self.fails() { " shapes✗" } else { "" }
+    }
+
+    /// Whether the candidate was shown wrong on an unseen shape.
+    pub fn fails(&self) -> bool {
+        self.verdict.fails()
+    }
 }
 
 impl Call {
@@ -408,6 +431,7 @@ impl SessionState {
                         dropped_reason: None,
                         created: record.ts,
                         evaluated: None,
+                        shapes: None,
                     },
                 );
             }
@@ -608,6 +632,20 @@ impl SessionState {
                 message: message.clone(),
             }),
             Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
+            Event::ShapesChecked {
+                candidate,
+                result_file,
+                verdict,
+                line,
+            } => {
+                if let Some(c) = self.candidates.get_mut(candidate) {
+                    c.shapes = Some(ShapesRecord {
+                        verdict: verdict.clone(),
+                        line: line.clone(),
+                        file: result_file.clone(),
+                    });
+                }
+            }
             Event::SessionFinished { best, reason, end } => {
                 self.finished = Some((*best, reason.clone()));
                 self.end = *end;

@@ -113,6 +113,10 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
     for f in &summary.flags {
         lines.push(Line::styled(format!("⚑ {f}"), cx.theme.get(Role::Warn)));
     }
+    if let Some(s) = &c.shapes {
+        let role = if s.fails() { Role::Fail } else { Role::Text };
+        lines.extend(kv_wrapped(cx, "shapes", &s.line, width, role));
+    }
     let result = c.eval_file.as_deref().and_then(|f| cx.docs.eval(f));
     let Some(r) = result else {
         if c.eval_file.as_deref().is_some_and(|f| cx.docs.loading(f)) {

@@ -140,8 +140,9 @@ fn row_text(cx: &Ctx, c: &Candidate) -> String {
     } else {
         ""
     };
+    let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
     format!(
-        "#{} {} {status}{best}{fin} {}",
+        "#{} {} {status}{best}{fin}{shapes} {}",
         c.id,
         c.kind.label(),
         outcome(cx, c)
@@ -360,7 +361,8 @@ impl Component for TreePane {
             } else {
                 ""
             };
-            let mark = format!("{fin}{marked}");
+            let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
+            let mark = format!("{fin}{shapes}{marked}");
             let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
             let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());

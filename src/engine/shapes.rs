@@ -1,0 +1,409 @@
+//! The unseen-shapes re-check of a session's best and final kernels (issue 25, "Verified
+//! wins"; `crate::shapes` derives the variants and runs the check). The variants' task
+//! files go to `shapes/<id>/`, the whole check to `shapes/<id>.json`, written before the
+//! `shapes_checked` event that names it; a resumed run finds the event and does not check
+//! the candidate again.
+
+use std::sync::Arc;
+
+use super::outcome::{Step, step};
+use super::runner::Inner;
+use crate::protocol::shapes::ShapeCheck;
+use crate::protocol::*;
+use crate::shapes::check;
+
+const TAG: &str = "shapes";
+
+impl Inner {
+    /// Re-checks a correct candidate on unseen shapes unless `[eval] shape_check` is off or
+    /// the check is already recorded. `Skipped` says why nothing ran.
+    pub(super) async fn check_shapes(&self, id: CandidateId) -> Step<()> {
+        if !self.eval.shape_check {
+            return Step::Skipped("[eval] shape_check is off".into());
+        }
+        let candidate = self.with_state(|s| s.candidates.get(&id).cloned());
+        let Some(candidate) = candidate else {
+            return Step::Failed(format!("no candidate {id}"));
+        };
+        if candidate.shapes.is_some() {
+            return Step::Done(());
+        }
+        if !candidate.is_correct() {
+            return Step::Skipped(format!("candidate {id} is not correct"));
+        }
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        self.log(
+            LogLevel::Info,
+            TAG,
+            format!("candidate {id}: re-checking correctness on unseen shapes and seeds"),
+        );
+        let evaluate = |request| {
+            self.evaluator
+                .evaluate(request, self.control.stop.child_token(), None)
+        };
+        let outcome = check::check_kernel(
+            &self.task.source,
+            &self.session.file(&candidate.file),
+            &self.session.file(&format!("shapes/{id}")),
+            self.devices.primary(),
+            &self.eval,
+            &evaluate,
+        )
+        .await;
+        match outcome {
+            Ok(shapes) => self.record_shapes(id, &shapes),
+            Err(crate::eval::EvalError::Cancelled) => Step::Stopped,
+            // Not recorded: a later run (resume) checks it again.
+            Err(e) => {
+                let why = format!("candidate {id}: shape check not run: {e}");
+                self.log(LogLevel::Warn, TAG, why.clone());
+                Step::Failed(why)
+            }
+        }
+    }
+
+    /// A kernel marked final after the run ended is checked now, in the background (during
+    /// the run the finish checks it); the result files follow.
+    pub(super) fn check_marked_after_run(self: &Arc<Self>, id: CandidateId) {
+        let over = self.with_state(|s| s.state.is_over() && s.final_marked == Some(id));
+        if !over || !self.eval.shape_check {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let inner = self.clone();
+        runtime.spawn(async move {
+            if let Step::Done(()) = inner.check_shapes(id).await {
+                inner.refresh_result_files();
+            }
+        });
+    }
+
+    /// Saves the check as `shapes/<id>.json`, then announces it (event and console line).
+    fn record_shapes(&self, id: CandidateId, shapes: &ShapeCheck) -> Step<()> {
+        let result_file = format!("shapes/{id}.json");
+        let json = match serde_json::to_vec_pretty(shapes) {
+            Ok(j) => j,
+            Err(e) => return Step::Failed(format!("cannot encode the shape check of {id}: {e}")),
+        };
+        step!(self.write(&result_file, &json));
+        self.emit(Event::ShapesChecked {
+            candidate: id,
+            result_file,
+            verdict: shapes.verdict.clone(),
+            line: shapes.line.clone(),
+        });
+        let level = if shapes.fails() {
+            LogLevel::Warn
+        } else {
+            LogLevel::Info
+        };
+        self.log(level, TAG, format!("candidate {id}: {}", shapes.line));
+        self.sync();
+        Step::Done(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::config::PipelineConfig;
+    use super::super::fakes::{self, FakeEvaluator, FakeLlm, Reply};
+    use super::super::runner::{Engine, RunOutcome};
+    use super::super::tests::{dir, pipeline, standard};
+    use crate::eval::Device;
+    use crate::protocol::shapes::ShapeVerdict;
+    use crate::protocol::*;
+    use crate::session::state::SessionState;
+    use crate::session::store::SessionDir;
+    use crate::task::TaskFile;
+
+    /// A ReLU task whose sizes are module-level constants: five variants.
+    fn sized_task() -> TaskFile {
+        TaskFile {
+            source: "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\
+                     batch_size = 16\ndim = 64\n\n\
+                     def get_inputs():\n    return [torch.rand(batch_size, dim)]\ndef get_init_inputs():\n    return []\n"
+                .into(),
+            ..fakes::task()
+        }
+    }
+
+    /// An engine on the sized task over the fakes, `[eval] shape_check` as given.
+    fn sized_engine(
+        session: &SessionDir,
+        prior: SessionState,
+        eval: &Arc<FakeEvaluator>,
+        llm: &Arc<FakeLlm>,
+        config: PipelineConfig,
+        shape_check: bool,
+    ) -> Engine {
+        let mut setup = fakes::setup(
+            session.clone(),
+            prior,
+            eval.clone(),
+            llm.clone(),
+            config,
+            Device::Cpu,
+        );
+        setup.task = sized_task();
+        setup.eval.shape_check = shape_check;
+        session
+            .write_file("task.py", setup.task.source.as_bytes())
+            .unwrap();
+        Engine::new(setup).unwrap()
+    }
+
+    /// A run to its end on the sized task, every gate approved.
+    async fn run_sized(
+        session: &SessionDir,
+        prior: SessionState,
+        eval: &Arc<FakeEvaluator>,
+        llm: &Arc<FakeLlm>,
+        config: PipelineConfig,
+        shape_check: bool,
+    ) -> (RunOutcome, SessionState) {
+        let engine = Arc::new(sized_engine(session, prior, eval, llm, config, shape_check));
+        let steering = fakes::steer(&engine, fakes::approve_every_gate);
+        let outcome = engine.run().await;
+        engine.stop_actions();
+        steering.abort();
+        let state = SessionState::from_records(&session.read_events().unwrap().records);
+        (outcome, state)
+    }
+
+    fn variant_evaluations(eval: &FakeEvaluator) -> usize {
+        eval.tasks()
+            .iter()
+            .filter(|t| t.components().any(|c| c.as_os_str() == "shapes"))
+            .count()
+    }
+
+    fn shapes_events(session: &SessionDir) -> Vec<CandidateId> {
+        session
+            .read_events()
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| match r.event {
+                Event::ShapesChecked { candidate, .. } => Some(candidate),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_best_is_checked_once_before_the_final_gate_and_resume_does_not_check_again() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(standard));
+        let config = PipelineConfig {
+            mode: Mode::Review,
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config.clone(),
+            true,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let best = state.best.unwrap();
+        let record = state.candidates[&best].shapes.clone().expect("checked");
+        assert_eq!(
+            record.verdict,
+            ShapeVerdict::Generalizes {
+                passed: 5,
+                checked: 5
+            }
+        );
+        assert_eq!(record.line, "correct on 5 of 5 unseen shapes");
+        assert_eq!(variant_evaluations(&eval), 5);
+        assert_eq!(shapes_events(&d.session), vec![best]);
+        // The file is written before the event, with every variant's task beside it.
+        let saved: crate::protocol::shapes::ShapeCheck =
+            serde_json::from_str(&d.session.read_file(&record.file).unwrap()).unwrap();
+        assert_eq!(saved.variants.len(), 5);
+        assert!(
+            d.session
+                .file(&format!("shapes/{best}/shape5_task.py"))
+                .is_file()
+        );
+        // Checked before the person is asked to declare it final.
+        let events = d.session.read_events().unwrap().records;
+        let checked_at = events
+            .iter()
+            .position(|r| matches!(r.event, Event::ShapesChecked { .. }))
+            .unwrap();
+        let final_gate_at = events
+            .iter()
+            .position(|r| {
+                matches!(
+                    r.event,
+                    Event::GateOpened {
+                        kind: GateKind::FinalBest,
+                        ..
+                    }
+                )
+            })
+            .unwrap();
+        assert!(checked_at < final_gate_at);
+
+        let (outcome, _) = run_sized(&d.session, state, &eval, &llm, config, true).await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        assert_eq!(variant_evaluations(&eval), 5, "resume re-ran the check");
+        assert_eq!(shapes_events(&d.session), vec![best]);
+    }
+
+    #[tokio::test]
+    async fn a_best_written_for_the_tasks_sizes_is_marked_failing() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|call| match call.kind {
+            CallKind::Analysis => Reply::Text(fakes::analysis(false)),
+            _ => Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64")),
+        }));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config,
+            true,
+        )
+        .await;
+        // Still the session's kernel (correct on the task), but shown failing.
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let best = state.best.unwrap();
+        let record = state.candidates[&best].shapes.clone().expect("checked");
+        assert!(record.fails());
+        // Only the batch-of-1 variant keeps dim = 64.
+        assert_eq!(
+            record.verdict,
+            ShapeVerdict::FailsOn {
+                failed: 4,
+                checked: 5
+            }
+        );
+        assert!(
+            record
+                .line
+                .starts_with("wrong on batch_size=8, dim=32: mismatch: fake mismatch failure"),
+            "{}",
+            record.line
+        );
+        // The report says the best is not a win, and why.
+        let report = d.session.read_file("report.md").unwrap();
+        assert!(
+            report.contains(
+                "| Unseen shapes | **not a win**: wrong on batch_size=8, dim=32: mismatch: "
+            ),
+            "{report}"
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(&d.session.read_file("summary.json").unwrap()).unwrap();
+        assert_eq!(summary["best"]["shapes"]["verdict"], "fails_on");
+        assert!(state.log.iter().any(|l| l.level == LogLevel::Warn
+            && l.tag == "shapes"
+            && l.message.contains("wrong on batch_size=8, dim=32")));
+    }
+
+    #[tokio::test]
+    async fn a_kernel_marked_final_after_the_run_is_checked_and_the_report_follows() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|call| match call.kind {
+            CallKind::Seed if call.key == "seed2" => {
+                Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64"))
+            }
+            _ => standard(call),
+        }));
+        let config = PipelineConfig {
+            stages: vec![],
+            ..pipeline()
+        };
+        let engine = sized_engine(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config,
+            true,
+        );
+        assert_eq!(engine.run().await.end, RunEnd::Complete);
+        let state = engine.state();
+        let best = state.best.unwrap();
+        assert_eq!(shapes_events(&d.session), vec![best]);
+        // Seed 2's kernel: correct on the task, written for dim = 64.
+        let hardcoded = state
+            .candidates
+            .values()
+            .find(|c| c.key == "seed2")
+            .unwrap()
+            .id;
+        assert_ne!(hardcoded, best);
+        engine.command(Command::MarkFinal {
+            candidate: hardcoded,
+        });
+        for _ in 0..200 {
+            if shapes_events(&d.session).len() == 2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(shapes_events(&d.session), vec![best, hardcoded]);
+        assert!(
+            engine.state().candidates[&hardcoded]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .fails()
+        );
+        // The report follows the final kernel's check once it is written.
+        for _ in 0..200 {
+            let report = d.session.read_file("report.md").unwrap();
+            if report.contains("| Unseen shapes | **not a win**: wrong on") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let report = d.session.read_file("report.md").unwrap();
+        assert!(
+            report.contains("| Unseen shapes | **not a win**: wrong on"),
+            "{report}"
+        );
+        engine.stop_actions();
+    }
+
+    #[tokio::test]
+    async fn shape_check_off_checks_nothing() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(standard));
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            pipeline(),
+            false,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        assert_eq!(variant_evaluations(&eval), 0);
+        assert!(shapes_events(&d.session).is_empty());
+        assert!(state.candidates.values().all(|c| c.shapes.is_none()));
+    }
+}

@@ -1,0 +1,176 @@
+//! The re-check of a kernel on unseen shapes and seeds (issue 25, "Verified wins"): what
+//! each variant of the task's sizes gave and the verdict over all of them. Written to a
+//! session's `shapes/<id>.json`, carried by the `shapes_checked` event and printed by
+//! `kforge eval --shapes`. How variants are derived: `crate::shapes`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Category;
+
+/// The rule that made a variant from the task's sizes (`crate::shapes` applies it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VariantRule {
+    /// Every varied size halved.
+    Half,
+    /// Every varied size near a quarter, made odd (at least 3).
+    OddQuarter,
+    /// Every varied size near three quarters, made odd: no multiple of 8, 16 or 32.
+    OddThreeQuarters,
+    /// Every varied size near five quarters, made odd: larger than the task's.
+    OddFiveQuarters,
+    /// The batch-like sizes set to 1, the others kept.
+    BatchOne,
+}
+
+impl VariantRule {
+    /// What the rule does, for docs, verdicts and reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            VariantRule::Half => "half of each size",
+            VariantRule::OddQuarter => "an odd size near a quarter",
+            VariantRule::OddThreeQuarters => "an odd size near three quarters",
+            VariantRule::OddFiveQuarters => "an odd size near five quarters (larger)",
+            VariantRule::BatchOne => "batch of 1",
+        }
+    }
+}
+
+/// What one variant's evaluation (correctness only, its own seed) said of the kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum VariantOutcome {
+    Correct,
+    /// The kernel failed on this variant: the judge's category and one-line summary.
+    Wrong {
+        category: Category,
+        summary: String,
+    },
+    /// Not counted for or against the kernel: the variant's own reference failed or its
+    /// memory plan does not fit (the task's fault), or the evaluation was not run.
+    Skipped {
+        why: String,
+    },
+}
+
+/// One variant of the task's sizes and what the kernel did on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantCheck {
+    pub rule: VariantRule,
+    /// Every varied size of the variant, by the task's constant name.
+    pub sizes: BTreeMap<String, u64>,
+    /// The base seed of the variant's parameters and inputs.
+    pub seed: u64,
+    #[serde(flatten)]
+    pub outcome: VariantOutcome,
+}
+
+impl VariantCheck {
+    /// `batch_size=8, dim=12287`.
+    pub fn sizes_text(&self) -> String {
+        self.sizes
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The verdict over every variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum ShapeVerdict {
+    /// Correct on every variant that ran (`passed == checked`, at least one).
+    Generalizes { passed: usize, checked: usize },
+    /// Wrong on `failed` of the `checked` variants that ran.
+    FailsOn { failed: usize, checked: usize },
+    /// The task's sizes cannot be varied (why, in a sentence).
+    NotVariable { why: String },
+    /// Variants exist but none could be checked (every one skipped), or the check could
+    /// not be made.
+    NotRun { why: String },
+}
+
+impl ShapeVerdict {
+    /// Whether the kernel was shown right on every variant that ran.
+    pub fn generalizes(&self) -> bool {
+        matches!(self, ShapeVerdict::Generalizes { .. })
+    }
+
+    /// Whether the kernel was shown wrong on some variant.
+    pub fn fails(&self) -> bool {
+        matches!(self, ShapeVerdict::FailsOn { .. })
+    }
+
+    /// A short mark for tables and the tree: `5/5`, `FAIL 1/5`, `n/a`, `not run`.
+    pub fn mark(&self) -> String {
+        match self {
+            ShapeVerdict::Generalizes { passed, checked } => format!("{passed}/{checked}"),
+            ShapeVerdict::FailsOn { failed, checked } => {
+                format!("FAIL {}/{checked}", checked - failed)
+            }
+            ShapeVerdict::NotVariable { .. } => "n/a".into(),
+            ShapeVerdict::NotRun { .. } => "not run".into(),
+        }
+    }
+}
+
+/// The whole re-check of one kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShapeCheck {
+    #[serde(flatten)]
+    pub verdict: ShapeVerdict,
+    /// The task's sizes the variants change, as the task sets them.
+    pub original: BTreeMap<String, u64>,
+    /// Integer constants left as they are, each with why (`kernel_size: structural`).
+    pub kept: BTreeMap<String, String>,
+    pub variants: Vec<VariantCheck>,
+    /// One line: `correct on 5 of 5 shapes`, or the first shape that fails and how.
+    pub line: String,
+}
+
+impl ShapeCheck {
+    /// Whether the kernel was shown wrong on some variant.
+    pub fn fails(&self) -> bool {
+        self.verdict.fails()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{CandidateId, Event};
+
+    #[test]
+    fn the_shapes_checked_event_is_one_flat_line_and_reads_back() {
+        let event = Event::ShapesChecked {
+            candidate: CandidateId(7),
+            result_file: "shapes/7.json".into(),
+            verdict: ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+            line: "wrong on dim=12289: mismatch: x".into(),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "shapes_checked",
+                "candidate": 7,
+                "result_file": "shapes/7.json",
+                "verdict": "fails_on",
+                "failed": 1,
+                "checked": 5,
+                "line": "wrong on dim=12289: mismatch: x",
+            })
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        let not_variable = ShapeVerdict::NotVariable { why: "no".into() };
+        let back: ShapeVerdict =
+            serde_json::from_value(serde_json::to_value(&not_variable).unwrap()).unwrap();
+        assert_eq!(back, not_variable);
+    }
+}

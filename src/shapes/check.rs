@@ -1,0 +1,284 @@
+//! Re-checks a kernel on the task's shape variants: each variant's task file written beside
+//! the others, each evaluated for correctness only with its own seed through whatever
+//! evaluates kernels (the engine's `EvalPort`, the CLI's `Evaluator`), each in its own
+//! process as every evaluation is. The judge decides every variant; a variant whose own
+//! reference fails or does not fit is the task's fault and is skipped, not counted against
+//! the kernel.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use futures::future::BoxFuture;
+
+use super::{Derivation, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive};
+use crate::config::EvalConfig;
+use crate::eval::{Category, Device, EvalError, EvalRequest, EvalResult};
+
+/// What evaluates one variant: the engine's `EvalPort`, the CLI's `Evaluator` (a boxed
+/// future, so that the check can run inside spawned tasks).
+pub type Evaluate<'a> =
+    dyn Fn(EvalRequest) -> BoxFuture<'a, Result<EvalResult, EvalError>> + Send + Sync + 'a;
+
+/// The seed of the `k`-th variant (0-based): fresh for each, never the task's own.
+pub fn variant_seed(base: u64, k: usize) -> u64 {
+    base.wrapping_add(k as u64 + 1)
+}
+
+/// One variant ready to evaluate: its task file on disk.
+#[derive(Debug, Clone)]
+pub struct PreparedVariant {
+    pub check: VariantCheck,
+    pub task_file: PathBuf,
+}
+
+/// What `prepare` found: variants to evaluate, or a finished check (nothing to run).
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Run {
+        template: ShapeCheck,
+        variants: Vec<PreparedVariant>,
+    },
+    Finished(ShapeCheck),
+}
+
+/// Derives the variants of `task_source` and writes each as `dir/shape<k>_task.py`.
+pub fn prepare(task_source: &str, dir: &Path, base_seed: u64) -> Result<Plan> {
+    let (original, kept, variants) = match derive(task_source) {
+        Derivation::NotVariable { why } => {
+            return Ok(Plan::Finished(finish(ShapeCheck {
+                verdict: ShapeVerdict::NotVariable { why },
+                original: Default::default(),
+                kept: Default::default(),
+                variants: Vec::new(),
+                line: String::new(),
+            })));
+        }
+        Derivation::Variable {
+            original,
+            kept,
+            variants,
+        } => (original, kept, variants),
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut prepared = Vec::new();
+    for (k, v) in variants.into_iter().enumerate() {
+        let task_file = dir.join(format!("shape{}_task.py", k + 1));
+        std::fs::write(&task_file, &v.source)
+            .with_context(|| format!("cannot write {}", task_file.display()))?;
+        prepared.push(PreparedVariant {
+            check: VariantCheck {
+                rule: v.rule,
+                sizes: v.sizes,
+                seed: variant_seed(base_seed, k),
+                outcome: VariantOutcome::Skipped {
+                    why: "not evaluated".into(),
+                },
+            },
+            task_file,
+        });
+    }
+    let template = ShapeCheck {
+        verdict: ShapeVerdict::NotRun {
+            why: "not evaluated".into(),
+        },
+        original,
+        kept,
+        variants: Vec::new(),
+        line: String::new(),
+    };
+    Ok(Plan::Run {
+        template,
+        variants: prepared,
+    })
+}
+
+/// The request evaluating `kernel` on a variant: correctness only, the variant's seed.
+pub fn request(
+    variant: &PreparedVariant,
+    kernel: &Path,
+    device: Device,
+    settings: &EvalConfig,
+) -> EvalRequest {
+    let mut settings = settings.clone();
+    settings.seed = variant.check.seed;
+    let mut request = EvalRequest::new(&variant.task_file, kernel, device, settings);
+    request.timing = false;
+    request.profile = false;
+    request
+}
+
+/// What a variant's evaluation says of the kernel.
+pub fn outcome(result: &EvalResult) -> VariantOutcome {
+    if result.correct {
+        return VariantOutcome::Correct;
+    }
+    let summary = first_line(&result.summary);
+    match result.category {
+        _ if result.is_task_fault() && result.category == Some(Category::Oom) => {
+            VariantOutcome::Skipped {
+                why: format!("does not fit: {summary}"),
+            }
+        }
+        _ if result.is_task_fault() => VariantOutcome::Skipped {
+            why: format!("the task's own reference fails on these sizes: {summary}"),
+        },
+        // The harness itself broke: no verdict on the kernel either way.
+        Some(Category::Harness) => VariantOutcome::Skipped {
+            why: format!("the evaluator gave no verdict: {summary}"),
+        },
+        Some(category) => VariantOutcome::Wrong { category, summary },
+        None => VariantOutcome::Wrong {
+            category: Category::Harness,
+            summary: format!("failed without a category: {summary}"),
+        },
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("").trim();
+    let mut out: String = line.chars().take(240).collect();
+    if line.chars().count() > 240 {
+        out.push('…');
+    }
+    out
+}
+
+/// Evaluates every prepared variant with `evaluate` and builds the check. `Err` only when
+/// an evaluation gave no result (cancelled, the evaluator stopped).
+pub async fn run(
+    plan: Plan,
+    kernel: &Path,
+    device: Device,
+    settings: &EvalConfig,
+    evaluate: &Evaluate<'_>,
+) -> Result<ShapeCheck, EvalError> {
+    let (mut check, variants) = match plan {
+        Plan::Finished(check) => return Ok(check),
+        Plan::Run { template, variants } => (template, variants),
+    };
+    for variant in variants {
+        let result = evaluate(request(&variant, kernel, device, settings)).await?;
+        check.variants.push(VariantCheck {
+            outcome: outcome(&result),
+            ..variant.check
+        });
+    }
+    Ok(finish(check))
+}
+
+/// Derives, writes into `dir` and evaluates: the whole check of one kernel.
+pub async fn check_kernel(
+    task_source: &str,
+    kernel: &Path,
+    dir: &Path,
+    device: Device,
+    settings: &EvalConfig,
+    evaluate: &Evaluate<'_>,
+) -> Result<ShapeCheck, EvalError> {
+    let plan = match prepare(task_source, dir, settings.seed) {
+        Ok(plan) => plan,
+        Err(e) => {
+            return Ok(not_run(format!("the variants could not be written: {e:#}")));
+        }
+    };
+    run(plan, kernel, device, settings, evaluate).await
+}
+
+/// A check that could not be made, and why.
+pub fn not_run(why: String) -> ShapeCheck {
+    finish(ShapeCheck {
+        verdict: ShapeVerdict::NotRun { why },
+        original: Default::default(),
+        kept: Default::default(),
+        variants: Vec::new(),
+        line: String::new(),
+    })
+}
+
+/// Sets the verdict (from the variants, unless the task is not variable or nothing could
+/// run) and the one line.
+pub fn finish(mut check: ShapeCheck) -> ShapeCheck {
+    let ran = !check.variants.is_empty();
+    if ran {
+        check.verdict = verdict(&check.variants);
+    }
+    check.line = line(&check);
+    check
+}
+
+/// The verdict over variants that were evaluated.
+pub fn verdict(variants: &[VariantCheck]) -> ShapeVerdict {
+    let checked = variants
+        .iter()
+        .filter(|v| !matches!(v.outcome, VariantOutcome::Skipped { .. }))
+        .count();
+    let failed = variants
+        .iter()
+        .filter(|v| matches!(v.outcome, VariantOutcome::Wrong { .. }))
+        .count();
+    if failed > 0 {
+        ShapeVerdict::FailsOn { failed, checked }
+    } else if checked > 0 {
+        ShapeVerdict::Generalizes {
+            passed: checked,
+            checked,
+        }
+    } else {
+        ShapeVerdict::NotRun {
+            why: format!(
+                "every variant was skipped ({})",
+                variants
+                    .iter()
+                    .filter_map(|v| match &v.outcome {
+                        VariantOutcome::Skipped { why } =>
+                            Some(format!("{}: {why}", v.sizes_text())),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        }
+    }
+}
+
+/// `correct on 5 of 5 shapes`, `wrong on batch_size=8, dim=12287: mismatch: ...`, or what
+/// kept the check from running.
+pub fn line(check: &ShapeCheck) -> String {
+    let skipped = check
+        .variants
+        .iter()
+        .filter(|v| matches!(v.outcome, VariantOutcome::Skipped { .. }))
+        .count();
+    let skipped_note = if skipped > 0 {
+        format!(" ({skipped} skipped: the task's fault, not the kernel's)")
+    } else {
+        String::new()
+    };
+    match &check.verdict {
+        ShapeVerdict::Generalizes { passed, checked } => {
+            format!("correct on {passed} of {checked} unseen shapes{skipped_note}")
+        }
+        ShapeVerdict::FailsOn { failed, checked } => {
+            let first = check
+                .variants
+                .iter()
+                .find_map(|v| match &v.outcome {
+                    VariantOutcome::Wrong { category, summary } => Some(format!(
+                        "{}: {}: {summary}",
+                        v.sizes_text(),
+                        category.as_str()
+                    )),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let more = if *failed > 1 {
+                format!(" (wrong on {failed} of {checked} unseen shapes)")
+            } else {
+                format!(" (wrong on 1 of {checked} unseen shapes)")
+            };
+            format!("wrong on {first}{more}")
+        }
+        ShapeVerdict::NotVariable { why } => format!("shapes not varied: {why}"),
+        ShapeVerdict::NotRun { why } => format!("shape check not run: {why}"),
+    }
+}
