@@ -196,7 +196,7 @@ mod slurm_batch {
         std::fs::write(
             &config,
             format!(
-                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[pipeline]\nseeds = 1\nstages = []\n\n[eval]\ntimeout_s = 60.0\n",
+                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[pipeline]\nseeds = 1\nstages = []\n\n[eval]\ntimeout_s = 60.0\nshape_check = false\n",
                 mock.base_url
             ),
         )

@@ -142,7 +142,10 @@ impl MockLlm {
         std::fs::write(
             &path,
             format!(
-                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n",
+                // The sessions' own steps: the unseen-shapes re-check (up to ten more CPU
+                // evaluations a session) has its engine tests with fakes (src/engine/tests.rs)
+                // and its CPU evaluator tests (tests/shapes.rs).
+                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[eval]\nshape_check = false\n",
                 self.base_url
             ),
         )
