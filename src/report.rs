@@ -324,7 +324,7 @@ fn best_line(state: &SessionState) -> String {
     match state.best.and_then(|id| state.candidates.get(&id)) {
         Some(c) => {
             let score = if timing {
-                format!("score {}", speedup_text(c))
+                format!("score {}{}", speedup_text(c), c.sol_suffix())
             } else {
                 "score n/a (CPU interpreter: correctness only)".into()
             };
@@ -417,12 +417,13 @@ pub fn render_report(state: &SessionState) -> String {
             let best = if state.best == Some(c.id) { " ★" } else { "" };
             let _ = writeln!(
                 out,
-                "| {}{best} | {} | {} | {} | {} | {} |",
+                "| {}{best} | {} | {} | {} | {}{} | {} |",
                 c.id,
                 c.kind.label(),
                 c.parent.map_or("-".into(), |p| p.to_string()),
                 status_label(c),
                 speedup_text(c),
+                c.sol_suffix(),
                 cell(&candidate_summary(c), 140),
             );
         }
@@ -658,6 +659,8 @@ pub fn summary_json(state: &SessionState) -> Value {
             "noisy": c.score().is_some() && c.noisy(),
             "kernel_ms": c.eval.as_ref().and_then(|e| e.kernel_ms),
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
+            "sol_pct": c.sol_pct(),
+            "faster_than_light": c.faster_than_light(),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
             "file": c.file,
         })

@@ -84,6 +84,10 @@ pub struct TaskResult {
     pub kernel_ms: Option<f64>,
     /// The device the best kernel was timed on.
     pub device: Option<String>,
+    /// The best kernel's % of the speed of light, and whether it was flagged faster than
+    /// light (then it is the best only because the person marked it final).
+    pub sol_pct: Option<f64>,
+    pub faster_than_light: bool,
     /// Whether scores are real (GPU) speedups.
     pub timed: bool,
     /// The precision policy its evaluations ran under (None: a session from before it).
@@ -224,6 +228,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         reference_ms: None,
         kernel_ms: None,
         device: None,
+        sol_pct: None,
+        faster_than_light: false,
         timed: false,
         precision: None,
         candidates: 0,
@@ -291,6 +297,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
             result.kernel_ms = eval.kernel_ms;
             result.device = eval.device.clone();
         }
+        result.sol_pct = best.sol_pct();
+        result.faster_than_light = best.faster_than_light();
     }
     result
 }

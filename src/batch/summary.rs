@@ -305,7 +305,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}s |",
+            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {:.0}s |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -314,6 +314,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             t.status.word(),
             best.replace('|', "\\|"),
             crate::eval::figures::score_text(t.score, t.score_interval()),
+            crate::eval::sol::pct_suffix(t.sol_pct, t.faster_than_light),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -388,6 +389,8 @@ mod tests {
             reference_ms: None,
             kernel_ms: None,
             device: None,
+            sol_pct: None,
+            faster_than_light: false,
             timed: true,
             precision: Some(crate::protocol::PrecisionPolicy::Strict),
             candidates: 1,

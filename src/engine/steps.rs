@@ -889,5 +889,6 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
             .map(|w| w.message.clone())
             .collect(),
         device: result.device.torch_name.clone(),
+        sol_pct: result.speed_of_light.as_ref().and_then(|s| s.kernel_pct),
     }
 }

@@ -222,6 +222,9 @@ pub struct EvalSummary {
     /// The device it ran on (`cuda:1`), when the session spreads evaluations over several.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// The kernel's % of the speed of light (GPU; `speed_of_light.kernel_pct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sol_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

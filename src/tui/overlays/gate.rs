@@ -341,6 +341,18 @@ impl Component for GateView {
                 .into_iter()
                 .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
         );
+        if let Some(sol) = final_best_speed_of_light(gate, cx) {
+            let role = if sol.faster_than_light {
+                Role::Warn
+            } else {
+                Role::Muted
+            };
+            head.extend(
+                wrap(&sol.describe(), w)
+                    .into_iter()
+                    .map(|l| Line::styled(l, cx.theme.get(role))),
+            );
+        }
         let always = format!("approve all {} this session   ", gate.kind.plural());
         let mode = format!(
             "{} mode -> {}   ",
@@ -397,4 +409,16 @@ impl Component for GateView {
         lines.extend(foot);
         frame.render_widget(Paragraph::new(lines), inner);
     }
+}
+
+/// The final-best gate's candidate's speed of light (issue 25), once its result is loaded.
+fn final_best_speed_of_light(gate: &Gate, cx: &Ctx) -> Option<crate::eval::sol::SpeedOfLight> {
+    if gate.kind != GateKind::FinalBest {
+        return None;
+    }
+    let c = cx.state.candidates.get(&gate.candidate?)?;
+    cx.docs
+        .eval(c.eval_file.as_deref()?)?
+        .speed_of_light
+        .clone()
 }
