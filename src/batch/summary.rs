@@ -486,9 +486,9 @@ mod tests {
         assert_eq!(empty.cost_per_task, None);
     }
 
-    #[test]
-    fn groups_are_levels_then_other_then_all_and_the_tables_show_them() {
-        let m = crate::batch::manifest::Manifest::new(
+    /// A manifest of one CPU task, for the tables.
+    fn manifest() -> Manifest {
+        crate::batch::manifest::Manifest::new(
             "p".into(),
             "m".into(),
             None,
@@ -503,7 +503,12 @@ mod tests {
             Default::default(),
             Default::default(),
             vec![],
-        );
+        )
+    }
+
+    #[test]
+    fn groups_are_levels_then_other_then_all_and_the_tables_show_them() {
+        let m = manifest();
         let tasks = vec![
             task("x", None, true, Some(1.0)),
             TaskResult {
@@ -548,5 +553,27 @@ mod tests {
             md.contains("Precision policy: strict (fp32 vs fp32).\n"),
             "{md}"
         );
+    }
+
+    /// Issue 25: the tasks table shows the best kernel's share of the speed of light beside
+    /// its speedup, and `FTL` where it was flagged faster than light.
+    #[test]
+    fn the_tasks_table_shows_the_speed_of_light_beside_the_speedup() {
+        let tasks = vec![
+            TaskResult {
+                sol_pct: Some(38.2),
+                ..task("a", Some(1), true, Some(1.5))
+            },
+            TaskResult {
+                sol_pct: Some(250.0),
+                faster_than_light: true,
+                ..task("b", Some(1), true, Some(30.0))
+            },
+            task("c", Some(1), true, Some(1.1)),
+        ];
+        let md = summary_md(&summarize("b", &manifest(), tasks));
+        assert!(md.contains("| 1.50x 38%SoL |"), "{md}");
+        assert!(md.contains("| 30.00x FTL |"), "{md}");
+        assert!(md.contains("| 1.10x |"), "{md}");
     }
 }
