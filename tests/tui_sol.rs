@@ -4,10 +4,11 @@
 
 mod tui_common;
 
-use kforge::protocol::CandidateId;
+use kforge::protocol::{CandidateId, Event, GateId};
 use kforge::tui::app::Tab;
 use kforge::tui::component::{Component, Ctx};
 use kforge::tui::detail::DetailPane;
+use kforge::tui::overlays::GateView;
 use kforge::tui::panes::TreePane;
 use kforge::tui::testing::{HarnessOptions, context_for, draw_alone};
 use tui_common::timed_fixture;
@@ -83,5 +84,33 @@ fn the_eval_tab_has_the_speed_of_light_line() {
             "SoL         speed of light 0.0086 ms (memory-bound): the reference at 21%, this kernel at 38%"
         ),
         "{e}"
+    );
+}
+
+/// The final-best gate of the live run says how close the kernel it declares runs to the
+/// speed of light.
+#[test]
+fn the_final_best_gate_has_the_speed_of_light_line() {
+    let dir = with_speed_of_light();
+    let session = kforge::session::store::SessionDir::open(dir.path()).unwrap();
+    let mut records = session.read_events().unwrap().records;
+    let end = records
+        .iter()
+        .position(|r| matches!(r.event, Event::GateOpened { gate, .. } if gate == GateId(3)))
+        .unwrap();
+    records.truncate(end + 1);
+    let options = HarnessOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    let cx = context_for(dir.path(), Some(&records), &options).unwrap();
+    let mut gate = GateView::new(GateId(3));
+    let g = draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()));
+    insta::assert_snapshot!("gate_final_best_speed_of_light", g);
+    assert!(
+        g.contains(
+            "speed of light 0.0086 ms (memory-bound): the reference at 21%, this kernel at 38%"
+        ),
+        "{g}"
     );
 }

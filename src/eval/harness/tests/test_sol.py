@@ -214,3 +214,50 @@ def test_a_measurement_that_fails_is_an_error_record_not_an_exception(tmp_path):
 def test_best_rate_takes_the_fastest_run():
     assert peaks.best_rate(10.0, [2.0, 1.0, 5.0]) == 10.0
     assert peaks.best_rate(10.0, []) == 0.0
+
+
+class _Judged:
+    """What Evaluation.record_speed_of_light reads of the judge, on a GPU with timing."""
+
+    def __init__(self, work, peaks_, kernel):
+        self.result = {"device": {"l2_bytes": 50 << 20}, "flags": [], "notes": [],
+                       "timing": {"reference": {"median_ms": 1.0, "ci_high_ms": 1.01}, "kernel": kernel}}
+        self.work, self.peaks, self.policy, self.gpu = work, peaks_, "strict", True
+        self.job = {"flush_l2": True}
+
+    def timing(self):
+        return True
+
+
+def test_the_judge_records_the_figures_and_flags_a_kernel_faster_than_light():
+    from kforge_harness.judge import Evaluation
+
+    # 1 GiB in and out at 1 TB/s: 2.147 ms at the speed of light.
+    work = {"flops": [], "total_flops": 0, "bytes": {"inputs": 1 << 30, "parameters": 0, "outputs": 1 << 30},
+            "total_bytes": 2 << 30}
+    honest = _Judged(work, PEAKS, {"median_ms": 2.5, "ci_high_ms": 2.6})
+    Evaluation.record_speed_of_light(honest)
+    figures = honest.result["speed_of_light"]
+    assert figures["limit"] == "memory" and abs(figures["bound_ms"] - 2.147483648) < 1e-9
+    assert abs(figures["kernel_pct"] - 100 * 2.147483648 / 2.5) < 1e-9
+    assert not figures["faster_than_light"] and honest.result["flags"] == []
+    cheat = _Judged(work, PEAKS, {"median_ms": 0.5, "ci_high_ms": 0.52})
+    Evaluation.record_speed_of_light(cheat)
+    assert cheat.result["speed_of_light"]["faster_than_light"]
+    assert cheat.result["flags"] == ["faster_than_light"]
+    assert cheat.result["notes"][0].startswith("faster than light: the kernel's median 0.5000 ms (95% interval up to "
+                                               "0.5200 ms) is below 80% of the least time")
+
+
+def test_the_judge_says_why_there_is_no_bound():
+    from kforge_harness.judge import Evaluation
+
+    failed = _Judged({"error": "counting the reference's work failed: RuntimeError: x"}, PEAKS, None)
+    Evaluation.record_speed_of_light(failed)
+    assert failed.result["speed_of_light"] == {"counts": None,
+                                               "reason": "counting the reference's work failed: RuntimeError: x"}
+    no_peaks = _Judged(gemm_counts(8, 8, 8), {"error": "measuring the device's peaks failed: OOM"},
+                       {"median_ms": 0.01})
+    Evaluation.record_speed_of_light(no_peaks)
+    assert no_peaks.result["speed_of_light"]["bound_ms"] is None
+    assert no_peaks.result["speed_of_light"]["reason"].endswith("OOM")
