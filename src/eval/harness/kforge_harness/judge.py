@@ -329,8 +329,10 @@ class Evaluation:
         # draws again): the outputs go back to the device before any buffer is lent.
         input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
         del first_out
-        self.peaks = self.device_peaks() if self.timing() else None
-        clock.mark("peaks")
+        self.peaks = None
+        if self.timing():
+            self.peaks = self.device_peaks()
+            clock.mark("peaks")
         flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
         if self.link is not None:
             # The worker starts (its CUDA context included) while the judge loads the task and

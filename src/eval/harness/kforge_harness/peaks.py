@@ -120,8 +120,9 @@ def measure(device):
                 torch.backends.cuda.matmul.allow_tf32 = tf32
                 torch.set_float32_matmul_precision("high" if tf32 else "highest")
                 matmul[name] = best_rate(2.0 * MATMUL_SIZE ** 3, _matmul_runs(device, dtype))
-            torch.cuda.empty_cache()
     finally:
+        # Its buffers go back to the device, measured or not (the task needs the room).
+        torch.cuda.empty_cache()
         torch.backends.cuda.matmul.allow_tf32 = saved["matmul"]
         torch.backends.cudnn.allow_tf32 = saved["cudnn"]
         torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
