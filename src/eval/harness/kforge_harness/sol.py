@@ -8,7 +8,8 @@ to move: the inputs, parameters and buffers it reads, and the outputs it writes,
 once. The counts do not depend on the device, so they are recorded on the CPU too.
 
 Every approximation errs low (the bound must never exceed what an honest kernel can reach):
-operators without a formula add no FLOPs, a view reads nothing, an input, parameter or
+operators without a formula add no FLOPs, a view reads nothing, an indexing operator reads
+no more of what it indexes than it returns, an input, parameter or
 buffer is counted only for the largest part of it an operator read, an output that is an
 input returned as it is costs no write.
 
@@ -27,6 +28,11 @@ FTL_MARGIN = 0.8
 
 MATMUL, CONVOLUTION = "matmul", "convolution"
 MEMORY, COMPUTE = "memory", "compute"
+# Operators that read only the rows or elements their indices pick from their first argument
+# (an embedding table, a gathered tensor): it counts for no more than what they return.
+PARTIAL_READERS = frozenset({"aten.embedding", "aten._embedding_bag", "aten._embedding_bag_forward_only",
+                             "aten.embedding_bag", "aten.index_select", "aten.gather", "aten.index",
+                             "aten._unsafe_index", "aten.take", "aten.masked_select"})
 # Peaks the micro-benchmark measures (peaks.py), by name.
 PEAK_NAMES = ("fp32", "tf32", "fp16", "bf16")
 
@@ -85,13 +91,17 @@ class WorkCounter:
 
         tensors = [t for _, t in flatten_outputs([list(args), kwargs]) if isinstance(t, torch.Tensor)]
         if not getattr(func, "is_view", False):
-            for t in tensors:
+            # What an indexing operator reads of its first argument: at most what it returns.
+            picked = sum(_tensor_bytes(o) for _, o in flatten_outputs(out) if isinstance(o, torch.Tensor)) \
+                if str(packet) in PARTIAL_READERS else None
+            for i, t in enumerate(tensors):
                 key = _storage_key(t)
                 source = self.sources.get(key)
                 if source is not None:
                     kind, size = source
                     seen = self.reads.get(key, (kind, 0))[1]
-                    self.reads[key] = (kind, min(size, max(seen, _tensor_bytes(t))))
+                    read = _tensor_bytes(t) if picked is None or i else min(_tensor_bytes(t), picked)
+                    self.reads[key] = (kind, min(size, max(seen, read)))
         if formula is None or not tensors:
             return
         try:

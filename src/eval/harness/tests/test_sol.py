@@ -94,6 +94,27 @@ def test_an_input_passed_twice_is_read_once_and_an_input_returned_as_is_costs_no
     assert counts["bytes"] == {"inputs": 100 * F32, "parameters": 0, "outputs": 100 * F32}
 
 
+def test_an_embedding_reads_only_the_rows_it_looks_up():
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Embedding(10000, 64)
+
+        def forward(self, ids):
+            return self.table(ids)
+
+    ids = torch.tensor([3, 7, 7, 42])
+    counts = count(Lookup(), ids)
+    assert counts["bytes"] == {"inputs": 4 * 8, "parameters": 4 * 64 * F32, "outputs": 4 * 64 * F32}
+
+    class Pick(torch.nn.Module):
+        def forward(self, x, i):
+            return torch.index_select(x, 0, i)
+
+    counts = count(Pick(), torch.randn(1000, 16), torch.tensor([1, 2]))
+    assert counts["bytes"]["inputs"] == 2 * 16 * F32 + 2 * 8
+
+
 def test_a_slice_reads_only_what_it_uses():
     class Head(torch.nn.Module):
         def forward(self, x):
