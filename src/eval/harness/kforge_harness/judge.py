@@ -475,8 +475,9 @@ class Evaluation:
             result["notes"].append(
                 "faster than light: the kernel's median %.4f ms (95%% interval up to %.4f ms) is below %d%% of the "
                 "least time the device's measured peaks allow for the task's work (%.4f ms, counting only bytes "
-                "certain to cross DRAM and float32 at TF32's peak): its timing cannot be the work it claims; it is "
-                "not taken as the session's best unless you choose it"
+                "certain to cross DRAM and float32 at TF32's peak): it does less work than the reference does (an "
+                "algebraic shortcut, or outputs it does not really compute) or its timing is not what it runs; it "
+                "is not taken as the session's best unless you choose it"
                 % (kernel["median_ms"], kernel.get("ci_high_ms") or kernel["median_ms"], round(100 * sol.FTL_MARGIN),
                    figures["strict_bound_ms"]))
 
