@@ -1748,3 +1748,42 @@ async fn a_faster_than_light_kernel_is_the_best_only_when_the_person_marks_it_fi
     assert_eq!(state.best, Some(flagged.id), "{}", outcome.reason);
     assert_eq!(outcome.best, Some(flagged.id));
 }
+
+/// Issue 25: a stage whose kernel is flagged `faster_than_light` keeps its base (the next
+/// stage works on the base, not on the flagged kernel).
+#[tokio::test]
+async fn a_faster_than_light_stage_kernel_does_not_replace_its_base() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        Reply::Text(match call.kind {
+            CallKind::Seed => fakes::kernel("FAKE-SCORE:1.2 seed"),
+            CallKind::Stage if call.key.contains("grid_and_parallel") => {
+                fakes::kernel("FAKE-SCORE:50 FAKE-FLAG:faster_than_light")
+            }
+            _ => fakes::kernel(&format!("FAKE-SCORE:1.3 {}", call.key)),
+        })
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        analyze: AnalyzeWhen::Slow,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cuda(0)).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let first = &state.stages[0];
+    assert!(!first.accepted, "{first:?}");
+    assert!(
+        first.reason.contains("faster_than_light"),
+        "{}",
+        first.reason
+    );
+    // The second stage started from the seed, the base the flagged kernel did not replace.
+    assert_eq!(state.stages[1].base, state.stages[0].base);
+    assert!(
+        state
+            .candidates
+            .get(&state.best.unwrap())
+            .is_some_and(|c| !c.faster_than_light())
+    );
+}
