@@ -324,7 +324,7 @@ fn best_line(state: &SessionState) -> String {
     match state.best.and_then(|id| state.candidates.get(&id)) {
         Some(c) => {
             let score = if timing {
-                format!("score {}", speedup_text(c))
+                format!("score {}{}", speedup_text(c), c.sol_suffix())
             } else {
                 "score n/a (CPU interpreter: correctness only)".into()
             };
@@ -450,12 +450,13 @@ pub fn render_report(state: &SessionState) -> String {
             let best = if state.best == Some(c.id) { " ★" } else { "" };
             let _ = writeln!(
                 out,
-                "| {}{best} | {} | {} | {} | {} | {} |",
+                "| {}{best} | {} | {} | {} | {}{} | {} |",
                 c.id,
                 c.kind.label(),
                 c.parent.map_or("-".into(), |p| p.to_string()),
                 status_label(c),
                 speedup_text(c),
+                c.sol_suffix(),
                 cell(&candidate_summary(c), 140),
             );
         }
@@ -702,6 +703,8 @@ pub fn summary_json(state: &SessionState) -> Value {
             "noisy": c.score().is_some() && c.noisy(),
             "kernel_ms": c.eval.as_ref().and_then(|e| e.kernel_ms),
             "reference_ms": c.eval.as_ref().and_then(|e| e.reference_ms),
+            "sol_pct": c.sol_pct(),
+            "faster_than_light": c.faster_than_light(),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
             "file": c.file,
             "shapes": c.shapes.as_ref().map(shapes_json),
@@ -1420,5 +1423,46 @@ mod tests {
             dir.read_file(SUMMARY_FILE).unwrap(),
             serde_json::to_string_pretty(&summary_json(&state)).unwrap() + "\n"
         );
+    }
+
+    /// Issue 25: the best line and the candidates' table show each kernel's share of the
+    /// speed of light; a kernel flagged faster than light shows `FTL` and is not the best.
+    #[test]
+    fn the_report_shows_the_speed_of_light_and_a_faster_than_light_kernel_is_not_best() {
+        let ftl = Event::EvalFinished {
+            candidate: CandidateId(3),
+            result_file: "eval/3.json".into(),
+            summary: EvalSummary {
+                correct: true,
+                summary: "correct".into(),
+                score: Some(40.0),
+                score_low: Some(39.0),
+                score_high: Some(41.0),
+                sol_pct: Some(900.0),
+                flags: vec![crate::eval::sol::FASTER_THAN_LIGHT.into()],
+                ..Default::default()
+            },
+        };
+        let mut state = interval_session(ftl);
+        assert_eq!(state.best, Some(CandidateId(2)));
+        if let Some(e) = state
+            .candidates
+            .get_mut(&CandidateId(2))
+            .and_then(|c| c.eval.as_mut())
+        {
+            e.sol_pct = Some(41.6);
+        }
+        let r = render_report(&state);
+        for line in [
+            "| Best | #2 (seed 2), score 1.45x [1.43-1.47] 42%SoL, `kernels/2-seed.py` |",
+            "| 2 ★ | seed 2 | - | correct | 1.45x [1.43-1.47] 42%SoL | correct |",
+            "| 3 | seed 3 | - | correct | 40.00x [39.00-41.00] FTL | correct; flag: faster_than_light |",
+        ] {
+            assert!(has_line(&r, line), "missing {line:?} in\n{r}");
+        }
+        let s = summary_json(&state);
+        assert_eq!(s["best"]["sol_pct"], 41.6);
+        let third = &s["candidates"].as_array().unwrap()[2];
+        assert_eq!(third["faster_than_light"], true);
     }
 }

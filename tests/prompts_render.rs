@@ -566,3 +566,34 @@ fn prompts_state_the_precision_policy_and_repairs_name_the_tf32_fix() {
         repair.hints
     );
 }
+
+#[test]
+fn analysis_prompt_says_how_far_reference_and_kernel_are_from_the_speed_of_light() {
+    let set = PromptSet::new(None).unwrap();
+    let mut result = correct(0.05, 0.16, None);
+    result.speed_of_light = Some(
+        serde_json::from_value(serde_json::json!({
+            "counts": {"flops": [], "total_flops": 0,
+                       "bytes": {"inputs": 67108864, "parameters": 0, "outputs": 67108864},
+                       "total_bytes": 134217728},
+            "bound_ms": 0.02, "memory_ms": 0.02, "compute_ms": 0.0, "limit": "memory",
+            "reference_pct": 12.5, "kernel_pct": 40.0, "faster_than_light": false
+        }))
+        .unwrap(),
+    );
+    let ctx = PromptContext::for_task("relu", RELU_TASK).with_eval(&result);
+    let p = set.render(TemplateName::Analysis, &ctx).unwrap();
+    assert!(
+        p.user.contains(
+            "- Speed of light: the reference is at 12% of the memory-bound limit; this kernel is at 40% \
+             (100% = 0.0200 ms"
+        ),
+        "{}",
+        p.user
+    );
+    // Without a bound (the CPU) the prompt has no such line.
+    result.speed_of_light = None;
+    let ctx = PromptContext::for_task("relu", RELU_TASK).with_eval(&result);
+    let p = set.render(TemplateName::Analysis, &ctx).unwrap();
+    assert!(!p.user.contains("Speed of light"), "{}", p.user);
+}

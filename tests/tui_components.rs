@@ -551,7 +551,7 @@ fn a_best_wrong_on_an_unseen_shape_is_shown_in_the_gate_the_tree_and_the_eval_ta
     let mut gate = GateView::new(GateId(3));
     let s = draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()));
     assert!(
-        s.contains("unseen shapes: wrong on batch_size=13, dim=12289: mismatch"),
+        s.contains("shapes      wrong on batch_size=13, dim=12289: mismatch"),
         "{s}"
     );
     let mut tree = TreePane::default();

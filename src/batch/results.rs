@@ -88,6 +88,10 @@ pub struct TaskResult {
     /// torch.compile too (`score` is the one it names as the headline).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baselines: Option<Box<crate::protocol::BaselineScores>>,
+    /// The best kernel's % of the speed of light, and whether it was flagged faster than
+    /// light (then it is the best only because the person marked it final).
+    pub sol_pct: Option<f64>,
+    pub faster_than_light: bool,
     /// Whether scores are real (GPU) speedups.
     pub timed: bool,
     /// The precision policy its evaluations ran under (None: a session from before it).
@@ -260,6 +264,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         kernel_ms: None,
         device: None,
         baselines: None,
+        sol_pct: None,
+        faster_than_light: false,
         timed: false,
         precision: None,
         candidates: 0,
@@ -332,6 +338,8 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
             result.device = eval.device.clone();
             result.baselines = eval.baselines.clone();
         }
+        result.sol_pct = best.sol_pct();
+        result.faster_than_light = best.faster_than_light();
     }
     result
 }

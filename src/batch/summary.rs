@@ -377,7 +377,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {} | {} | {} | {} | {} | {} | {:.0}s | {} |",
+            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {:.0}s | {} |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -386,6 +386,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             t.status.word(),
             best.replace('|', "\\|"),
             crate::eval::figures::score_text(t.score, t.score_interval()),
+            crate::eval::sol::pct_suffix(t.sol_pct, t.faster_than_light),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -512,6 +513,8 @@ mod tests {
             kernel_ms: None,
             device: None,
             baselines: None,
+            sol_pct: None,
+            faster_than_light: false,
             timed: true,
             precision: Some(crate::protocol::PrecisionPolicy::Strict),
             candidates: 1,
@@ -685,9 +688,9 @@ mod tests {
         assert_eq!(empty.cost_per_task, None);
     }
 
-    #[test]
-    fn groups_are_levels_then_other_then_all_and_the_tables_show_them() {
-        let m = crate::batch::manifest::Manifest::new(
+    /// A manifest of one CPU task, for the tables.
+    fn manifest() -> Manifest {
+        crate::batch::manifest::Manifest::new(
             "p".into(),
             "m".into(),
             None,
@@ -702,7 +705,12 @@ mod tests {
             Default::default(),
             Default::default(),
             vec![],
-        );
+        )
+    }
+
+    #[test]
+    fn groups_are_levels_then_other_then_all_and_the_tables_show_them() {
+        let m = manifest();
         let tasks = vec![
             task("x", None, true, Some(1.0)),
             TaskResult {
@@ -827,5 +835,27 @@ mod tests {
             .map(|l| l.rsplit(',').next().unwrap())
             .collect();
         assert_eq!(marks, ["5/5", "FAIL 4/5", "n/a", ""]);
+    }
+
+    /// Issue 25: the tasks table shows the best kernel's share of the speed of light beside
+    /// its speedup, and `FTL` where it was flagged faster than light.
+    #[test]
+    fn the_tasks_table_shows_the_speed_of_light_beside_the_speedup() {
+        let tasks = vec![
+            TaskResult {
+                sol_pct: Some(38.2),
+                ..task("a", Some(1), true, Some(1.5))
+            },
+            TaskResult {
+                sol_pct: Some(250.0),
+                faster_than_light: true,
+                ..task("b", Some(1), true, Some(30.0))
+            },
+            task("c", Some(1), true, Some(1.1)),
+        ];
+        let md = summary_md(&summarize("b", &manifest(), tasks));
+        assert!(md.contains("| 1.50x 38%SoL |"), "{md}");
+        assert!(md.contains("| 30.00x FTL |"), "{md}");
+        assert!(md.contains("| 1.10x |"), "{md}");
     }
 }

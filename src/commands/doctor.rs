@@ -247,6 +247,7 @@ async fn gpu_checks(evaluator: &eval::Evaluator, r: &mut Report, probe_ncu: bool
         .unwrap_or_default();
     if devices.is_empty() {
         r.line("cuda", "no CUDA device: kernels run on the CPU through Triton's interpreter (correctness only, no timing)");
+        r.line("peaks", "not measured (no GPU): evaluations count the task's work, the speed-of-light bound needs a GPU");
         r.line("ncu", "not checked (no GPU)");
         return;
     }
@@ -266,6 +267,7 @@ async fn gpu_checks(evaluator: &eval::Evaluator, r: &mut Report, probe_ncu: bool
             ),
         );
     }
+    peak_lines(evaluator, r).await;
     if !probe_ncu {
         r.line("ncu", "not checked (--no-ncu)");
         return;
@@ -312,5 +314,39 @@ async fn gpu_checks(evaluator: &eval::Evaluator, r: &mut Report, probe_ncu: bool
                 }
             }
         }
+    }
+}
+
+/// Each GPU's measured peaks (the speed-of-light bound's), cached or measured now.
+async fn peak_lines(evaluator: &eval::Evaluator, r: &mut Report) {
+    let info = match evaluator.device_peaks().await {
+        Ok(info) => info,
+        Err(e) => {
+            r.line("peaks", format!("not measured: {e:#}"));
+            return;
+        }
+    };
+    r.data.insert("peaks".into(), info.clone());
+    if let Some(error) = info.get("error").and_then(Value::as_str) {
+        r.line("peaks", format!("not measured: {error}"));
+        return;
+    }
+    for d in info
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let peaks: eval::sol::DevicePeaks = serde_json::from_value(d.clone()).unwrap_or_default();
+        let how = match peaks.cached {
+            Some(true) => " (cached)",
+            Some(false) => " (measured now)",
+            None => "",
+        };
+        let device = d.get("device").and_then(Value::as_str).unwrap_or("?");
+        r.line(
+            &format!("peaks {device}"),
+            format!("{}{how}", peaks.describe()),
+        );
     }
 }

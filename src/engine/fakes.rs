@@ -4,7 +4,8 @@
 //!
 //! `FakeEvaluator` judges a kernel by markers in its text: `FAKE-FAIL:<category>` fails
 //! it with that category, `FAKE-SCORE:<x>` makes it correct with speedup x (GPU-like
-//! timing), anything else is correct without timing (CPU-like). `FakeLlm` answers each
+//! timing), anything else is correct without timing (CPU-like); `FAKE-FLAG:<flag>` adds
+//! that flag to a correct result. `FakeLlm` answers each
 //! call with what its script returns.
 
 use std::sync::{Arc, Mutex};
@@ -165,6 +166,7 @@ impl FakeEvaluator {
                 None => Timing::default(),
             },
         );
+        result.flags.extend(marker("FAKE-FLAG:"));
         result
     }
 }

@@ -12,6 +12,7 @@ use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
+use crate::eval::sol::FASTER_THAN_LIGHT;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
 
@@ -516,6 +517,13 @@ impl Inner {
                 None => (
                     StageVerdict::NoKernel,
                     "no kernel: the base stays".to_string(),
+                ),
+                // A kernel faster than light is not the best so far either (`best_of`): only
+                // the person's final mark takes it.
+                Some(l) if l.result.flags.iter().any(|f| f == FASTER_THAN_LIGHT) => (
+                    StageVerdict::Kept,
+                    "flagged faster_than_light: the base stays (mark it final to take it)"
+                        .to_string(),
                 ),
                 Some(l) => {
                     stage_verdict(self.pipeline.accept, l.correct, l.speedup(), base.speedup())

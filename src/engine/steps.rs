@@ -890,6 +890,7 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
             .collect(),
         device: result.device.torch_name.clone(),
         baselines: baseline_scores(result),
+        sol_pct: result.speed_of_light.as_ref().and_then(|s| s.kernel_pct),
     }
 }
 

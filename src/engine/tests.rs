@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::config::{Accept, PipelineConfig};
+use super::config::{Accept, AnalyzeWhen, PipelineConfig};
 use super::fakes::{self, FakeEvaluator, FakeLlm, Reply};
 use super::ports::LlmCall;
 use super::runner::{Engine, RunOutcome};
@@ -1662,4 +1662,128 @@ async fn a_mode_switch_releases_waiting_gates_and_holds_across_resume() {
         "prompts are asked again"
     );
     assert!(!asked(&state, GateKind::Evaluation).is_empty());
+}
+
+/// Issue 25: a kernel flagged `faster_than_light` is not the session's best, however high
+/// its score, until the person marks it final.
+#[tokio::test]
+async fn a_faster_than_light_kernel_is_the_best_only_when_the_person_marks_it_final() {
+    let script = |call: &LlmCall| {
+        Reply::Text(match call.key.as_str() {
+            "seed1" => fakes::kernel("FAKE-SCORE:1.2 honest"),
+            _ => fakes::kernel("FAKE-SCORE:40 FAKE-FLAG:faster_than_light"),
+        })
+    };
+    let config = PipelineConfig {
+        seeds: 2,
+        analyze: AnalyzeWhen::Slow,
+        stages: vec![],
+        ..pipeline()
+    };
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(script));
+    let (outcome, state) = run(&d.session, &eval, &llm, config.clone(), Device::Cuda(0)).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let flagged = state
+        .candidates
+        .values()
+        .find(|c| c.faster_than_light())
+        .unwrap();
+    let honest = state
+        .candidates
+        .values()
+        .find(|c| c.score() == Some(1.2))
+        .unwrap();
+    assert!(flagged.is_correct() && flagged.score() == Some(40.0));
+    assert_eq!(state.best, Some(honest.id));
+    assert_eq!(outcome.best, Some(honest.id));
+
+    // Marked final by the person (here at the final-best gate of a review run), it is the
+    // best.
+    let d = dir();
+    let llm = Arc::new(FakeLlm::new(script));
+    let seen = Arc::new(std::sync::Mutex::new(None));
+    let person: Person = Box::new(move |event| match event {
+        Event::EvalFinished {
+            candidate, summary, ..
+        } if summary.flags.iter().any(|f| f == "faster_than_light") => {
+            *seen.lock().unwrap() = Some(*candidate);
+            vec![]
+        }
+        Event::GateOpened { gate, .. } => {
+            let mut commands: Vec<Command> = seen
+                .lock()
+                .unwrap()
+                .map(|candidate| Command::MarkFinal { candidate })
+                .into_iter()
+                .collect();
+            commands.push(Command::Resolve {
+                gate: *gate,
+                decision: Decision::Approve,
+            });
+            commands
+        }
+        _ => vec![],
+    });
+    let config = PipelineConfig {
+        mode: Mode::Review,
+        ..config
+    };
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config,
+        Device::Cuda(0),
+        person,
+    )
+    .await;
+    let flagged = state
+        .candidates
+        .values()
+        .find(|c| c.faster_than_light())
+        .unwrap();
+    assert_eq!(state.best, Some(flagged.id), "{}", outcome.reason);
+    assert_eq!(outcome.best, Some(flagged.id));
+}
+
+/// Issue 25: a stage whose kernel is flagged `faster_than_light` keeps its base (the next
+/// stage works on the base, not on the flagged kernel).
+#[tokio::test]
+async fn a_faster_than_light_stage_kernel_does_not_replace_its_base() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(|call: &LlmCall| {
+        Reply::Text(match call.kind {
+            CallKind::Seed => fakes::kernel("FAKE-SCORE:1.2 seed"),
+            CallKind::Stage if call.key.contains("grid_and_parallel") => {
+                fakes::kernel("FAKE-SCORE:50 FAKE-FLAG:faster_than_light")
+            }
+            _ => fakes::kernel(&format!("FAKE-SCORE:1.3 {}", call.key)),
+        })
+    }));
+    let config = PipelineConfig {
+        seeds: 1,
+        analyze: AnalyzeWhen::Slow,
+        ..pipeline()
+    };
+    let (outcome, state) = run(&d.session, &eval, &llm, config, Device::Cuda(0)).await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let first = &state.stages[0];
+    assert!(!first.accepted, "{first:?}");
+    assert!(
+        first.reason.contains("faster_than_light"),
+        "{}",
+        first.reason
+    );
+    // The second stage started from the seed, the base the flagged kernel did not replace.
+    assert_eq!(state.stages[1].base, state.stages[0].base);
+    assert!(
+        state
+            .candidates
+            .get(&state.best.unwrap())
+            .is_some_and(|c| !c.faster_than_light())
+    );
 }

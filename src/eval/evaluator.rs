@@ -119,29 +119,33 @@ impl Evaluator {
 
     /// CUDA availability and devices, queried in a child so no server initializes CUDA.
     pub async fn device_info(&self) -> Result<Value> {
-        let id = self.new_id("devices");
-        self.with_spare(async |s| {
-            let event = s
-                .call(
-                    json!({"op": "device_info", "id": id}),
-                    Duration::from_secs(180),
-                )
-                .await?;
-            Ok(event.get("info").cloned().unwrap_or(Value::Null))
-        })
-        .await
+        self.query("devices", json!({"op": "device_info"}), 180)
+            .await
     }
 
     /// Nsight Compute presence, version and permission to read counters.
     pub async fn ncu_check(&self) -> Result<Value> {
-        let id = self.new_id("ncu");
+        self.query("ncu", json!({"op": "ncu_check"}), 400).await
+    }
+
+    /// Each CUDA device's measured peaks (bandwidth, matmul per math) for the
+    /// speed-of-light bound: from the cache (`cache_dir/peaks`, where the judge keeps
+    /// them), else measured now and cached. `{"devices": []}` without a GPU.
+    pub async fn device_peaks(&self) -> Result<Value> {
+        let cache = self.shared.cache_dir.join("peaks");
+        self.query(
+            "peaks",
+            json!({"op": "device_peaks", "cache_dir": cache}),
+            400,
+        )
+        .await
+    }
+
+    /// A query the spare server answers with `{"info": ...}`.
+    async fn query(&self, prefix: &str, mut request: Value, timeout_s: u64) -> Result<Value> {
+        request["id"] = json!(self.new_id(prefix));
         self.with_spare(async |s| {
-            let event = s
-                .call(
-                    json!({"op": "ncu_check", "id": id}),
-                    Duration::from_secs(400),
-                )
-                .await?;
+            let event = s.call(request, Duration::from_secs(timeout_s)).await?;
             Ok(event.get("info").cloned().unwrap_or(Value::Null))
         })
         .await

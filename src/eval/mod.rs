@@ -8,6 +8,7 @@ pub mod harness;
 pub mod protocol;
 pub mod python_env;
 pub mod server;
+pub mod sol;
 pub mod suite;
 pub mod verdict;
 

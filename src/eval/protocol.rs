@@ -828,6 +828,8 @@ pub struct EvalResult {
     pub inputs_drawn_on: Option<String>,
     /// How timed runs got never-seen input values.
     pub input_refresh: Option<String>,
+    /// The task's work, the speed-of-light bound and each side's share of it (issue 25).
+    pub speed_of_light: Option<crate::eval::sol::SpeedOfLight>,
 }
 
 impl EvalResult {

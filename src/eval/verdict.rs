@@ -156,6 +156,19 @@ pub fn render(result: &EvalResult, log_path: Option<&std::path::Path>, style: St
     if let Some(p) = &result.precision {
         render_precision(&mut out, p, style);
     }
+    if let Some(sol) = result.speed_of_light.as_ref().filter(|_| result.correct) {
+        // `speed of light 0.0123 ms (memory-bound): ...`, or the counts and why no bound.
+        let text = match sol.bound_ms {
+            Some(_) => sol.describe(),
+            None => format!("speed of light: {}", sol.describe()),
+        };
+        let text = if sol.faster_than_light {
+            style.warn(&text)
+        } else {
+            style.dim(&text)
+        };
+        let _ = writeln!(out, "{text}");
+    }
 
     if let Some(a) = &result.alignment {
         let mut parts = Vec::new();
@@ -963,6 +976,22 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         let text = render(&explicit, None, Style::plain());
         assert!(
             text.contains("(atol 1e-2, rtol 1e-2; tolerance kernelbench)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_verdict_shows_the_speed_of_light() {
+        let mut r = correct_gpu();
+        r.speed_of_light = Some(
+            serde_json::from_value(serde_json::json!({
+                "bound_ms": 0.5, "limit": "memory", "reference_pct": 16.7, "kernel_pct": 32.6
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains("\nspeed of light 0.5000 ms (memory-bound): the reference at 17%, this kernel at 33%\n"),
             "{text}"
         );
     }

@@ -281,6 +281,9 @@ pub struct PromptContext {
     /// The precision the kernel must keep, in words (`precision_rule`): the `_rules.j2`
     /// partial states it in every code-writing prompt.
     pub precision: String,
+    /// How close the reference and the kernel run to the speed of light, in words
+    /// (`SpeedOfLight::prompt_line`): where the headroom is.
+    pub speed_of_light: Option<String>,
 }
 
 /// The precision rule of `policy` for prompts, with the person's explicit tolerances where
@@ -422,6 +425,7 @@ impl PromptContext {
         if let Some(profile) = &result.profile {
             self.metrics = metrics_from_profile(profile);
         }
+        self.speed_of_light = result.speed_of_light.as_ref().and_then(|s| s.prompt_line());
         self
     }
 }

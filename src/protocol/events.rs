@@ -227,6 +227,9 @@ pub struct EvalSummary {
     /// sessions from before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baselines: Option<Box<BaselineScores>>,
+    /// The kernel's % of the speed of light (GPU; `speed_of_light.kernel_pct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sol_pct: Option<f64>,
 }
 
 /// A score against each baseline, and which one the headline is.

@@ -145,10 +145,12 @@ impl Speedup {
 /// (the CPU: nothing is timed) the earliest wins: nothing shows a later one is better.
 /// (Candidates with and without intervals in one session, from a resumed session that
 /// spans harness versions, are compared pairwise by that rule in candidate order.)
+/// A candidate flagged `faster_than_light` is never chosen here: only the person's final
+/// mark (`best_candidate`) makes it the best.
 pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
     candidates
         .into_iter()
-        .filter(|c| c.is_correct())
+        .filter(|c| c.is_correct() && !c.faster_than_light())
         .max_by(|a, b| rank_cmp(a, b))
 }
 

@@ -121,7 +121,7 @@ pub fn outcome(cx: &Ctx, c: &Candidate) -> String {
         CandidateStatus::Evaluating => c.phase.clone().unwrap_or_else(|| "eval".into()),
         CandidateStatus::Correct => c
             .score()
-            .map(|s| format!("{s:.2}x{}", score_marker(cx, c)))
+            .map(|s| format!("{s:.2}x{}{}", score_marker(cx, c), c.sol_suffix()))
             .unwrap_or_else(|| "ok".into()),
         CandidateStatus::Failed => match c.eval.as_ref().and_then(|e| e.category) {
             Some(Category::OutOfResources) => "resources".into(),

@@ -159,6 +159,14 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         };
         lines.extend(kv_wrapped(cx, "precision", &text, width, role));
     }
+    if let Some(sol) = &r.speed_of_light {
+        let role = if sol.faster_than_light {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.extend(kv_wrapped(cx, "SoL", &sol.describe(), width, role));
+    }
     if !r.trials.is_empty() {
         lines.push(section(cx, "trials"));
         for t in &r.trials {

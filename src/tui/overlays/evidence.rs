@@ -1,8 +1,8 @@
 //! The final-best gate's evidence: what a person needs before accepting a kernel as the
 //! session's result, in one view above its code (issue 25): its score against eager
 //! PyTorch and against torch.compile with their intervals, whether the measurements can
-//! tell it from the runner-up, the precision it was held to, its flags and the audit's
-//! line. Reads the candidate's summary from the session and its full result from the
+//! tell it from the runner-up, whether it is right on unseen shapes, how far it is from
+//! the speed of light, the precision it was held to, its flags and the audit's line. Reads the candidate's summary from the session and its full result from the
 //! TUI's document cache (loaded off the UI thread: "loading" until it is there).
 
 use ratatui::text::{Line, Span};
@@ -102,6 +102,18 @@ pub fn evidence_lines(cx: &Ctx, c: &Candidate) -> Vec<Line<'static>> {
             Role::Warn,
         ));
     }
+    match &c.shapes {
+        Some(shapes) => {
+            let role = if shapes.fails() { Role::Fail } else { Role::Ok };
+            lines.push(row(cx, "shapes", shapes.line.clone(), role));
+        }
+        None => lines.push(row(
+            cx,
+            "shapes",
+            "not checked on unseen shapes yet".into(),
+            Role::Muted,
+        )),
+    }
     let flags = if summary.flags.is_empty() {
         row(cx, "flags", "none".into(), Role::Ok)
     } else {
@@ -123,6 +135,14 @@ pub fn evidence_lines(cx: &Ctx, c: &Candidate) -> Vec<Line<'static>> {
         ));
         return lines;
     };
+    if let Some(sol) = &r.speed_of_light {
+        let role = if sol.faster_than_light {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.push(row(cx, "light", sol.describe(), role));
+    }
     if let Some(p) = &r.precision {
         let role = if p.is_reduced() {
             Role::Warn

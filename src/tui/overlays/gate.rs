@@ -350,22 +350,6 @@ impl Component for GateView {
                 .into_iter()
                 .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
         );
-        if let Some(shapes) = gate
-            .candidate
-            .and_then(|c| cx.state.candidates.get(&c))
-            .and_then(|c| c.shapes.as_ref())
-        {
-            let role = if shapes.fails() {
-                Role::Fail
-            } else {
-                Role::Muted
-            };
-            head.extend(
-                wrap(&format!("unseen shapes: {}", shapes.line), w)
-                    .into_iter()
-                    .map(|l| Line::styled(l, cx.theme.get(role))),
-            );
-        }
         let always = format!("approve all {} this session   ", gate.kind.plural());
         let mode = format!(
             "{} mode -> {}   ",

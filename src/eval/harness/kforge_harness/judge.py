@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, protocol, timing
+from . import audit_rules, baselines, kbprotocol, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
@@ -369,6 +369,10 @@ class Evaluation:
         # draws again): the outputs go back to the device before any buffer is lent.
         input_shapes, output_shapes = shapes_of(first), shapes_of(first_out)
         del first_out
+        self.peaks = None
+        if self.timing():
+            self.peaks = self.device_peaks()
+            clock.mark("peaks")
         flush = l2_flush_buffer(job, result, self.device) if self.timing() else None
         if self.link is not None:
             # The worker starts (its CUDA context included) while the judge loads the task and
@@ -401,6 +405,7 @@ class Evaluation:
                         self.kernelbench_timing()
                     else:
                         self.kernelbench_rounds(rounds, flush, first)
+            self.record_speed_of_light()
             return self.reference_only(output_shapes)
         if self.gpu:
             torch.cuda.empty_cache()
@@ -459,6 +464,7 @@ class Evaluation:
             self.link.call({"op": "exit"}, "bye")
         except KernelFailure:
             pass  # the worker is done either way; its exit is not part of the verdict
+        self.record_speed_of_light()
         weak = weak_outputs(result["trials"])
         if weak:
             result["flags"].append("weak_reference")
@@ -469,6 +475,55 @@ class Evaluation:
         result["correct"] = True
         result["status"] = "correct"
         return result
+
+    def counted_forward(self, inputs):
+        """The reference's forward on `inputs`, its work counted on the way (sol.py) into
+        self.work. Counting never costs the task its check: a forward the counter disturbs
+        runs again without it, and the work is then unknown, with the reason."""
+        try:
+            out, self.work = sol.count_forward(self.ref, inputs,
+                                               lambda: reference_forward(self.ref, inputs, self.device))
+            return out
+        except Exception as e:  # noqa: BLE001
+            if is_out_of_memory(e):
+                raise
+            self.work = {"error": "counting the reference's work failed: %s: %s" % (type(e).__name__, str(e)[:300])}
+        return reference_forward(self.ref, inputs, self.device)
+
+    def device_peaks(self):
+        """The device's measured peaks (peaks.py): cached per device, else measured now."""
+        self.progress("device peaks")
+        return peaks.device_peaks(self.device, self.result["device"], peaks.driver_version(self.result["device"]),
+                                  self.result["versions"].get("torch"),
+                                  peaks.cache_dir_beside(self.job.get("baseline_cache_dir")))
+
+    def record_speed_of_light(self):
+        """result["speed_of_light"]: the reference's work and, on a GPU with timing, the bound
+        against the device's peaks, both sides' share of it and the faster-than-light flag."""
+        result = self.result
+        work = getattr(self, "work", None) or {"error": "the reference's work was not counted"}
+        if "error" in work:
+            result["speed_of_light"] = {"counts": None, "reason": work["error"]}
+            return
+        timing_ = result.get("timing") or {}
+        if not self.timing() or not timing_.get("reference"):
+            result["speed_of_light"] = sol.cpu_figures(work) if not self.gpu else dict(
+                sol.cpu_figures(work), reason="not timed: the bound is compared with timed medians only")
+            return
+        kernel = timing_.get("kernel") or None
+        figures = sol.figures(work, self.peaks, self.policy, result["device"], bool(self.job["flush_l2"]),
+                              timing_["reference"], kernel if kernel and kernel.get("median_ms") else None)
+        result["speed_of_light"] = figures
+        if figures["faster_than_light"]:
+            result["flags"].append("faster_than_light")
+            result["notes"].append(
+                "faster than light: the kernel's median %.4f ms (95%% interval up to %.4f ms) is below %d%% of the "
+                "least time the device's measured peaks allow for the task's work (%.4f ms, counting only bytes "
+                "certain to cross DRAM and float32 at TF32's peak): it does less work than the reference does (an "
+                "algebraic shortcut, or outputs it does not really compute) or its timing is not what it runs; it "
+                "is not taken as the session's best unless you choose it"
+                % (kernel["median_ms"], kernel.get("ci_high_ms") or kernel["median_ms"], round(100 * sol.FTL_MARGIN),
+                   figures["strict_bound_ms"]))
 
     def first_forward(self):
         """The first draw and the reference's outputs on it; measures the evaluation's
@@ -501,7 +556,7 @@ class Evaluation:
         if self.gpu:
             torch.cuda.reset_peak_memory_stats()
             before = torch.cuda.memory_allocated()
-        first_out = reference_forward(self.ref, first, self.device)
+        first_out = self.counted_forward(first)
         inputs_bytes, outputs_bytes = tensor_bytes(first), tensor_bytes(first_out)
         scratch = 0
         if self.gpu:

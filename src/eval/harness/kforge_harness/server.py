@@ -10,6 +10,7 @@ Protocol with kforge (one JSON object per line):
   -> {"op": "device_info", "id"}                   <- {"event": "device_info", "id", "info"}
   -> {"op": "sandbox_info", "id"}                  <- {"event": "sandbox_info", "id", "info"}
   -> {"op": "ncu_check", "id"}                     <- {"event": "ncu_check", "id", "info"}
+  -> {"op": "device_peaks", "id", "cache_dir"}     <- {"event": "device_peaks", "id", "info"}
   -> {"op": "shutdown"}
 """
 
@@ -187,6 +188,9 @@ class Server:
                         self.send({"event": "static", "id": rid, "category": category, "report": report})
                     elif op == "device_info":
                         self.send({"event": "device_info", "id": rid, "info": self.device_info()})
+                    elif op == "device_peaks":
+                        self.send({"event": "device_peaks", "id": rid,
+                                   "info": self.device_peaks(request.get("cache_dir"))})
                     elif op == "sandbox_info":
                         self.send({"event": "sandbox_info", "id": rid, "info": self.sandbox_record()})
                     elif op == "ncu_check":
@@ -504,42 +508,71 @@ class Server:
 
     def device_info(self):
         """Runs in a forked child: the server must never initialize CUDA."""
-        import select
+        def query():
+            import torch
 
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(read_fd)
-                info = {}
-                try:
-                    import torch
+            info = {"cuda_available": torch.cuda.is_available()}
+            info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
+                if info["cuda_available"] else []
+            info["cuda_version"] = torch.version.cuda
+            return info
 
-                    info["cuda_available"] = torch.cuda.is_available()
-                    info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
-                        if info["cuda_available"] else []
-                    info["cuda_version"] = torch.version.cuda
-                except Exception as e:  # noqa: BLE001
-                    info["error"] = "%s: %s" % (type(e).__name__, e)
-                os.write(write_fd, json.dumps(info).encode())
-            finally:
-                os._exit(0)
-        os.close(write_fd)
-        chunks = []
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if select.select([read_fd], [], [], 1.0)[0]:
-                chunk = os.read(read_fd, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        os.close(read_fd)
-        kill_group(pid, own_group=False)
-        status = reap(pid)
+        return in_child(query, "device query", 120)
+
+    def device_peaks(self, cache_dir):
+        """Each CUDA device's measured peaks (peaks.py), cached or measured now, in a forked
+        child (the server must never initialize CUDA): what `kforge doctor` shows."""
+        def query():
+            import torch
+
+            from . import peaks
+
+            if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+                return {"devices": []}
+            found = []
+            for i in range(torch.cuda.device_count()):
+                info = device_description(i)
+                found.append(dict(peaks.device_peaks("cuda:%d" % i, info, peaks.driver_version(info),
+                                                     torch.__version__, cache_dir), device="cuda:%d" % i,
+                                  name=info.get("name")))
+            return {"devices": found}
+
+        return in_child(query, "peaks measurement", 300)
+
+
+def in_child(query, what, timeout_s):
+    """`query()`'s JSON-able answer, computed in a forked child (CUDA is initialized there,
+    never in the server); {"error": ...} where it raised or the child died."""
+    import select
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
         try:
-            return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, "device query", "the device query")}
-        except ValueError:
-            return {"error": describe_exit(status, "device query", "the device query")}
+            os.close(read_fd)
+            try:
+                info = query()
+            except Exception as e:  # noqa: BLE001
+                info = {"error": "%s: %s" % (type(e).__name__, e)}
+            os.write(write_fd, json.dumps(info).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if select.select([read_fd], [], [], 1.0)[0]:
+            chunk = os.read(read_fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_fd)
+    kill_group(pid, own_group=False)
+    status = reap(pid)
+    try:
+        return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, what, "the " + what)}
+    except ValueError:
+        return {"error": describe_exit(status, what, "the " + what)}
 
 
 def zygote_restarted(result, why):

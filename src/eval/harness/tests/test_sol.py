@@ -1,0 +1,284 @@
+"""Speed of light (issue 25): the work a forward does, the bound against a device's peaks,
+the faster-than-light decision and the peaks' cache. All hand-computed."""
+
+import json
+
+import torch
+
+from kforge_harness import peaks, sol
+from kforge_harness.loading import reference_forward
+
+F32 = 4
+
+
+def count(model, *inputs):
+    _, counts = sol.count_forward(model, list(inputs), lambda: reference_forward(model, list(inputs), "cpu"))
+    return counts
+
+
+class Gemm(torch.nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+class Conv(torch.nn.Module):
+    def __init__(self, groups=1):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(8, 16, 3, stride=1, padding=0, groups=groups, bias=False)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class Softmax(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 16)
+        self.unused = torch.nn.Linear(1000, 1000)  # never read: no byte of it is counted
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_a_gemm_is_2mnk_flops_and_its_operands_and_result_in_bytes():
+    m, k, n = 64, 32, 48
+    counts = count(Gemm(), torch.randn(m, k), torch.randn(k, n))
+    assert counts["flops"] == [{"dtype": "float32", "family": "matmul", "flops": 2 * m * n * k}]
+    assert counts["bytes"] == {"inputs": (m * k + k * n) * F32, "parameters": 0, "outputs": m * n * F32}
+    assert counts["total_bytes"] == (m * k + k * n + m * n) * F32
+
+
+def test_a_half_gemm_is_counted_under_its_own_dtype():
+    counts = count(Gemm(), torch.randn(16, 8).half(), torch.randn(8, 4).half())
+    assert counts["flops"] == [{"dtype": "float16", "family": "matmul", "flops": 2 * 16 * 4 * 8}]
+    assert counts["bytes"]["outputs"] == 16 * 4 * 2
+
+
+def test_a_convolution_counts_2_n_cout_hout_wout_cin_kh_kw_over_groups():
+    for groups in (1, 2):
+        model = Conv(groups)
+        n, h, w = 2, 10, 12
+        counts = count(model, torch.randn(n, 8, h, w))
+        hout, wout = h - 2, w - 2
+        flops = 2 * n * 16 * hout * wout * 8 * 3 * 3 // groups
+        assert counts["flops"] == [{"dtype": "float32", "family": "convolution", "flops": flops}]
+        weight = 16 * (8 // groups) * 3 * 3 * F32
+        assert counts["bytes"] == {"inputs": n * 8 * h * w * F32, "parameters": weight,
+                                   "outputs": n * 16 * hout * wout * F32}
+
+
+def test_a_softmax_does_no_counted_flops_and_moves_its_input_and_output():
+    counts = count(Softmax(), torch.randn(16, 1024))
+    assert counts["flops"] == [] and counts["total_flops"] == 0
+    assert counts["total_bytes"] == 2 * 16 * 1024 * F32
+
+
+def test_parameters_read_are_counted_and_unused_ones_are_not():
+    counts = count(Linear(), torch.randn(8, 32))
+    assert counts["flops"] == [{"dtype": "float32", "family": "matmul", "flops": 2 * 8 * 16 * 32}]
+    assert counts["bytes"] == {"inputs": 8 * 32 * F32, "parameters": (32 * 16 + 16) * F32, "outputs": 8 * 16 * F32}
+
+
+def test_an_input_passed_twice_is_read_once_and_an_input_returned_as_is_costs_no_write():
+    class Twice(torch.nn.Module):
+        def forward(self, x, y):
+            return x + x, y
+
+    x, y = torch.randn(100), torch.randn(50)
+    counts = count(Twice(), x, y)
+    assert counts["bytes"] == {"inputs": 100 * F32, "parameters": 0, "outputs": 100 * F32}
+
+
+def test_an_embedding_reads_only_the_rows_it_looks_up():
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Embedding(10000, 64)
+
+        def forward(self, ids):
+            return self.table(ids)
+
+    ids = torch.tensor([3, 7, 7, 42])
+    counts = count(Lookup(), ids)
+    assert counts["bytes"] == {"inputs": 4 * 8, "parameters": 4 * 64 * F32, "outputs": 4 * 64 * F32}
+
+    class Pick(torch.nn.Module):
+        def forward(self, x, i):
+            return torch.index_select(x, 0, i)
+
+    counts = count(Pick(), torch.randn(1000, 16), torch.tensor([1, 2]))
+    assert counts["bytes"]["inputs"] == 2 * 16 * F32 + 2 * 8
+
+
+def test_a_slice_reads_only_what_it_uses():
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            return x[:, :4] * 2
+
+    counts = count(Head(), torch.randn(10, 100))
+    assert counts["bytes"]["inputs"] == 10 * 4 * F32
+
+
+PEAKS = {"dram_bytes_per_s": 1e12, "matmul_flops_per_s": {"fp32": 50e12, "tf32": 400e12, "fp16": 800e12,
+                                                           "bf16": 800e12}}
+
+
+def gemm_counts(m, n, k, dtype="float32", size=4):
+    return {"flops": [{"dtype": dtype, "family": "matmul", "flops": 2 * m * n * k}], "total_flops": 2 * m * n * k,
+            "bytes": {"inputs": (m * k + k * n) * size, "parameters": 0, "outputs": m * n * size},
+            "total_bytes": (m * k + k * n + m * n) * size}
+
+
+def test_the_bound_is_the_larger_of_compute_and_memory_time():
+    counts = gemm_counts(4096, 4096, 4096)
+    strict = sol.bound(counts, PEAKS, "strict")
+    assert strict["limit"] == "compute"
+    assert abs(strict["bound_ms"] - 1e3 * 2 * 4096 ** 3 / 50e12) < 1e-9
+    assert abs(strict["memory_ms"] - 1e3 * 3 * 4096 ** 2 * 4 / 1e12) < 1e-9
+    # TF32 lets float32 in at TF32's peak.
+    assert abs(sol.bound(counts, PEAKS, "tf32")["compute_ms"] - 1e3 * 2 * 4096 ** 3 / 400e12) < 1e-9
+    softmax = {"flops": [], "total_flops": 0, "bytes": {"inputs": 1 << 20, "parameters": 0, "outputs": 1 << 20},
+               "total_bytes": 2 << 20}
+    memory = sol.bound(softmax, PEAKS, "strict")
+    assert memory["limit"] == "memory" and abs(memory["bound_ms"] - 1e3 * (2 << 20) / 1e12) < 1e-12
+
+
+def test_convolutions_in_float32_run_at_tf32_under_the_pytorch_policy_and_matmuls_do_not():
+    assert sol.peak_for("float32", "convolution", "pytorch") == "tf32"
+    assert sol.peak_for("float32", "matmul", "pytorch") == "fp32"
+    assert sol.peak_for("float32", "matmul", "strict") == "fp32"
+    assert sol.peak_for("float32", "matmul", "strict", fastest=True) == "tf32"
+    assert sol.peak_for("bfloat16", "matmul", "strict") == "bf16"
+    assert sol.peak_for("float64", "matmul", "strict") is None
+
+
+def test_a_dtype_without_a_measured_peak_is_left_out_of_the_compute_bound():
+    counts = gemm_counts(1024, 1024, 1024, "float64", 8)
+    result = sol.bound(counts, PEAKS, "strict")
+    assert result["compute_ms"] == 0 and result["unbounded_dtypes"] == ["float64"]
+    assert result["limit"] == "memory"
+
+
+def test_without_peaks_there_is_no_bound_and_the_reason_is_given():
+    counts = gemm_counts(8, 8, 8)
+    assert sol.bound(counts, None, "strict") is None
+    out = sol.figures(counts, {"error": "measuring the device's peaks failed: OOM"}, "strict", {}, True,
+                      {"median_ms": 1.0}, {"median_ms": 0.5})
+    assert out["bound_ms"] is None and out["kernel_pct"] is None and not out["faster_than_light"]
+    assert "OOM" in out["reason"]
+    assert sol.cpu_figures(counts)["reason"].startswith("no GPU")
+
+
+def test_percentages_of_the_speed_of_light():
+    assert sol.percent_of(0.1, 1.0) == 10.0
+    assert sol.percent_of(0.1, 0.0) is None and sol.percent_of(None, 1.0) is None
+
+
+def test_the_flag_needs_the_whole_interval_well_below_the_strict_bound():
+    bound_ms = 1.0
+    assert not sol.faster_than_light(bound_ms, {"median_ms": 1.05, "ci_high_ms": 1.1})
+    # At the bound, and a little under it (peaks are measured, not datasheet figures): honest.
+    assert not sol.faster_than_light(bound_ms, {"median_ms": 0.9, "ci_high_ms": 0.95})
+    assert not sol.faster_than_light(bound_ms, {"median_ms": 0.7, "ci_high_ms": 0.85})
+    assert sol.faster_than_light(bound_ms, {"median_ms": 0.5, "ci_high_ms": 0.6})
+    assert sol.faster_than_light(bound_ms, {"median_ms": 0.5})
+    assert not sol.faster_than_light(None, {"median_ms": 0.001})
+
+
+def test_the_strict_bound_counts_only_bytes_certain_to_cross_dram():
+    counts = {"flops": [], "total_flops": 0, "bytes": {"inputs": 100, "parameters": 30, "outputs": 100},
+              "total_bytes": 230}
+    peaks_ = {"dram_bytes_per_s": 1e3, "matmul_flops_per_s": PEAKS["matmul_flops_per_s"]}
+    flushed = sol.bound(counts, peaks_, "strict", strict={"l2_bytes": 50, "flush_l2": True})
+    assert flushed["bytes"] == 100 + (130 - 50)
+    unflushed = sol.bound(counts, peaks_, "strict", strict={"l2_bytes": 50, "flush_l2": False})
+    assert unflushed["bytes"] == 230 - 50
+    out = sol.figures(counts, peaks_, "strict", {"l2_bytes": 1000}, True, {"median_ms": 460.0},
+                      {"median_ms": 115.0, "ci_high_ms": 120.0})
+    assert out["bound_ms"] == 230.0 and out["limit"] == "memory"
+    assert out["reference_pct"] == 50.0 and out["kernel_pct"] == 200.0
+    # Above 100% of the full bound (its outputs stayed in L2), but not beyond the strict one.
+    assert out["strict_bound_ms"] == 100.0 and not out["faster_than_light"]
+    fake = sol.figures(counts, peaks_, "strict", {"l2_bytes": 1000}, True, None, {"median_ms": 10.0,
+                                                                                 "ci_high_ms": 12.0})
+    assert fake["faster_than_light"]
+
+
+def test_peaks_are_cached_per_device_driver_and_torch(tmp_path):
+    info = {"name": "NVIDIA H100 80GB HBM3"}
+    key = peaks.cache_key(info, "550.54", "2.5.0")
+    assert key != peaks.cache_key(info, "555.1", "2.5.0") and key != peaks.cache_key(info, "550.54", "2.6.0")
+    assert key != peaks.cache_key({"name": "NVIDIA A100"}, "550.54", "2.5.0")
+    assert peaks.read_cached(str(tmp_path), key) is None
+    peaks.write_cached(str(tmp_path), key, PEAKS)
+    assert peaks.read_cached(str(tmp_path), key) == PEAKS
+    assert peaks.device_peaks("cuda:0", info, "550.54", "2.5.0", str(tmp_path))["cached"] is True
+    # A record with a zero figure is no peak: it is measured again.
+    (tmp_path / (key + ".json")).write_text(json.dumps(dict(PEAKS, dram_bytes_per_s=0)))
+    assert peaks.read_cached(str(tmp_path), key) is None
+    assert peaks.cache_dir_beside("/c/kforge/baselines") == "/c/kforge/peaks"
+    assert peaks.cache_dir_beside(None) is None
+
+
+def test_a_measurement_that_fails_is_an_error_record_not_an_exception(tmp_path):
+    if torch.cuda.is_available():
+        return
+    out = peaks.device_peaks("cuda:0", {"name": "none"}, None, torch.__version__, str(tmp_path))
+    assert "error" in out and out["error"].startswith("measuring the device's peaks failed")
+
+
+def test_best_rate_takes_the_fastest_run():
+    assert peaks.best_rate(10.0, [2.0, 1.0, 5.0]) == 10.0
+    assert peaks.best_rate(10.0, []) == 0.0
+
+
+class _Judged:
+    """What Evaluation.record_speed_of_light reads of the judge, on a GPU with timing."""
+
+    def __init__(self, work, peaks_, kernel):
+        self.result = {"device": {"l2_bytes": 50 << 20}, "flags": [], "notes": [],
+                       "timing": {"reference": {"median_ms": 1.0, "ci_high_ms": 1.01}, "kernel": kernel}}
+        self.work, self.peaks, self.policy, self.gpu = work, peaks_, "strict", True
+        self.job = {"flush_l2": True}
+
+    def timing(self):
+        return True
+
+
+def test_the_judge_records_the_figures_and_flags_a_kernel_faster_than_light():
+    from kforge_harness.judge import Evaluation
+
+    # 1 GiB in and out at 1 TB/s: 2.147 ms at the speed of light.
+    work = {"flops": [], "total_flops": 0, "bytes": {"inputs": 1 << 30, "parameters": 0, "outputs": 1 << 30},
+            "total_bytes": 2 << 30}
+    honest = _Judged(work, PEAKS, {"median_ms": 2.5, "ci_high_ms": 2.6})
+    Evaluation.record_speed_of_light(honest)
+    figures = honest.result["speed_of_light"]
+    assert figures["limit"] == "memory" and abs(figures["bound_ms"] - 2.147483648) < 1e-9
+    assert abs(figures["kernel_pct"] - 100 * 2.147483648 / 2.5) < 1e-9
+    assert not figures["faster_than_light"] and honest.result["flags"] == []
+    cheat = _Judged(work, PEAKS, {"median_ms": 0.5, "ci_high_ms": 0.52})
+    Evaluation.record_speed_of_light(cheat)
+    assert cheat.result["speed_of_light"]["faster_than_light"]
+    assert cheat.result["flags"] == ["faster_than_light"]
+    assert cheat.result["notes"][0].startswith("faster than light: the kernel's median 0.5000 ms (95% interval up to "
+                                               "0.5200 ms) is below 80% of the least time")
+
+
+def test_the_judge_says_why_there_is_no_bound():
+    from kforge_harness.judge import Evaluation
+
+    failed = _Judged({"error": "counting the reference's work failed: RuntimeError: x"}, PEAKS, None)
+    Evaluation.record_speed_of_light(failed)
+    assert failed.result["speed_of_light"] == {"counts": None,
+                                               "reason": "counting the reference's work failed: RuntimeError: x"}
+    no_peaks = _Judged(gemm_counts(8, 8, 8), {"error": "measuring the device's peaks failed: OOM"},
+                       {"median_ms": 0.01})
+    Evaluation.record_speed_of_light(no_peaks)
+    assert no_peaks.result["speed_of_light"]["bound_ms"] is None
+    assert no_peaks.result["speed_of_light"]["reason"].endswith("OOM")
