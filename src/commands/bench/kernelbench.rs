@@ -82,6 +82,9 @@ pub struct TaskRecord {
     /// With `--compile`: the reference under torch.compile, or why there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileFigures>,
+    /// The reference's work and its speed-of-light bound (issue 25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed_of_light: Option<crate::eval::sol::SpeedOfLight>,
 }
 
 impl TaskRecord {
@@ -405,6 +408,7 @@ async fn check_task(
                 record.summary = one_line(&result.summary);
             }
             record.peak_memory_bytes = result.peak_memory_bytes();
+            record.speed_of_light = result.speed_of_light.clone();
             record.device_name = result.device.name.clone();
             if let Some(timing) = result.timing.filter(|t| t.meaningful) {
                 record.kernelbench = timing.kernelbench;
@@ -536,6 +540,13 @@ fn record_lines(record: &TaskRecord) -> Vec<String> {
     }
     if let Some(compile) = &record.compile {
         lines.push(format!("    {}", compile.describe()));
+    }
+    if let Some(sol) = record
+        .speed_of_light
+        .as_ref()
+        .filter(|s| s.bound_ms.is_some())
+    {
+        lines.push(format!("    {}", sol.describe()));
     }
     // On a GPU with kforge's figure but not KernelBench's, the note says why.
     if record.reference.is_some() && record.kernelbench.is_none() {
