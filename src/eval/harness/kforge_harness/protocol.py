@@ -7,6 +7,7 @@ the worker (untrusted, sandboxed: imports the kernel and runs ModelNew). Only th
 decides; what a worker sends can make its own kernel fail, never pass.
 """
 
+import array
 import json
 import os
 import socket
@@ -100,7 +101,10 @@ def encode(message):
 
 
 def send(sock, message):
-    sock.sendall(encode(message))
+    # MSG_NOSIGNAL: a peer that is gone is an OSError (EPIPE) the caller turns into that
+    # side's failure; the evaluation processes run with SIGPIPE's default action, which
+    # would kill the judge instead of letting it say which process ended.
+    sock.sendall(encode(message), socket.MSG_NOSIGNAL)
 
 
 def _recv_exact(sock, n):
@@ -143,9 +147,11 @@ def send_fds(sock, message, fds):
     """A framed message with file descriptors attached (SCM_RIGHTS) to its first bytes. On a
     stream socket sendmsg may take only part of a large message: the rest follows."""
     data = encode(message)
-    sent = socket.send_fds(sock, [data], list(fds))
+    # sendmsg itself: socket.send_fds drops its `flags` argument (CPython's own code).
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", list(fds)))]
+    sent = sock.sendmsg([data], rights, socket.MSG_NOSIGNAL)
     if sent < len(data):
-        sock.sendall(data[sent:])
+        sock.sendall(data[sent:], socket.MSG_NOSIGNAL)
 
 
 def recv_message(sock, max_fds=8):

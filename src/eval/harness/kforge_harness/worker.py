@@ -82,7 +82,8 @@ class Worker:
         set k's forward reads set k's inputs and its outputs go into set k's slots."""
         extra = [(self.borrower.attach_tree(s["inputs"], mappings), self.borrower.attach_tree(s["outputs"], mappings))
                  for s in request["sets"]]
-        self.sets = [(self.inputs, self.outputs)] + extra
+        # Added to the sets lent before: the judge lends only the ones a wider window needs.
+        self.sets = self.sets + extra
         self.reply({"type": "sets_set", "sets": len(self.sets)})
 
     def op_load(self, request, mappings):
