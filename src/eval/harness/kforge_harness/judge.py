@@ -1073,10 +1073,22 @@ class Evaluation:
         started = time.perf_counter()
         try:
             record = self.measure_compiled(flush, first, mode, input_shapes, output_shapes)
-        except (CompileUnavailable, KernelFailure, HarnessError) as e:
+        except Exception as e:  # noqa: BLE001 -- a baseline never decides a verdict
+            # Whatever went wrong (the compiled process, the reference's beside it, memory
+            # the judge could not get for the comparison) costs the compile baseline only:
+            # the task's and the kernel's own figures are measured before it.
             if self.gate is not None and self.gate.held:
                 self.gate.release()
-            why = e.summary if isinstance(e, KernelFailure) else str(e)
+            if self.gpu and is_out_of_memory(e):
+                import torch
+
+                torch.cuda.empty_cache()
+            if isinstance(e, KernelFailure):
+                why = e.summary
+            elif isinstance(e, (CompileUnavailable, HarnessError, TaskFailure)):
+                why = str(e)
+            else:
+                why = "%s: %s" % (type(e).__name__, e)
             record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
         finally:
             self.close_compiled()

@@ -1,0 +1,66 @@
+"""The judge's compile baseline (judge.Evaluation.compile_baseline) with a stand-in for its
+measurement: a cached record is read, a measured one cached, and whatever goes wrong while
+measuring (the compiled process, the reference's, memory, a bug) costs the baseline only,
+never the evaluation."""
+
+import pytest
+
+from kforge_harness import baselines, judge
+from kforge_harness.protocol import HarnessError, KernelFailure, TaskFailure
+
+
+def stand_in(tmp_path, measure):
+    e = judge.Evaluation.__new__(judge.Evaluation)
+    e.job = {"compile_mode": "default", "baseline_cache": True, "baseline_cache_dir": str(tmp_path),
+             "compile_baseline": True, "baseline": "best"}
+    e.result = {"notes": []}
+    e.gpu = False
+    e.gate = None
+    e.compiled = None
+    e.compiled_side = e.compiled_lender = e.compiled_process = None
+    e.baseline_key = lambda first: "key-of-the-task"
+    e.progress = lambda text: None
+    e.measure_compiled = measure
+    return e
+
+
+MEASURED = baselines.figures("default", 3.0, {"median_ms": 2.0}, {"median_ms": 1.0}, (1.9, 2.1))
+
+
+def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
+    calls = []
+
+    def measure(*args):
+        calls.append(args)
+        return dict(MEASURED)
+
+    e = stand_in(tmp_path, measure)
+    e.compile_baseline(None, None, None, None)
+    assert e.compiled["speedup_over_eager"] == 2.0 and e.compiled["cached"] is False
+    again = stand_in(tmp_path, measure)
+    again.compile_baseline(None, None, None, None)
+    assert again.compiled["cached"] is True and len(calls) == 1
+    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    again.against_compile(timing)
+    assert timing["baseline"] == "compile" and timing["score_vs_compile"] == pytest.approx(0.75)
+
+
+@pytest.mark.parametrize("failure, says", [
+    (judge.CompileUnavailable("its process: it ended without answering"), "it ended without answering"),
+    (KernelFailure("crash", "the compiled reference crashed"), "the compiled reference crashed"),
+    (HarnessError("the reference's timing process: it stopped listening"), "stopped listening"),
+    (TaskFailure("timing the reference in its own process failed: boom"), "failed: boom"),
+    (RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB"), "RuntimeError: CUDA out of memory"),
+    (ValueError("a window of 41 forwards over 3 input sets"), "ValueError: a window of 41 forwards"),
+])
+def test_any_failure_costs_the_baseline_only(tmp_path, failure, says):
+    def measure(*args):
+        raise failure
+
+    e = stand_in(tmp_path, measure)
+    e.compile_baseline(None, None, None, None)  # does not raise
+    assert e.compiled["error"] and says in e.compiled["error"]
+    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    e.against_compile(timing)
+    assert timing["baseline"] == "eager" and "score_vs_compile" not in timing
+    assert any("no torch.compile baseline" in n for n in e.result["notes"])
