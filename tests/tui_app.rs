@@ -427,7 +427,8 @@ fn slash_filters_the_focused_pane_and_esc_clears_its_own() {
 
 #[test]
 fn a_gate_dialog_wraps_what_it_shows_instead_of_cutting_it() {
-    let mut h = live_until(gate_opened(3), opts(80, 24));
+    // Tall enough for the final-best gate's evidence above the kernel.
+    let mut h = live_until(gate_opened(3), opts(80, 40));
     h.key("a");
     let s = h.screen();
     // The gate's kind (once cut off the end of the title) and a kernel line wider than
