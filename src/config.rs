@@ -159,8 +159,9 @@ pub struct EvalConfig {
     /// `torch.compile`'s mode for that baseline.
     pub compile_mode: crate::protocol::CompileMode,
     /// What the headline score (selection, the pipeline's gates, budgets, fast_p) is
-    /// against: `eager`, `compile`, or `best` (default: the faster of the two per task;
-    /// eager where the task does not compile or `compile_baseline` is off).
+    /// against: `eager`, `compile`, or `best` (default: torch.compile where it is faster
+    /// than eager beyond the noise, else eager; eager where the task does not compile or
+    /// `compile_baseline` is off).
     pub baseline: crate::protocol::BaselineChoice,
     pub executor: Executor,
     /// Re-check a session's best and final kernels on unseen shapes and seeds (variants of

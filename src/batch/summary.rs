@@ -433,7 +433,7 @@ fn baselines_md(md: &mut String, summary: &BatchSummary) {
     }
     md.push_str(
         "\nThe table above is against each task's headline baseline (`[eval] baseline`; \
-         `best`: the faster of eager and torch.compile). Against torch.compile, a task whose \
+         `best`: torch.compile where faster beyond the noise, else eager). Against torch.compile, a task whose \
          reference did not compile has no score and counts as not faster.\n\n",
     );
 }

@@ -16,7 +16,8 @@ pub enum BaselineChoice {
     Eager,
     /// The reference under `torch.compile` (eager where it cannot compile).
     Compile,
-    /// The faster of the two, per task: a win must beat what PyTorch already offers.
+    /// The faster of the two, per task (torch.compile only where its speedup's interval
+    /// clears 1: a tie stays eager): a win must beat what PyTorch already offers.
     #[default]
     Best,
 }

@@ -127,9 +127,15 @@ def choose(choice, compiled):
         return "eager", "baseline = %s, scored against eager: %s" % (choice, why)
     if choice == "compile":
         return "compile", "baseline = compile"
-    if compiled["speedup_over_eager"] > 1.0:
-        return "compile", "baseline = best: torch.compile is %.2fx as fast as eager" % compiled["speedup_over_eager"]
-    return "eager", "baseline = best: eager is as fast as torch.compile (%.2fx)" % compiled["speedup_over_eager"]
+    speedup, low = compiled["speedup_over_eager"], compiled.get("speedup_low")
+    # Faster beyond the measurement's noise: a tie (an interval that holds 1) stays eager,
+    # the baseline KernelBench scores against.
+    if speedup > 1.0 and (low is None or low > 1.0):
+        return "compile", "baseline = best: torch.compile is %.2fx as fast as eager" % speedup
+    if speedup > 1.0:
+        return "eager", ("baseline = best: torch.compile and eager cannot be told apart (%.2fx [%.2f-%.2f]), "
+                         "scored against eager" % (speedup, low, compiled.get("speedup_high") or speedup))
+    return "eager", "baseline = best: eager is as fast as torch.compile (%.2fx)" % speedup
 
 
 def against_compile(timing_result, compiled, choice):

@@ -106,6 +106,7 @@ def test_the_score_against_compile_divides_and_combines_both_intervals():
 
 COMPILED = {"mode": "default", "error": None, "speedup_over_eager": 1.5, "speedup_low": 1.48, "speedup_high": 1.52}
 SLOWER = dict(COMPILED, speedup_over_eager=0.9)
+TIED = dict(COMPILED, speedup_over_eager=1.004, speedup_low=0.99, speedup_high=1.01)
 FAILED = {"mode": "default", "error": "it failed to compile"}
 
 
@@ -114,6 +115,7 @@ FAILED = {"mode": "default", "error": "it failed to compile"}
     ("compile", COMPILED, "compile", "baseline = compile"),
     ("best", COMPILED, "compile", "torch.compile is 1.50x as fast as eager"),
     ("best", SLOWER, "eager", "eager is as fast as torch.compile (0.90x)"),
+    ("best", TIED, "eager", "cannot be told apart (1.00x [0.99-1.01]), scored against eager"),
     ("compile", FAILED, "eager", "scored against eager: it failed to compile"),
     ("best", None, "eager", "scored against eager: no torch.compile figures"),
 ])
