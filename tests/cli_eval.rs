@@ -5,7 +5,7 @@ mod eval_common;
 
 use std::process::{Command, Output};
 
-use eval_common::{fixtures, isolate, text};
+use eval_common::{eval_fixture, fixtures, isolate, text};
 
 fn kforge(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
@@ -15,17 +15,7 @@ fn kforge(args: &[&str]) -> Command {
 }
 
 fn eval(task: &str, kernel: &str, extra: &[&str]) -> Output {
-    let f = fixtures();
-    let task = f.join("tasks").join(task);
-    let kernel = f.join("kernels").join(kernel);
-    let mut args = vec![
-        "eval",
-        task.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "--cpu",
-    ];
-    args.extend_from_slice(extra);
-    kforge(&args).output().unwrap()
+    eval_fixture(task, kernel, extra)
 }
 
 #[test]

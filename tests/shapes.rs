@@ -5,27 +5,14 @@
 
 mod eval_common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use eval_common::{fixtures, isolate, text};
+use eval_common::{eval_fixture, fixtures, text};
 
 fn eval_shapes(task: &str, kernel: &str, extra: &[&str]) -> Output {
-    let f = fixtures();
-    let task = f.join("tasks").join(task);
-    let kernel = f.join("kernels").join(kernel);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
-    c.args([
-        "eval",
-        task.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "--cpu",
-        "--shapes",
-        "--trials",
-        "2",
-    ]);
-    c.args(extra);
-    isolate(&mut c);
-    c.output().unwrap()
+    let mut args = vec!["--shapes", "--trials", "2"];
+    args.extend_from_slice(extra);
+    eval_fixture(task, kernel, &args)
 }
 
 fn json(out: &Output) -> serde_json::Value {

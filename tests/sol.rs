@@ -4,27 +4,11 @@
 
 mod eval_common;
 
-use std::process::Command;
-
-use eval_common::{fixtures, isolate, text};
+use eval_common::{eval_fixture, text};
 use kforge::eval::EvalResult;
 
 fn eval_json(task: &str, kernel: &str) -> EvalResult {
-    let f = fixtures();
-    let task = f.join("tasks").join(task);
-    let kernel = f.join("kernels").join(kernel);
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kforge"));
-    c.args([
-        "eval",
-        task.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "--cpu",
-        "--json",
-        "--trials",
-        "1",
-    ]);
-    isolate(&mut c);
-    let out = c.output().unwrap();
+    let out = eval_fixture(task, kernel, &["--json", "--trials", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("stdout is one EvalResult")
 }

@@ -70,6 +70,22 @@ pub fn kforge(args: &[&str]) -> std::process::Command {
     c
 }
 
+/// `kforge eval TASK KERNEL --cpu EXTRA...` on fixtures (`tests/fixtures/tasks`, `kernels`),
+/// to its end.
+pub fn eval_fixture(task: &str, kernel: &str, extra: &[&str]) -> std::process::Output {
+    let f = fixtures();
+    let task = f.join("tasks").join(task);
+    let kernel = f.join("kernels").join(kernel);
+    let mut args = vec![
+        "eval",
+        task.to_str().unwrap(),
+        kernel.to_str().unwrap(),
+        "--cpu",
+    ];
+    args.extend_from_slice(extra);
+    kforge(&args).output().unwrap()
+}
+
 /// `kforge ARGS...` to its end, off the async runtime (the mock LLM serves on it meanwhile).
 pub async fn kforge_output(args: Vec<String>) -> std::process::Output {
     tokio::task::spawn_blocking(move || {
