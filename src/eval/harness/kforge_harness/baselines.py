@@ -113,16 +113,20 @@ def divided(score, low, high, ratio, ratio_low, ratio_high):
     return value, value * math.exp(-below), value * math.exp(above)
 
 
+def usable(compiled):
+    """Whether a compile record has figures a score can be divided by."""
+    return bool(compiled is not None and compiled.get("error") is None and compiled.get("speedup_over_eager"))
+
+
 def choose(choice, compiled):
     """Which baseline the headline score is against: `eager`, `compile` or `best` (the
     faster of the two by the measured medians), with why. A task with no compile figures
     is scored against eager whatever the choice."""
     if choice not in CHOICES:
         raise ValueError("unknown baseline %r (one of %s)" % (choice, ", ".join(CHOICES)))
-    usable = compiled is not None and compiled.get("error") is None and compiled.get("speedup_over_eager")
     if choice == "eager":
         return "eager", "baseline = eager"
-    if not usable:
+    if not usable(compiled):
         why = (compiled or {}).get("error") or "no torch.compile figures"
         return "eager", "baseline = %s, scored against eager: %s" % (choice, why)
     if choice == "compile":
@@ -143,8 +147,7 @@ def against_compile(timing_result, compiled, choice):
     baseline its headline is against (`baseline`, `baseline_reason`)."""
     timing_result["compile"] = compiled
     score = timing_result.get("score")
-    usable = compiled is not None and compiled.get("error") is None and compiled.get("speedup_over_eager")
-    if score is not None and usable:
+    if score is not None and usable(compiled):
         value, low, high = divided(score, timing_result.get("score_low"), timing_result.get("score_high"),
                                    compiled["speedup_over_eager"], compiled.get("speedup_low"),
                                    compiled.get("speedup_high"))

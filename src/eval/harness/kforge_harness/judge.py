@@ -339,10 +339,10 @@ class Evaluation:
             self.reference_process = ReferenceProcess.fork()
             self.reference_process.serve(self.reference_job())
             if job.get("compile_baseline"):
-                # The compiled reference's process, forked now for the same reason; a
-                # cached compile baseline lets it go unused.
+                # The compiled reference's process, forked now for the same reason, and
+                # asked to serve only when the compile baseline is not cached: until then it
+                # waits without a CUDA context.
                 self.compiled_process = ReferenceProcess.fork()
-                self.compiled_process.serve(self.reference_job())
         server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
         if self.gpu == server_interprets:
             raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
@@ -399,7 +399,7 @@ class Evaluation:
                     self.kernelbench_rounds(rounds, flush, first)
                 # Last of what uses the reference's process: the task check's own figures
                 # stand whatever becomes of it while torch.compile runs beside it.
-                self.compile_last(flush, first)
+                self.compile_last(flush, lambda base=first: base)
                 self.against_compile(result["timing"])
                 if rounds == 1:
                     del first, flush  # KernelBench draws its own inputs and allocates its own flush
@@ -1046,23 +1046,25 @@ class Evaluation:
                                         % (self.compiled["mode"], self.compiled["error"]))
         return result
 
-    def compile_last(self, flush, base):
+    def compile_last(self, flush, base_of):
         """The compile baseline (compile_baseline) as the last use of the reference's
-        process, its phase marked apart; nothing where it is not asked for."""
+        process, its phase marked apart; nothing where it is not asked for. `base_of()`
+        gives inputs for the calibration, called only when the baseline is measured."""
         if not (self.timing() and self.job.get("compile_baseline")):
             return
         self.meter.enter("compile baseline")
-        self.compile_baseline(flush, base, self.input_shapes, self.output_shapes)
+        self.compile_baseline(flush, base_of, self.input_shapes, self.output_shapes)
         self.clock.mark("compile_baseline")
 
-    def compile_baseline(self, flush, first, input_shapes, output_shapes):
+    def compile_baseline(self, flush, base_of, input_shapes, output_shapes):
         """The reference under torch.compile against the eager reference (baselines.py):
         cached per task, inputs, device, versions, timing method, precision policy and mode,
         else compiled and timed now, interleaved with the eager reference in its process.
         Sets self.compiled; the compiled process is gone when it returns."""
         job = self.job
         mode = job.get("compile_mode") or "default"
-        key = baselines.cache_key(self.baseline_key(first), mode)
+        # The inputs' shapes and dtypes are all the key reads of them.
+        key = baselines.cache_key(self.baseline_key(input_shapes), mode)
         cache_dir = job.get("baseline_cache_dir")
         cached = baselines.read_cached(cache_dir, key) if job["baseline_cache"] else None
         if cached is not None:
@@ -1072,7 +1074,7 @@ class Evaluation:
         self.progress("timing the reference under torch.compile (mode %s)" % mode)
         started = time.perf_counter()
         try:
-            record = self.measure_compiled(flush, first, mode, input_shapes, output_shapes)
+            record = self.measure_compiled(flush, base_of(), mode, input_shapes, output_shapes)
         except Exception as e:  # noqa: BLE001 -- a baseline never decides a verdict
             # Whatever went wrong (the compiled process, the reference's beside it, memory
             # the judge could not get for the comparison) costs the compile baseline only:
@@ -1103,6 +1105,7 @@ class Evaluation:
         proc = self.compiled_process
         if proc is None:
             raise CompileUnavailable("its process was not started")
+        proc.serve(self.reference_job())
         source = baselines.compiled_source(job["task_source"], mode)
         side, self.compiled_lender = self.start_model(proc, "the compiled reference", source, input_shapes,
                                                       output_shapes, CompiledLink, CompiledSide)
@@ -1229,9 +1232,8 @@ class Evaluation:
             timed = True
             # After the kernel's timed runs: whatever becomes of the reference's process
             # while torch.compile runs beside it, the kernel's figures are measured.
-            base = self.base if self.base is not None else self.source.draw(self.seed + 4000)
-            self.compile_last(flush, base)
-            del base
+            self.compile_last(flush, lambda: self.base if self.base is not None
+                              else self.source.draw(self.seed + 4000))
         finally:
             if not timed:
                 self.clock.mark("timing")

@@ -18,7 +18,7 @@ def stand_in(tmp_path, measure):
     e.gate = None
     e.compiled = None
     e.compiled_side = e.compiled_lender = e.compiled_process = None
-    e.baseline_key = lambda first: "key-of-the-task"
+    e.baseline_key = lambda shapes: "key-of-the-task"
     e.progress = lambda text: None
     e.measure_compiled = measure
     return e
@@ -34,12 +34,20 @@ def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
         calls.append(args)
         return dict(MEASURED)
 
+    drawn = []
+
+    def base_of():
+        drawn.append(1)
+        return "inputs"
+
     e = stand_in(tmp_path, measure)
-    e.compile_baseline(None, None, None, None)
+    e.compile_baseline(None, base_of, None, None)
     assert e.compiled["speedup_over_eager"] == 2.0 and e.compiled["cached"] is False
+    assert calls[0][1] == "inputs"
     again = stand_in(tmp_path, measure)
-    again.compile_baseline(None, None, None, None)
+    again.compile_baseline(None, base_of, None, None)
     assert again.compiled["cached"] is True and len(calls) == 1
+    assert len(drawn) == 1, "a cached baseline draws no inputs"
     timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     again.against_compile(timing)
     assert timing["baseline"] == "compile" and timing["score_vs_compile"] == pytest.approx(0.75)
@@ -58,7 +66,7 @@ def test_any_failure_costs_the_baseline_only(tmp_path, failure, says):
         raise failure
 
     e = stand_in(tmp_path, measure)
-    e.compile_baseline(None, None, None, None)  # does not raise
+    e.compile_baseline(None, lambda: None, None, None)  # does not raise
     assert e.compiled["error"] and says in e.compiled["error"]
     timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     e.against_compile(timing)
