@@ -138,11 +138,9 @@ impl TaskResult {
             return (None, None);
         }
         match (&self.baselines, baseline) {
-            (Some(b), crate::protocol::Baseline::Eager) => {
-                (b.vs_eager.score, b.vs_eager.interval())
-            }
-            (Some(b), crate::protocol::Baseline::Compile) => {
-                (b.vs_compile.score, b.vs_compile.interval())
+            (Some(b), _) => {
+                let figure = b.against(baseline);
+                (figure.score, figure.interval())
             }
             (None, crate::protocol::Baseline::Eager) => (self.score, self.score_interval()),
             (None, crate::protocol::Baseline::Compile) => (None, None),

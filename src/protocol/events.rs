@@ -242,6 +242,16 @@ pub struct BaselineScores {
     pub compile_speedup: Option<f64>,
 }
 
+impl BaselineScores {
+    /// The score against `baseline`.
+    pub fn against(&self, baseline: crate::protocol::Baseline) -> &ScoreFigure {
+        match baseline {
+            crate::protocol::Baseline::Eager => &self.vs_eager,
+            crate::protocol::Baseline::Compile => &self.vs_compile,
+        }
+    }
+}
+
 /// A score with its 95% interval, when known.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ScoreFigure {
