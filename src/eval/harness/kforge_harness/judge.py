@@ -389,6 +389,12 @@ class Evaluation:
             self.reference_side.refresh = self.refresher(self.base)
         clock.mark("reference_process")
         self.input_shapes, self.output_shapes = input_shapes, output_shapes
+        if not job.get("reference_only"):
+            # Before the kernel is imported: figures that are cached for every later
+            # evaluation of the task are never measured beside a kernel's code (its process
+            # could load the GPU while they are taken). A task check measures them after its
+            # own figures (below); a session's evaluations read them from the cache.
+            self.compile_phase(flush, lambda base=first: base)
         if job.get("reference_only"):
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
@@ -399,7 +405,7 @@ class Evaluation:
                     self.kernelbench_rounds(rounds, flush, first)
                 # Last of what uses the reference's process: the task check's own figures
                 # stand whatever becomes of it while torch.compile runs beside it.
-                self.compile_last(flush, lambda base=first: base)
+                self.compile_phase(flush, lambda base=first: base)
                 self.against_compile(result["timing"])
                 if rounds == 1:
                     del first, flush  # KernelBench draws its own inputs and allocates its own flush
@@ -1046,10 +1052,10 @@ class Evaluation:
                                         % (self.compiled["mode"], self.compiled["error"]))
         return result
 
-    def compile_last(self, flush, base_of):
-        """The compile baseline (compile_baseline) as the last use of the reference's
-        process, its phase marked apart; nothing where it is not asked for. `base_of()`
-        gives inputs for the calibration, called only when the baseline is measured."""
+    def compile_phase(self, flush, base_of):
+        """The compile baseline (compile_baseline), its phase marked apart; nothing where it
+        is not asked for. `base_of()` gives inputs for the calibration, called only when the
+        baseline is measured."""
         if not (self.timing() and self.job.get("compile_baseline")):
             return
         self.meter.enter("compile baseline")
@@ -1223,20 +1229,12 @@ class Evaluation:
         job = self.job
         ref_side, kernel_side = self.reference_side, self.kernel_side
         before = gpu_clocks(self.result["device"])
-        timed = False
         try:
             nulls, ref_out, kernel_out = time_runs(ref_side, kernel_side, flush, job, self.progress,
                                                    check=self.check_timed, draw_ms=self.draw_cost_ms,
                                                    mark=self.clock.mark)
-            self.clock.mark("timing")
-            timed = True
-            # After the kernel's timed runs: whatever becomes of the reference's process
-            # while torch.compile runs beside it, the kernel's figures are measured.
-            self.compile_last(flush, lambda: self.base if self.base is not None
-                              else self.source.draw(self.seed + 4000))
         finally:
-            if not timed:
-                self.clock.mark("timing")
+            self.clock.mark("timing")
             self.let_reference_go()
         self.meter.sample()
         null_ms = timing.quantile(nulls, 0.5)
