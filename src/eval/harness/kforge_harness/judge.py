@@ -29,6 +29,18 @@ from .worker import WORKER_CATEGORIES
 SLOW_DRAW_MS = 50.0  # above this per draw, timed runs refresh inputs by rotation instead
 
 
+def where_raised(exc):
+    """" at judge.py:123": the harness line an unexpected exception came from, for a
+    message that must say more than its type (the innermost frame of this package)."""
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.dirname(os.path.abspath(f.filename)) == here]
+    if not frames:
+        return ""
+    return " at %s:%d" % (os.path.basename(frames[-1].filename), frames[-1].lineno)
+
+
 class WorkerLink:
     """The judge's end of the channel to the worker. Anything unexpected from the worker --
     a malformed, oversized, early, duplicate or out-of-order message, or silence -- is a
@@ -961,14 +973,22 @@ class Evaluation:
                 if null and drawn:
                     values = drawn[0]
                 else:
+                    # The last draw goes before the next is made (the writes queued hold
+                    # what they need): a large task's draw is more than the judge can keep twice.
+                    drawn.clear()
                     values = self.source.draw(self.seed + 10000 + rng.randrange(1 << 30))
                     drawn[:] = [values]
                 writes.append(lambda b=buffers, v=values: copy_into(b, v))
                 privates.append(values)
 
             def write():
+                """Queues the run's values, once: then lets go of them (the copies are queued
+                on the judge's stream, where the next allocation waits for them), so that a
+                loop still holding this function holds no draw. A large task's draw is more
+                than the judge can keep three times."""
                 for one in writes:
                     one()
+                writes.clear()
             return write, (privates if keep else None)
         return refresh
 
@@ -1096,7 +1116,7 @@ class Evaluation:
             elif isinstance(e, (CompileUnavailable, HarnessError, TaskFailure)):
                 why = str(e)
             else:
-                why = "%s: %s" % (type(e).__name__, e)
+                why = "%s%s: %s" % (type(e).__name__, where_raised(e), e)
             record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
         finally:
             self.close_compiled()
@@ -1111,6 +1131,15 @@ class Evaluation:
         proc = self.compiled_process
         if proc is None:
             raise CompileUnavailable("its process was not started")
+        # One refresher for both sides, begun anew: the reference's timing left its last
+        # draw in the one it had, and each draw is the task's inputs' size.
+        self.reference_side.refresh = self.refresher(self.base)
+        if self.gpu:
+            import torch
+
+            # What the judge's allocator holds unused goes back first: the compiled side's
+            # buffers and its draws are each the task's size.
+            torch.cuda.empty_cache()
         proc.serve(self.reference_job())
         source = baselines.compiled_source(job["task_source"], mode)
         side, self.compiled_lender = self.start_model(proc, "the compiled reference", source, input_shapes,
@@ -1130,16 +1159,28 @@ class Evaluation:
         job = self.job
         calibrate([(ref, lambda base=first: copy_into(ref.inputs, base)),
                    (side, lambda base=first: copy_into(side.inputs, base))], flush, self.progress)
-        side.refresh = self.refresher(self.base)
-        write, privates = side.refresh(0, True, side.input_sets(1))
+        side.refresh = ref.refresh
+        # The judge keeps no copy: the run's values go into the compiled side's buffers and,
+        # before that side runs (a task may write its inputs in place), into the reference's,
+        # whose own process then computes the eager outputs to compare with. The judge's
+        # memory already holds the task's inputs, and large tasks have room for no more.
+        write, _ = side.refresh(0, False, side.input_sets(1))
+
+        def write_both():
+            write()
+            copy_into(ref.inputs, side.inputs)
+
         started = time.perf_counter()
-        run = side.run("timed", -1000, write, flush, None, gated=False)
+        run = side.run("timed", -1000, write_both, flush, None, gated=False)
         compile_s = time.perf_counter() - started
         try:
-            outputs = self.freeze(run.done, None, side.slots).values
+            # Read in place, not frozen: the compiled process runs the task's own code (as
+            # trusted as the reference's) and is idle once it answered.
+            outputs = kernel_outputs(run.done, side.slots)
+            eager = ref.run("timed", -1001, lambda: None, flush, None, gated=False)
         except KernelFailure as e:
             raise CompileUnavailable(e.summary)
-        ref_out = reference_forward(self.ref, privates[0], self.device)
+        ref_out = kernel_outputs(eager.done, ref.slots)
         passed, _, reason, _ = compare_outputs(ref_out, outputs, job.get("atol"), job.get("rtol"),
                                                job.get("tolerance") or DEFAULT_MODE, self.policy)
         if not passed:
