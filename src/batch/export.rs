@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use super::results::TaskResult;
 use super::summary::BatchSummary;
-use crate::eval::EvalResult;
-use crate::eval::protocol::{PrecisionRecord, Timing};
+use crate::protocol::EvalResult;
 use crate::protocol::{Baseline, Category, PrecisionPolicy};
+use crate::protocol::{PrecisionRecord, Timing};
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 

@@ -272,7 +272,7 @@ const KERNEL_WORK_PHASES: [&str; 4] = ["timing_warm_up", "timing_widen", "timing
 
 /// Each phase's median over the evaluations, judge phases then the server's (prefixed
 /// `server:`), in the order the judge runs them where known: where the overhead goes.
-fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
+fn phase_medians(results: &[&crate::protocol::EvalResult]) -> Vec<(String, f64)> {
     let order = |name: &str| {
         PHASE_ORDER
             .iter()
@@ -292,8 +292,8 @@ fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
 /// For every name in any result's map (`pick`), the median over the results (a result
 /// without it counts 0), in name order.
 fn medians_by_name(
-    results: &[&crate::eval::EvalResult],
-    pick: impl Fn(&crate::eval::EvalResult) -> &std::collections::BTreeMap<String, f64>,
+    results: &[&crate::protocol::EvalResult],
+    pick: impl Fn(&crate::protocol::EvalResult) -> &std::collections::BTreeMap<String, f64>,
 ) -> Vec<(String, f64)> {
     let names: std::collections::BTreeSet<&String> =
         results.iter().flat_map(|r| pick(r).keys()).collect();
@@ -398,7 +398,7 @@ mod tests {
     #[test]
     fn phase_medians_follow_the_judges_order_then_the_servers() {
         let result = |timing: f64, custom: f64, judge: f64| {
-            let mut r: crate::eval::EvalResult = serde_json::from_value(serde_json::json!({
+            let mut r: crate::protocol::EvalResult = serde_json::from_value(serde_json::json!({
                 "status": "correct", "correct": true, "summary": "ok"
             }))
             .unwrap();

@@ -86,7 +86,7 @@ impl EvalArgs {
 pub enum EvalOutcome {
     /// A verdict, and where the full result was saved (when it could be).
     Done {
-        result: Box<eval::EvalResult>,
+        result: Box<crate::protocol::EvalResult>,
         saved: Option<PathBuf>,
         /// The unseen-shapes re-check, when asked for (`--shapes`).
         shapes: Option<ShapeCheck>,
@@ -160,7 +160,7 @@ pub async fn evaluate(
 /// directory), each evaluation correctness only with its own seed.
 async fn check_shapes(
     args: &EvalArgs,
-    result: &eval::EvalResult,
+    result: &crate::protocol::EvalResult,
     device: eval::Device,
     settings: &EvalConfig,
     evaluator: &Evaluator,
@@ -261,7 +261,7 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
 }
 
 /// Keeps the full result (with its log) where the verdict can point to it.
-fn save_result(result: &eval::EvalResult) -> Result<PathBuf> {
+fn save_result(result: &crate::protocol::EvalResult) -> Result<PathBuf> {
     let dir = crate::paths::logs_dir();
     std::fs::create_dir_all(&dir)?;
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");

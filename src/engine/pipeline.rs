@@ -12,7 +12,7 @@ use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
-use crate::eval::sol::FASTER_THAN_LIGHT;
+use crate::protocol::sol::FASTER_THAN_LIGHT;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
 

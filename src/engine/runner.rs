@@ -456,7 +456,7 @@ impl Inner {
     }
 
     /// A candidate's saved evaluation result (`eval/<id>.json`), when it has one.
-    pub fn load_result(&self, id: CandidateId) -> Option<crate::eval::EvalResult> {
+    pub fn load_result(&self, id: CandidateId) -> Option<crate::protocol::EvalResult> {
         let file = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval_file.clone()))?;
         serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
     }

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::figures;
-use super::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
+use crate::protocol::figures;
+use crate::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -605,12 +605,12 @@ pub fn brief_message(message: &str) -> Brief {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::protocol::{OutputCheck, Timing, Trial};
+    use crate::protocol::{OutputCheck, Timing, Trial};
 
     fn correct_gpu() -> EvalResult {
         EvalResult {
             correct: true,
-            device: crate::eval::protocol::DeviceInfo {
+            device: crate::protocol::DeviceInfo {
                 kind: "cuda".into(),
                 name: Some("NVIDIA H200".into()),
                 capability: Some("9.0".into()),
@@ -676,7 +676,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        r.footprint = Some(crate::eval::protocol::Footprint {
+        r.footprint = Some(crate::protocol::Footprint {
             inputs_bytes: 6 * gib,
             outputs_bytes: 6 * gib,
             planned_peak_bytes: 30 * gib + gib / 2,
@@ -862,7 +862,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         assert_eq!(r.score_vs(crate::protocol::Baseline::Eager).0, Some(1.2));
 
         let t = r.timing.as_mut().unwrap();
-        t.compile = Some(crate::eval::protocol::CompileFigures {
+        t.compile = Some(crate::protocol::CompileFigures {
             mode: "default".into(),
             error: Some("under torch.compile the task computes another result".into()),
             ..Default::default()

@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::common::DeviceArgs;
 use crate::config::{Config, EvalConfig};
-use crate::eval::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
-use crate::eval::{Device, EvalError, EvalRequest, EvalResult, Evaluator};
+use crate::eval::{Device, EvalError, EvalRequest, Evaluator};
+use crate::protocol::EvalResult;
+use crate::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
@@ -84,7 +85,7 @@ pub struct TaskRecord {
     pub compile: Option<CompileFigures>,
     /// The reference's work and its speed-of-light bound (issue 25).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub speed_of_light: Option<crate::eval::sol::SpeedOfLight>,
+    pub speed_of_light: Option<crate::protocol::sol::SpeedOfLight>,
 }
 
 impl TaskRecord {

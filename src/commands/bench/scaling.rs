@@ -119,7 +119,7 @@ fn evaluation_time(batch: &Path) -> Result<(usize, BTreeMap<String, f64>)> {
         };
         for file in evals.flatten() {
             let text = std::fs::read_to_string(file.path())?;
-            let result: crate::eval::EvalResult = serde_json::from_str(&text)
+            let result: crate::protocol::EvalResult = serde_json::from_str(&text)
                 .with_context(|| format!("{}", file.path().display()))?;
             count += 1;
             let device = result.device.torch_name.unwrap_or_else(|| "?".into());

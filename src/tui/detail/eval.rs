@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{ScrollView, TabView};
-use crate::eval::figures;
-use crate::eval::protocol::Timing;
 use crate::protocol::Baseline;
+use crate::protocol::Timing;
+use crate::protocol::figures;
 use crate::session::state::{CandidateStatus, indistinguishable};
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;

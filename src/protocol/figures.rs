@@ -1,8 +1,9 @@
 //! Timing figures as text, shared by every view that shows them (`kforge eval`, the TUI's
-//! Eval tab and tree, the session report, the batch summary): a score with its 95%
-//! interval, a median with its interval, the method, and the environment that shaped them.
+//! Eval tab and tree, the session report, the batch summary, the events' own summaries): a
+//! score with its 95% interval, a median with its interval, whether two intervals can tell
+//! two measurements apart, the method, and the environment that shaped them.
 
-use super::protocol::TimingEnvironment;
+use super::TimingEnvironment;
 
 /// `1.23x`, or `1.23x [1.20-1.26]` with an interval.
 pub fn score_with_interval(score: f64, interval: Option<(f64, f64)>) -> String {
