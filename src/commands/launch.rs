@@ -19,7 +19,7 @@ use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome, write_session_files};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
-use crate::llm::manual;
+use crate::protocol::manual;
 use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};

@@ -12,6 +12,7 @@ mod eval_result;
 mod events;
 pub mod figures;
 mod ids;
+pub mod manual;
 mod precision;
 pub mod shapes;
 pub mod sol;

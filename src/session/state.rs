@@ -82,7 +82,7 @@ impl ShapesRecord {
 impl Call {
     /// Whether the person answers this call (the `manual` provider), not a model.
     pub fn answered_by_person(&self) -> bool {
-        self.provider == crate::llm::manual::PROVIDER
+        self.provider == crate::protocol::manual::PROVIDER
     }
 
     /// Whether this finished call's cost is unknown: it has no price, and it was answered

@@ -77,7 +77,7 @@ pub enum EditPurpose {
     Search,
 }
 
-pub use crate::llm::manual::ANSWER_MARKER;
+pub use crate::protocol::manual::ANSWER_MARKER;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
@@ -624,7 +624,7 @@ impl App {
                 gate,
                 decision: Decision::Rewrite { text },
             },
-            EditPurpose::ManualAnswer(call) => match crate::llm::manual::answer_from(&text) {
+            EditPurpose::ManualAnswer(call) => match crate::protocol::manual::answer_from(&text) {
                 None => AppEvent::Flash("empty answer: nothing sent".into()),
                 Some(answer) => send(
                     Command::ManualAnswer { call, text: answer },
@@ -1003,7 +1003,7 @@ impl App {
             return;
         };
         self.effects.push(Effect::Edit {
-            text: crate::llm::manual::answer_template(&prompt),
+            text: crate::protocol::manual::answer_template(&prompt),
             suffix: ".md",
             purpose: EditPurpose::ManualAnswer(call.id),
         });
