@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::select::FoundTask;
 use crate::commands::common::DeviceChoice;
 use crate::config::EvalConfig;
-use crate::engine::config::PipelineConfig;
+use crate::config::pipeline::PipelineConfig;
 use crate::protocol::TaskKey;
 
 pub const MANIFEST_FILE: &str = "batch.json";

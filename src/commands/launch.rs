@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::pipeline::PipelineConfig;
 use crate::config::{Config, EvalConfig};
-use crate::engine::config::PipelineConfig;
 use crate::engine::llm_backend::{ClientLlm, ManualLlm};
 use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome, write_session_files};

@@ -13,8 +13,8 @@ use super::launch::{
     NewSession, Provider, SessionPlace, Stored, check_task, create_session, follow_control,
     resumed_llm, run_headless,
 };
+use crate::config::pipeline::{Accept, AnalyzeWhen, PipelineConfig};
 use crate::config::{Config, EvalConfig};
-use crate::engine::config::{Accept, AnalyzeWhen, PipelineConfig};
 use crate::engine::device_pool::DevicePool;
 use crate::engine::ports::EvalPort;
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
@@ -290,7 +290,7 @@ pub fn check_stages(pipeline: &PipelineConfig) -> Result<()> {
         if crate::prompts::TemplateName::stage(stage).is_none() {
             bail!(
                 "unknown stage `{stage}`: the stages are {}",
-                crate::engine::config::DEFAULT_STAGES.join(", ")
+                crate::config::pipeline::DEFAULT_STAGES.join(", ")
             );
         }
     }

@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::config::PipelineConfig;
 use super::control::{Control, Dispatched};
 use super::outcome::Step;
 use super::ports::{EvalPort, LlmPort};
 use super::recorder::Recorder;
 use super::replay::Replay;
 use crate::config::EvalConfig;
+use crate::config::pipeline::PipelineConfig;
 use crate::eval::devices::DeviceSet;
 use crate::prompts::{PromptContext, PromptSet};
 use crate::protocol::*;

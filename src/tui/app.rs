@@ -19,7 +19,6 @@ use crate::session::store::SessionDir;
 
 use super::TuiExit;
 use super::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
-use super::config::TuiConfig;
 use super::detail::DetailPane;
 use super::docs::{self, Docs};
 use super::editor::TextBuf;
@@ -28,6 +27,7 @@ use super::keymap::{Action, Context, Keymap};
 use super::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView, Overlay};
 use super::panes::{ChartPane, ConsolePane, TreePane};
 use super::theme::{Role, Theme};
+use crate::config::tui::TuiConfig;
 
 pub use super::detail::{DiffLayout, Tab};
 

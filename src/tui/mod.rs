@@ -23,7 +23,6 @@ pub mod attach;
 pub mod bars;
 pub mod batch;
 pub mod component;
-pub mod config;
 pub mod detail;
 pub mod diff;
 pub mod docs;
@@ -44,7 +43,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use crate::protocol::{Command, EventRecord};
 use crate::session::store::SessionDir;
 
-pub use config::TuiConfig;
+pub use crate::config::tui::TuiConfig;
 pub use runtime::run_tui;
 
 /// What the TUI needs from whoever runs it.
