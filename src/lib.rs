@@ -11,6 +11,7 @@ pub mod config;
 pub mod engine;
 pub mod eval;
 pub mod external_editor;
+pub mod launch;
 pub mod llm;
 pub mod logging;
 pub mod mcp;

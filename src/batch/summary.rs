@@ -694,7 +694,7 @@ mod tests {
             "p".into(),
             "m".into(),
             None,
-            crate::commands::common::DeviceChoice::Cpu,
+            crate::eval::devices::DeviceChoice::Cpu,
             crate::batch::manifest::BatchLimits {
                 tasks_at_once: 1,
                 llm_calls_at_once: 1,

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::launch::Provider;
 use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
 use crate::batch::manifest::{
     self, BatchEnd, BatchLimits, BatchTask, Manifest, SlurmRecord, Submission,
@@ -21,6 +20,7 @@ use crate::batch::select::{NumberSet, find_tasks};
 use crate::batch::slurm::{self, SlurmOptions, SlurmState};
 use crate::config::Config;
 use crate::eval;
+use crate::launch::Provider;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]

@@ -7,10 +7,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 
-use super::common::DeviceArgs;
 use crate::config::{Config, Executor};
 use crate::eval::suite::{self, Manifest};
 use crate::eval::{self, EvalRequest};
+use crate::launch::options::DeviceArgs;
 
 mod kernelbench;
 mod scaling;

@@ -4,10 +4,8 @@
 pub mod ask;
 pub mod batch;
 pub mod bench;
-pub mod common;
 pub mod doctor;
 pub mod eval;
-pub mod launch;
 pub mod mcp;
 pub mod open;
 pub mod providers;

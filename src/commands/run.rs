@@ -8,17 +8,17 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::common::{CheckArgs, DeviceSetArgs};
-use super::launch::{
-    NewSession, Provider, SessionPlace, Stored, check_task, create_session, follow_control,
-    resumed_llm, run_headless,
-};
 use crate::config::pipeline::{Accept, AnalyzeWhen, PipelineConfig};
 use crate::config::{Config, EvalConfig};
 use crate::engine::device_pool::DevicePool;
 use crate::engine::ports::EvalPort;
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
 use crate::eval;
+use crate::launch::options::{CheckArgs, DeviceSetArgs};
+use crate::launch::{
+    NewSession, Provider, SessionPlace, Stored, check_task, create_session, follow_control,
+    resumed_llm, run_headless,
+};
 use crate::prompts::PromptSet;
 use crate::protocol::{EngineState, Mode, RunEnd};
 use crate::session::state::SessionState;

@@ -17,9 +17,9 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::common::DeviceArgs;
 use crate::config::{Config, EvalConfig};
 use crate::eval::{Device, EvalError, EvalRequest, Evaluator};
+use crate::launch::options::DeviceArgs;
 use crate::protocol::EvalResult;
 use crate::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::task::TaskFile;

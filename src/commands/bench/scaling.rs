@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::manifest::{BatchLimits, BatchTask, Manifest};
 use crate::batch::runner::{BatchContext, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
-use crate::commands::common::DeviceChoice;
-use crate::commands::launch::Provider;
 use crate::config::Config;
 use crate::engine::ports::{Answer, CallFailure, CallProgress, LlmCall, LlmPort};
 use crate::eval::Evaluator;
+use crate::eval::devices::DeviceChoice;
 use crate::eval::devices::DeviceSet;
+use crate::launch::Provider;
 use crate::protocol::{CallKind, TokenUsage};
 
 #[derive(clap::Args, Debug)]

@@ -1,7 +1,11 @@
 //! Starting and resuming a session, shared by `run`, `resume` and `batch` (whose tasks are
 //! ordinary sessions): who answers the prompts, the task check before anything is spent,
 //! the session directory and its description, the control file another window writes
-//! commands into, and the headless console.
+//! commands into, and the headless console. Also what the front ends share: one
+//! evaluation (`evaluate`) and the device and correctness options (`options`).
+
+pub mod evaluate;
+pub mod options;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
