@@ -4,8 +4,19 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+/// The defaults of the section's unset timeouts, retries and limits.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle gap, not a total: reasoning models can think for minutes before the first token.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+pub const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The wall-clock cap of a command provider's call when `wall_timeout_s` is not set.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+/// Anthropic requires `max_tokens`; this is used when none is configured.
+pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 16384;
 
 /// A secret string (API key, secret header value). Its `Debug` redacts it, it has no
 /// `Display`, and it serializes as nothing (fields holding it are skipped).

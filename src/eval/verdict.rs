@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use crate::protocol::figures;
 use crate::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
+use crate::protocol::{figures, timing_text};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -350,7 +350,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         out,
         "{}  {}{flushed}",
         style.bold("timing"),
-        figures::method_text(t.method.as_deref(), t.forwards_per_window)
+        timing_text::method_text(t.method.as_deref(), t.forwards_per_window)
     );
     let cached = if t.reference.cached {
         "  [cached baseline]"
@@ -440,7 +440,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         );
     }
     if let Some(env) = &t.environment {
-        let lines = figures::environment_lines(env);
+        let lines = timing_text::environment_lines(env);
         if !lines.is_empty() {
             let _ = writeln!(out, "{}", style.bold("environment"));
             for (label, text) in lines {

@@ -16,7 +16,11 @@ use serde::Serialize;
 use super::error::LlmError;
 use super::pricing::PriceTable;
 
-pub use crate::config::llm::{LlmConfig, MaxTokensField, ProviderConfig, ProviderKind, Secret};
+pub use crate::config::llm::{
+    DEFAULT_ANTHROPIC_MAX_TOKENS, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES, DEFAULT_READ_TIMEOUT, LlmConfig, MaxTokensField, ProviderConfig,
+    ProviderKind, Secret,
+};
 
 /// A built-in provider.
 #[derive(Debug, Clone, Copy)]
@@ -103,15 +107,6 @@ pub const PRESETS: &[Preset] = &[
 pub fn preset(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name == name)
 }
-
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Idle gap, not a total: reasoning models can think for minutes before the first token.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
-pub const DEFAULT_MAX_RETRIES: u32 = 4;
-/// The wall-clock cap of a command provider's call when `wall_timeout_s` is not set.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
-/// Anthropic requires `max_tokens`; this is used when none is configured.
-pub const DEFAULT_ANTHROPIC_MAX_TOKENS: u32 = 16384;
 
 /// Exponential backoff: `base_delay * 2^(n-1)` (plus up to 25 % jitter) capped at
 /// `max_delay`; a server's `retry-after-ms` / `retry-after` replaces the computed delay

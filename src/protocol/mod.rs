@@ -8,6 +8,7 @@ mod baseline;
 mod candidate;
 mod category;
 mod commands;
+mod decision;
 mod eval_result;
 mod events;
 pub mod figures;
@@ -16,12 +17,14 @@ pub mod manual;
 mod precision;
 pub mod shapes;
 pub mod sol;
+pub mod timing_text;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
 pub use candidate::{CallKind, CandidateKind};
 pub use category::Category;
-pub use commands::{Command, Decision};
+pub use commands::Command;
+pub use decision::Decision;
 pub use eval_result::{
     Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
     KernelBenchTiming, MathFinding, OutputCheck, OutputTolerance, PrecisionRecord, ProtocolRound,
