@@ -259,7 +259,7 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
             run.reason = Some(reason.clone());
         }
     })?;
-    let summary = manifest::with_lock(&dir, || super::summary::write_all(&dir, &manifest))?;
+    let summary = manifest::with_lock(&dir, || super::export::write_all(&dir, &manifest))?;
     evaluator.shutdown().await;
     Ok(BatchOutcome {
         end,

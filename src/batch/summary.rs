@@ -450,8 +450,8 @@ fn shapes_cell(t: &TaskResult) -> String {
 }
 
 /// Recomputes the summary from the sessions and writes `summary.md`, `summary.json`,
-/// `results.csv`, `speedups.svg` and the KernelBench export.
-pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
+/// `results.csv` and `speedups.svg` (`export::write_all` adds the KernelBench export).
+pub fn write_summary(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
     let name = dir
         .file_name()
         .map_or("batch".into(), |n| n.to_string_lossy().into_owned());
@@ -481,7 +481,6 @@ pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
         &(serde_json::to_string_pretty(&summary)? + "\n"),
     )?;
     write(RESULTS_CSV, &results_csv(&summary))?;
-    super::export::write_kernelbench(dir, &summary)?;
     Ok(summary)
 }
 

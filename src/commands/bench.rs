@@ -14,6 +14,9 @@ use crate::launch::options::DeviceArgs;
 
 mod kernelbench;
 mod scaling;
+mod stats;
+
+use stats::{kernel_work_seconds, median, spread};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -251,25 +254,6 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
     Ok(code)
 }
 
-/// Seconds an evaluation spent on the kernel's own work: its correctness trials (the first
-/// includes Triton's compile), its timed runs and the re-check after timing; None for a
-/// result that never reached its correctness trials. Everything else in the wall time is
-/// overhead: process creation, CUDA initialization, imports, IPC (docs/benchmarks.md).
-fn kernel_work_seconds(phases: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
-    let correctness = phases.get("correctness")?;
-    Some(
-        correctness
-            + KERNEL_WORK_PHASES
-                .iter()
-                .filter_map(|phase| phases.get(*phase))
-                .sum::<f64>(),
-    )
-}
-
-/// The judge's phases (besides correctness) that run the kernel: its warm-up and the runs
-/// that set the forwards per window are part of timing it.
-const KERNEL_WORK_PHASES: [&str; 4] = ["timing_warm_up", "timing_widen", "timing", "recheck"];
-
 /// Each phase's median over the evaluations, judge phases then the server's (prefixed
 /// `server:`), in the order the judge runs them where known: where the overhead goes.
 fn phase_medians(results: &[&crate::protocol::EvalResult]) -> Vec<(String, f64)> {
@@ -328,19 +312,6 @@ const PHASE_ORDER: [&str; 15] = [
     "recheck",
 ];
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Whether every pair of intervals shares a point.
 fn all_overlap(intervals: &[(f64, f64)]) -> bool {
     let highest_low = intervals.iter().map(|i| i.0).fold(f64::MIN, f64::max);
@@ -348,50 +319,14 @@ fn all_overlap(intervals: &[(f64, f64)]) -> bool {
     highest_low <= lowest_high
 }
 
-fn spread(values: &[f64]) -> f64 {
-    let max = values.iter().cloned().fold(f64::MIN, f64::max);
-    let min = values.iter().cloned().fold(f64::MAX, f64::min);
-    100.0 * (max - min) / median(values)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn median_and_spread() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!((spread(&[1.0, 1.02, 1.01]) - 1.9801980198).abs() < 1e-6);
-    }
-
-    #[test]
     fn intervals_overlap_only_when_all_share_a_point() {
         assert!(all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.08, 1.09)]));
         assert!(!all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.11, 1.3)]));
-    }
-
-    /// The kernel's own work is its correctness trials, timed runs and re-check; a result
-    /// without a correctness phase (it failed before) has no overhead figure.
-    #[test]
-    fn kernel_work_counts_correctness_timing_and_recheck() {
-        let phases: std::collections::BTreeMap<String, f64> = [
-            ("startup", 0.07),
-            ("reference_process", 0.4),
-            ("calibration", 0.3),
-            ("correctness", 1.5),
-            ("timing_warm_up", 0.2),
-            ("timing_widen", 0.1),
-            ("timing", 0.5),
-            ("reference_exit", 0.05),
-            ("recheck", 0.01),
-            ("audit", 0.02),
-        ]
-        .map(|(k, v)| (k.to_string(), v))
-        .into();
-        assert!((kernel_work_seconds(&phases).unwrap() - 2.31).abs() < 1e-9);
-        let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
-        assert_eq!(kernel_work_seconds(&failed), None);
     }
 
     /// Phase medians come in the judge's order (unknown names after), then the server's.

@@ -10,3 +10,4 @@ pub mod mcp;
 pub mod open;
 pub mod providers;
 pub mod run;
+pub mod session_args;

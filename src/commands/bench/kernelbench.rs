@@ -129,10 +129,10 @@ impl RoundSpread {
         let kforge: Vec<f64> = rounds.iter().map(|r| r.kforge_ms).collect();
         let kernelbench: Vec<f64> = rounds.iter().map(|r| r.kernelbench_ms).collect();
         Some(RoundSpread {
-            kforge_pct: super::spread(&kforge),
-            kernelbench_pct: super::spread(&kernelbench),
-            kforge_ms: super::median(&kforge),
-            kernelbench_ms: super::median(&kernelbench),
+            kforge_pct: super::stats::spread(&kforge),
+            kernelbench_pct: super::stats::spread(&kernelbench),
+            kforge_ms: super::stats::median(&kforge),
+            kernelbench_ms: super::stats::median(&kernelbench),
         })
     }
 
@@ -457,7 +457,7 @@ async fn evaluate_kernel(
             record.peak_memory_bytes = result.peak_memory_bytes();
             record.score = result.score();
             record.overhead_s =
-                super::kernel_work_seconds(&result.phases_s).map(|work| wall_s - work);
+                super::stats::kernel_work_seconds(&result.phases_s).map(|work| wall_s - work);
             record.phases_s = result.phases_s;
             record.server_phases_s = result.server_phases_s;
         }
@@ -666,7 +666,7 @@ fn summarize(records: &[TaskRecord], total_wall_s: f64) -> Summary {
         total_wall_s,
         worst_memory,
         largest_abs_difference_pct,
-        median_abs_difference_pct: (!abs.is_empty()).then(|| super::median(&abs)),
+        median_abs_difference_pct: (!abs.is_empty()).then(|| super::stats::median(&abs)),
         compared: abs.len(),
         compared_in_rounds: in_rounds.len(),
         beyond_noise,
