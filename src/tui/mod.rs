@@ -34,6 +34,7 @@ pub mod overlays;
 pub mod panes;
 pub mod render;
 pub mod runtime;
+pub mod shared;
 pub mod testing;
 pub mod theme;
 pub mod widgets;
@@ -45,6 +46,7 @@ use crate::session::store::SessionDir;
 
 pub use crate::config::tui::TuiConfig;
 pub use runtime::run_tui;
+pub use shared::TuiExit;
 
 /// What the TUI needs from whoever runs it.
 pub struct TuiLink {
@@ -55,25 +57,4 @@ pub struct TuiLink {
     pub events: UnboundedReceiver<EventRecord>,
     /// Where commands go; `None` = read-only (a finished session).
     pub commands: Option<UnboundedSender<Command>>,
-}
-
-/// How the TUI ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TuiExit {
-    /// The person quit; no run was active (finished, stopped, or read-only).
-    Quit,
-    /// The person quit (and confirmed) while the run was active: the engine should stop
-    /// cleanly, leaving the session resumable.
-    QuitWhileActive,
-    /// Attached to another process's run: the person left, the run goes on.
-    Detached,
-    /// Attached: the person stopped the run, then left.
-    StoppedAndLeft,
-}
-
-impl TuiExit {
-    /// Whether an in-process engine should stop now.
-    pub fn stop_engine(&self) -> bool {
-        matches!(self, TuiExit::QuitWhileActive)
-    }
 }
