@@ -39,22 +39,6 @@ pub mod testing;
 pub mod theme;
 pub mod widgets;
 
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-
-use crate::protocol::{Command, EventRecord};
-use crate::session::store::SessionDir;
-
 pub use crate::config::tui::TuiConfig;
 pub use runtime::run_tui;
-pub use shared::TuiExit;
-
-/// What the TUI needs from whoever runs it.
-pub struct TuiLink {
-    pub session_dir: SessionDir,
-    /// Events so far.
-    pub initial: Vec<EventRecord>,
-    /// New events, transient ones (LLM deltas, evaluation phases) included.
-    pub events: UnboundedReceiver<EventRecord>,
-    /// Where commands go; `None` = read-only (a finished session).
-    pub commands: Option<UnboundedSender<Command>>,
-}
+pub use shared::{TuiExit, TuiLink};

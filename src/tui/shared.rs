@@ -1,11 +1,14 @@
-//! What the app and its components both speak of: which pane has the focus, what an
-//! edit in the person's editor is for, how the app was started, and how the TUI ended.
+//! What the app, its components and the loop all speak of: which pane has the focus, what
+//! an edit in the person's editor is for, how the app was started, what connects the TUI
+//! to a run, and how the TUI ended.
 //! Kept apart from `app` so that the components, which `app` holds, do not import it back.
 
 use chrono::{DateTime, Utc};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::config::tui::TuiConfig;
-use crate::protocol::{CallId, CandidateId, GateId};
+use crate::protocol::{CallId, CandidateId, Command, EventRecord, GateId};
+use crate::session::store::SessionDir;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
@@ -66,4 +69,15 @@ impl TuiExit {
     pub fn stop_engine(&self) -> bool {
         matches!(self, TuiExit::QuitWhileActive)
     }
+}
+
+/// What the TUI needs from whoever runs it.
+pub struct TuiLink {
+    pub session_dir: SessionDir,
+    /// Events so far.
+    pub initial: Vec<EventRecord>,
+    /// New events, transient ones (LLM deltas, evaluation phases) included.
+    pub events: UnboundedReceiver<EventRecord>,
+    /// Where commands go; `None` = read-only (a finished session).
+    pub commands: Option<UnboundedSender<Command>>,
 }
