@@ -16,9 +16,7 @@ use serde_json::{Value, json};
 use super::manifest::Manifest;
 use super::results::TaskResult;
 use super::summary::BatchSummary;
-use crate::protocol::EvalResult;
-use crate::protocol::{Baseline, Category, PrecisionPolicy};
-use crate::protocol::{PrecisionRecord, Timing};
+use crate::protocol::{Baseline, Category, EvalResult, PrecisionPolicy, PrecisionRecord, Timing};
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The defaults of the section's unset timeouts, retries and limits.
+/// The connect timeout of a provider whose `connect_timeout_s` is not set.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle gap, not a total: reasoning models can think for minutes before the first token.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);

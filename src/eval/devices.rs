@@ -101,8 +101,9 @@ impl fmt::Display for DeviceSet {
     }
 }
 
-/// What `DeviceSetArgs` asked for, before the visible GPUs are known (a batch keeps this,
-/// so that a Slurm job resolves it on the node it lands on).
+/// Which devices were asked for (`--device`, `--devices`, `--cpu`:
+/// `launch::options::DeviceSetArgs`), before the visible GPUs are known: a batch keeps this
+/// in batch.json, so that a Slurm job resolves it on the node it lands on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceChoice {
@@ -154,6 +155,7 @@ pub async fn visible_gpus(evaluator: &Evaluator) -> Result<u32> {
         .map_or(0, |d| d.len()) as u32)
 }
 
+/// Refuses `cuda:n` when only `count` CUDA devices are visible.
 pub fn check_visible(n: u32, count: u32) -> Result<()> {
     if n >= count {
         bail!(
@@ -163,6 +165,7 @@ pub fn check_visible(n: u32, count: u32) -> Result<()> {
     Ok(())
 }
 
+/// Says on stderr that evaluations fall back to the CPU (no timing there).
 pub fn no_gpu_note() {
     eprintln!(
         "kforge: no CUDA device found: evaluating on the CPU through Triton's interpreter (correctness only)"

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use crate::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
-use crate::protocol::{figures, timing_text};
+use crate::protocol::{
+    Category, EvalResult, PrecisionRecord, Timing, TimingStats, figures, timing_text,
+};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]

@@ -20,8 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, EvalConfig};
 use crate::eval::{Device, EvalError, EvalRequest, Evaluator};
 use crate::launch::options::DeviceArgs;
-use crate::protocol::EvalResult;
-use crate::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
+use crate::protocol::{CompileFigures, EvalResult, KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
