@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine_common::*;
-use kforge::eval::EvalResult;
-use kforge::protocol::Event;
+use kforge::protocol::{EvalResult, Event};
 use kforge::session::store::SessionDir;
 
 fn main() {

@@ -3,6 +3,10 @@
 //! flags and environment variables are applied on top by each command. Tables merge
 //! deeply, so a project file can change one key of a section without restating the rest.
 
+pub mod llm;
+pub mod pipeline;
+pub mod tui;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -18,12 +22,12 @@ pub struct Config {
     pub python: PythonConfig,
     pub eval: EvalConfig,
     /// `[llm]`: providers, keys, timeouts, retries and prices (see `docs/llm.md`).
-    pub llm: crate::llm::LlmConfig,
+    pub llm: llm::LlmConfig,
     /// `[pipeline]`: the optimization pipeline's counts, stages, budgets and mode.
-    pub pipeline: crate::engine::config::PipelineConfig,
+    pub pipeline: pipeline::PipelineConfig,
     /// `[tui]`: theme, mouse, editor and keymap overrides (see `docs/tui.md`).
     #[serde(default)]
-    pub tui: crate::tui::TuiConfig,
+    pub tui: tui::TuiConfig,
     /// The files that were read, lowest precedence first (for `doctor` and error messages).
     #[serde(skip)]
     pub sources: Vec<PathBuf>,

@@ -12,6 +12,15 @@ pub enum Edited {
     Failed(std::process::ExitStatus),
 }
 
+/// The editor to run: `$VISUAL`, else `$EDITOR`, else `vi`.
+pub fn editor_from_env() -> String {
+    ["VISUAL", "EDITOR"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "vi".into())
+}
+
 /// Writes `text` to a temporary file named `kforge-*{suffix}`, runs `editor FILE` through
 /// the shell (so an editor with arguments works), and reads the file back.
 pub fn edit(editor: &str, text: &str, suffix: &str) -> Result<Edited> {

@@ -45,7 +45,7 @@ enum Command {
     /// (Re)write a session's report.md (with score_timeline.svg), summary.json and usage.csv.
     Report(commands::run::ReportArgs),
     /// Check a Triton kernel against a KernelBench task: correctness, then timing.
-    Eval(commands::eval::EvalArgs),
+    Eval(kforge::launch::evaluate::EvalArgs),
     /// Report Python, torch, triton, GPUs, Nsight Compute and the cache, with fixes.
     Doctor(commands::doctor::DoctorArgs),
     /// Send one prompt to a provider and stream the answer (checks a provider works).

@@ -106,7 +106,7 @@ pub fn score_text(score: Option<f64>) -> String {
 /// A candidate's score with its 95% interval, `1.52x [1.50-1.54]` (`n/a` without a score),
 /// and `, noisy` when the timing stayed noisy.
 pub fn speedup_text(c: &Candidate) -> String {
-    let text = crate::eval::figures::score_text(c.score(), c.score_interval());
+    let text = crate::protocol::figures::score_text(c.score(), c.score_interval());
     if c.score().is_some() && c.noisy() {
         format!("{text}, noisy")
     } else {
@@ -1439,7 +1439,7 @@ mod tests {
                 score_low: Some(39.0),
                 score_high: Some(41.0),
                 sol_pct: Some(900.0),
-                flags: vec![crate::eval::sol::FASTER_THAN_LIGHT.into()],
+                flags: vec![crate::protocol::sol::FASTER_THAN_LIGHT.into()],
                 ..Default::default()
             },
         };

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kforge::config::EvalConfig;
-use kforge::eval::{Category, Device, EvalRequest};
+use kforge::eval::{Device, EvalRequest};
+use kforge::protocol::Category;
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "sk-kforge-adversarial-0123456789abcdef";

@@ -18,7 +18,8 @@ use eval_common::{evaluator, fixtures};
 use std::path::{Path, PathBuf};
 
 use kforge::config::EvalConfig;
-use kforge::eval::{Category, Device, EvalRequest, EvalResult, Evaluator};
+use kforge::eval::{Device, EvalRequest, Evaluator};
+use kforge::protocol::{Category, EvalResult};
 use tokio_util::sync::CancellationToken;
 
 fn settings(static_checks: bool) -> EvalConfig {

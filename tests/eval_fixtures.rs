@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use kforge::config::{EvalConfig, Executor};
 use kforge::eval::suite::{self, Manifest};
-use kforge::eval::{Category, Device, EvalError, EvalProgress, EvalRequest};
+use kforge::eval::{Device, EvalError, EvalProgress, EvalRequest};
+use kforge::protocol::Category;
 use tokio_util::sync::CancellationToken;
 
 fn settings() -> EvalConfig {

@@ -3,12 +3,12 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kforge::eval::protocol::{Category, EvalResult, Timing, TimingStats};
 use kforge::llm::extract::Analysis;
 use kforge::prompts::{
     AttemptFailure, DEFAULT_TEMPLATES, PromptContext, PromptSet, SNAPSHOT_SOURCES_FILE,
     TemplateName,
 };
+use kforge::protocol::{Category, EvalResult, Timing, TimingStats};
 
 const GRU_TASK: &str = include_str!("../examples/tasks/gru_hidden.py");
 const RELU_TASK: &str = include_str!("../examples/tasks/relu.py");

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kforge::engine::config::PipelineConfig;
+use kforge::config::pipeline::PipelineConfig;
 use kforge::engine::fakes::{self, FakeEvaluator, FakeLlm, Reply};
 use kforge::engine::ports::LlmCall;
 use kforge::engine::runner::Engine;

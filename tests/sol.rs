@@ -5,7 +5,7 @@
 mod eval_common;
 
 use eval_common::{eval_fixture, text};
-use kforge::eval::EvalResult;
+use kforge::protocol::EvalResult;
 
 fn eval_json(task: &str, kernel: &str) -> EvalResult {
     let out = eval_fixture(task, kernel, &["--json", "--trials", "1"]);

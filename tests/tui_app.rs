@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kforge::config::tui::{KeyList, TuiConfig};
 use kforge::protocol::{
     CallId, CallKind, CandidateId, CandidateKind, Command, Decision, EngineState, Event,
     EventRecord, GateId, GateKind,
@@ -16,7 +17,6 @@ use kforge::protocol::{
 use kforge::session::store::SessionDir;
 use kforge::tui::TuiExit;
 use kforge::tui::app::{Focus, Input, Tab};
-use kforge::tui::config::{KeyList, TuiConfig};
 use kforge::tui::testing::{Harness, HarnessOptions, key_event, write_big_session};
 use tui_common::{fixture, records};
 

@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
+use super::manifest::Manifest;
 use super::results::TaskResult;
 use super::summary::BatchSummary;
-use crate::eval::EvalResult;
-use crate::eval::protocol::{PrecisionRecord, Timing};
-use crate::protocol::{Baseline, Category, PrecisionPolicy};
+use crate::protocol::{Baseline, Category, EvalResult, PrecisionPolicy, PrecisionRecord, Timing};
 use crate::session::state::{CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
@@ -224,6 +223,14 @@ pub fn write_kernelbench(batch: &Path, summary: &BatchSummary) -> Result<Vec<Pat
         written.push(file);
     }
     Ok(written)
+}
+
+/// Recomputes the summary from the sessions and writes every output of the batch: the
+/// summary's files (`summary::write_summary`) and the KernelBench export.
+pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
+    let summary = super::summary::write_summary(dir, manifest)?;
+    write_kernelbench(dir, &summary)?;
+    Ok(summary)
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::select::FoundTask;
-use crate::commands::common::DeviceChoice;
 use crate::config::EvalConfig;
-use crate::engine::config::PipelineConfig;
+use crate::config::pipeline::PipelineConfig;
+use crate::eval::devices::DeviceChoice;
 use crate::protocol::TaskKey;
 
 pub const MANIFEST_FILE: &str = "batch.json";

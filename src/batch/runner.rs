@@ -18,16 +18,16 @@ use tokio_util::sync::CancellationToken;
 use super::manifest::{self, BatchEnd, BatchRun, BatchTask, Manifest, REFUSED_FILE};
 use super::results::{TaskResult, TaskStatus, collect, task_result};
 use super::shared_llm::{Ledger, SharedLlm, Spent};
-use crate::commands::launch::{
-    NewSession, Provider, SessionPlace, Stored, TaskCheck, check_task, create_session,
-    follow_control, resumed_llm,
-};
 use crate::config::Config;
 use crate::engine::device_pool::DevicePool;
 use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
 use crate::eval::Evaluator;
 use crate::eval::devices::DeviceSet;
+use crate::launch::{
+    NewSession, Provider, SessionPlace, Stored, TaskCheck, check_task, create_session,
+    follow_control, resumed_llm,
+};
 use crate::prompts::PromptSet;
 use crate::protocol::{Event, GateId, GateKind, RunEnd, TaskKey};
 use crate::session::state::SessionState;
@@ -259,7 +259,7 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
             run.reason = Some(reason.clone());
         }
     })?;
-    let summary = manifest::with_lock(&dir, || super::summary::write_all(&dir, &manifest))?;
+    let summary = manifest::with_lock(&dir, || super::export::write_all(&dir, &manifest))?;
     evaluator.shutdown().await;
     Ok(BatchOutcome {
         end,

@@ -385,8 +385,8 @@ pub fn summary_md(summary: &BatchSummary) -> String {
                 .display(),
             t.status.word(),
             best.replace('|', "\\|"),
-            crate::eval::figures::score_text(t.score, t.score_interval()),
-            crate::eval::sol::pct_suffix(t.sol_pct, t.faster_than_light),
+            crate::protocol::figures::score_text(t.score, t.score_interval()),
+            crate::protocol::sol::pct_suffix(t.sol_pct, t.faster_than_light),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -450,8 +450,8 @@ fn shapes_cell(t: &TaskResult) -> String {
 }
 
 /// Recomputes the summary from the sessions and writes `summary.md`, `summary.json`,
-/// `results.csv`, `speedups.svg` and the KernelBench export.
-pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
+/// `results.csv` and `speedups.svg` (`export::write_all` adds the KernelBench export).
+pub fn write_summary(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
     let name = dir
         .file_name()
         .map_or("batch".into(), |n| n.to_string_lossy().into_owned());
@@ -481,7 +481,6 @@ pub fn write_all(dir: &Path, manifest: &Manifest) -> Result<BatchSummary> {
         &(serde_json::to_string_pretty(&summary)? + "\n"),
     )?;
     write(RESULTS_CSV, &results_csv(&summary))?;
-    super::export::write_kernelbench(dir, &summary)?;
     Ok(summary)
 }
 
@@ -694,7 +693,7 @@ mod tests {
             "p".into(),
             "m".into(),
             None,
-            crate::commands::common::DeviceChoice::Cpu,
+            crate::eval::devices::DeviceChoice::Cpu,
             crate::batch::manifest::BatchLimits {
                 tasks_at_once: 1,
                 llm_calls_at_once: 1,

@@ -102,7 +102,7 @@ pub async fn run(args: AskArgs, config_file: Option<&Path>) -> anyhow::Result<Ex
 /// written below the marker is the answer, printed as a provider's would be.
 fn ask_yourself(prompt: &str, editor: &str) -> anyhow::Result<ExitCode> {
     use crate::external_editor::{Edited, edit};
-    use crate::llm::manual::{answer_from, answer_template};
+    use crate::protocol::manual::{answer_from, answer_template};
     eprintln!("manual provider: write the answer below the marker line in {editor}");
     let edited = match edit(editor, &answer_template(prompt), ".md")? {
         Edited::Text(text) => text,

@@ -10,8 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::launch::Provider;
-use super::run::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
+use super::session_args::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
 use crate::batch::manifest::{
     self, BatchEnd, BatchLimits, BatchTask, Manifest, SlurmRecord, Submission,
 };
@@ -21,6 +20,7 @@ use crate::batch::select::{NumberSet, find_tasks};
 use crate::batch::slurm::{self, SlurmOptions, SlurmState};
 use crate::config::Config;
 use crate::eval;
+use crate::launch::Provider;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -549,7 +549,7 @@ async fn task(args: TaskArgs, config_file: Option<&Path>) -> Result<ExitCode> {
 
 fn report(dir: &Path) -> Result<ExitCode> {
     let manifest = Manifest::load(dir)?;
-    manifest::with_lock(dir, || crate::batch::summary::write_all(dir, &manifest))?;
+    manifest::with_lock(dir, || crate::batch::export::write_all(dir, &manifest))?;
     println!("{}", dir.join(crate::batch::summary::SUMMARY_MD).display());
     Ok(ExitCode::SUCCESS)
 }

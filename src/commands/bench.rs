@@ -7,13 +7,16 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use tokio_util::sync::CancellationToken;
 
-use super::common::DeviceArgs;
 use crate::config::{Config, Executor};
 use crate::eval::suite::{self, Manifest};
 use crate::eval::{self, EvalRequest};
+use crate::launch::options::DeviceArgs;
 
 mod kernelbench;
 mod scaling;
+mod stats;
+
+use stats::{kernel_work_seconds, median, spread};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -251,28 +254,9 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
     Ok(code)
 }
 
-/// Seconds an evaluation spent on the kernel's own work: its correctness trials (the first
-/// includes Triton's compile), its timed runs and the re-check after timing; None for a
-/// result that never reached its correctness trials. Everything else in the wall time is
-/// overhead: process creation, CUDA initialization, imports, IPC (docs/benchmarks.md).
-fn kernel_work_seconds(phases: &std::collections::BTreeMap<String, f64>) -> Option<f64> {
-    let correctness = phases.get("correctness")?;
-    Some(
-        correctness
-            + KERNEL_WORK_PHASES
-                .iter()
-                .filter_map(|phase| phases.get(*phase))
-                .sum::<f64>(),
-    )
-}
-
-/// The judge's phases (besides correctness) that run the kernel: its warm-up and the runs
-/// that set the forwards per window are part of timing it.
-const KERNEL_WORK_PHASES: [&str; 4] = ["timing_warm_up", "timing_widen", "timing", "recheck"];
-
 /// Each phase's median over the evaluations, judge phases then the server's (prefixed
 /// `server:`), in the order the judge runs them where known: where the overhead goes.
-fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
+fn phase_medians(results: &[&crate::protocol::EvalResult]) -> Vec<(String, f64)> {
     let order = |name: &str| {
         PHASE_ORDER
             .iter()
@@ -292,8 +276,8 @@ fn phase_medians(results: &[&crate::eval::EvalResult]) -> Vec<(String, f64)> {
 /// For every name in any result's map (`pick`), the median over the results (a result
 /// without it counts 0), in name order.
 fn medians_by_name(
-    results: &[&crate::eval::EvalResult],
-    pick: impl Fn(&crate::eval::EvalResult) -> &std::collections::BTreeMap<String, f64>,
+    results: &[&crate::protocol::EvalResult],
+    pick: impl Fn(&crate::protocol::EvalResult) -> &std::collections::BTreeMap<String, f64>,
 ) -> Vec<(String, f64)> {
     let names: std::collections::BTreeSet<&String> =
         results.iter().flat_map(|r| pick(r).keys()).collect();
@@ -328,19 +312,6 @@ const PHASE_ORDER: [&str; 15] = [
     "recheck",
 ];
 
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
-}
-
 /// Whether every pair of intervals shares a point.
 fn all_overlap(intervals: &[(f64, f64)]) -> bool {
     let highest_low = intervals.iter().map(|i| i.0).fold(f64::MIN, f64::max);
@@ -348,22 +319,9 @@ fn all_overlap(intervals: &[(f64, f64)]) -> bool {
     highest_low <= lowest_high
 }
 
-fn spread(values: &[f64]) -> f64 {
-    let max = values.iter().cloned().fold(f64::MIN, f64::max);
-    let min = values.iter().cloned().fold(f64::MAX, f64::min);
-    100.0 * (max - min) / median(values)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_and_spread() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!((spread(&[1.0, 1.02, 1.01]) - 1.9801980198).abs() < 1e-6);
-    }
 
     #[test]
     fn intervals_overlap_only_when_all_share_a_point() {
@@ -371,34 +329,11 @@ mod tests {
         assert!(!all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.11, 1.3)]));
     }
 
-    /// The kernel's own work is its correctness trials, timed runs and re-check; a result
-    /// without a correctness phase (it failed before) has no overhead figure.
-    #[test]
-    fn kernel_work_counts_correctness_timing_and_recheck() {
-        let phases: std::collections::BTreeMap<String, f64> = [
-            ("startup", 0.07),
-            ("reference_process", 0.4),
-            ("calibration", 0.3),
-            ("correctness", 1.5),
-            ("timing_warm_up", 0.2),
-            ("timing_widen", 0.1),
-            ("timing", 0.5),
-            ("reference_exit", 0.05),
-            ("recheck", 0.01),
-            ("audit", 0.02),
-        ]
-        .map(|(k, v)| (k.to_string(), v))
-        .into();
-        assert!((kernel_work_seconds(&phases).unwrap() - 2.31).abs() < 1e-9);
-        let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
-        assert_eq!(kernel_work_seconds(&failed), None);
-    }
-
     /// Phase medians come in the judge's order (unknown names after), then the server's.
     #[test]
     fn phase_medians_follow_the_judges_order_then_the_servers() {
         let result = |timing: f64, custom: f64, judge: f64| {
-            let mut r: crate::eval::EvalResult = serde_json::from_value(serde_json::json!({
+            let mut r: crate::protocol::EvalResult = serde_json::from_value(serde_json::json!({
                 "status": "correct", "correct": true, "summary": "ok"
             }))
             .unwrap();

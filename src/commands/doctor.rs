@@ -337,7 +337,8 @@ async fn peak_lines(evaluator: &eval::Evaluator, r: &mut Report) {
         .into_iter()
         .flatten()
     {
-        let peaks: eval::sol::DevicePeaks = serde_json::from_value(d.clone()).unwrap_or_default();
+        let peaks: crate::protocol::sol::DevicePeaks =
+            serde_json::from_value(d.clone()).unwrap_or_default();
         let how = match peaks.cached {
             Some(true) => " (cached)",
             Some(false) => " (measured now)",

@@ -1,198 +1,18 @@
-//! `kforge eval TASK KERNEL`: a thin user of the `Evaluator`.
+//! `kforge eval TASK KERNEL`: a thin user of the `Evaluator` (the evaluation itself is
+//! `crate::launch::evaluate`).
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-use super::common::{CheckArgs, DeviceArgs};
-use crate::config::{Config, EvalConfig, Executor};
+use crate::config::Config;
 use crate::eval::verdict::{self, Style};
-use crate::eval::{self, EvalError, EvalProgress, EvalRequest, Evaluator};
+use crate::eval::{self, EvalProgress};
+use crate::launch::evaluate::{EvalArgs, EvalOutcome, check_inputs, evaluate};
 use crate::shapes::{self, ShapeCheck};
-use crate::task::TaskFile;
-
-#[derive(clap::Args, Debug, Default)]
-pub struct EvalArgs {
-    /// KernelBench task file (`class Model`, `get_inputs()`, `get_init_inputs()`).
-    pub task: PathBuf,
-    /// Candidate kernel file (`class ModelNew` launching @triton.jit kernels).
-    pub kernel: PathBuf,
-    #[command(flatten)]
-    pub device: DeviceArgs,
-    #[command(flatten)]
-    pub check: CheckArgs,
-    /// Most timed runs per model (a time budget may use fewer).
-    #[arg(long)]
-    pub timing_trials: Option<u32>,
-    /// Check correctness only.
-    #[arg(long)]
-    pub no_timing: bool,
-    /// Collect Nsight Compute metrics for a correct kernel (GPU only).
-    #[arg(long)]
-    pub profile: bool,
-    /// Base seed for the model's parameters and the inputs of every trial (default 42,
-    /// `[eval] seed`): the same seed reproduces the same inputs.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Fail kernels that call PyTorch compute ops in forward (default: warn).
-    #[arg(long)]
-    pub reject_torch_ops: bool,
-    /// Measure the reference again instead of using a cached baseline.
-    #[arg(long)]
-    pub fresh_baseline: bool,
-    /// `fork` from a warm server (default) or `spawn` a fresh interpreter per evaluation.
-    #[arg(long, value_parser = ["fork", "spawn"])]
-    pub executor: Option<String>,
-    /// Print the full result as JSON (schema: docs/eval-result.md).
-    #[arg(long)]
-    pub json: bool,
-    /// After a correct verdict, re-check the kernel for correctness on variants of the
-    /// task's size constants, each with a fresh seed (docs/eval-result.md, "Unseen shapes").
-    #[arg(long)]
-    pub shapes: bool,
-}
-
-impl EvalArgs {
-    fn settings(&self, base: &EvalConfig) -> EvalConfig {
-        let mut s = base.clone();
-        self.check.apply(&mut s);
-        if let Some(v) = self.timing_trials {
-            s.timing_trials = v;
-        }
-        if let Some(v) = self.seed {
-            s.seed = v;
-        }
-        if self.reject_torch_ops {
-            s.reject_torch_ops = true;
-        }
-        if self.fresh_baseline {
-            s.baseline_cache = false;
-        }
-        if let Some(e) = &self.executor {
-            s.executor = if e == "spawn" {
-                Executor::Spawn
-            } else {
-                Executor::Fork
-            };
-        }
-        s
-    }
-}
-
-/// What one evaluation of `kforge eval` (or the MCP server's `eval` tool) ended with.
-pub enum EvalOutcome {
-    /// A verdict, and where the full result was saved (when it could be).
-    Done {
-        result: Box<eval::EvalResult>,
-        saved: Option<PathBuf>,
-        /// The unseen-shapes re-check, when asked for (`--shapes`).
-        shapes: Option<ShapeCheck>,
-    },
-    Cancelled,
-}
-
-/// Checks the arguments (trials, the task file, the kernel file) before the evaluator starts,
-/// so that what is wrong with them is said first.
-pub fn check_inputs(args: &EvalArgs, settings: &EvalConfig) -> Result<()> {
-    if settings.trials == 0 {
-        bail!("--trials must be at least 1");
-    }
-    TaskFile::load(&args.task)?;
-    // Read now, so the reason a kernel cannot be read (missing, a directory, no permission)
-    // is said before the evaluator starts.
-    match std::fs::metadata(&args.kernel) {
-        Ok(m) if m.is_dir() => bail!(
-            "cannot read the kernel file {}: it is a directory",
-            args.kernel.display()
-        ),
-        _ => {
-            std::fs::read(&args.kernel).with_context(|| {
-                format!("cannot read the kernel file {}", args.kernel.display())
-            })?;
-        }
-    }
-    Ok(())
-}
-
-/// Evaluates `args.kernel` against `args.task` on `evaluator` with the config's settings
-/// overridden by the arguments, and saves the full result under the logs dir.
-pub async fn evaluate(
-    args: &EvalArgs,
-    config: &Config,
-    evaluator: &Evaluator,
-    cancel: CancellationToken,
-    progress: Option<tokio::sync::mpsc::UnboundedSender<EvalProgress>>,
-) -> Result<EvalOutcome> {
-    let settings = args.settings(&config.eval);
-    check_inputs(args, &settings)?;
-    let device = args.device.pick(evaluator).await?;
-    let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
-    request.timing = !args.no_timing;
-    request.profile = args.profile;
-    let result = match evaluator.evaluate(request, cancel.clone(), progress).await {
-        Ok(r) => r,
-        Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
-        Err(e) => return Err(e.into()),
-    };
-    let saved = save_result(&result)
-        .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
-        .ok();
-    let shapes = if args.shapes {
-        match check_shapes(args, &result, device, &settings, evaluator, cancel).await {
-            Ok(check) => Some(check),
-            Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        None
-    };
-    Ok(EvalOutcome::Done {
-        result: Box::new(result),
-        saved,
-        shapes,
-    })
-}
-
-/// `--shapes`: the kernel re-checked on the task's size variants (written to a temporary
-/// directory), each evaluation correctness only with its own seed.
-async fn check_shapes(
-    args: &EvalArgs,
-    result: &eval::EvalResult,
-    device: eval::Device,
-    settings: &EvalConfig,
-    evaluator: &Evaluator,
-    cancel: CancellationToken,
-) -> Result<ShapeCheck, EvalError> {
-    if !result.correct {
-        return Ok(shapes::check::not_run(
-            "the kernel is not correct on the task's own sizes".into(),
-        ));
-    }
-    let source = match TaskFile::load(&args.task) {
-        Ok(task) => task.source,
-        Err(e) => return Ok(shapes::check::not_run(format!("{e:#}"))),
-    };
-    let dir = match tempfile::Builder::new().prefix("kforge-shapes-").tempdir() {
-        Ok(dir) => dir,
-        Err(e) => {
-            return Ok(shapes::check::not_run(format!(
-                "cannot create a directory for the variants: {e}"
-            )));
-        }
-    };
-    shapes::check::check_kernel(
-        &source,
-        &args.kernel,
-        dir.path(),
-        device,
-        settings,
-        &|request| Box::pin(evaluator.evaluate(request, cancel.child_token(), None)),
-    )
-    .await
-}
 
 pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
     let config = Config::load(config_file)?;
@@ -258,15 +78,4 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Keeps the full result (with its log) where the verdict can point to it.
-fn save_result(result: &eval::EvalResult) -> Result<PathBuf> {
-    let dir = crate::paths::logs_dir();
-    std::fs::create_dir_all(&dir)?;
-    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
-    let path = dir.join(format!("eval-{stamp}-{}.json", std::process::id()));
-    std::fs::write(&path, serde_json::to_vec_pretty(result)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(path)
 }

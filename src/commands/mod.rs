@@ -4,11 +4,10 @@
 pub mod ask;
 pub mod batch;
 pub mod bench;
-pub mod common;
 pub mod doctor;
 pub mod eval;
-pub mod launch;
 pub mod mcp;
 pub mod open;
 pub mod providers;
 pub mod run;
+pub mod session_args;

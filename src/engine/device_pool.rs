@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::ports::EvalPort;
 use crate::eval::devices::DeviceSet;
-use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult};
+use crate::eval::{Device, EvalError, EvalProgress, EvalRequest};
+use crate::protocol::EvalResult;
 
 pub struct DevicePool {
     inner: Arc<dyn EvalPort>,

@@ -14,14 +14,15 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::config::PipelineConfig;
 use super::ports::{Answer, CallFailure, CallProgress, EvalPort, LlmCall, LlmPort};
 use super::runner::{Engine, EngineSetup};
 use crate::config::EvalConfig;
-use crate::eval::protocol::{Timing, TimingStats};
-use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult, Status};
+use crate::config::pipeline::PipelineConfig;
+use crate::eval::{Device, EvalError, EvalProgress, EvalRequest};
 use crate::prompts::PromptSet;
 use crate::protocol::{Category, Command, Decision, Event, TokenUsage};
+use crate::protocol::{EvalResult, Status};
+use crate::protocol::{Timing, TimingStats};
 use crate::session::state::SessionState;
 use crate::session::store::SessionDir;
 use crate::task::TaskFile;

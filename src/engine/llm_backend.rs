@@ -11,9 +11,9 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::ports::{Answer, CallFailure, CallProgress, LlmCall, LlmPort};
-use crate::llm::command::CommandFailure;
-use crate::llm::manual;
+use crate::llm::error::CommandFailure;
 use crate::llm::{LlmClient, LlmError, StreamEvent};
+use crate::protocol::manual;
 use crate::protocol::{CallId, TokenUsage};
 use crate::session::store::SessionDir;
 

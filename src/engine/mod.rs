@@ -2,7 +2,6 @@
 //! terminal: it emits `protocol::Event`s and obeys `protocol::Command`s.
 
 mod actions;
-pub mod config;
 pub mod control;
 pub mod device_pool;
 pub mod fakes;

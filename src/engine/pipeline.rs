@@ -7,12 +7,12 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::actions::ACTION_KEY;
-use super::config::{Accept, AnalyzeWhen};
 use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
 use super::steps::{ANALYSIS, Evaluated};
-use crate::eval::sol::FASTER_THAN_LIGHT;
+use crate::config::pipeline::{Accept, AnalyzeWhen};
+use crate::protocol::sol::FASTER_THAN_LIGHT;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
 

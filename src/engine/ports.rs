@@ -6,8 +6,10 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, EvalResult, Evaluator};
+use crate::eval::{Device, EvalError, EvalProgress, EvalRequest, Evaluator};
+
 use crate::llm::ChatRequest;
+use crate::protocol::EvalResult;
 use crate::protocol::{CallId, CallKind, TokenUsage};
 
 /// Evaluates candidates (docs/architecture.md, Evaluation).

@@ -35,9 +35,9 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::EvalResult;
     use crate::prompts::AttemptFailure;
     use crate::protocol::Category;
+    use crate::protocol::EvalResult;
 
     const TASK: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\
                         def get_inputs():\n    return [torch.rand(4)]\n";

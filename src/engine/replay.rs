@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use crate::eval::EvalResult;
+use crate::protocol::EvalResult;
 use crate::protocol::{CallId, CandidateId, Decision, GateKind};
 use crate::session::state::{Candidate, Gate, SessionState};
 use crate::session::store::SessionDir;

@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::config::PipelineConfig;
 use super::control::{Control, Dispatched};
 use super::outcome::Step;
 use super::ports::{EvalPort, LlmPort};
 use super::recorder::Recorder;
 use super::replay::Replay;
 use crate::config::EvalConfig;
+use crate::config::pipeline::PipelineConfig;
 use crate::eval::devices::DeviceSet;
 use crate::prompts::{PromptContext, PromptSet};
 use crate::protocol::*;
@@ -456,7 +456,7 @@ impl Inner {
     }
 
     /// A candidate's saved evaluation result (`eval/<id>.json`), when it has one.
-    pub fn load_result(&self, id: CandidateId) -> Option<crate::eval::EvalResult> {
+    pub fn load_result(&self, id: CandidateId) -> Option<crate::protocol::EvalResult> {
         let file = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval_file.clone()))?;
         serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
     }

@@ -111,10 +111,10 @@ impl Inner {
 mod tests {
     use std::sync::Arc;
 
-    use super::super::config::PipelineConfig;
     use super::super::fakes::{self, FakeEvaluator, FakeLlm, Reply};
     use super::super::runner::{Engine, RunOutcome};
     use super::super::tests::{dir, pipeline, standard};
+    use crate::config::pipeline::PipelineConfig;
     use crate::eval::Device;
     use crate::protocol::shapes::ShapeVerdict;
     use crate::protocol::*;

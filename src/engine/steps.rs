@@ -11,9 +11,10 @@ use super::outcome::{Step, step};
 use super::ports::{CallFailure, CallProgress, LlmCall};
 use super::prompting;
 use super::runner::Inner;
-use crate::eval::{EvalProgress, EvalRequest, EvalResult};
+use crate::eval::{EvalProgress, EvalRequest};
 use crate::llm::{ChatRequest, ExtractError, Message};
 use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
+use crate::protocol::EvalResult;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
 use crate::session::store::{AppendFile, SessionDir};
@@ -665,7 +666,7 @@ impl Inner {
             match (summary.score, summary.kernel_ms, summary.reference_ms) {
                 (Some(s), Some(k), Some(r)) => format!(
                     "candidate {id}: correct, {} ({k:.4} ms vs {r:.4} ms)",
-                    crate::eval::figures::score_with_interval(s, result.score_interval())
+                    crate::protocol::figures::score_with_interval(s, result.score_interval())
                 ),
                 _ => format!("candidate {id}: correct (score n/a)"),
             }

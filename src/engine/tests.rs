@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::config::{Accept, AnalyzeWhen, PipelineConfig};
 use super::fakes::{self, FakeEvaluator, FakeLlm, Reply};
 use super::ports::LlmCall;
 use super::runner::{Engine, RunOutcome};
+use crate::config::pipeline::{Accept, AnalyzeWhen, PipelineConfig};
 use crate::eval::Device;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, SessionState};

@@ -8,7 +8,7 @@ use std::fmt;
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::Device;
+use super::{Device, Evaluator};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Device>", into = "Vec<Device>")]
@@ -99,6 +99,77 @@ impl fmt::Display for DeviceSet {
         let names: Vec<String> = self.0.iter().map(Device::torch_name).collect();
         write!(f, "{}", names.join(","))
     }
+}
+
+/// Which devices were asked for (`--device`, `--devices`, `--cpu`:
+/// `launch::options::DeviceSetArgs`), before the visible GPUs are known: a batch keeps this
+/// in batch.json, so that a Slurm job resolves it on the node it lands on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceChoice {
+    /// Every GPU visible to the process, else the CPU.
+    AllVisible,
+    Cpu,
+    Listed(DeviceSet),
+}
+
+impl DeviceChoice {
+    /// The devices, checked against the GPUs visible now; with no GPU at all the CPU (said
+    /// on stderr, since timing is then not meaningful).
+    pub async fn resolve(&self, evaluator: &Evaluator) -> Result<DeviceSet> {
+        Ok(match self {
+            DeviceChoice::Cpu => DeviceSet::one(Device::Cpu),
+            DeviceChoice::Listed(set) => {
+                if set.is_gpu() {
+                    let count = visible_gpus(evaluator).await?;
+                    for d in set.devices() {
+                        if let Device::Cuda(n) = d {
+                            check_visible(*n, count)?;
+                        }
+                    }
+                }
+                set.clone()
+            }
+            DeviceChoice::AllVisible => {
+                let count = visible_gpus(evaluator).await?;
+                if count == 0 {
+                    no_gpu_note();
+                    DeviceSet::one(Device::Cpu)
+                } else {
+                    DeviceSet::new((0..count).map(Device::Cuda).collect())?
+                }
+            }
+        })
+    }
+}
+
+/// How many CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies).
+pub async fn visible_gpus(evaluator: &Evaluator) -> Result<u32> {
+    let info = evaluator.device_info().await?;
+    if let Some(error) = info.get("error").and_then(|e| e.as_str()) {
+        bail!("cannot query CUDA devices: {error}");
+    }
+    Ok(info
+        .get("devices")
+        .and_then(|d| d.as_array())
+        .map_or(0, |d| d.len()) as u32)
+}
+
+/// Refuses `cuda:n` when only `count` CUDA devices are visible.
+pub fn check_visible(n: u32, count: u32) -> Result<()> {
+    if n >= count {
+        bail!(
+            "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
+        );
+    }
+    Ok(())
+}
+
+/// Says on stderr that evaluations fall back to the CPU (no timing there).
+pub fn no_gpu_note() {
+    eprintln!(
+        "kforge: no CUDA device found: evaluating on the CPU through Triton's interpreter (correctness only)"
+    );
 }
 
 #[cfg(test)]

@@ -14,9 +14,11 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::protocol::{Device, EvalRequest, EvalResult, Hello, Job, Status};
+use super::protocol::{Device, EvalRequest, Hello, Job};
+
 use super::python_env::PythonEnv;
 use super::server::HarnessServer;
+use crate::protocol::{EvalResult, Status};
 
 /// Extra seconds the Rust side waits beyond a job's own timeout before it declares the
 /// server unresponsive (the server enforces the timeout itself; this catches the server).

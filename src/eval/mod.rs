@@ -3,12 +3,10 @@
 
 pub mod devices;
 pub mod evaluator;
-pub mod figures;
 pub mod harness;
 pub mod protocol;
 pub mod python_env;
 pub mod server;
-pub mod sol;
 pub mod suite;
 pub mod verdict;
 
@@ -17,7 +15,7 @@ use std::path::Path;
 use anyhow::Result;
 
 pub use evaluator::{EvalError, EvalProgress, Evaluator};
-pub use protocol::{Category, Device, EvalRequest, EvalResult, Status};
+pub use protocol::{Device, EvalRequest};
 
 use crate::config::Config;
 

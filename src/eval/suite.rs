@@ -8,9 +8,11 @@ use anyhow::{Context, Result};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::protocol::{Device, EvalRequest, EvalResult};
+use super::protocol::{Device, EvalRequest};
+
 use super::{EvalError, Evaluator};
 use crate::config::{EvalConfig, Tolerance};
+use crate::protocol::EvalResult;
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Manifest {
@@ -283,7 +285,7 @@ pub fn table(outcomes: &[CaseOutcome]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::protocol::{Category, Finding};
+    use crate::protocol::{Category, Finding};
 
     fn case(expect: &str) -> Case {
         Case {

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use super::figures;
-use super::protocol::{Category, EvalResult, PrecisionRecord, Timing, TimingStats};
+use crate::protocol::{
+    Category, EvalResult, PrecisionRecord, Timing, TimingStats, figures, timing_text,
+};
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
 #[derive(Debug, Clone, Copy)]
@@ -350,7 +351,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         out,
         "{}  {}{flushed}",
         style.bold("timing"),
-        figures::method_text(t.method.as_deref(), t.forwards_per_window)
+        timing_text::method_text(t.method.as_deref(), t.forwards_per_window)
     );
     let cached = if t.reference.cached {
         "  [cached baseline]"
@@ -440,7 +441,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         );
     }
     if let Some(env) = &t.environment {
-        let lines = figures::environment_lines(env);
+        let lines = timing_text::environment_lines(env);
         if !lines.is_empty() {
             let _ = writeln!(out, "{}", style.bold("environment"));
             for (label, text) in lines {
@@ -605,12 +606,12 @@ pub fn brief_message(message: &str) -> Brief {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::protocol::{OutputCheck, Timing, Trial};
+    use crate::protocol::{OutputCheck, Timing, Trial};
 
     fn correct_gpu() -> EvalResult {
         EvalResult {
             correct: true,
-            device: crate::eval::protocol::DeviceInfo {
+            device: crate::protocol::DeviceInfo {
                 kind: "cuda".into(),
                 name: Some("NVIDIA H200".into()),
                 capability: Some("9.0".into()),
@@ -676,7 +677,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        r.footprint = Some(crate::eval::protocol::Footprint {
+        r.footprint = Some(crate::protocol::Footprint {
             inputs_bytes: 6 * gib,
             outputs_bytes: 6 * gib,
             planned_peak_bytes: 30 * gib + gib / 2,
@@ -862,7 +863,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         assert_eq!(r.score_vs(crate::protocol::Baseline::Eager).0, Some(1.2));
 
         let t = r.timing.as_mut().unwrap();
-        t.compile = Some(crate::eval::protocol::CompileFigures {
+        t.compile = Some(crate::protocol::CompileFigures {
             mode: "default".into(),
             error: Some("under torch.compile the task computes another result".into()),
             ..Default::default()

@@ -19,7 +19,7 @@ use tokio::process::Command;
 
 use super::config::ResolvedProvider;
 use super::config::program_name;
-use super::error::{ErrorContext, LlmError, secs, size_text};
+use super::error::{CommandFailure, ErrorContext, ExitText, LlmError};
 use super::types::{ChatRequest, StreamEvent, Usage};
 
 /// The most stdout kept as one answer (the same cap as one event of an HTTP stream).
@@ -32,56 +32,6 @@ const STDERR_LINES: usize = 20;
 const KILL_GRACE: Duration = Duration::from_secs(2);
 /// The key of the optional usage line.
 const USAGE_KEY: &str = "{\"kforge_usage\"";
-
-/// How a command call failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CommandFailure {
-    #[error("cannot start `{program}`: {message} (is it installed and on PATH?)")]
-    Spawn { program: String, message: String },
-    #[error(
-        "`{program}` ran longer than {} (wall_timeout_s; {} by default for commands) and was killed",
-        secs(*.after),
-        secs(super::config::DEFAULT_COMMAND_TIMEOUT)
-    )]
-    TimedOut { program: String, after: Duration },
-    #[error("`{program}` exited with {status}{}", stderr_text(.stderr))]
-    Exited {
-        program: String,
-        status: ExitText,
-        /// The last lines of its stderr, without secrets.
-        stderr: String,
-    },
-    #[error("`{program}` printed nothing on stdout (it exited with code 0){}", stderr_text(.stderr))]
-    Silent { program: String, stderr: String },
-    #[error("`{program}` printed more than {} on stdout, the most kforge holds as one answer: it was killed", size_text(*.limit))]
-    TooLarge { program: String, limit: usize },
-    #[error("reading the output of `{program}` failed: {message}")]
-    Io { program: String, message: String },
-}
-
-/// How a program ended: an exit code or a signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitText {
-    Code(i32),
-    Signal(i32),
-}
-
-impl std::fmt::Display for ExitText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExitText::Code(c) => write!(f, "code {c}"),
-            ExitText::Signal(s) => write!(f, "signal {s}"),
-        }
-    }
-}
-
-fn stderr_text(stderr: &str) -> String {
-    if stderr.is_empty() {
-        "; its stderr was empty".into()
-    } else {
-        format!("; the end of its stderr: {stderr}")
-    }
-}
 
 /// The text written to the program's stdin.
 pub fn prompt_text(req: &ChatRequest) -> String {

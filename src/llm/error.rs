@@ -107,7 +107,7 @@ pub enum LlmError {
     #[error("provider `{provider}` (a command): {failure}")]
     Command {
         provider: String,
-        failure: super::command::CommandFailure,
+        failure: CommandFailure,
     },
 
     #[error("{0}")]
@@ -170,6 +170,56 @@ fn retry_after_text(retry_after: Option<Duration>) -> String {
 
 fn status_text(status: Option<u16>) -> String {
     status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+}
+
+/// How a command call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CommandFailure {
+    #[error("cannot start `{program}`: {message} (is it installed and on PATH?)")]
+    Spawn { program: String, message: String },
+    #[error(
+        "`{program}` ran longer than {} (wall_timeout_s; {} by default for commands) and was killed",
+        secs(*.after),
+        secs(crate::config::llm::DEFAULT_COMMAND_TIMEOUT)
+    )]
+    TimedOut { program: String, after: Duration },
+    #[error("`{program}` exited with {status}{}", stderr_text(.stderr))]
+    Exited {
+        program: String,
+        status: ExitText,
+        /// The last lines of its stderr, without secrets.
+        stderr: String,
+    },
+    #[error("`{program}` printed nothing on stdout (it exited with code 0){}", stderr_text(.stderr))]
+    Silent { program: String, stderr: String },
+    #[error("`{program}` printed more than {} on stdout, the most kforge holds as one answer: it was killed", size_text(*.limit))]
+    TooLarge { program: String, limit: usize },
+    #[error("reading the output of `{program}` failed: {message}")]
+    Io { program: String, message: String },
+}
+
+/// How a program ended: an exit code or a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitText {
+    Code(i32),
+    Signal(i32),
+}
+
+impl std::fmt::Display for ExitText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitText::Code(c) => write!(f, "code {c}"),
+            ExitText::Signal(s) => write!(f, "signal {s}"),
+        }
+    }
+}
+
+fn stderr_text(stderr: &str) -> String {
+    if stderr.is_empty() {
+        "; its stderr was empty".into()
+    } else {
+        format!("; the end of its stderr: {stderr}")
+    }
 }
 
 /// `20 ms`, `3 s`, `1.5 s`.

@@ -12,7 +12,6 @@ pub mod command;
 pub mod config;
 pub mod error;
 pub mod extract;
-pub mod manual;
 pub(crate) mod openai;
 pub mod pricing;
 pub(crate) mod retry;

@@ -10,18 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::types::{Cost, CostSource, Usage};
 
-/// USD per million tokens. `cached_input_per_mtok` and `cache_write_per_mtok` default to
-/// the input price when absent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub input_per_mtok: f64,
-    pub output_per_mtok: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input_per_mtok: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_per_mtok: Option<f64>,
-}
+pub use crate::config::llm::Price;
 
 const fn p(input: f64, cached: f64, write: f64, output: f64) -> Price {
     Price {

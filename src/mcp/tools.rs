@@ -10,12 +10,12 @@ use tokio::sync::OnceCell;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::common::{CheckArgs, DeviceArgs, parse_precision};
-use crate::commands::eval::{EvalArgs, EvalOutcome};
-use crate::commands::launch::{TaskCheck, check_task};
 use crate::config::Config;
 use crate::eval::verdict::{self, Style};
 use crate::eval::{self, Device, EvalProgress, Evaluator};
+use crate::launch::evaluate::{EvalArgs, EvalOutcome};
+use crate::launch::options::{CheckArgs, DeviceArgs, parse_precision};
+use crate::launch::{TaskCheck, check_task};
 use crate::protocol::{CandidateId, PrecisionPolicy};
 use crate::session::state::SessionState;
 use crate::session::store::SessionDir;
@@ -380,7 +380,7 @@ impl Tools {
         };
         let evaluator = self.evaluator().await?;
         let outcome =
-            crate::commands::eval::evaluate(&args, &self.config, evaluator, cancel, progress)
+            crate::launch::evaluate::evaluate(&args, &self.config, evaluator, cancel, progress)
                 .await?;
         Ok(match outcome {
             EvalOutcome::Done { result, saved, .. } => ToolOutcome::Done(ToolResult::ok(

@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 
 pub mod hints;
 
-use crate::eval::protocol::EvalResult;
 use crate::llm::extract::Analysis;
 use crate::protocol::CallKind;
+use crate::protocol::EvalResult;
 use crate::protocol::PrecisionPolicy;
 use crate::pysource::{LogicalLine, block, functions, logical_lines};
 use hints::{hints_for, precision_hint};

@@ -2,19 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CallId, CandidateId, GateId, GateKind, Mode};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-pub enum Decision {
-    Approve,
-    /// Skip the step or drop the candidate.
-    Reject,
-    /// Use this text instead (an edited prompt or kernel).
-    Rewrite {
-        text: String,
-    },
-}
+use super::{CallId, CandidateId, Decision, GateId, GateKind, Mode};
 
 /// What a front end asks of the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,17 +64,6 @@ pub enum Command {
     },
     /// End the run cleanly (the session stays resumable).
     Stop,
-}
-
-impl Decision {
-    /// `approve`, `reject` or `rewrite`.
-    pub fn word(&self) -> &'static str {
-        match self {
-            Decision::Approve => "approve",
-            Decision::Reject => "reject",
-            Decision::Rewrite { .. } => "rewrite",
-        }
-    }
 }
 
 impl Command {

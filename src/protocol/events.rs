@@ -277,7 +277,7 @@ impl ScoreFigure {
 
     /// `1.45x [1.43-1.47]`, `1.45x`, or `-`.
     pub fn text(&self) -> String {
-        crate::eval::figures::score_text(self.score, self.interval())
+        crate::protocol::figures::score_text(self.score, self.interval())
     }
 }
 

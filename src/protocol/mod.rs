@@ -8,16 +8,29 @@ mod baseline;
 mod candidate;
 mod category;
 mod commands;
+mod decision;
+mod eval_result;
 mod events;
+pub mod figures;
 mod ids;
+pub mod manual;
 mod precision;
 pub mod shapes;
+pub mod sol;
+pub mod timing_text;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
 pub use candidate::{CallKind, CandidateKind};
 pub use category::Category;
-pub use commands::{Command, Decision};
+pub use commands::Command;
+pub use decision::Decision;
+pub use eval_result::{
+    Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
+    KernelBenchTiming, MathFinding, OutputCheck, OutputTolerance, PrecisionRecord, ProtocolRound,
+    RoundOrder, SandboxInfo, StaticReport, Status, Timing, TimingEnvironment, TimingStats,
+    ToleranceUsed, TorchPrecision, Trial, Versions,
+};
 pub use events::{
     BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,
     LogLevel, Mode, RunEnd, ScoreFigure, StageVerdict, TokenUsage,

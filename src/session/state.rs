@@ -82,7 +82,7 @@ impl ShapesRecord {
 impl Call {
     /// Whether the person answers this call (the `manual` provider), not a model.
     pub fn answered_by_person(&self) -> bool {
-        self.provider == crate::llm::manual::PROVIDER
+        self.provider == crate::protocol::manual::PROVIDER
     }
 
     /// Whether this finished call's cost is unknown: it has no price, and it was answered
@@ -127,14 +127,14 @@ impl Speedup {
     /// intervals overlap. Without an interval nothing says so (false).
     pub fn indistinguishable(&self, other: &Speedup) -> bool {
         match (self.interval, other.interval) {
-            (Some(a), Some(b)) => crate::eval::figures::overlap(a, b),
+            (Some(a), Some(b)) => crate::protocol::figures::overlap(a, b),
             _ => false,
         }
     }
 
     /// `1.45x [1.43-1.47]`, or `1.45x` without an interval.
     pub fn text(&self) -> String {
-        crate::eval::figures::score_with_interval(self.score, self.interval)
+        crate::protocol::figures::score_with_interval(self.score, self.interval)
     }
 }
 

@@ -12,7 +12,8 @@ use futures::future::BoxFuture;
 
 use super::{Derivation, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive};
 use crate::config::EvalConfig;
-use crate::eval::{Category, Device, EvalError, EvalRequest, EvalResult};
+use crate::eval::{Device, EvalError, EvalRequest};
+use crate::protocol::{Category, EvalResult};
 
 /// What evaluates one variant: the engine's `EvalPort`, the CLI's `Evaluator` (a boxed
 /// future, so that the check can run inside spawned tasks).

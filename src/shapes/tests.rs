@@ -1,6 +1,6 @@
 use super::check;
 use super::*;
-use crate::eval::{Category, EvalResult};
+use crate::protocol::{Category, EvalResult};
 
 const GEMM: &str = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, A, B):\n        return torch.matmul(A, B)\n\nM = 1024\nK = 4096\nN = 2048  # columns\n\ndef get_inputs():\n    return [torch.randn(M, K), torch.randn(K, N)]\n\ndef get_init_inputs():\n    return []\n";
 

@@ -17,9 +17,7 @@ use crate::protocol::{CallId, CandidateId, Command, Decision, EngineState, Event
 use crate::session::state::{Call, CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
-use super::TuiExit;
 use super::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
-use super::config::TuiConfig;
 use super::detail::DetailPane;
 use super::docs::{self, Docs};
 use super::editor::TextBuf;
@@ -30,6 +28,8 @@ use super::panes::{ChartPane, ConsolePane, TreePane};
 use super::theme::{Role, Theme};
 
 pub use super::detail::{DiffLayout, Tab};
+/// The types the components share, where callers of the app (the tests) look for them.
+pub use super::shared::{AppOptions, EditPurpose, Focus, TuiExit};
 
 /// Everything the loop feeds the app.
 #[derive(Debug)]
@@ -61,35 +61,7 @@ pub enum Effect {
     Suspend,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum EditPurpose {
-    Repair(CandidateId),
-    Optimize(CandidateId),
-    Manual {
-        parent: Option<CandidateId>,
-    },
-    GateRewrite(crate::protocol::GateId),
-    /// The answer of a call of the `manual` provider.
-    ManualAnswer(CallId),
-    /// The filter of a pane (the tree or the console).
-    Filter(Focus),
-    /// A search in the detail pane (Code, Diff, LLM, ...).
-    Search,
-}
-
-pub use crate::llm::manual::ANSWER_MARKER;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Focus {
-    Tree,
-    Chart,
-    Detail,
-    Console,
-}
-
-impl Focus {
-    pub const ORDER: [Focus; 4] = [Focus::Tree, Focus::Chart, Focus::Detail, Focus::Console];
-}
+pub use crate::protocol::manual::ANSWER_MARKER;
 
 /// Screen areas of the last frame (the mouse, tests).
 #[derive(Debug, Clone, Default)]
@@ -99,18 +71,6 @@ pub struct Areas {
     pub tabs: Vec<(Tab, Rect)>,
     pub detail: Rect,
     pub console: Rect,
-}
-
-/// How the app was started.
-#[derive(Debug, Clone)]
-pub struct AppOptions {
-    /// No commands can be sent (a finished session opened with `kforge open`).
-    pub read_only: bool,
-    /// Attached to a run in another process: quitting detaches.
-    pub attached: bool,
-    pub config: TuiConfig,
-    /// A fixed "now" (tests); `None` = the clock.
-    pub clock: Option<DateTime<Utc>>,
 }
 
 pub struct App {
@@ -624,7 +584,7 @@ impl App {
                 gate,
                 decision: Decision::Rewrite { text },
             },
-            EditPurpose::ManualAnswer(call) => match crate::llm::manual::answer_from(&text) {
+            EditPurpose::ManualAnswer(call) => match crate::protocol::manual::answer_from(&text) {
                 None => AppEvent::Flash("empty answer: nothing sent".into()),
                 Some(answer) => send(
                     Command::ManualAnswer { call, text: answer },
@@ -1003,7 +963,7 @@ impl App {
             return;
         };
         self.effects.push(Effect::Edit {
-            text: crate::llm::manual::answer_template(&prompt),
+            text: crate::protocol::manual::answer_template(&prompt),
             suffix: ".md",
             purpose: EditPurpose::ManualAnswer(call.id),
         });

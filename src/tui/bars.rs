@@ -44,7 +44,7 @@ pub fn activity(cx: &Ctx) -> Vec<(String, Role)> {
             format!(
                 "waiting for your answer ({} writes it, or write {})",
                 cx.keymap.hint(Action::AnswerCall),
-                crate::llm::manual::answer_file(call.id)
+                crate::protocol::manual::answer_file(call.id)
             )
         } else if call.live_text.is_empty() && call.live_reasoning.is_empty() {
             "waiting for the first token".to_string()

@@ -24,12 +24,11 @@ use crate::protocol::{CandidateId, Command, Decision, GateId, TaskKey};
 use crate::session::state::{Candidate, CandidateStatus, SessionState};
 use crate::session::store::SessionDir;
 
-use super::TuiExit;
-use super::app::{AppOptions, EditPurpose, Focus};
 use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::{Action, Context, Keymap};
 use super::overlays::Overlay;
+use super::shared::{AppOptions, EditPurpose, Focus, TuiExit};
 use super::theme::Theme;
 
 /// Whether a component used an input; an unused one goes on to the next in line (the

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::SystemTime;
 
-use crate::eval::protocol::EvalResult;
+use crate::protocol::EvalResult;
 
 /// What the disk said about a file when it was read: a changed stamp means reload.
 type Stamp = Option<(Option<SystemTime>, u64)>;

@@ -23,7 +23,6 @@ pub mod attach;
 pub mod bars;
 pub mod batch;
 pub mod component;
-pub mod config;
 pub mod detail;
 pub mod diff;
 pub mod docs;
@@ -35,46 +34,11 @@ pub mod overlays;
 pub mod panes;
 pub mod render;
 pub mod runtime;
+pub mod shared;
 pub mod testing;
 pub mod theme;
 pub mod widgets;
 
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-
-use crate::protocol::{Command, EventRecord};
-use crate::session::store::SessionDir;
-
-pub use config::TuiConfig;
+pub use crate::config::tui::TuiConfig;
 pub use runtime::run_tui;
-
-/// What the TUI needs from whoever runs it.
-pub struct TuiLink {
-    pub session_dir: SessionDir,
-    /// Events so far.
-    pub initial: Vec<EventRecord>,
-    /// New events, transient ones (LLM deltas, evaluation phases) included.
-    pub events: UnboundedReceiver<EventRecord>,
-    /// Where commands go; `None` = read-only (a finished session).
-    pub commands: Option<UnboundedSender<Command>>,
-}
-
-/// How the TUI ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TuiExit {
-    /// The person quit; no run was active (finished, stopped, or read-only).
-    Quit,
-    /// The person quit (and confirmed) while the run was active: the engine should stop
-    /// cleanly, leaving the session resumable.
-    QuitWhileActive,
-    /// Attached to another process's run: the person left, the run goes on.
-    Detached,
-    /// Attached: the person stopped the run, then left.
-    StoppedAndLeft,
-}
-
-impl TuiExit {
-    /// Whether an in-process engine should stop now.
-    pub fn stop_engine(&self) -> bool {
-        matches!(self, TuiExit::QuitWhileActive)
-    }
-}
+pub use shared::{TuiExit, TuiLink};

@@ -15,10 +15,11 @@ use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
-use super::app::{App, AppOptions, Effect, Input};
+use super::app::{App, Effect, Input};
 use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::Keymap;
+use super::shared::AppOptions;
 use super::theme::{self, Theme};
 use super::{TuiConfig, TuiExit, TuiLink};
 use crate::protocol::Command;

@@ -15,13 +15,14 @@ use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::Style;
 
-use super::app::{App, AppOptions, Input};
+use super::app::{App, Input};
 use super::batch::{BatchApp, BatchCtx, BatchFeed};
 use super::component::Ctx;
 use super::docs::Docs;
 use super::highlight::Highlighter;
 use super::keymap::{Key, Keymap};
 use super::runtime::{self, Host};
+use super::shared::AppOptions;
 use super::theme::Theme;
 use super::{TuiConfig, TuiExit};
 use crate::batch::manifest::Manifest;

@@ -12,10 +12,10 @@ use ratatui::widgets::{Block, Borders};
 use crate::protocol::Category;
 use crate::session::state::{Candidate, CandidateStatus, indistinguishable};
 
-use super::app::Focus;
 use super::component::{Ctx, Look};
 use super::diff::{RowKind, Segments};
 use super::glyphs::Glyph;
+use super::shared::Focus;
 use super::theme::Role;
 
 /// A pane's frame, its border and title brighter while it has the keyboard.

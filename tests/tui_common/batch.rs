@@ -15,9 +15,9 @@
 use std::path::{Path, PathBuf};
 
 use kforge::batch::manifest::{BatchLimits, BatchTask, Manifest, REFUSED_FILE};
-use kforge::commands::common::DeviceChoice;
 use kforge::config::EvalConfig;
-use kforge::engine::config::PipelineConfig;
+use kforge::config::pipeline::PipelineConfig;
+use kforge::eval::devices::DeviceChoice;
 use kforge::protocol::{
     CallId, CallKind, CandidateId, CandidateKind, Category, EngineState, EvalSummary, Event, Mode,
     RunEnd, TaskKey, TokenUsage,

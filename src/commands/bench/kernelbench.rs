@@ -17,10 +17,10 @@ use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::common::DeviceArgs;
 use crate::config::{Config, EvalConfig};
-use crate::eval::protocol::{CompileFigures, KernelBenchTiming, ProtocolRound, TimingStats};
-use crate::eval::{Device, EvalError, EvalRequest, EvalResult, Evaluator};
+use crate::eval::{Device, EvalError, EvalRequest, Evaluator};
+use crate::launch::options::DeviceArgs;
+use crate::protocol::{CompileFigures, EvalResult, KernelBenchTiming, ProtocolRound, TimingStats};
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug)]
@@ -84,7 +84,7 @@ pub struct TaskRecord {
     pub compile: Option<CompileFigures>,
     /// The reference's work and its speed-of-light bound (issue 25).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub speed_of_light: Option<crate::eval::sol::SpeedOfLight>,
+    pub speed_of_light: Option<crate::protocol::sol::SpeedOfLight>,
 }
 
 impl TaskRecord {
@@ -128,10 +128,10 @@ impl RoundSpread {
         let kforge: Vec<f64> = rounds.iter().map(|r| r.kforge_ms).collect();
         let kernelbench: Vec<f64> = rounds.iter().map(|r| r.kernelbench_ms).collect();
         Some(RoundSpread {
-            kforge_pct: super::spread(&kforge),
-            kernelbench_pct: super::spread(&kernelbench),
-            kforge_ms: super::median(&kforge),
-            kernelbench_ms: super::median(&kernelbench),
+            kforge_pct: super::stats::spread(&kforge),
+            kernelbench_pct: super::stats::spread(&kernelbench),
+            kforge_ms: super::stats::median(&kforge),
+            kernelbench_ms: super::stats::median(&kernelbench),
         })
     }
 
@@ -456,7 +456,7 @@ async fn evaluate_kernel(
             record.peak_memory_bytes = result.peak_memory_bytes();
             record.score = result.score();
             record.overhead_s =
-                super::kernel_work_seconds(&result.phases_s).map(|work| wall_s - work);
+                super::stats::kernel_work_seconds(&result.phases_s).map(|work| wall_s - work);
             record.phases_s = result.phases_s;
             record.server_phases_s = result.server_phases_s;
         }
@@ -665,7 +665,7 @@ fn summarize(records: &[TaskRecord], total_wall_s: f64) -> Summary {
         total_wall_s,
         worst_memory,
         largest_abs_difference_pct,
-        median_abs_difference_pct: (!abs.is_empty()).then(|| super::median(&abs)),
+        median_abs_difference_pct: (!abs.is_empty()).then(|| super::stats::median(&abs)),
         compared: abs.len(),
         compared_in_rounds: in_rounds.len(),
         beyond_noise,

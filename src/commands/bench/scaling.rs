@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::manifest::{BatchLimits, BatchTask, Manifest};
 use crate::batch::runner::{BatchContext, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
-use crate::commands::common::DeviceChoice;
-use crate::commands::launch::Provider;
 use crate::config::Config;
 use crate::engine::ports::{Answer, CallFailure, CallProgress, LlmCall, LlmPort};
 use crate::eval::Evaluator;
+use crate::eval::devices::DeviceChoice;
 use crate::eval::devices::DeviceSet;
+use crate::launch::Provider;
 use crate::protocol::{CallKind, TokenUsage};
 
 #[derive(clap::Args, Debug)]
@@ -119,7 +119,7 @@ fn evaluation_time(batch: &Path) -> Result<(usize, BTreeMap<String, f64>)> {
         };
         for file in evals.flatten() {
             let text = std::fs::read_to_string(file.path())?;
-            let result: crate::eval::EvalResult = serde_json::from_str(&text)
+            let result: crate::protocol::EvalResult = serde_json::from_str(&text)
                 .with_context(|| format!("{}", file.path().display()))?;
             count += 1;
             let device = result.device.torch_name.unwrap_or_else(|| "?".into());

@@ -146,7 +146,7 @@ pub fn selected_line(cx: &BatchCtx, i: usize, width: u16) -> Line<'static> {
                 _ => parts.push("no correct kernel yet".into()),
             }
             if let (true, Some(score), Some(interval)) = (r.correct, r.score, r.score_interval()) {
-                parts.push(crate::eval::figures::score_with_interval(
+                parts.push(crate::protocol::figures::score_with_interval(
                     score,
                     Some(interval),
                 ));

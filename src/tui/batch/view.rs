@@ -12,10 +12,10 @@ use crate::batch::results::TaskStatus;
 
 use super::lines::{cost_cell, has_session, speedup_cell, status_role, wall_text};
 use super::{BatchCtx, KEYS};
-use crate::tui::TuiExit;
 use crate::tui::component::{AppEvent, AppEvents, Component, Handled, Hint, inside};
 use crate::tui::keymap::{Action, Context};
 use crate::tui::overlays::{HelpView, Overlay, scrolled};
+use crate::tui::shared::TuiExit;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{fmt_tokens, truncate};
 

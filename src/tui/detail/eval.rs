@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{ScrollView, TabView};
-use crate::eval::figures;
-use crate::eval::protocol::Timing;
 use crate::protocol::Baseline;
+use crate::protocol::Timing;
+use crate::protocol::{figures, timing_text};
 use crate::session::state::{CandidateStatus, indistinguishable};
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;
@@ -278,7 +278,7 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
     if t.method.is_some() {
         lines.extend(kv(
             "method",
-            figures::method_text(t.method.as_deref(), t.forwards_per_window),
+            timing_text::method_text(t.method.as_deref(), t.forwards_per_window),
             Role::Text,
         ));
     }
@@ -374,7 +374,7 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
         ));
     }
     if let Some(env) = &t.environment {
-        let env = figures::environment_lines(env);
+        let env = timing_text::environment_lines(env);
         if !env.is_empty() {
             lines.push(section(cx, "environment"));
             for (k, v) in env {

@@ -21,11 +21,11 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::CallId;
 use crate::session::state::Call;
 
-use super::app::{EditPurpose, Focus};
 use super::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use super::editor::TextBuf;
 use super::keymap::{Action, Context};
 use super::overlays::{InputView, Overlay};
+use super::shared::{EditPurpose, Focus};
 use super::theme::Role;
 use super::widgets::pane_block;
 

@@ -6,9 +6,9 @@ use ratatui::text::Line;
 use ratatui::widgets::{Clear, Paragraph};
 
 use crate::protocol::{CandidateId, Command, Decision, GateId, GateKind};
-use crate::tui::TuiExit;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::keymap::{Action, Context};
+use crate::tui::shared::TuiExit;
 use crate::tui::widgets::{centered, dialog, wrap};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -67,7 +67,7 @@ pub fn evidence_lines(cx: &Ctx, c: &Candidate) -> Vec<Line<'static>> {
             "vs eager",
             format!(
                 "{}   (no torch.compile baseline was measured)",
-                crate::eval::figures::score_with_interval(score, c.score_interval())
+                crate::protocol::figures::score_with_interval(score, c.score_interval())
             ),
             Role::Text,
         )),

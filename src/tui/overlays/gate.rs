@@ -13,12 +13,12 @@ use ratatui::widgets::{Clear, Paragraph};
 use super::{ConfirmKind, ConfirmView, InputView, Overlay, scrolled};
 use crate::protocol::{Command, Decision, GateId, GateKind};
 use crate::session::state::Gate;
-use crate::tui::app::EditPurpose;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::diff::{self, Diff, RowKind};
 use crate::tui::editor::TextBuf;
 use crate::tui::highlight::hash_text;
 use crate::tui::keymap::{Action, Context};
+use crate::tui::shared::EditPurpose;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{
     centered, code_lines, dialog, diff_sign, outcome, seg_spans, wrap, wrap_line,

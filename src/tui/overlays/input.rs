@@ -10,10 +10,10 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use crate::tui::app::{EditPurpose, Focus};
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::editor::TextBuf;
 use crate::tui::keymap::Action;
+use crate::tui::shared::{EditPurpose, Focus};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{centered, dialog, plain, skip_cols};
 

@@ -11,10 +11,10 @@ use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
 use crate::protocol::CandidateId;
 use crate::session::state::CandidateStatus;
 
-use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
+use crate::tui::shared::Focus;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, pane_block, score_marker};
 

@@ -9,10 +9,10 @@ use ratatui::widgets::Paragraph;
 
 use crate::protocol::LogLevel;
 
-use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::keymap::{Action, Context};
 use crate::tui::overlays::{InputView, Overlay};
+use crate::tui::shared::Focus;
 use crate::tui::theme::Role;
 use crate::tui::widgets::pane_block;
 

@@ -12,11 +12,11 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::{CallKind, CandidateId};
 use crate::session::state::{Candidate, CandidateStatus};
 
-use crate::tui::app::Focus;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::overlays::{InputView, Overlay};
+use crate::tui::shared::Focus;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{glyph, outcome, pane_block, truncate};
 

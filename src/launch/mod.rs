@@ -1,7 +1,11 @@
 //! Starting and resuming a session, shared by `run`, `resume` and `batch` (whose tasks are
 //! ordinary sessions): who answers the prompts, the task check before anything is spent,
 //! the session directory and its description, the control file another window writes
-//! commands into, and the headless console.
+//! commands into, and the headless console. Also what the front ends share: one
+//! evaluation (`evaluate`) and the device and correctness options (`options`).
+
+pub mod evaluate;
+pub mod options;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -12,15 +16,14 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::pipeline::PipelineConfig;
 use crate::config::{Config, EvalConfig};
-use crate::engine::config::PipelineConfig;
 use crate::engine::llm_backend::{ClientLlm, ManualLlm};
 use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome, write_session_files};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
-use crate::llm::manual;
-use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel};
+use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, manual};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
 use crate::task::TaskFile;

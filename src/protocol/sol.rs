@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::state::Candidate;
-
 /// The flag of a kernel whose timing beats the bound (its interval's upper end below the
 /// strict bound's margin): not taken as the session's best unless the person marks it final.
 pub const FASTER_THAN_LIGHT: &str = "faster_than_light";
@@ -237,25 +235,6 @@ pub fn pct_suffix(pct: Option<f64>, faster_than_light: bool) -> String {
         " FTL".into()
     } else {
         pct.map(|p| format!(" {p:.0}%SoL")).unwrap_or_default()
-    }
-}
-
-impl Candidate {
-    /// The kernel's % of the speed of light, when measured.
-    pub fn sol_pct(&self) -> Option<f64> {
-        self.eval.as_ref().and_then(|e| e.sol_pct)
-    }
-
-    /// Whether its evaluation flagged it faster than light.
-    pub fn faster_than_light(&self) -> bool {
-        self.eval
-            .as_ref()
-            .is_some_and(|e| e.flags.iter().any(|f| f == FASTER_THAN_LIGHT))
-    }
-
-    /// ` 40%SoL`, ` FTL` or nothing (`pct_suffix`).
-    pub fn sol_suffix(&self) -> String {
-        pct_suffix(self.sol_pct(), self.faster_than_light())
     }
 }
 

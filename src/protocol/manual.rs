@@ -1,8 +1,9 @@
-//! The `manual` provider: the person writes the answer. The prompt goes into a file above a
-//! marker line; whatever is written below the marker is the answer. The TUI (`A`) and
-//! `kforge ask --provider manual` both use this format.
+//! The manual-answer format (the `manual` provider: the person writes the answer). The
+//! prompt goes into a file above a marker line; whatever is written below the marker is the
+//! answer. The engine's manual backend, the TUI (`A`) and `kforge ask --provider manual`
+//! all read and write this format.
 
-use crate::protocol::CallId;
+use super::CallId;
 
 /// The provider's name, as sessions and their calls record it.
 pub const PROVIDER: &str = "manual";
@@ -31,15 +32,6 @@ pub fn answer_from(edited: &str) -> Option<String> {
         None => edited.to_string(),
     };
     (!answer.trim().is_empty()).then_some(answer)
-}
-
-/// The editor to run: `$VISUAL`, else `$EDITOR`, else `vi`.
-pub fn editor_from_env() -> String {
-    ["VISUAL", "EDITOR"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "vi".into())
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
-//! Options several subcommands share, and what they mean.
+//! Options several front ends share (the CLI's subcommands, the MCP server's tools), and
+//! what they mean.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::config::EvalConfig;
-use crate::eval::devices::DeviceSet;
+use crate::eval::devices::{DeviceChoice, DeviceSet, check_visible, no_gpu_note, visible_gpus};
 use crate::eval::{Device, Evaluator};
 
 /// Which device evaluates kernels.
@@ -15,33 +16,6 @@ pub struct DeviceArgs {
     /// Run on the CPU through Triton's interpreter: correctness only.
     #[arg(long)]
     pub cpu: bool,
-}
-
-/// How many CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies).
-async fn visible_gpus(evaluator: &Evaluator) -> Result<u32> {
-    let info = evaluator.device_info().await?;
-    if let Some(error) = info.get("error").and_then(|e| e.as_str()) {
-        bail!("cannot query CUDA devices: {error}");
-    }
-    Ok(info
-        .get("devices")
-        .and_then(|d| d.as_array())
-        .map_or(0, |d| d.len()) as u32)
-}
-
-fn check_visible(n: u32, count: u32) -> Result<()> {
-    if n >= count {
-        bail!(
-            "cuda:{n} was requested but {count} CUDA device(s) are visible (see `kforge doctor`)"
-        );
-    }
-    Ok(())
-}
-
-fn no_gpu_note() {
-    eprintln!(
-        "kforge: no CUDA device found: evaluating on the CPU through Triton's interpreter (correctness only)"
-    );
 }
 
 impl DeviceArgs {
@@ -80,17 +54,6 @@ pub struct DeviceSetArgs {
     pub cpu: bool,
 }
 
-/// What `DeviceSetArgs` asked for, before the visible GPUs are known (a batch keeps this,
-/// so that a Slurm job resolves it on the node it lands on).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceChoice {
-    /// Every GPU visible to the process, else the CPU.
-    AllVisible,
-    Cpu,
-    Listed(DeviceSet),
-}
-
 impl DeviceSetArgs {
     pub fn choice(&self) -> Result<DeviceChoice> {
         Ok(match (self.cpu, self.device, &self.devices) {
@@ -98,36 +61,6 @@ impl DeviceSetArgs {
             (false, Some(n), _) => DeviceChoice::Listed(DeviceSet::one(Device::Cuda(n))),
             (false, None, Some(list)) => DeviceChoice::Listed(DeviceSet::parse_list(list)?),
             (false, None, None) => DeviceChoice::AllVisible,
-        })
-    }
-}
-
-impl DeviceChoice {
-    /// The devices, checked against the GPUs visible now; with no GPU at all the CPU (said
-    /// on stderr, since timing is then not meaningful).
-    pub async fn resolve(&self, evaluator: &Evaluator) -> Result<DeviceSet> {
-        Ok(match self {
-            DeviceChoice::Cpu => DeviceSet::one(Device::Cpu),
-            DeviceChoice::Listed(set) => {
-                if set.is_gpu() {
-                    let count = visible_gpus(evaluator).await?;
-                    for d in set.devices() {
-                        if let Device::Cuda(n) = d {
-                            check_visible(*n, count)?;
-                        }
-                    }
-                }
-                set.clone()
-            }
-            DeviceChoice::AllVisible => {
-                let count = visible_gpus(evaluator).await?;
-                if count == 0 {
-                    no_gpu_note();
-                    DeviceSet::one(Device::Cpu)
-                } else {
-                    DeviceSet::new((0..count).map(Device::Cuda).collect())?
-                }
-            }
         })
     }
 }

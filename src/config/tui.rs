@@ -72,7 +72,7 @@ impl TuiConfig {
     pub fn editor_command(&self) -> String {
         self.editor
             .clone()
-            .unwrap_or_else(crate::llm::manual::editor_from_env)
+            .unwrap_or_else(crate::external_editor::editor_from_env)
     }
 }
 
