@@ -91,14 +91,14 @@ impl Docs {
 
     /// A session file's text if loaded; otherwise its load starts and this is `None`.
     pub fn text(&self, rel: &str) -> Option<Arc<str>> {
-        self.job.get(&rel.to_string(), || None)?.text
+        self.job.get(rel, || None)?.text
     }
 
     /// A session file's text for an action the person asked for (`A`, `e`): from the cache,
     /// else read now on this thread (one small file, once), so the action never fails
     /// because the worker has not brought it yet. `None`: it cannot be read.
     pub fn text_now(&self, rel: &str) -> Option<Arc<str>> {
-        if let Some(text) = self.job.cached(&rel.to_string()).and_then(|f| f.text) {
+        if let Some(text) = self.job.cached(rel).and_then(|f| f.text) {
             return Some(text);
         }
         let file = load(&self.root, rel);
@@ -109,12 +109,12 @@ impl Docs {
 
     /// An evaluation result file, parsed.
     pub fn eval(&self, rel: &str) -> Option<Arc<EvalResult>> {
-        self.job.get(&rel.to_string(), || None)?.eval
+        self.job.get(rel, || None)?.eval
     }
 
     /// Whether a file was asked for and has not arrived yet ("loading", not "missing").
     pub fn loading(&self, rel: &str) -> bool {
-        self.job.pending(&rel.to_string())
+        self.job.pending(rel)
     }
 
     /// A file read by the worker.
@@ -124,7 +124,7 @@ impl Docs {
 
     /// Forget a file (an event says it was rewritten): the next draw loads it again.
     pub fn forget(&self, rel: &str) {
-        self.job.forget(&rel.to_string());
+        self.job.forget(rel);
     }
 
     /// Checks the cached files against the disk; returns whether any changed (sync mode;

@@ -12,6 +12,7 @@
 //! `BackgroundJob::inline` answers on the calling thread instead (tests and benchmarks,
 //! where a frame must show everything at once).
 
+use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -221,15 +222,19 @@ where
 
     /// The cached answer for `key`. Else its request (made by `request`) is started, once
     /// while it is pending, and this is `None`; inline, it is answered and returned now.
-    pub fn get(&self, key: &K, request: impl FnOnce() -> R) -> Option<O> {
+    pub fn get<Q>(&self, key: &Q, request: impl FnOnce() -> R) -> Option<O>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         if let Some(output) = self.cached(key) {
             return Some(output);
         }
         match &self.runner {
-            Runner::Inline(_) => self.request(key.clone(), request()),
+            Runner::Inline(_) => self.request(key.to_owned(), request()),
             Runner::Worker(shared) => {
-                if self.cache.borrow_mut().pending.insert(key.clone()) {
-                    shared.push(key.clone(), request());
+                if self.cache.borrow_mut().pending.insert(key.to_owned()) {
+                    shared.push(key.to_owned(), request());
                 }
                 None
             }
@@ -254,7 +259,11 @@ where
     }
 
     /// The cached answer for `key`, asking for nothing.
-    pub fn cached(&self, key: &K) -> Option<O> {
+    pub fn cached<Q>(&self, key: &Q) -> Option<O>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.cache.borrow().outputs.get(key).cloned()
     }
 
@@ -274,7 +283,11 @@ where
     }
 
     /// Whether `key` was asked for and its answer has not arrived.
-    pub fn pending(&self, key: &K) -> bool {
+    pub fn pending<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.cache.borrow().pending.contains(key)
     }
 
@@ -289,10 +302,14 @@ where
     }
 
     /// Drops `key`'s cached answer: the next `get` asks again.
-    pub fn forget(&self, key: &K) {
+    pub fn forget<Q>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let mut cache = self.cache.borrow_mut();
         cache.outputs.remove(key);
-        cache.order.retain(|k| k != key);
+        cache.order.retain(|k| k.borrow() != key);
     }
 }
 
