@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::job::{BackgroundJob, Done};
 use crate::eval::protocol::EvalResult;
+
+use super::job::{BackgroundJob, Done};
 
 /// What the disk said about a file when it was read: a changed stamp means reload.
 type Stamp = Option<(Option<SystemTime>, u64)>;
