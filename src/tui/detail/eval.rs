@@ -5,7 +5,8 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::{ScrollView, TabView};
+use super::scroll::ScrollView;
+use super::tab_view::TabView;
 use crate::eval::figures;
 use crate::eval::protocol::Timing;
 use crate::protocol::Baseline;

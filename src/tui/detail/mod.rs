@@ -11,6 +11,7 @@ mod diff_tab;
 mod eval;
 mod llm;
 mod scroll;
+mod tab_view;
 
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::Frame;
@@ -31,6 +32,7 @@ use super::widgets::pane_block;
 
 pub use diff_tab::DiffLayout;
 pub use scroll::ScrollView;
+use tab_view::TabView;
 
 /// Declares the tabs from one table: the `Tab` enum with its order, titles and keys, and
 /// `Views`, which holds each tab's view in a field of its own (the pane reaches the Diff
@@ -94,25 +96,6 @@ impl Tab {
     fn for_action(action: Action) -> Option<Tab> {
         Tab::ALL.into_iter().find(|t| t.action() == action)
     }
-}
-
-/// One view of the selected candidate in the detail pane.
-pub trait TabView {
-    fn hints(&self, _cx: &Ctx, _out: &mut Vec<Hint>) {}
-
-    /// An action the pane did not use (it gets scrolling and searching first).
-    fn on_action(
-        &mut self,
-        _action: Action,
-        _cx: &Ctx,
-        _view: &mut ScrollView,
-        _out: &mut AppEvents,
-    ) -> Handled {
-        Handled::Ignored
-    }
-
-    /// Draws the tab's body; scroll state lives in `view`.
-    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect, view: &mut ScrollView);
 }
 
 #[derive(Debug)]
