@@ -5,8 +5,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::scroll::ScrollView;
-use super::tab_view::TabView;
+use super::{ScrollView, TabView};
 use crate::protocol::StageVerdict;
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;

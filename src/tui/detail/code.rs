@@ -4,8 +4,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::widgets::Paragraph;
 
-use super::scroll::ScrollView;
-use super::tab_view::TabView;
+use super::{ScrollView, TabView};
 use crate::tui::component::Ctx;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{code_lines, numbered};

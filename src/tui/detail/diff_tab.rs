@@ -8,8 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::scroll::ScrollView;
-use super::tab_view::TabView;
+use super::{ScrollView, TabView};
 use crate::protocol::CandidateId;
 use crate::tui::component::{AppEvents, Ctx, Handled, Hint};
 use crate::tui::diff::{self, Diff, Half, RowKind, Segments, SideRow};

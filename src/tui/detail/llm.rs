@@ -7,8 +7,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::scroll::ScrollView;
-use super::tab_view::TabView;
+use super::{ScrollView, TabView};
 use crate::protocol::CallId;
 use crate::session::state::Call;
 use crate::tui::component::{AppEvents, Ctx, Handled, Hint};

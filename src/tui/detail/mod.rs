@@ -32,7 +32,7 @@ use super::widgets::pane_block;
 
 pub use diff_tab::DiffLayout;
 pub use scroll::ScrollView;
-use tab_view::TabView;
+pub use tab_view::TabView;
 
 /// Declares the tabs from one table: the `Tab` enum with its order, titles and keys, and
 /// `Views`, which holds each tab's view in a field of its own (the pane reaches the Diff

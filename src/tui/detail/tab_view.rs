@@ -1,6 +1,6 @@
 //! What a tab of the detail pane is to the pane: a view of the selected candidate with its
 //! own keys and hints, drawn in the pane's scroll state. Apart from the pane, so the tabs
-//! and the pane that holds them do not import each other.
+//! and the pane that holds them do not import each other (the pane re-exports it).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
