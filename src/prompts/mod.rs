@@ -20,6 +20,5 @@ pub mod template_name;
 pub mod templates;
 
 pub use context::{AttemptFailure, PromptContext, UnusableAnswer};
-pub use markdown::RenderedPrompt;
 pub use template_name::TemplateName;
 pub use templates::{DEFAULT_TEMPLATES, PromptSet, SNAPSHOT_SOURCES_FILE, user_dir};
