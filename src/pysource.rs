@@ -8,6 +8,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+pub mod task_reader;
+
 /// One logical line of Python source: physical lines joined across brackets, backslash
 /// continuations and triple-quoted strings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

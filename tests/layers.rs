@@ -66,17 +66,6 @@ const KNOWN_FILE_CYCLES: &[&[&str]] = &[
         "src/tui/overlays/mod.rs",
         "src/tui/widgets.rs",
     ],
-    // The tabs import `TabView` and `ScrollView` from the pane that holds them (the tab
-    // registry's restructuring of `detail/` is another change's).
-    &[
-        "src/tui/detail/analysis.rs",
-        "src/tui/detail/code.rs",
-        "src/tui/detail/compare.rs",
-        "src/tui/detail/diff_tab.rs",
-        "src/tui/detail/eval.rs",
-        "src/tui/detail/llm.rs",
-        "src/tui/detail/mod.rs",
-    ],
 ];
 
 /// One reference from a file to a module of the crate.

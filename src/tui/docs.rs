@@ -7,47 +7,36 @@
 //! `Docs::sync` reads on the calling thread instead (tests and benchmarks, where a frame
 //! must show everything at once).
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::protocol::EvalResult;
 
+use super::job::{BackgroundJob, Done};
+
 /// What the disk said about a file when it was read: a changed stamp means reload.
 type Stamp = Option<(Option<SystemTime>, u64)>;
 
-/// A file as loaded: its text (`None`: not there) and, for `eval/*.json`, its parsed
-/// result.
+/// A file as read: its text (`None`: not there) and, for `eval/*.json`, its parsed result.
 #[derive(Debug, Clone)]
-pub struct Loaded {
-    pub rel: String,
+pub struct File {
     text: Option<Arc<str>>,
     eval: Option<Arc<EvalResult>>,
     stamp: Stamp,
 }
 
-enum Job {
-    Load(String),
-    /// Check these files against their stamps; reload the changed ones.
-    Check(Vec<(String, Stamp)>),
-}
+/// A file the worker read, keyed by its path in the session.
+pub type Loaded = Done<String, File>;
 
 /// Most files kept; a long browse drops the oldest.
 const CACHE_FILES: usize = 96;
 
-#[derive(Default)]
-struct Cache {
-    files: HashMap<String, Loaded>,
-    order: Vec<String>,
-    pending: HashSet<String>,
-}
-
 pub struct Docs {
     root: PathBuf,
-    cache: RefCell<Cache>,
-    worker: Option<mpsc::Sender<Job>>,
+    /// A request carries the stamp of the cached copy (`None`: read it whatever it is);
+    /// the answer is the file read again, or none when the stamp still holds.
+    job: BackgroundJob<String, Option<Stamp>, File>,
 }
 
 fn stamp_of(path: &Path) -> Stamp {
@@ -56,7 +45,7 @@ fn stamp_of(path: &Path) -> Stamp {
         .map(|m| (m.modified().ok(), m.len()))
 }
 
-fn load(root: &Path, rel: &str) -> Loaded {
+fn load(root: &Path, rel: &str) -> File {
     let path = root.join(rel);
     let stamp = stamp_of(&path);
     let text: Option<Arc<str>> = std::fs::read(&path)
@@ -67,11 +56,15 @@ fn load(root: &Path, rel: &str) -> Loaded {
         .flatten()
         .and_then(|t| serde_json::from_str::<EvalResult>(t).ok())
         .map(Arc::new);
-    Loaded {
-        rel: rel.to_string(),
-        text,
-        eval,
-        stamp,
+    File { text, eval, stamp }
+}
+
+/// Reads `rel` under `root` unless `held`, the stamp of the copy shown, still holds.
+fn reader(root: &Path) -> impl FnMut(&String, Option<Stamp>) -> Option<File> + Send + 'static {
+    let root = root.to_path_buf();
+    move |rel, held| match held {
+        Some(stamp) if stamp_of(&root.join(rel)) == stamp => None,
+        _ => Some(load(&root, rel)),
     }
 }
 
@@ -80,150 +73,77 @@ impl Docs {
     pub fn sync(root: &Path) -> Docs {
         Docs {
             root: root.to_path_buf(),
-            cache: RefCell::default(),
-            worker: None,
+            job: BackgroundJob::inline(CACHE_FILES, reader(root)),
         }
     }
 
     /// Reads on a worker thread; `notify` gets each file read (it feeds the app loop,
     /// which hands it back through `loaded`).
     pub fn threaded(root: &Path, notify: impl Fn(Loaded) + Send + 'static) -> Docs {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let dir = root.to_path_buf();
-        std::thread::Builder::new()
-            .name("kforge-docs".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    match job {
-                        Job::Load(rel) => notify(load(&dir, &rel)),
-                        Job::Check(files) => {
-                            for (rel, stamp) in files {
-                                if stamp_of(&dir.join(&rel)) != stamp {
-                                    notify(load(&dir, &rel));
-                                }
-                            }
-                        }
-                    }
-                }
-            })
-            .ok();
+        let notify = move |loaded| {
+            notify(loaded);
+            true
+        };
         Docs {
             root: root.to_path_buf(),
-            cache: RefCell::default(),
-            worker: Some(tx),
-        }
-    }
-
-    fn get<T>(&self, rel: &str, pick: impl Fn(&Loaded) -> Option<T>) -> Option<T> {
-        if let Some(l) = self.cache.borrow().files.get(rel) {
-            return pick(l);
-        }
-        match &self.worker {
-            None => {
-                let l = load(&self.root, rel);
-                let out = pick(&l);
-                self.insert(l);
-                out
-            }
-            Some(tx) => {
-                if self.cache.borrow_mut().pending.insert(rel.to_string()) {
-                    let _ = tx.send(Job::Load(rel.to_string()));
-                }
-                None
-            }
+            job: BackgroundJob::spawn("kforge-docs", CACHE_FILES, reader(root), notify),
         }
     }
 
     /// A session file's text if loaded; otherwise its load starts and this is `None`.
     pub fn text(&self, rel: &str) -> Option<Arc<str>> {
-        self.get(rel, |l| l.text.clone())
+        self.job.get(rel, || None)?.text
     }
 
     /// A session file's text for an action the person asked for (`A`, `e`): from the cache,
     /// else read now on this thread (one small file, once), so the action never fails
     /// because the worker has not brought it yet. `None`: it cannot be read.
     pub fn text_now(&self, rel: &str) -> Option<Arc<str>> {
-        if let Some(text) = self
-            .cache
-            .borrow()
-            .files
-            .get(rel)
-            .and_then(|l| l.text.clone())
-        {
+        if let Some(text) = self.job.cached(rel).and_then(|f| f.text) {
             return Some(text);
         }
-        let l = load(&self.root, rel);
-        let text = l.text.clone();
-        self.insert(l);
+        let file = load(&self.root, rel);
+        let text = file.text.clone();
+        self.job.insert(rel.to_string(), file);
         text
     }
 
     /// An evaluation result file, parsed.
     pub fn eval(&self, rel: &str) -> Option<Arc<EvalResult>> {
-        self.get(rel, |l| l.eval.clone())
+        self.job.get(rel, || None)?.eval
     }
 
     /// Whether a file was asked for and has not arrived yet ("loading", not "missing").
     pub fn loading(&self, rel: &str) -> bool {
-        self.cache.borrow().pending.contains(rel)
-    }
-
-    fn insert(&self, l: Loaded) {
-        let mut c = self.cache.borrow_mut();
-        c.pending.remove(&l.rel);
-        if !c.files.contains_key(&l.rel) {
-            c.order.push(l.rel.clone());
-        }
-        c.files.insert(l.rel.clone(), l);
-        while c.order.len() > CACHE_FILES {
-            let old = c.order.remove(0);
-            c.files.remove(&old);
-        }
+        self.job.pending(rel)
     }
 
     /// A file read by the worker.
     pub fn loaded(&self, l: Loaded) {
-        self.insert(l);
+        self.job.done(l);
     }
 
     /// Forget a file (an event says it was rewritten): the next draw loads it again.
     pub fn forget(&self, rel: &str) {
-        let mut c = self.cache.borrow_mut();
-        c.files.remove(rel);
-        c.order.retain(|r| r != rel);
+        self.job.forget(rel);
     }
 
     /// Checks the cached files against the disk; returns whether any changed (sync mode;
     /// the worker reports changes as loads).
     pub fn check(&self) -> bool {
-        let files: Vec<(String, Stamp)> = self
-            .cache
-            .borrow()
-            .files
-            .values()
-            .map(|l| (l.rel.clone(), l.stamp))
-            .collect();
-        match &self.worker {
-            Some(tx) => {
-                let _ = tx.send(Job::Check(files));
-                false
-            }
-            None => {
-                let mut changed = false;
-                for (rel, stamp) in files {
-                    if stamp_of(&self.root.join(&rel)) != stamp {
-                        self.insert(load(&self.root, &rel));
-                        changed = true;
-                    }
-                }
-                changed
-            }
+        let held = self.job.read_cached(|rel, file| (rel.clone(), file.stamp));
+        let mut changed = false;
+        for (rel, stamp) in held {
+            changed |= self.job.request(rel, Some(stamp)).is_some();
         }
+        changed
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+
     use super::*;
 
     #[test]

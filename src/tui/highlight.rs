@@ -2,11 +2,8 @@
 //! syntect theme). Only foreground colours and bold are taken from syntect: its
 //! backgrounds would paint over the terminal's and the diff colours.
 
-use std::cell::RefCell;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::mpsc;
 use std::sync::{Arc, OnceLock};
 
 use ratatui::style::{Color, Modifier, Style};
@@ -16,6 +13,8 @@ use syntect::highlighting::{FontStyle, ThemeSet};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
 
+use super::job::{self, BackgroundJob};
+
 pub type Lines = Arc<Vec<Line<'static>>>;
 
 type Key = (u64, String);
@@ -24,16 +23,7 @@ type Key = (u64, String);
 const CACHE_ENTRIES: usize = 1024;
 
 /// A finished highlight job.
-#[derive(Debug)]
-pub struct Done {
-    key: Key,
-    lines: Lines,
-}
-
-struct Job {
-    key: Key,
-    text: Arc<str>,
-}
+pub type Done = job::Done<Key, Lines>;
 
 fn assets() -> &'static (SyntaxSet, ThemeSet) {
     static ASSETS: OnceLock<(SyntaxSet, ThemeSet)> = OnceLock::new();
@@ -96,47 +86,32 @@ pub fn highlight_python(text: &str, theme: &str) -> Vec<Line<'static>> {
 
 /// Highlight cache and worker.
 pub struct Highlighter {
-    cache: RefCell<Cache>,
-    worker: Option<mpsc::Sender<Job>>,
+    job: BackgroundJob<Key, Arc<str>, Lines>,
     max_lines: usize,
 }
 
-#[derive(Default)]
-struct Cache {
-    lines: HashMap<Key, Lines>,
-    /// Insertion order, for evicting the oldest.
-    order: VecDeque<Key>,
-    pending: HashSet<Key>,
+/// Highlights a text with the key's theme.
+fn highlight(key: &Key, text: Arc<str>) -> Option<Lines> {
+    Some(Arc::new(highlight_python(&text, &key.1)))
 }
 
 impl Highlighter {
     /// Highlights inline, on the calling thread (tests, benchmarks).
     pub fn sync(max_lines: usize) -> Highlighter {
         Highlighter {
-            cache: RefCell::default(),
-            worker: None,
+            job: BackgroundJob::inline(CACHE_ENTRIES, highlight),
             max_lines,
         }
     }
 
     /// Highlights on a worker thread; `notify` gets each result (it feeds the app loop).
     pub fn threaded(max_lines: usize, notify: impl Fn(Done) + Send + 'static) -> Highlighter {
-        let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("kforge-highlight".into())
-            .spawn(move || {
-                while let Ok(job) = rx.recv() {
-                    let lines = Arc::new(highlight_python(&job.text, &job.key.1));
-                    notify(Done {
-                        key: job.key,
-                        lines,
-                    });
-                }
-            })
-            .ok();
+        let notify = move |done| {
+            notify(done);
+            true
+        };
         Highlighter {
-            cache: RefCell::default(),
-            worker: Some(tx),
+            job: BackgroundJob::spawn("kforge-highlight", CACHE_ENTRIES, highlight, notify),
             max_lines,
         }
     }
@@ -149,48 +124,18 @@ impl Highlighter {
             return None;
         }
         let key = (hash_text(text), theme.to_string());
-        if let Some(lines) = self.cache.borrow().lines.get(&key) {
-            return Some(lines.clone());
-        }
-        match &self.worker {
-            None => {
-                let lines = Arc::new(highlight_python(text, theme));
-                self.insert(key, lines.clone());
-                Some(lines)
-            }
-            Some(tx) => {
-                if self.cache.borrow_mut().pending.insert(key.clone()) {
-                    let _ = tx.send(Job {
-                        key,
-                        text: text.clone(),
-                    });
-                }
-                None
-            }
-        }
-    }
-
-    fn insert(&self, key: Key, lines: Lines) {
-        let mut c = self.cache.borrow_mut();
-        while c.lines.len() >= CACHE_ENTRIES {
-            let Some(old) = c.order.pop_front() else {
-                break;
-            };
-            c.lines.remove(&old);
-        }
-        if c.lines.insert(key.clone(), lines).is_none() {
-            c.order.push_back(key);
-        }
+        self.job.get(&key, || text.clone())
     }
 
     pub fn done(&self, done: Done) {
-        self.cache.borrow_mut().pending.remove(&done.key);
-        self.insert(done.key, done.lines);
+        self.job.done(done);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+
     use super::*;
 
     #[test]
@@ -205,7 +150,7 @@ mod tests {
         let t: Arc<str> = Arc::from("x = 1\n");
         assert!(h.get(&t, Some("base16-ocean.dark")).is_some());
         assert!(h.get(&t, None).is_none());
-        assert_eq!(h.cache.borrow().lines.len(), 1);
+        assert_eq!(h.job.cached_count(), 1);
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod docs;
 pub mod editor;
 pub mod glyphs;
 pub mod highlight;
+pub mod job;
 pub mod keymap;
 pub mod overlays;
 pub mod panes;

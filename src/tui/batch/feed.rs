@@ -8,13 +8,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use crate::batch::manifest::{BatchTask, Manifest, REFUSED_FILE};
 use crate::batch::results::{TaskResult, task_result};
 use crate::protocol::TaskKey;
 use crate::session::store::{EVENTS_FILE, SessionDir};
+use crate::tui::job::BackgroundJob;
 
 /// How often the worker reads the batch.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -90,21 +90,21 @@ pub fn read_batch(dir: &Path) -> Result<Snapshot, String> {
     Reader::new(dir).read()
 }
 
-enum Mode {
-    /// A worker thread reads; a message asks it to read now, dropping the sender stops it.
-    Threaded(mpsc::Sender<()>),
-    Sync(Box<Reader>),
-}
+/// A read of the batch, or why it failed.
+type Read = Result<Snapshot, String>;
 
 pub struct BatchFeed {
-    mode: Mode,
+    /// One request, "read now", under the one key `()`; the view keeps the snapshot, so
+    /// the job caches nothing.
+    job: BackgroundJob<(), (), Read>,
 }
 
 impl BatchFeed {
     /// Reads on the calling thread, when asked (`refresh`).
     pub fn sync(dir: &Path) -> BatchFeed {
+        let mut reader = Reader::new(dir);
         BatchFeed {
-            mode: Mode::Sync(Box::new(Reader::new(dir))),
+            job: BackgroundJob::inline(0, move |_, ()| Some(reader.read())),
         }
     }
 
@@ -114,43 +114,33 @@ impl BatchFeed {
     pub fn threaded(
         dir: &Path,
         interval: Duration,
-        notify: impl Fn(Result<Snapshot, String>) -> bool + Send + 'static,
+        notify: impl Fn(Read) -> bool + Send + 'static,
     ) -> BatchFeed {
-        let (tx, rx) = mpsc::channel::<()>();
         let mut reader = Reader::new(dir);
-        std::thread::Builder::new()
-            .name("kforge-batch".into())
-            .spawn(move || {
-                let mut last: Option<Result<Snapshot, String>> = None;
-                loop {
-                    let read = reader.read();
-                    if last.as_ref() != Some(&read) {
-                        if !notify(read.clone()) {
-                            return;
-                        }
-                        last = Some(read);
-                    }
-                    match rx.recv_timeout(interval) {
-                        Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                    }
-                }
-            })
-            .ok();
+        let mut last: Option<Read> = None;
+        let read_news = move |_: &(), ()| {
+            let read = reader.read();
+            if last.as_ref() == Some(&read) {
+                return None;
+            }
+            last = Some(read.clone());
+            Some(read)
+        };
         BatchFeed {
-            mode: Mode::Threaded(tx),
+            job: BackgroundJob::spawn_periodic(
+                "kforge-batch",
+                0,
+                interval,
+                || ((), ()),
+                read_news,
+                move |done| notify(done.output),
+            ),
         }
     }
 
     /// Asks for a read now: in sync mode it is done here and returned; the worker sends
     /// its read as usual (if it changed).
-    pub fn refresh(&mut self) -> Option<Result<Snapshot, String>> {
-        match &mut self.mode {
-            Mode::Sync(reader) => Some(reader.read()),
-            Mode::Threaded(tx) => {
-                let _ = tx.send(());
-                None
-            }
-        }
+    pub fn refresh(&mut self) -> Option<Read> {
+        self.job.request((), ())
     }
 }

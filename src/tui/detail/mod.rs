@@ -11,6 +11,7 @@ mod diff_tab;
 mod eval;
 mod llm;
 mod scroll;
+mod tab_view;
 
 use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
 use ratatui::Frame;
@@ -31,77 +32,77 @@ use super::widgets::pane_block;
 
 pub use diff_tab::DiffLayout;
 pub use scroll::ScrollView;
+pub use tab_view::TabView;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tab {
-    Code,
-    Diff,
-    Compare,
-    Llm,
-    Eval,
-    Analysis,
+/// Declares the tabs from one table: the `Tab` enum with its order, titles and keys, and
+/// `Views`, which holds each tab's view in a field of its own (the pane reaches the Diff
+/// and LLM views directly for what only they do).
+macro_rules! tabs {
+    ($($tab:ident, $field:ident: $view:ty, $title:literal, $short:literal, $action:ident;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Tab { $($tab),* }
+
+        impl Tab {
+            /// The tabs in the bar's order.
+            pub const ALL: [Tab; [$(Tab::$tab),*].len()] = [$(Tab::$tab),*];
+
+            pub fn title(&self) -> &'static str {
+                match self { $(Tab::$tab => $title),* }
+            }
+
+            /// The label of a bar too narrow for the titles.
+            fn short(&self) -> &'static str {
+                match self { $(Tab::$tab => $short),* }
+            }
+
+            /// The action that shows the tab.
+            fn action(&self) -> Action {
+                match self { $(Tab::$tab => Action::$action),* }
+            }
+        }
+
+        #[derive(Debug, Default)]
+        struct Views { $($field: $view),* }
+
+        impl Views {
+            fn get(&mut self, tab: Tab) -> &mut dyn TabView {
+                match tab { $(Tab::$tab => &mut self.$field),* }
+            }
+
+            fn get_ref(&self, tab: Tab) -> &dyn TabView {
+                match tab { $(Tab::$tab => &self.$field),* }
+            }
+        }
+    };
+}
+
+// Adding a tab: its view (a `TabView` in a file of its own, `mod` above), a line here, and
+// the action that shows it in `keymap.rs`.
+tabs! {
+    Code, code: code::CodeTab, "Code", "Code", TabCode;
+    Diff, diff: diff_tab::DiffTab, "Diff", "Diff", TabDiff;
+    Compare, compare: compare::CompareTab, "Compare", "Cmp", TabCompare;
+    Llm, llm: llm::LlmTab, "LLM", "LLM", TabLlm;
+    Eval, eval: eval::EvalTab, "Eval", "Eval", TabEval;
+    Analysis, analysis: analysis::AnalysisTab, "Analysis", "Anl", TabAnalysis;
 }
 
 impl Tab {
-    pub const ALL: [Tab; 6] = [
-        Tab::Code,
-        Tab::Diff,
-        Tab::Compare,
-        Tab::Llm,
-        Tab::Eval,
-        Tab::Analysis,
-    ];
-    pub fn title(&self) -> &'static str {
-        match self {
-            Tab::Code => "Code",
-            Tab::Diff => "Diff",
-            Tab::Compare => "Compare",
-            Tab::Llm => "LLM",
-            Tab::Eval => "Eval",
-            Tab::Analysis => "Analysis",
-        }
-    }
-    fn short(&self) -> &'static str {
-        match self {
-            Tab::Compare => "Cmp",
-            Tab::Analysis => "Anl",
-            other => other.title(),
-        }
-    }
     pub fn index(&self) -> usize {
         Tab::ALL.iter().position(|t| t == self).unwrap_or(0)
     }
-}
 
-/// One view of the selected candidate in the detail pane.
-pub trait TabView {
-    fn hints(&self, _cx: &Ctx, _out: &mut Vec<Hint>) {}
-
-    /// An action the pane did not use (it gets scrolling and searching first).
-    fn on_action(
-        &mut self,
-        _action: Action,
-        _cx: &Ctx,
-        _view: &mut ScrollView,
-        _out: &mut AppEvents,
-    ) -> Handled {
-        Handled::Ignored
+    /// The tab `action` shows, if it is a tab's key.
+    fn for_action(action: Action) -> Option<Tab> {
+        Tab::ALL.into_iter().find(|t| t.action() == action)
     }
-
-    /// Draws the tab's body; scroll state lives in `view`.
-    fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect, view: &mut ScrollView);
 }
 
 #[derive(Debug)]
 pub struct DetailPane {
     tab: Tab,
     pub view: ScrollView,
-    code: code::CodeTab,
-    diff: diff_tab::DiffTab,
-    compare: compare::CompareTab,
-    llm: llm::LlmTab,
-    eval: eval::EvalTab,
-    analysis: analysis::AnalysisTab,
+    views: Views,
     /// Where it and its tab labels were last drawn (the mouse).
     pub area: Rect,
     pub tab_areas: Vec<(Tab, Rect)>,
@@ -112,12 +113,7 @@ impl Default for DetailPane {
         DetailPane {
             tab: Tab::Code,
             view: ScrollView::default(),
-            code: code::CodeTab,
-            diff: diff_tab::DiffTab::default(),
-            compare: compare::CompareTab,
-            llm: llm::LlmTab::default(),
-            eval: eval::EvalTab,
-            analysis: analysis::AnalysisTab,
+            views: Views::default(),
             area: Rect::default(),
             tab_areas: Vec::new(),
         }
@@ -133,36 +129,36 @@ impl DetailPane {
         if self.tab != tab {
             self.tab = tab;
             self.view.reset();
-            self.diff.reset();
-            self.llm.follow_tail();
+            self.views.diff.reset();
+            self.views.llm.follow_tail();
         }
     }
 
     /// Another candidate was selected: every view starts at its top.
     pub fn selection_changed(&mut self) {
         self.view.reset();
-        self.diff.reset();
-        self.llm.reset();
+        self.views.diff.reset();
+        self.views.llm.reset();
     }
 
     /// The mark changed: the diff is against something else now.
     pub fn mark_changed(&mut self) {
-        self.diff.reset();
+        self.views.diff.reset();
     }
 
     /// The call the LLM tab shows (or would show).
     pub fn shown_call<'a>(&self, cx: &'a Ctx) -> Option<&'a Call> {
-        self.llm.shown_call(cx)
+        self.views.llm.shown_call(cx)
     }
 
     /// Whether a streaming call's text is on screen (its deltas need a redraw).
     pub fn shows_call(&self, cx: &Ctx, call: CallId) -> bool {
-        self.tab == Tab::Llm && self.llm.shown_call(cx).map(|c| c.id) == Some(call)
+        self.tab == Tab::Llm && self.views.llm.shown_call(cx).map(|c| c.id) == Some(call)
     }
 
     /// A call started: while following, the LLM tab moves to it.
     pub fn call_started(&mut self, cx: &Ctx, call: CallId) {
-        if cx.follow && self.tab == Tab::Llm && self.llm.show(cx, call) {
+        if cx.follow && self.tab == Tab::Llm && self.views.llm.show(cx, call) {
             self.view.reset();
         }
     }
@@ -171,23 +167,12 @@ impl DetailPane {
     /// streaming answer stops pulling it to its end.
     pub fn search(&mut self, text: &str) {
         self.view.set_search(text);
-        self.llm.stop_tail();
+        self.views.llm.stop_tail();
     }
 
     /// A message the last frame left for the message line (where a search landed).
     pub fn take_message(&mut self) -> Option<String> {
         self.view.message.take()
-    }
-
-    fn current(&mut self) -> &mut dyn TabView {
-        match self.tab {
-            Tab::Code => &mut self.code,
-            Tab::Diff => &mut self.diff,
-            Tab::Compare => &mut self.compare,
-            Tab::Llm => &mut self.llm,
-            Tab::Eval => &mut self.eval,
-            Tab::Analysis => &mut self.analysis,
-        }
     }
 
     fn search_input(&self, cx: &Ctx) -> Overlay {
@@ -227,9 +212,9 @@ impl DetailPane {
         }
         match action {
             Action::Up | Action::PageUp | Action::Top | Action::NextHunk | Action::PrevHunk => {
-                self.llm.stop_tail()
+                self.views.llm.stop_tail()
             }
-            Action::Bottom => self.llm.follow_tail(),
+            Action::Bottom => self.views.llm.follow_tail(),
             _ => {}
         }
         Handled::Consumed
@@ -254,41 +239,30 @@ impl Component for DetailPane {
         if cx.focused(Focus::Detail) && self.focused_action(action, cx, out) == Handled::Consumed {
             return Handled::Consumed;
         }
+        if let Some(tab) = Tab::for_action(action) {
+            self.set_tab(tab);
+            return Handled::Consumed;
+        }
         match action {
             Action::TabNext | Action::TabPrev => {
-                let i = self.tab.index();
-                let j = if action == Action::TabNext {
-                    (i + 1) % 6
-                } else {
-                    (i + 5) % 6
-                };
-                self.set_tab(Tab::ALL[j]);
+                let n = Tab::ALL.len();
+                let step = if action == Action::TabNext { 1 } else { n - 1 };
+                self.set_tab(Tab::ALL[(self.tab.index() + step) % n]);
             }
-            Action::TabCode => self.set_tab(Tab::Code),
-            Action::TabDiff => self.set_tab(Tab::Diff),
-            Action::TabCompare => self.set_tab(Tab::Compare),
-            Action::TabLlm => self.set_tab(Tab::Llm),
-            Action::TabEval => self.set_tab(Tab::Eval),
-            Action::TabAnalysis => self.set_tab(Tab::Analysis),
             // The diff and call keys show their tab first.
             Action::DiffLayout | Action::NextHunk | Action::PrevHunk => {
                 self.set_tab(Tab::Diff);
-                return self.diff.on_action(action, cx, &mut self.view, out);
+                return self.views.diff.on_action(action, cx, &mut self.view, out);
             }
             Action::NextCall | Action::PrevCall => {
                 self.set_tab(Tab::Llm);
-                return self.llm.on_action(action, cx, &mut self.view, out);
+                return self.views.llm.on_action(action, cx, &mut self.view, out);
             }
             _ => {
-                let view = &mut self.view;
-                return match self.tab {
-                    Tab::Code => self.code.on_action(action, cx, view, out),
-                    Tab::Diff => self.diff.on_action(action, cx, view, out),
-                    Tab::Compare => self.compare.on_action(action, cx, view, out),
-                    Tab::Llm => self.llm.on_action(action, cx, view, out),
-                    Tab::Eval => self.eval.on_action(action, cx, view, out),
-                    Tab::Analysis => self.analysis.on_action(action, cx, view, out),
-                };
+                return self
+                    .views
+                    .get(self.tab)
+                    .on_action(action, cx, &mut self.view, out);
             }
         }
         Handled::Consumed
@@ -309,7 +283,7 @@ impl Component for DetailPane {
             MouseEventKind::ScrollDown => self.view.scroll_by(3),
             MouseEventKind::ScrollUp => {
                 self.view.scroll_by(-3);
-                self.llm.stop_tail();
+                self.views.llm.stop_tail();
             }
             MouseEventKind::Down(MouseButton::Left) => out.push(AppEvent::Focus(Focus::Detail)),
             _ => return Handled::Ignored,
@@ -361,7 +335,7 @@ impl Component for DetailPane {
         let body = Rect::new(inner.x, inner.y + 1, inner.width, inner.height - 1);
         let title = self.tab.title();
         let mut view = std::mem::take(&mut self.view);
-        self.current().draw(cx, frame, body, &mut view);
+        self.views.get(self.tab).draw(cx, frame, body, &mut view);
         // A search just entered lands on its first match once the text is known.
         view.find_pending(title);
         self.view = view;
@@ -372,13 +346,27 @@ impl DetailPane {
     /// The hints of the shown tab, whatever pane has the keyboard (its keys work
     /// everywhere).
     pub fn shared_hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
-        match self.tab {
-            Tab::Code => self.code.hints(cx, out),
-            Tab::Diff => self.diff.hints(cx, out),
-            Tab::Compare => self.compare.hints(cx, out),
-            Tab::Llm => self.llm.hints(cx, out),
-            Tab::Eval => self.eval.hints(cx, out),
-            Tab::Analysis => self.analysis.hints(cx, out),
+        self.views.get_ref(self.tab).hints(cx, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_tab_has_an_action_of_its_own_and_the_bar_cycles_through_all() {
+        for tab in Tab::ALL {
+            assert_eq!(Tab::for_action(tab.action()), Some(tab), "{}", tab.title());
         }
+        let mut pane = DetailPane::default();
+        let mut seen = Vec::new();
+        for _ in Tab::ALL {
+            seen.push(pane.tab());
+            let next = (pane.tab().index() + 1) % Tab::ALL.len();
+            pane.set_tab(Tab::ALL[next]);
+        }
+        assert_eq!(seen, Tab::ALL);
+        assert_eq!(pane.tab(), Tab::Code);
     }
 }

@@ -1,0 +1,328 @@
+//! What a template can use (`PromptContext`), built from the task, the candidate and its
+//! evaluation, with the text pieces it needs (precision rule, failure excerpts).
+
+use serde::{Deserialize, Serialize};
+
+use super::hints::{hints_for, precision_hint};
+use super::metrics::{KernelMetrics, metrics_from_profile};
+use crate::protocol::EvalResult;
+use crate::llm::extract::Analysis;
+use crate::protocol::PrecisionPolicy;
+use crate::pysource::task_reader::forward_returns;
+
+/// One earlier attempt's own failure, for the repair history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AttemptFailure {
+    pub attempt: u32,
+    pub category: String,
+    pub summary: String,
+    /// The tail of its cleaned error message (a few lines).
+    pub message: String,
+}
+
+impl AttemptFailure {
+    /// From an evaluation result; the message is cut to its last lines.
+    pub fn from_eval(attempt: u32, result: &EvalResult) -> AttemptFailure {
+        AttemptFailure {
+            attempt,
+            category: category_of(result),
+            summary: result.summary.clone(),
+            message: excerpt(&result.message, HISTORY_LINES, HISTORY_CHARS),
+        }
+    }
+}
+
+/// The failure a repair prompt is about.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Failure {
+    pub category: String,
+    pub summary: String,
+    /// The cleaned error text (its tail when long).
+    pub message: String,
+}
+
+/// Latency of the kernel and of the PyTorch reference.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TimingInfo {
+    /// False on the CPU interpreter: no latency is measured there.
+    pub meaningful: bool,
+    pub kernel_ms: Option<f64>,
+    pub reference_ms: Option<f64>,
+    /// Reference median / kernel median.
+    pub score: Option<f64>,
+}
+
+impl TimingInfo {
+    /// One line for prompts: `2.100 ms for this kernel vs 3.030 ms for the PyTorch reference
+    /// (speedup 1.44x: faster than PyTorch)`, or `not measured (...)`.
+    pub fn describe(&self) -> String {
+        if !self.meaningful {
+            return "not measured (no GPU timing in this run: on the CPU, Triton's interpreter \
+                    checks correctness only)"
+                .into();
+        }
+        match (self.kernel_ms, self.reference_ms) {
+            (Some(k), Some(r)) => {
+                let score = self.score.unwrap_or(if k > 0.0 { r / k } else { 0.0 });
+                let verdict = if score >= 1.0 {
+                    "faster than PyTorch"
+                } else {
+                    "slower than PyTorch"
+                };
+                format!(
+                    "{k:.3} ms for this kernel vs {r:.3} ms for the PyTorch reference \
+                     (speedup {score:.2}x: {verdict})"
+                )
+            }
+            (Some(k), None) => format!("{k:.3} ms for this kernel (reference not measured)"),
+            _ => "not measured".into(),
+        }
+    }
+}
+
+/// Everything a template can use. Unset parts are empty (`None`, `[]`, `""`) and the
+/// templates leave their sections out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PromptContext {
+    pub task_name: String,
+    /// The task file (KernelBench format).
+    pub task_source: String,
+    /// What `Model.forward` returns, in words (`forward_returns`).
+    pub forward_returns: String,
+    /// The candidate's kernel source (repair, analysis, optimize, stages, instructed).
+    pub kernel_source: Option<String>,
+    /// Earlier attempts of this repair loop and their own failures, oldest first.
+    pub attempts: Vec<AttemptFailure>,
+    /// The current failure (repair, instructed repair).
+    pub failure: Option<Failure>,
+    /// Targeted repair hints (`prompts::hints::hints_for`).
+    pub hints: Vec<String>,
+    pub timing: TimingInfo,
+    /// Nsight Compute metrics of the candidate, when profiled.
+    pub metrics: Vec<KernelMetrics>,
+    /// The analysis of the candidate (optimize from analysis, instructed).
+    pub analysis: Option<Analysis>,
+    /// The tuning stage (`grid_and_parallel`, ...).
+    pub stage: Option<String>,
+    /// The person's free-text instruction.
+    pub instruction: Option<String>,
+    /// The GPU, in words (`NVIDIA H200`), when known.
+    pub device: Option<String>,
+    /// Why the previous answer could not be used (the follow-up prompt).
+    pub unusable_answer: Option<UnusableAnswer>,
+    /// The precision the kernel must keep, in words (`precision_rule`): the `_rules.j2`
+    /// partial states it in every code-writing prompt.
+    pub precision: String,
+    /// How close the reference and the kernel run to the speed of light, in words
+    /// (`SpeedOfLight::prompt_line`): where the headroom is.
+    pub speed_of_light: Option<String>,
+}
+
+/// The precision rule of `policy` for prompts, with the person's explicit tolerances where
+/// set (else the per-dtype table's).
+pub fn precision_rule(policy: PrecisionPolicy, atol: Option<f64>, rtol: Option<f64>) -> String {
+    let f32_tol = policy.float32_tolerance();
+    let within = match (atol, rtol) {
+        (None, None) => format!(
+            "within atol = rtol = {f32_tol:e} for float32 outputs (1e-2 for float16/bfloat16 outputs)"
+        ),
+        (a, r) => format!(
+            "within atol {:e}, rtol {:e}",
+            a.unwrap_or(f32_tol),
+            r.unwrap_or(f32_tol)
+        ),
+    };
+    match policy {
+        PrecisionPolicy::Strict | PrecisionPolicy::Pytorch => {
+            let reference = if policy == PrecisionPolicy::Strict {
+                "the reference runs in the task's dtype with TF32 off"
+            } else {
+                "the reference runs under PyTorch's defaults (float32 matmuls without TF32)"
+            };
+            format!(
+                "`precision = \"{policy}\"`: keep the task's dtype; {reference}, and the outputs must match it \
+                 {within}. `tl.dot` on float32 operands defaults to TF32, which misses that: pass \
+                 `input_precision=\"ieee\"` (exact float32) or `input_precision=\"tf32x3\"` (near-float32, faster) \
+                 to every `tl.dot` on float32 data, accumulate in float32, and never cast float32 data to \
+                 float16/bfloat16."
+            )
+        }
+        PrecisionPolicy::Tf32 => format!(
+            "`precision = \"tf32\"`: TF32 is allowed, and the reference also runs its float32 matmuls and \
+             convolutions in TF32 (TF32 vs TF32); the outputs must match it {within}. `tl.dot` at its default \
+             (TF32) precision is fine; do not go below TF32 (no float16/bfloat16 casts of float32 data) and \
+             accumulate in float32."
+        ),
+    }
+}
+
+/// An answer kforge could not use, for the follow-up prompt.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UnusableAnswer {
+    /// What extraction said (`no code block found ...`).
+    pub error: String,
+    /// `code` or `analysis`.
+    pub expected: String,
+}
+
+/// Lines and characters kept of the current failure's message and of each earlier one.
+const FAILURE_LINES: usize = 150;
+const FAILURE_CHARS: usize = 12_000;
+const HISTORY_LINES: usize = 8;
+const HISTORY_CHARS: usize = 1_200;
+
+fn category_of(result: &EvalResult) -> String {
+    result
+        .category
+        .map(|c| c.as_str().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl PromptContext {
+    /// A context for a task: name, source and what its `forward` returns.
+    pub fn for_task(task_name: &str, task_source: &str) -> PromptContext {
+        PromptContext {
+            task_name: task_name.to_string(),
+            task_source: task_source.to_string(),
+            forward_returns: forward_returns(task_source),
+            ..Default::default()
+        }
+    }
+
+    /// The candidate's kernel source.
+    pub fn with_kernel(mut self, source: Option<String>) -> PromptContext {
+        self.kernel_source = source;
+        self
+    }
+
+    /// The precision rule the prompts state (`precision_rule`).
+    pub fn with_precision(
+        mut self,
+        policy: PrecisionPolicy,
+        atol: Option<f64>,
+        rtol: Option<f64>,
+    ) -> PromptContext {
+        self.precision = precision_rule(policy, atol, rtol);
+        self
+    }
+
+    /// Whether latencies are measured in this run (GPU); `with_eval` refines it per result.
+    pub fn with_timing_meaningful(mut self, meaningful: bool) -> PromptContext {
+        self.timing.meaningful = meaningful;
+        self
+    }
+
+    /// Earlier attempts of the repair loop, oldest first.
+    pub fn with_attempts(mut self, attempts: Vec<AttemptFailure>) -> PromptContext {
+        self.attempts = attempts;
+        self
+    }
+
+    /// Takes what an evaluation says about the candidate: the failure with its hints when
+    /// it failed, else its timing; Nsight Compute metrics when it was profiled.
+    pub fn with_eval(mut self, result: &EvalResult) -> PromptContext {
+        if result.correct {
+            self.failure = None;
+            self.hints.clear();
+        } else {
+            let category = category_of(result);
+            let message = if result.message.trim().is_empty() {
+                result.summary.clone()
+            } else {
+                excerpt(&result.message, FAILURE_LINES, FAILURE_CHARS)
+            };
+            self.hints = hints_for(&category, &format!("{}\n{}", result.summary, message));
+            // A mismatch of a kernel computing below the policy's precision: that fix first.
+            if let (Some(crate::protocol::Category::Mismatch), Some(p)) =
+                (result.category, &result.precision)
+                && let Some(hint) = precision_hint(p.policy, &p.reduced)
+            {
+                self.hints.insert(0, hint);
+            }
+            self.failure = Some(Failure {
+                category,
+                summary: result.summary.clone(),
+                message,
+            });
+        }
+        if let Some(t) = &result.timing {
+            self.timing = TimingInfo {
+                meaningful: t.meaningful,
+                kernel_ms: (t.kernel.median_ms > 0.0).then_some(t.kernel.median_ms),
+                reference_ms: (t.reference.median_ms > 0.0).then_some(t.reference.median_ms),
+                score: t.score,
+            };
+        }
+        if let Some(profile) = &result.profile {
+            self.metrics = metrics_from_profile(profile);
+        }
+        self.speed_of_light = result.speed_of_light.as_ref().and_then(|s| s.prompt_line());
+        self
+    }
+}
+
+/// The last `max_lines` lines of `text`, at most `max_chars` characters (cut at a line
+/// start), with a note of what was left out. Errors say what matters at their end.
+pub fn excerpt(text: &str, max_lines: usize, max_chars: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let mut start = lines.len().saturating_sub(max_lines);
+    let mut size: usize = lines[start..].iter().map(|l| l.len() + 1).sum();
+    while size > max_chars && start + 1 < lines.len() {
+        size -= lines[start].len() + 1;
+        start += 1;
+    }
+    let mut kept = lines[start..].join("\n");
+    if kept.len() > max_chars {
+        let cut = kept.len() - max_chars;
+        let cut = (cut..kept.len())
+            .find(|i| kept.is_char_boundary(*i))
+            .unwrap_or(kept.len());
+        kept = kept[cut..].to_string();
+    }
+    if start > 0 {
+        format!("[... {start} earlier lines left out ...]\n{kept}")
+    } else {
+        kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpt_keeps_the_tail() {
+        let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let e = excerpt(&text, 3, 1000);
+        assert_eq!(
+            e,
+            "[... 17 earlier lines left out ...]\nline 18\nline 19\nline 20"
+        );
+        assert_eq!(excerpt("short", 3, 1000), "short");
+        let e = excerpt(&text, 100, 16);
+        assert!(
+            e.ends_with("line 19\nline 20") && !e.contains("line 18"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn timing_is_described_or_marked_not_measured() {
+        let t = TimingInfo {
+            meaningful: true,
+            kernel_ms: Some(2.0),
+            reference_ms: Some(3.0),
+            score: Some(1.5),
+        };
+        assert_eq!(
+            t.describe(),
+            "2.000 ms for this kernel vs 3.000 ms for the PyTorch reference (speedup 1.50x: faster than PyTorch)"
+        );
+        assert!(TimingInfo::default().describe().starts_with("not measured"));
+    }
+}
