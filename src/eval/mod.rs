@@ -11,6 +11,7 @@ pub mod server;
 pub mod sol;
 pub mod suite;
 pub mod verdict;
+pub mod wire_schema;
 
 use std::path::Path;
 
