@@ -56,7 +56,8 @@ fn differences(rust: &Shapes, python: &Shapes) -> Vec<String> {
         for (field, ty) in p {
             if !r.contains_key(field) {
                 out.push(format!(
-                    "{record}.{field} ({ty}) is declared in wire.py but kforge has no such field"
+                    "{record}.{field} ({ty}) is declared in wire.py but kforge does not send it \
+                     (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
                 ));
             }
         }
@@ -97,7 +98,8 @@ fn a_field_on_one_side_only_is_named() {
         [
             "Job.device is string in kforge but string|null in wire.py",
             "Job.seed (integer) is sent by kforge but wire.py does not declare it",
-            "Job.trials (integer) is declared in wire.py but kforge has no such field",
+            "Job.trials (integer) is declared in wire.py but kforge does not send it \
+             (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)",
         ]
     );
 }

@@ -2,22 +2,23 @@
 //! records (`kforge_harness/wire.py`) against it (tests/harness_wire.rs): every field of the
 //! job, its `[eval]` settings and the result, with its JSON type.
 //!
-//! Each shape is read off two serialized values, one with every field set and one with
-//! every optional field unset, each built without `..Default::default()`: a field added to
-//! `Job`, `EvalConfig` or `EvalResult` does not compile until it is listed here, and then
-//! fails the test until `wire.py` has it too.
+//! Each shape is read off two serialized values, one with every optional field set and one
+//! with every optional field unset. The job and the result are built here without
+//! `..Default::default()`, so that a field added to `Job` or `EvalResult` does not compile
+//! until it is listed; the settings are `EvalConfig::default()` (its `Default` lists every
+//! field), so that a new `[eval]` setting needs no line here. Either way the test then fails
+//! until `wire.py` declares the field too.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::config::{EvalConfig, Executor, Tolerance};
+use crate::config::EvalConfig;
 use crate::eval::protocol::{
-    Alignment, Audit, Category, DeviceInfo, EvalResult, Footprint, Job, PrecisionPolicy,
-    PrecisionRecord, SandboxInfo, StaticReport, Status, Timing, ToleranceUsed, Trial, Versions,
+    Alignment, Audit, Category, DeviceInfo, EvalResult, Footprint, Job, PrecisionRecord,
+    SandboxInfo, StaticReport, Status, Timing, ToleranceUsed, Trial, Versions,
 };
-use crate::protocol::{BaselineChoice, CompileMode};
 
 /// Field name to JSON type (`string`, `integer`, `number`, `boolean`, `object`, `array`),
 /// with `|null` where the field may be null and `|absent` where it may be left out.
@@ -57,6 +58,9 @@ fn job(settings: &EvalConfig, baseline_cache_dir: Option<PathBuf>) -> Job {
     }
 }
 
+/// `EvalConfig::default()` (whose `Default` lists every field) with every optional setting
+/// set: an optional setting added to `EvalConfig` belongs here, or the harness's declaration
+/// of it is reported as a field kforge does not send.
 fn settings_all_set() -> EvalConfig {
     EvalConfig {
         atol: Some(0.01),
@@ -68,37 +72,7 @@ fn settings_all_set() -> EvalConfig {
 }
 
 fn settings_all_unset() -> EvalConfig {
-    EvalConfig {
-        atol: None,
-        rtol: None,
-        trials: 5,
-        signed_trial: true,
-        post_timing_check: true,
-        timing_trials: 300,
-        min_timing_trials: 20,
-        timing_precision: 0.01,
-        between_evaluations: 0.015,
-        timing_budget_s: 10.5,
-        warmup: 3,
-        flush_l2: true,
-        timeout_s: 300.5,
-        input_draw_limit_s: 20.5,
-        seed: 42,
-        reject_torch_ops: false,
-        suspicious_speedup: 10.5,
-        host_time_ratio: None,
-        host_slack_ms: None,
-        tolerance: Tolerance::Dtype,
-        precision: PrecisionPolicy::Strict,
-        static_checks: true,
-        require_sandbox: true,
-        baseline_cache: true,
-        compile_baseline: true,
-        compile_mode: CompileMode::Default,
-        baseline: BaselineChoice::Best,
-        executor: Executor::Fork,
-        shape_check: true,
-    }
+    EvalConfig::default()
 }
 
 fn result_all_set() -> EvalResult {

@@ -27,7 +27,7 @@ import tempfile
 import time
 import traceback
 
-from . import protocol, sandbox
+from . import protocol, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, exception_text, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
@@ -245,8 +245,12 @@ class Server:
 
     def run_eval(self, rid, job):
         started = time.time()
+        # Checked once, before anything runs: a job this harness does not know how to read
+        # (a kforge of another version) is an error naming the key, never a default.
+        spec = wire.Job.parse(job)
         job = dict(job)
         job["id"] = rid
+        job["_wire"] = spec  # what the judge reads the job through
         result = new_result(job)
         result["versions"] = versions()  # imported already; no CUDA involved
         result["sandbox"] = self.sandbox_record()

@@ -129,6 +129,10 @@ class ResultRecord(dict):
     keys can only be `Result`'s (a misspelt or undeclared key fails where it is written, not
     as a field kforge silently drops)."""
 
+    def __init__(self, fields=()):
+        super().__init__()
+        self.update(fields)
+
     def __setitem__(self, key, value):
         super().__setitem__(result_field(key), value)
 
