@@ -210,6 +210,22 @@ impl Default for EvalConfig {
 }
 
 impl EvalConfig {
+    /// These settings as one evaluation job carries them to the harness (flattened into
+    /// `eval::protocol::Job`): the bounds the harness relies on applied, the obsolete keys
+    /// left out, and the baselines only where this job times (`timing`) or can cache them
+    /// (`has_cache_dir`).
+    pub fn for_job(&self, timing: bool, has_cache_dir: bool) -> EvalConfig {
+        EvalConfig {
+            min_timing_trials: self.min_timing_trials.min(self.timing_trials),
+            between_evaluations: self.between_evaluations.max(0.0),
+            host_time_ratio: None,
+            host_slack_ms: None,
+            baseline_cache: self.baseline_cache && has_cache_dir,
+            compile_baseline: self.compile_baseline && timing,
+            ..self.clone()
+        }
+    }
+
     /// The `[eval]` keys that are set and no longer mean anything (`kforge doctor` says so).
     pub fn obsolete_keys(&self) -> Vec<&'static str> {
         [

@@ -331,7 +331,7 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
             restart_server: true,
         };
     }
-    let limit = Duration::from_secs_f64(queued.job.timeout_s.max(0.0)) + WATCHDOG_GRACE;
+    let limit = Duration::from_secs_f64(queued.job.settings.timeout_s.max(0.0)) + WATCHDOG_GRACE;
     let watchdog = tokio::time::sleep(limit);
     tokio::pin!(watchdog);
     let mut cancel_sent: Option<tokio::time::Instant> = None;

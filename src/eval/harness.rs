@@ -43,6 +43,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "timed.py",
     "timing.py",
     "window.py",
+    "wire.py",
     "worker.py",
     "zygote.py",
 );

@@ -9,6 +9,7 @@ pub mod python_env;
 pub mod server;
 pub mod suite;
 pub mod verdict;
+pub mod wire_schema;
 
 use std::path::Path;
 

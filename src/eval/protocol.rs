@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{EvalConfig, Executor, Tolerance};
+use crate::config::EvalConfig;
 use crate::protocol::SandboxInfo;
 pub use crate::protocol::{MathKind, PrecisionPolicy};
 
@@ -82,50 +82,17 @@ impl fmt::Display for Device {
     }
 }
 
-/// One evaluation job as the harness reads it.
+/// One evaluation job as the harness reads it (`kforge_harness/wire.py`, `Job`): the paths
+/// and what this request asks for, and the `[eval]` settings flattened beside them, so that
+/// a new `[eval]` key reaches the harness without being copied here.
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
     pub task_path: PathBuf,
     pub kernel_path: PathBuf,
     pub device: String,
-    /// Explicit tolerances for every dtype; None: each output's dtype's (`tolerance`).
-    pub atol: Option<f64>,
-    pub rtol: Option<f64>,
-    pub trials: u32,
-    pub signed_trial: bool,
-    pub post_timing_check: bool,
     pub timing: bool,
-    pub timing_trials: u32,
-    pub min_timing_trials: u32,
-    /// Timed runs go on until each side's median has a 95% interval within +- this
-    /// fraction (up to `timing_trials` and the budget).
-    pub timing_precision: f64,
-    /// The relative half-width combined with each score's bootstrap interval for what
-    /// changes between evaluations (config `between_evaluations`).
-    pub between_evaluations: f64,
-    pub timing_budget_s: f64,
-    pub warmup: u32,
-    pub flush_l2: bool,
-    pub timeout_s: f64,
-    pub input_draw_limit_s: f64,
-    pub seed: u64,
-    pub reject_torch_ops: bool,
-    pub suspicious_speedup: f64,
-    pub tolerance: Tolerance,
-    /// The precision policy, applied to the reference and the kernel's process.
-    pub precision: PrecisionPolicy,
-    pub require_sandbox: bool,
-    pub static_checks: bool,
-    pub baseline_cache: bool,
     pub baseline_cache_dir: Option<PathBuf>,
-    /// Time the reference under `torch.compile` too (read from the cache beside the
-    /// baseline's when measured before).
-    pub compile_baseline: bool,
-    pub compile_mode: crate::protocol::CompileMode,
-    /// What the headline score is against (`timing.baseline` says what it resolved to).
-    pub baseline: crate::protocol::BaselineChoice,
     pub profile: bool,
-    pub executor: Executor,
     /// Check the task alone (build, forward, time the reference): no kernel involved.
     pub reference_only: bool,
     /// In a task check with timing, also time the reference with KernelBench's own
@@ -134,44 +101,24 @@ pub struct Job {
     /// With `kernelbench_protocol`: how many times both protocols time the reference, in
     /// alternating order (`timing.rounds`); 1 times each once.
     pub kernelbench_rounds: u32,
+    /// The request's `[eval]` settings as this job applies them (`EvalConfig::for_job`).
+    #[serde(flatten)]
+    pub settings: EvalConfig,
 }
 
 impl Job {
     pub fn new(request: &EvalRequest, baseline_cache_dir: Option<PathBuf>) -> Job {
-        let s = &request.settings;
+        let timing = request.timing && request.device.is_gpu();
         Job {
             task_path: absolute(&request.task),
             kernel_path: absolute(&request.kernel),
             device: request.device.torch_name(),
-            atol: s.atol,
-            rtol: s.rtol,
-            trials: s.trials,
-            signed_trial: s.signed_trial,
-            post_timing_check: s.post_timing_check,
-            timing: request.timing && request.device.is_gpu(),
-            timing_trials: s.timing_trials,
-            min_timing_trials: s.min_timing_trials.min(s.timing_trials),
-            timing_precision: s.timing_precision,
-            between_evaluations: s.between_evaluations.max(0.0),
-            timing_budget_s: s.timing_budget_s,
-            warmup: s.warmup,
-            flush_l2: s.flush_l2,
-            timeout_s: s.timeout_s,
-            input_draw_limit_s: s.input_draw_limit_s,
-            seed: s.seed,
-            reject_torch_ops: s.reject_torch_ops,
-            suspicious_speedup: s.suspicious_speedup,
-            tolerance: s.tolerance,
-            precision: s.precision,
-            require_sandbox: s.require_sandbox,
-            static_checks: s.static_checks,
-            baseline_cache: s.baseline_cache && baseline_cache_dir.is_some(),
+            timing,
+            settings: request
+                .settings
+                .for_job(timing, baseline_cache_dir.is_some()),
             baseline_cache_dir,
-            compile_baseline: s.compile_baseline && request.timing && request.device.is_gpu(),
-            compile_mode: s.compile_mode,
-            baseline: s.baseline,
             profile: request.profile,
-            executor: s.executor,
             reference_only: request.reference_only,
             kernelbench_protocol: request.kernelbench_protocol,
             kernelbench_rounds: request.kernelbench_rounds.max(1),
@@ -354,7 +301,7 @@ mod tests {
         let req = EvalRequest::new("t.py", "k.py", Device::Cpu, EvalConfig::default());
         let job = Job::new(&req, None);
         assert!(!job.timing);
-        assert!(!job.baseline_cache);
+        assert!(!job.settings.baseline_cache);
         assert!(job.task_path.is_absolute());
         let gpu = Job::new(
             &EvalRequest::new("t.py", "k.py", Device::Cuda(1), EvalConfig::default()),

@@ -201,15 +201,15 @@ def kernel_outputs(done, slots):
     return walk(tree, "out")
 
 
-def between_evaluations(job):
-    return max(float(job.get("between_evaluations") or 0.0), 0.0)
+def between_evaluations(settings):
+    return max(settings.between_evaluations, 0.0)
 
 
-def interval_method(job):
+def interval_method(settings):
     """The score interval's method in words (Timing.interval_method)."""
     method = ("bootstrap, %d resamples of both models' timed runs and the null runs, 95%% percentile interval"
               % timing.BOOTSTRAP_RESAMPLES)
-    between = between_evaluations(job)
+    between = between_evaluations(settings)
     if between:
         method += (", combined in quadrature with +-%g%% for what changes between evaluations of one kernel "
                    "(between_evaluations; the runs' own interval is runs_score_low/high)" % (100 * between))
@@ -283,11 +283,15 @@ class PhaseClock:
 
 class Evaluation:
     def __init__(self, job, progress, channel):
+        # `job` is the server's record of the evaluation: what kforge sent, the sources, the
+        # result so far; what kforge sent is read typed (wire.Job), never by key.
         self.job = job
+        self.spec = job["_wire"]
+        self.settings = self.spec.settings
         self.result = job["_result"]
-        self.device = job["device"]
+        self.device = self.spec.device
         self.gpu = self.device != "cpu"
-        self.seed = int(job["seed"])
+        self.seed = int(self.settings.seed)
         self.progress = progress
         self.link = WorkerLink(channel, lambda: self.result.get("phase") or "start-up") if channel else None
         self.meter = Meter(self.device, self.result["memory"])
@@ -301,7 +305,7 @@ class Evaluation:
         self.compiled_lender = None
         self.compiled = None  # the compile baseline's record (baselines.py), once known
         self.clock = None
-        self.policy = job.get("precision") or precision.DEFAULT_POLICY
+        self.policy = self.settings.precision or precision.DEFAULT_POLICY
         self.task_dtypes = []
         self.reference_settings = None
         self.kernel_settings = None
@@ -343,14 +347,14 @@ class Evaluation:
     def run_phases(self):
         import torch
 
-        job, result = self.job, self.result
+        job, spec, result = self.job, self.spec, self.result
         clock = self.clock = PhaseClock(result)
-        if self.device != "cpu" and job["timing"]:
+        if self.device != "cpu" and spec.timing:
             # Before this process's CUDA context exists (see refprocess.py); the reference's
             # process starts its own while this one loads the task.
             self.reference_process = ReferenceProcess.fork()
             self.reference_process.serve(self.reference_job())
-            if job.get("compile_baseline"):
+            if spec.settings.compile_baseline:
                 # The compiled reference's process, forked now for the same reason, and
                 # asked to serve only when the compile baseline is not cached: until then it
                 # waits without a CUDA context.
@@ -368,7 +372,7 @@ class Evaluation:
         self.meter.enter("startup")
         self.progress("loading task")
         task = load_task(job["task_file"])
-        self.source = InputSource(task, self.device, job.get("input_draw_limit_s"))
+        self.source = InputSource(task, self.device, spec.settings.input_draw_limit_s)
         init_inputs = task_init_inputs(task, result)
         self.init_inputs = init_inputs
         # The policy's precision settings before the reference exists (precision.py).
@@ -401,18 +405,18 @@ class Evaluation:
             self.reference_side.refresh = self.refresher(self.base)
         clock.mark("reference_process")
         self.input_shapes, self.output_shapes = input_shapes, output_shapes
-        if not job.get("reference_only"):
+        if not spec.reference_only:
             # Before the kernel is imported: figures that are cached for every later
             # evaluation of the task are never measured beside a kernel's code (its process
             # could load the GPU while they are taken). A task check measures them after its
             # own figures (below); a session's evaluations read them from the cache.
             self.compile_phase(flush, lambda base=first: base)
-        if job.get("reference_only"):
+        if spec.reference_only:
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
                           flush, self.progress)
                 result["timing"] = self.reference_timing(flush, first)
-                rounds = max(1, int(job.get("kernelbench_rounds") or 1)) if job.get("kernelbench_protocol") else 0
+                rounds = max(1, spec.kernelbench_rounds) if spec.kernelbench_protocol else 0
                 if rounds > 1:
                     self.kernelbench_rounds(rounds, flush, first)
                 # Last of what uses the reference's process: the task check's own figures
@@ -469,10 +473,10 @@ class Evaluation:
             clock.mark("timing")
         # Without timed runs (the CPU) there is nothing to re-check after: every trial
         # already wrote fresh values into the same lent buffers.
-        if job["post_timing_check"] and self.timing():
+        if spec.settings.post_timing_check and self.timing():
             self.progress("re-check after timing")
             self.meter.enter("recheck")
-            self.check("post_timing", job["trials"] + 1, lambda: self.source.draw(self.seed + 3000))
+            self.check("post_timing", spec.settings.trials + 1, lambda: self.source.draw(self.seed + 3000))
             self.same_kernels_everywhere(self.ruled_record())
             self.result["audit"]["details"]["audited_forwards"] = len(self.audit_records)
             clock.mark("recheck")
@@ -513,7 +517,7 @@ class Evaluation:
         self.progress("device peaks")
         return peaks.device_peaks(self.device, self.result["device"], peaks.driver_version(self.result["device"]),
                                   self.result["versions"].get("torch"),
-                                  peaks.cache_dir_beside(self.job.get("baseline_cache_dir")))
+                                  peaks.cache_dir_beside(self.spec.baseline_cache_dir))
 
     def record_speed_of_light(self):
         """result["speed_of_light"]: the reference's work and, on a GPU with timing, the bound
@@ -529,7 +533,7 @@ class Evaluation:
                 sol.cpu_figures(work), reason="not timed: the bound is compared with timed medians only")
             return
         kernel = timing_.get("kernel") or None
-        figures = sol.figures(work, self.peaks, self.policy, result["device"], bool(self.job["flush_l2"]),
+        figures = sol.figures(work, self.peaks, self.policy, result["device"], self.settings.flush_l2,
                               timing_["reference"], kernel if kernel and kernel.get("median_ms") else None)
         result["speed_of_light"] = figures
         if figures["faster_than_light"]:
@@ -664,7 +668,7 @@ class Evaluation:
         return result
 
     def timing(self):
-        return self.gpu and bool(self.job["timing"])
+        return self.gpu and self.spec.timing
 
     # -- models --------------------------------------------------------------------------
 
@@ -837,11 +841,11 @@ class Evaluation:
         per task dtype, what the kernel computes in (its source's findings, then what its
         process had in force once imported) as it applies to the task's dtypes, and the
         settings the reference ran under."""
-        job = self.job
+        settings = self.settings
         static = [f for f in (self.result.get("precision") or {}).get("kernel_math", []) if not f.get("dynamic")]
         found = static + precision.dynamic_findings(self.policy, self.kernel_settings)
-        mode = job.get("tolerance") or DEFAULT_MODE
-        table = {d: list(tolerance_for(d, job.get("atol"), job.get("rtol"), mode, self.policy))
+        mode = settings.tolerance or DEFAULT_MODE
+        table = {d: list(tolerance_for(d, settings.atol, settings.rtol, mode, self.policy))
                  for d in self.task_dtypes}
         record = precision.summarize(self.policy, found, self.task_dtypes, table)
         record["reference_settings"] = self.reference_settings
@@ -851,9 +855,9 @@ class Evaluation:
     def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
         """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`
         is (k, count) for the k-th of a timed window's forwards."""
-        job = self.job
+        settings = self.settings
         passed, outputs, reason, tolerance = compare_outputs(
-            ref_out, new_out, job.get("atol"), job.get("rtol"), job.get("tolerance") or DEFAULT_MODE, self.policy)
+            ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.policy)
         self.result["tolerance"] = tolerance
         if not passed and (self.result.get("precision") or {}).get("reduced"):
             # A mismatch of a kernel that computes below the task's precision: say so with it.
@@ -874,14 +878,14 @@ class Evaluation:
         """The random trials, then the signed-input trial (on the task's [0, 1) inputs an
         honest ReLU equals its input, which says nothing about who computed it); every one
         audited."""
-        job = self.job
+        settings = self.settings
         self.audit_records = []
-        for t in range(job["trials"]):
-            self.progress("correctness trial %d/%d" % (t + 1, job["trials"]))
+        for t in range(settings.trials):
+            self.progress("correctness trial %d/%d" % (t + 1, settings.trials))
             self.check("random", t, lambda: self.source.draw(self.seed + 1 + t))
-        if job["signed_trial"]:
+        if settings.signed_trial:
             self.progress("signed-input trial")
-            done = self.check("signed", job["trials"], self.signed_draw(self.seed + 1000), needs=all_finite,
+            done = self.check("signed", settings.trials, self.signed_draw(self.seed + 1000), needs=all_finite,
                               provenance=True)
             if done is None:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
@@ -895,10 +899,10 @@ class Evaluation:
         different code)."""
         if not any(provenance for _, _, provenance in self.audit_records):
             self.progress("audit of one forward")
-            done = self.check("audit", self.job["trials"] + 2, self.signed_draw(self.seed + 500), needs=all_finite,
+            done = self.check("audit", self.settings.trials + 2, self.signed_draw(self.seed + 500), needs=all_finite,
                               provenance=True)
             if done is None:
-                self.check("audit", self.job["trials"] + 2, lambda: self.source.draw(self.seed + 502),
+                self.check("audit", self.settings.trials + 2, lambda: self.source.draw(self.seed + 502),
                            provenance=True)
         record = dict(self.ruled_record())
         self.same_kernels_everywhere(record)
@@ -1032,18 +1036,18 @@ class Evaluation:
     def reference_timing(self, flush, base):
         """A task check's timing: the reference alone (cached per task, inputs, device and
         method, or measured now)."""
-        job = self.job
+        spec = self.spec
         key = self.baseline_key(base)
         # Rounds time the reference again in its process: it must not be let go for a cache hit.
-        use_cache = job["baseline_cache"] and int(job.get("kernelbench_rounds") or 1) <= 1
-        cached = timing.read_baseline(job.get("baseline_cache_dir"), key) if use_cache else None
+        use_cache = spec.settings.baseline_cache and spec.kernelbench_rounds <= 1
+        cached = timing.read_baseline(spec.baseline_cache_dir, key) if use_cache else None
         if cached is not None:
             cached["cached"] = True
             figures = cached
         else:
             figures = self.time_reference(flush)
-            if job["baseline_cache"]:
-                timing.write_baseline(job.get("baseline_cache_dir"), key, figures)
+            if spec.settings.baseline_cache:
+                timing.write_baseline(spec.baseline_cache_dir, key, figures)
             figures["cached"] = False
         result = {"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None, "baseline_key": key,
                   "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
@@ -1064,9 +1068,9 @@ class Evaluation:
         """The timing with the compile baseline's figures, the score against them and the
         baseline its headline is against (baselines.py); the result notes a task that has
         no compile figures while they were asked for."""
-        if not self.job.get("compile_baseline"):
+        if not self.settings.compile_baseline:
             return result
-        baselines.against_compile(result, self.compiled, self.job.get("baseline") or "best")
+        baselines.against_compile(result, self.compiled, self.settings.baseline or "best")
         if self.compiled is not None and self.compiled.get("error"):
             self.result["notes"].append("no torch.compile baseline (%s): %s; scores are against eager PyTorch"
                                         % (self.compiled["mode"], self.compiled["error"]))
@@ -1076,7 +1080,7 @@ class Evaluation:
         """The compile baseline (compile_baseline), its phase marked apart; nothing where it
         is not asked for. `base_of()` gives inputs for the calibration, called only when the
         baseline is measured."""
-        if not (self.timing() and self.job.get("compile_baseline")):
+        if not (self.timing() and self.settings.compile_baseline):
             return
         self.meter.enter("compile baseline")
         self.compile_baseline(flush, base_of, self.input_shapes, self.output_shapes)
@@ -1087,12 +1091,11 @@ class Evaluation:
         cached per task, inputs, device, versions, timing method, precision policy and mode,
         else compiled and timed now, interleaved with the eager reference in its process.
         Sets self.compiled; the compiled process is gone when it returns."""
-        job = self.job
-        mode = job.get("compile_mode") or "default"
+        mode = self.settings.compile_mode or "default"
         # The inputs' shapes and dtypes are all the key reads of them.
         key = baselines.cache_key(self.baseline_key(input_shapes), mode)
-        cache_dir = job.get("baseline_cache_dir")
-        cached = baselines.read_cached(cache_dir, key) if job["baseline_cache"] else None
+        cache_dir = self.spec.baseline_cache_dir
+        cached = baselines.read_cached(cache_dir, key) if self.settings.baseline_cache else None
         if cached is not None:
             self.close_compiled()
             self.compiled = dict(cached, cached=True)
@@ -1181,8 +1184,9 @@ class Evaluation:
         except KernelFailure as e:
             raise CompileUnavailable(e.summary)
         ref_out = kernel_outputs(eager.done, ref.slots)
-        passed, _, reason, _ = compare_outputs(ref_out, outputs, job.get("atol"), job.get("rtol"),
-                                               job.get("tolerance") or DEFAULT_MODE, self.policy)
+        settings = self.settings
+        passed, _, reason, _ = compare_outputs(ref_out, outputs, settings.atol, settings.rtol,
+                                               settings.tolerance or DEFAULT_MODE, self.policy)
         if not passed:
             raise CompileUnavailable("under torch.compile the task computes another result (%s)" % reason)
         del ref_out, outputs
@@ -1290,12 +1294,12 @@ class Evaluation:
                   "score": timing.score(reference, kernel), "baseline_key": None,
                   "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
                   "environment": self.environment(before),
-                  "interval_method": interval_method(job)}
+                  "interval_method": interval_method(self.settings)}
         if result["score"] is not None:
             low, high = timing.bootstrap_score(ref_out.windows, kernel_out.windows, nulls, offset, seed=self.seed)
             result["runs_score_low"], result["runs_score_high"] = low, high
             result["score_low"], result["score_high"] = timing.with_between_evaluations(
-                result["score"], low, high, between_evaluations(job))
+                result["score"], low, high, between_evaluations(self.settings))
         reported_ref = reference.get("reported_median_ms")
         if reported_ref and kernel.get("reported_median_ms"):
             result["reported_score"] = reported_ref / kernel["reported_median_ms"]
@@ -1325,8 +1329,9 @@ class Evaluation:
         if timeouts:
             notes.append("%d timed run(s) of the kernel were not queued in time for the gate (a forward that waits "
                          "for the GPU from the host): their windows include host time" % timeouts)
-        if result["score"] is not None and result["score"] > job["suspicious_speedup"]:
+        suspicious = self.settings.suspicious_speedup
+        if result["score"] is not None and result["score"] > suspicious:
             flags.append("suspicious_speedup")
             notes.append("speedup %.1fx is above %gx: check the kernel does all of the work"
-                         % (result["score"], job["suspicious_speedup"]))
+                         % (result["score"], suspicious))
         return result

@@ -13,6 +13,8 @@ import os
 import socket
 import struct
 
+from .wire import ResultRecord
+
 PROTOCOL = 3
 LOG_LIMIT = 1 << 20  # bytes of worker output kept in a result
 MESSAGE_LINES = 150  # lines of cleaned error text, as the repair prompt wants them
@@ -53,7 +55,8 @@ class ProtocolViolation(Exception):
 
 
 def new_result(job):
-    return {
+    """The result's skeleton; every key written into it later must be a field of wire.Result."""
+    return ResultRecord({
         "schema": 2,
         "id": job.get("id"),
         "status": "failed",
@@ -80,7 +83,7 @@ def new_result(job):
         "tolerance": None,
         "memory": {},
         "footprint": None,
-    }
+    })
 
 
 def fail(result, category, summary, message="", details=None):

@@ -27,7 +27,7 @@ import tempfile
 import time
 import traceback
 
-from . import protocol, sandbox
+from . import protocol, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, exception_text, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
@@ -245,27 +245,31 @@ class Server:
 
     def run_eval(self, rid, job):
         started = time.time()
+        # Checked once, before anything runs: a job this harness does not know how to read
+        # (a kforge of another version) is an error naming the key, never a default.
+        spec = wire.Job.parse(job)
         job = dict(job)
         job["id"] = rid
+        job["_wire"] = spec  # what the judge reads the job through
         result = new_result(job)
         result["versions"] = versions()  # imported already; no CUDA involved
         result["sandbox"] = self.sandbox_record()
         if not result["sandbox"]["enforced"]:
             result["notes"].append("NO SANDBOX: the kernel ran with this user's rights (%s)" % self.sandbox.reason)
         try:
-            kernel_source = open(job["kernel_path"], encoding="utf-8", errors="replace").read()
-            task_source = open(job["task_path"], encoding="utf-8", errors="replace").read()
+            kernel_source = open(spec.kernel_path, encoding="utf-8", errors="replace").read()
+            task_source = open(spec.task_path, encoding="utf-8", errors="replace").read()
         except OSError as e:
             return fail(result, "harness", "cannot read input file: %s" % e)
-        if job.get("reference_only"):
+        if spec.reference_only:
             category, report, syntax = None, result["static"], None
         else:
-            category, report, syntax = static_check(kernel_source, job.get("reject_torch_ops", False))
+            category, report, syntax = static_check(kernel_source, spec.settings.reject_torch_ops)
         result["static"] = report
-        if not job.get("reference_only"):
+        if not spec.reference_only:
             # What the kernel computes in, from its source; the judge applies it to the task's dtypes.
-            result["precision"] = summarize(job.get("precision") or DEFAULT_POLICY, scan(kernel_source), [], {})
-        if category == "static_check" and not job.get("static_checks", True):
+            result["precision"] = summarize(spec.settings.precision or DEFAULT_POLICY, scan(kernel_source), [], {})
+        if category == "static_check" and not spec.settings.static_checks:
             # The filter is off: its findings stay in the report as warnings, and the kernel
             # meets the sandbox, the judge and the audit alone.
             report["warnings"] = report["errors"] + report["warnings"]
@@ -275,7 +279,7 @@ class Server:
             fail_static(result, category, report, syntax)
             result["duration_s"] = time.time() - started
             return result
-        if job.get("require_sandbox") and not result["sandbox"]["enforced"] and not job.get("reference_only"):
+        if spec.settings.require_sandbox and not result["sandbox"]["enforced"] and not spec.reference_only:
             fail(result, "harness", "no sandbox could be set up (%s); [eval] require_sandbox = true refuses to "
                  "run the kernel" % self.sandbox.reason)
             result["duration_s"] = time.time() - started
@@ -295,16 +299,16 @@ class Server:
         finally:
             shutil.rmtree(private, ignore_errors=True)
         outcome["duration_s"] = time.time() - started
-        if outcome.get("correct") and job.get("profile") and job.get("device") != "cpu":
+        if outcome.get("correct") and spec.profile and spec.device != "cpu":
             from .ncu import run_ncu
 
             outcome["profile"] = run_ncu(job, self.sandbox, self.policy(), self.private_root)
         return outcome
 
     def run_judge_and_worker(self, rid, job, private):
-        result = job["_result"]
-        spawn = job.get("executor", "fork") == "spawn"
-        if job.get("reference_only"):
+        result, spec = job["_result"], job["_wire"]
+        spawn = spec.settings.executor == "spawn"
+        if spec.reference_only:
             return self.run_judge_alone(rid, job, private)
         # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
         server_s = result.setdefault("server_phases_s", {})
@@ -326,9 +330,9 @@ class Server:
         # The worker's output goes into a pipe this process drains, never a file by name.
         worker_log = LogTail()
         atol, rtol = audit_tolerance(job)
-        worker_job = {"device": job["device"], "jit_kernels": result["static"].get("jit_kernels", []),
-                      "limits": job.get("limits") or {}, "atol": atol, "rtol": rtol,
-                      "precision": job.get("precision") or DEFAULT_POLICY}
+        worker_job = {"device": spec.device, "jit_kernels": result["static"].get("jit_kernels", []),
+                      "limits": {}, "atol": atol, "rtol": rtol,
+                      "precision": spec.settings.precision or DEFAULT_POLICY}
         try:
             try:
                 zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
@@ -432,7 +436,7 @@ class Server:
         result = job["_result"]
         started = time.time()
         timeline = job.setdefault("_timeline", [])
-        deadline = started + float(job.get("timeout_s", 300))
+        deadline = started + job["_wire"].settings.timeout_s
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
         if worker_log is not None:
             self.selector.register(worker_log.fd, selectors.EVENT_READ, "worker_log")

@@ -8,11 +8,14 @@ import pytest
 from kforge_harness import baselines, judge
 from kforge_harness.protocol import HarnessError, KernelFailure, TaskFailure
 
+from jobs import job
+
 
 def stand_in(tmp_path, measure):
     e = judge.Evaluation.__new__(judge.Evaluation)
-    e.job = {"compile_mode": "default", "baseline_cache": True, "baseline_cache_dir": str(tmp_path),
-             "compile_baseline": True, "baseline": "best"}
+    e.spec = job(compile_mode="default", baseline_cache=True, baseline_cache_dir=str(tmp_path),
+                 compile_baseline=True, baseline="best")
+    e.settings = e.spec.settings
     e.result = {"notes": []}
     e.gpu = False
     e.gate = None

@@ -8,6 +8,8 @@ import torch
 from kforge_harness import peaks, sol
 from kforge_harness.loading import reference_forward
 
+from jobs import job
+
 F32 = 4
 
 
@@ -244,7 +246,7 @@ class _Judged:
         self.result = {"device": {"l2_bytes": 50 << 20}, "flags": [], "notes": [],
                        "timing": {"reference": {"median_ms": 1.0, "ci_high_ms": 1.01}, "kernel": kernel}}
         self.work, self.peaks, self.policy, self.gpu = work, peaks_, "strict", True
-        self.job = {"flush_l2": True}
+        self.settings = job(flush_l2=True).settings
 
     def timing(self):
         return True

@@ -1,0 +1,224 @@
+"""The job kforge sends and the result the harness sends back, as typed records.
+
+`Job` (with its `EvalSettings`, the `[eval]` section flattened beside the job's own fields)
+mirrors `eval::protocol::Job`; `Result` lists the top-level fields of `EvalResult`
+(docs/eval-result.md). `schema()` describes both in the terms of kforge's
+`eval::wire_schema`, and tests/harness_wire.rs checks that the two sides agree, field by
+field, both ways.
+
+A field typed `Optional[T]` is always sent and may be null; one with a default of None may
+also be left out (kforge leaves an unset `atol` out).
+"""
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Optional
+
+
+class WireError(ValueError):
+    """A job that does not match this harness's `Job`: a key missing, unknown, or of the
+    wrong JSON type (a kforge and a harness of different versions)."""
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """The `[eval]` settings as this job applies them (config.rs `EvalConfig`, documented
+    there and in docs/architecture.md, Evaluation)."""
+
+    trials: int
+    signed_trial: bool
+    post_timing_check: bool
+    timing_trials: int
+    min_timing_trials: int  # at most timing_trials
+    timing_precision: float
+    between_evaluations: float  # never negative
+    timing_budget_s: float
+    warmup: int
+    flush_l2: bool
+    timeout_s: float
+    input_draw_limit_s: float
+    seed: int
+    reject_torch_ops: bool
+    suspicious_speedup: float
+    tolerance: str  # precision.TOLERANCE_MODES
+    precision: str  # precision.POLICIES
+    static_checks: bool
+    require_sandbox: bool
+    baseline_cache: bool  # off where the job has no baseline_cache_dir
+    compile_baseline: bool  # off where the job does not time
+    compile_mode: str
+    baseline: str  # eager, compile or best
+    executor: str  # fork or spawn
+    shape_check: bool  # kforge's own (re-checks on unseen shapes); the harness does not read it
+    # One atol and rtol for every dtype; None: each output's from its dtype.
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One evaluation job (`{"op": "eval", "job": ...}`)."""
+
+    task_path: str
+    kernel_path: str
+    device: str  # as torch names it: cpu, cuda:1
+    timing: bool  # time both sides (never on the CPU)
+    baseline_cache_dir: Optional[str]
+    profile: bool  # run Nsight Compute on a correct kernel
+    reference_only: bool  # a task check: no kernel
+    kernelbench_protocol: bool  # a task check also times the reference with KernelBench's protocol
+    kernelbench_rounds: int  # at least 1
+    settings: EvalSettings
+
+    @staticmethod
+    def parse(message):
+        """The job in a request; WireError names the first key that does not fit."""
+        if not isinstance(message, dict):
+            raise WireError("the job is %s, not an object" % json_type(message))
+        own = {f.name for f in dataclasses.fields(Job)} - {"settings"}
+        settings = {k: v for k, v in message.items() if k not in own}
+        fields = {k: v for k, v in message.items() if k in own}
+        return Job(settings=record(EvalSettings, settings, "job"), **record_fields(Job, fields, "job"))
+
+
+@dataclass
+class Result:
+    """The top-level fields of an evaluation result (`EvalResult`; protocol.new_result is
+    its skeleton). Their contents are described in docs/eval-result.md."""
+
+    schema: int
+    id: Optional[str]
+    status: str
+    correct: bool
+    category: Optional[str]  # protocol.CATEGORIES
+    summary: str
+    message: str
+    details: dict
+    log: str
+    device: dict
+    versions: dict
+    static: dict
+    alignment: Optional[dict]
+    trials: list
+    timing: Optional[dict]
+    flags: list
+    notes: list
+    profile: Optional[dict]
+    phase: Optional[str]
+    duration_s: float
+    child_s: float
+    phases_s: dict
+    server_phases_s: dict
+    sandbox: Optional[dict]
+    audit: Optional[dict]
+    tolerance: Optional[dict]
+    precision: Optional[dict]
+    memory: dict
+    footprint: Optional[dict]
+    inputs_drawn_on: Optional[str]
+    input_refresh: Optional[str]
+    speed_of_light: Optional[dict]
+
+
+RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
+
+
+class ResultRecord(dict):
+    """A result as the judge and the server build it: a plain JSON object on the wire, whose
+    keys can only be `Result`'s (a misspelt or undeclared key fails where it is written, not
+    as a field kforge silently drops)."""
+
+    def __init__(self, fields=()):
+        super().__init__()
+        self.update(fields)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(result_field(key), value)
+
+    def setdefault(self, key, default=None):
+        return super().setdefault(result_field(key), default)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
+def result_field(key):
+    if key not in RESULT_FIELDS:
+        raise KeyError("%r is not a field of an evaluation result (wire.Result)" % (key,))
+    return key
+
+
+# -- checking ------------------------------------------------------------------------
+
+JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
+
+
+def json_type(value):
+    """The JSON type of a decoded value, as the schema names it."""
+    if value is None:
+        return "null"
+    for python, name in JSON_TYPES.items():
+        if type(value) is python:
+            return name
+    return type(value).__name__
+
+
+def field_type(cls, field):
+    """(the JSON type, null allowed, may be left out) of a dataclass field."""
+    hint = typing.get_type_hints(cls)[field.name]
+    nullable = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+    if nullable:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    absent = field.default is None
+    return JSON_TYPES[hint], nullable and not absent, absent
+
+
+def fits(value, expected, nullable, absent):
+    if value is None:
+        return nullable or absent
+    got = json_type(value)
+    return got == expected or (expected == "number" and got == "integer")
+
+
+def record_fields(cls, message, where):
+    """The keyword arguments of `cls` from a decoded object, every key checked."""
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "settings"}
+    for key in message:
+        if key not in fields:
+            raise WireError("%s: unknown key %r (this harness's %s has no such field)" % (where, key, cls.__name__))
+    out = {}
+    for name, field in fields.items():
+        expected, nullable, absent = field_type(cls, field)
+        if name not in message:
+            if absent:
+                continue
+            raise WireError("%s: missing key %r (%s.%s)" % (where, name, cls.__name__, name))
+        value = message[name]
+        if not fits(value, expected, nullable, absent):
+            raise WireError("%s: key %r is %s, %s.%s wants %s" % (where, name, json_type(value), cls.__name__, name,
+                                                                 expected + (" or null" if nullable else "")))
+        out[name] = value
+    return out
+
+
+def record(cls, message, where):
+    return cls(**record_fields(cls, message, where))
+
+
+def schema():
+    """{record: {field: JSON type}}, a type written `T|null` where null is allowed and
+    `T|absent` where the field may be left out: what tests/harness_wire.rs compares with
+    kforge's `eval::wire_schema::schema()`."""
+
+    def of(cls):
+        out = {}
+        for field in dataclasses.fields(cls):
+            if field.name == "settings":
+                continue
+            expected, nullable, absent = field_type(cls, field)
+            out[field.name] = expected + ("|null" if nullable else "") + ("|absent" if absent else "")
+        return out
+
+    return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result)}

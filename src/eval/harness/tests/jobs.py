@@ -1,0 +1,21 @@
+"""A job as kforge sends it, for tests that need the judge's typed job (wire.Job)."""
+
+from kforge_harness import wire
+
+# A job as kforge sends it with the default [eval] settings (eval::protocol::Job).
+JOB = {
+    "task_path": "/tmp/task.py", "kernel_path": "/tmp/kernel.py", "device": "cuda:0", "timing": True,
+    "baseline_cache_dir": None, "profile": False, "reference_only": False, "kernelbench_protocol": False,
+    "kernelbench_rounds": 1,
+    "trials": 5, "signed_trial": True, "post_timing_check": True, "timing_trials": 300, "min_timing_trials": 20,
+    "timing_precision": 0.01, "between_evaluations": 0.015, "timing_budget_s": 10.0, "warmup": 3, "flush_l2": True,
+    "timeout_s": 300.0, "input_draw_limit_s": 20.0, "seed": 42, "reject_torch_ops": False,
+    "suspicious_speedup": 10.0, "tolerance": "dtype", "precision": "strict", "static_checks": True,
+    "require_sandbox": True, "baseline_cache": False, "compile_baseline": True, "compile_mode": "default",
+    "baseline": "best", "executor": "fork", "shape_check": True,
+}
+
+
+def job(**changes):
+    """JOB with `changes`, parsed as the server parses a job."""
+    return wire.Job.parse(dict(JOB, **changes))

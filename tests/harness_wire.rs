@@ -1,0 +1,105 @@
+//! The harness's typed records (`kforge_harness/wire.py`: `Job`, `EvalSettings`, `Result`)
+//! against the shapes kforge serializes (`eval::wire_schema`): a field added, removed or
+//! retyped on one side only fails here, by name, before a job or a result goes unread.
+
+mod eval_common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use eval_common::interpreter;
+
+type Shapes = BTreeMap<String, BTreeMap<String, String>>;
+
+fn python_schema() -> Shapes {
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval/harness");
+    let output = Command::new(interpreter())
+        .args([
+            "-c",
+            "import json; from kforge_harness import wire; print(json.dumps(wire.schema()))",
+        ])
+        .current_dir(&harness)
+        .env("PYTHONPATH", &harness)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("the interpreter runs");
+    assert!(
+        output.status.success(),
+        "wire.schema() failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("wire.schema() prints JSON")
+}
+
+/// Every difference between the two sides, one line each, naming the record and the field.
+fn differences(rust: &Shapes, python: &Shapes) -> Vec<String> {
+    let mut out = Vec::new();
+    let records: std::collections::BTreeSet<&String> = rust.keys().chain(python.keys()).collect();
+    let none = BTreeMap::new();
+    for record in records {
+        let (r, p) = (
+            rust.get(record).unwrap_or(&none),
+            python.get(record).unwrap_or(&none),
+        );
+        for (field, ty) in r {
+            match p.get(field) {
+                None => out.push(format!(
+                    "{record}.{field} ({ty}) is sent by kforge but wire.py does not declare it"
+                )),
+                Some(py) if py != ty => out.push(format!(
+                    "{record}.{field} is {ty} in kforge but {py} in wire.py"
+                )),
+                Some(_) => {}
+            }
+        }
+        for (field, ty) in p {
+            if !r.contains_key(field) {
+                out.push(format!(
+                    "{record}.{field} ({ty}) is declared in wire.py but kforge does not send it \
+                     (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn harness_records_match_what_kforge_sends_and_reads() {
+    let rust: Shapes = kforge::eval::wire_schema::schema()
+        .into_iter()
+        .map(|(record, shape)| (record.to_string(), shape))
+        .collect();
+    let diff = differences(&rust, &python_schema());
+    assert!(
+        diff.is_empty(),
+        "kforge and wire.py disagree:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// The comparison names a field added on either side, and a changed type.
+#[test]
+fn a_field_on_one_side_only_is_named() {
+    let shapes = |fields: &[(&str, &str)]| -> Shapes {
+        BTreeMap::from([(
+            "Job".to_string(),
+            fields
+                .iter()
+                .map(|(f, t)| (f.to_string(), t.to_string()))
+                .collect(),
+        )])
+    };
+    let rust = shapes(&[("device", "string"), ("seed", "integer")]);
+    let python = shapes(&[("device", "string|null"), ("trials", "integer")]);
+    assert_eq!(
+        differences(&rust, &python),
+        [
+            "Job.device is string in kforge but string|null in wire.py",
+            "Job.seed (integer) is sent by kforge but wire.py does not declare it",
+            "Job.trials (integer) is declared in wire.py but kforge does not send it \
+             (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)",
+        ]
+    );
+}
