@@ -12,6 +12,7 @@ mod events;
 mod ids;
 mod precision;
 pub mod shapes;
+mod step_key;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
@@ -24,3 +25,4 @@ pub use events::{
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};
+pub use step_key::{GateKey, StepKey, UnknownKey};
