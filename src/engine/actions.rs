@@ -66,7 +66,7 @@ impl Inner {
         {
             let _ = self.write("best_kernel.py", source.as_bytes());
         }
-        if let Err(e) = crate::report::write_all(&self.session, &state) {
+        if let Err(e) = self.write_report() {
             self.log(
                 LogLevel::Error,
                 "engine",

@@ -620,8 +620,7 @@ impl Inner {
         });
         self.emit(Event::StateChanged { state: end.state() });
         self.sync();
-        let state = self.state();
-        if let Err(e) = crate::report::write_all(&self.session, &state) {
+        if let Err(e) = self.write_report() {
             self.log(
                 LogLevel::Error,
                 "engine",

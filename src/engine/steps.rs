@@ -16,12 +16,12 @@ use crate::llm::{ChatRequest, ExtractError, Message};
 use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
-use crate::session::store::{AppendFile, SessionDir};
+use crate::session::store::AppendFile;
 
 /// The files an answer streams into as it arrives (`llm/<call>.response.md`, and
 /// `.reasoning.md` when there is reasoning); the first write error is kept.
 struct AnswerFiles<'a> {
-    session: &'a SessionDir,
+    engine: &'a Inner,
     response: String,
     reasoning_file: String,
     live: Option<AppendFile>,
@@ -30,9 +30,9 @@ struct AnswerFiles<'a> {
 }
 
 impl<'a> AnswerFiles<'a> {
-    fn new(session: &'a SessionDir, call: CallId) -> AnswerFiles<'a> {
+    fn new(engine: &'a Inner, call: CallId) -> AnswerFiles<'a> {
         let mut files = AnswerFiles {
-            session,
+            engine,
             response: format!("llm/{call}.response.md"),
             reasoning_file: format!("llm/{call}.reasoning.md"),
             live: None,
@@ -44,7 +44,7 @@ impl<'a> AnswerFiles<'a> {
     }
 
     fn open(&mut self, file: &str) -> Option<AppendFile> {
-        match self.session.append_file(file, true) {
+        match self.engine.stream_file(file) {
             Ok(f) => Some(f),
             Err(e) => {
                 self.error.get_or_insert(format!("{e:#}"));
@@ -428,7 +428,7 @@ impl Inner {
         let token = self.control.call_token(call);
         // The answer streams into its file so a process attached to the session can
         // follow it; a failed write there ends the run like any other.
-        let mut files = AnswerFiles::new(&self.session, call);
+        let mut files = AnswerFiles::new(self, call);
         let started = Instant::now();
         let llm_call = LlmCall {
             call,
