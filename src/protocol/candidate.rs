@@ -26,16 +26,9 @@ pub enum CandidateKind {
 
 impl CandidateKind {
     /// Short word for tags and file names: `seed`, `repair`, `algorithm`, `stage`, ...
+    /// (its descriptor's).
     pub fn word(&self) -> &'static str {
-        match self {
-            CandidateKind::Seed { .. } => "seed",
-            CandidateKind::Repair { .. } => "repair",
-            CandidateKind::Algorithm => "algorithm",
-            CandidateKind::Stage { .. } => "stage",
-            CandidateKind::Manual => "manual",
-            CandidateKind::Instructed { .. } => "instructed",
-            CandidateKind::Reasked { .. } => "reasked",
-        }
+        self.descriptor().word
     }
 
     /// The label every view shows: `seed 1`, `repair 2`, `algorithm`,
@@ -62,8 +55,9 @@ impl CandidateKind {
     }
 }
 
-/// What an LLM call is for; also the name of its prompt template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// What an LLM call is for (its template and word: `CallKind::descriptor`). Declared in
+/// pipeline order, the order of the report's usage table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallKind {
     Seed,
@@ -75,15 +69,9 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// Short word for tags and logs (its descriptor's).
     pub fn word(&self) -> &'static str {
-        match self {
-            CallKind::Seed => "seed",
-            CallKind::Repair => "repair",
-            CallKind::Analysis => "analysis",
-            CallKind::Optimize => "optimize",
-            CallKind::Stage => "stage",
-            CallKind::Instructed => "instructed",
-        }
+        self.descriptor().word
     }
 }
 

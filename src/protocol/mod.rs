@@ -13,6 +13,7 @@ mod ids;
 mod precision;
 pub mod shapes;
 mod step_key;
+mod step_kind;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
@@ -26,3 +27,4 @@ pub use events::{
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};
 pub use step_key::{GateKey, StepKey, UnknownKey};
+pub use step_kind::{CallKindInfo, CallTemplate, CandidateKindInfo, ReportGroup};
