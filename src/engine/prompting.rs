@@ -44,6 +44,18 @@ mod tests {
     const TASK: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\
                         def get_inputs():\n    return [torch.rand(4)]\n";
 
+    /// Each kind's descriptor names a template the registry holds (a stage's, by its name).
+    #[test]
+    fn every_call_kind_has_its_template() {
+        for kind in CallKind::ALL {
+            let template = template_for(kind, Some("block_tiling")).unwrap();
+            match kind.descriptor().template {
+                CallTemplate::Named(name) => assert_eq!(template.as_str(), name),
+                CallTemplate::OfStage => assert_eq!(template, TemplateName::StageBlockTiling),
+            }
+        }
+    }
+
     #[test]
     fn every_step_renders_with_its_template() {
         let prompts = PromptSet::new(None).unwrap();

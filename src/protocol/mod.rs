@@ -13,11 +13,12 @@ mod ids;
 mod precision;
 pub mod shapes;
 mod step_key;
-mod step_kind;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
-pub use candidate::{CallKind, CandidateKind};
+pub use candidate::{
+    CallKind, CallKindInfo, CallTemplate, CandidateKind, CandidateKindInfo, ReportGroup,
+};
 pub use category::Category;
 pub use commands::{Command, Decision};
 pub use events::{
@@ -27,4 +28,3 @@ pub use events::{
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};
 pub use step_key::{GateKey, StepKey, UnknownKey};
-pub use step_kind::{CallKindInfo, CallTemplate, CandidateKindInfo, ReportGroup};
