@@ -138,7 +138,7 @@ impl Inner {
             .prior()
             .candidates
             .values()
-            .filter(|c| c.eval.is_none() && c.key.parse().is_ok_and(|k: StepKey| k.is_action()))
+            .filter(|c| c.eval.is_none() && c.from_action())
             .filter(|c| {
                 matches!(
                     c.status,
@@ -188,7 +188,7 @@ impl Inner {
         let gate = step.call_gate();
         self.with_state(|s| {
             s.gates.values().any(|g| {
-                g.decision == Some(Decision::Reject) && g.key.parse().as_ref() == Ok(&gate)
+                g.decision == Some(Decision::Reject) && g.gate_key().as_ref() == Some(&gate)
             })
         })
     }

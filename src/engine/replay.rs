@@ -34,12 +34,12 @@ impl Replay {
             .calls
             .values()
             .filter(|c| c.ok == Some(true) && c.response_file.is_some())
-            .filter_map(|c| Some((c.key.parse().ok()?, c.id)))
+            .filter_map(|c| Some((c.step_key()?, c.id)))
             .collect();
         let candidates = prior
             .candidates
             .values()
-            .filter_map(|c| Some((c.key.parse().ok()?, c.id)))
+            .filter_map(|c| Some((c.step_key()?, c.id)))
             .collect();
         let decisions = prior
             .gates
@@ -117,7 +117,7 @@ impl Replay {
             .prior
             .calls
             .values()
-            .find(|c| c.key.parse().as_ref() == Ok(&first))
+            .find(|c| c.step_key().as_ref() == Some(&first))
             .and_then(|c| c.candidate);
         called.or_else(|| {
             self.prior
@@ -141,7 +141,7 @@ impl Replay {
         self.prior
             .candidates
             .values()
-            .filter(|c| c.key.parse().is_ok_and(|k: StepKey| k.is_action()))
+            .filter(|c| c.from_action())
             .count() as u32
     }
 }
@@ -150,7 +150,7 @@ impl Replay {
 /// named its base (`stages`) counts for the base it asked about (`stages<id>`). None for
 /// a key this version does not write (no step asks it).
 fn gate_key(gate: &Gate) -> Option<GateKey> {
-    match (gate.key.parse().ok()?, gate.candidate) {
+    match (gate.gate_key()?, gate.candidate) {
         (GateKey::Stages { base: None }, Some(base)) if gate.kind == GateKind::Stages => {
             Some(GateKey::Stages { base: Some(base) })
         }

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::protocol::{
     Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
-    EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
-    StageVerdict, TokenUsage,
+    EngineState, EvalSummary, Event, EventRecord, GateId, GateKey, GateKind, LogLevel, Mode,
+    RunEnd, StageVerdict, StepKey, TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,6 +68,17 @@ pub struct ShapesRecord {
 }
 
 impl Candidate {
+    /// The step that made it, when its key is one this version writes (a session from
+    /// before keys were recorded has none).
+    pub fn step_key(&self) -> Option<StepKey> {
+        self.key.parse().ok()
+    }
+
+    /// Whether it was made by one of the person's actions.
+    pub fn from_action(&self) -> bool {
+        self.step_key().is_some_and(|k| k.is_action())
+    }
+
     /// A candidate as its `candidate_created` event makes it: pending, nothing known yet.
     fn created(
         id: CandidateId,
@@ -280,6 +291,11 @@ pub struct Call {
 }
 
 impl Call {
+    /// The step that made the call, when its key is one this version writes.
+    pub fn step_key(&self) -> Option<StepKey> {
+        self.key.parse().ok()
+    }
+
     /// A call as its `llm_call_started` event makes it: in flight, nothing answered yet.
     #[allow(clippy::too_many_arguments)] // one per field of the event, and its time
     fn started(
@@ -347,6 +363,11 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The gate's key, when it is one this version writes.
+    pub fn gate_key(&self) -> Option<GateKey> {
+        self.key.parse().ok()
+    }
+
     /// A gate as its `gate_opened` event makes it: waiting for the person.
     fn opened(
         id: GateId,
