@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::charts::{TimelinePoint, score_timeline_svg};
-use crate::protocol::{CallKind, CandidateId, CandidateKind, Decision, TokenUsage};
+use crate::protocol::{CallKind, CandidateId, CandidateKind, Decision, ReportGroup, TokenUsage};
 use crate::session::state::{
     Call, Candidate, CandidateStatus, SessionState, best_of, indistinguishable,
 };
@@ -22,16 +22,6 @@ pub const REPORT_FILE: &str = "report.md";
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const USAGE_FILE: &str = "usage.csv";
 pub const SCORE_TIMELINE_FILE: &str = "score_timeline.svg";
-
-/// Call kinds in pipeline order (the order of the usage tables).
-const CALL_KINDS: [CallKind; 6] = [
-    CallKind::Seed,
-    CallKind::Repair,
-    CallKind::Analysis,
-    CallKind::Optimize,
-    CallKind::Stage,
-    CallKind::Instructed,
-];
 
 /// Writes `score_timeline.svg` and `report.md`, which shows it, into the session
 /// directory: the chart first, so the report never names a file that is not there.
@@ -301,19 +291,12 @@ impl UsageTotals {
     }
 }
 
-fn usage_by_kind(state: &SessionState) -> (BTreeMap<usize, (CallKind, UsageTotals)>, UsageTotals) {
-    let mut by_kind: BTreeMap<usize, (CallKind, UsageTotals)> = BTreeMap::new();
+/// Usage per call kind, in pipeline order (`CallKind`'s order), and in all.
+fn usage_by_kind(state: &SessionState) -> (BTreeMap<CallKind, UsageTotals>, UsageTotals) {
+    let mut by_kind: BTreeMap<CallKind, UsageTotals> = BTreeMap::new();
     let mut total = UsageTotals::default();
     for call in state.calls.values() {
-        let order = CALL_KINDS
-            .iter()
-            .position(|k| *k == call.kind)
-            .unwrap_or(CALL_KINDS.len());
-        by_kind
-            .entry(order)
-            .or_insert_with(|| (call.kind, UsageTotals::default()))
-            .1
-            .add(call);
+        by_kind.entry(call.kind).or_default().add(call);
         total.add(call);
     }
     (by_kind, total)
@@ -487,7 +470,7 @@ pub fn render_report(state: &SessionState) -> String {
             "| call kind | calls | failed | input | cached | output | reasoning | cost |\n|---|---|---|---|---|---|---|---|"
         );
         let rows = by_kind
-            .values()
+            .iter()
             .map(|(kind, t)| (kind.word().to_string(), t))
             .chain(std::iter::once(("**total**".to_string(), &total)));
         for (label, t) in rows {
@@ -508,17 +491,47 @@ pub fn render_report(state: &SessionState) -> String {
 }
 
 fn contributions(state: &SessionState) -> Vec<String> {
-    let mut lines = Vec::new();
-    let of_kind = |pred: fn(&CandidateKind) -> bool| -> Vec<&Candidate> {
-        state
-            .candidates
-            .values()
-            .filter(|c| pred(&c.kind))
-            .collect()
-    };
+    let mut lines: Vec<String> = ReportGroup::ALL
+        .into_iter()
+        .flat_map(|group| group_lines(state, group))
+        .collect();
+    if lines.is_empty() {
+        lines.push("Nothing yet.".into());
+    }
+    lines
+}
 
-    // Seeds.
-    let seeds = of_kind(|k| matches!(k, CandidateKind::Seed { .. }));
+/// The contributions of one group of candidates. Exhaustive: a new group does not compile
+/// until the report tells it.
+fn group_lines(state: &SessionState, group: ReportGroup) -> Vec<String> {
+    let members: Vec<&Candidate> = state
+        .candidates
+        .values()
+        .filter(|c| c.kind.descriptor().report == group)
+        .collect();
+    match group {
+        ReportGroup::Seeds => seed_lines(state, &members),
+        ReportGroup::Repairs => repair_lines(state, &members),
+        // The analyses decide which kernels are optimized, so they come first.
+        ReportGroup::AlgorithmOptimization => {
+            let mut lines = analysis_lines(state);
+            lines.extend(algorithm_lines(state, &members));
+            lines
+        }
+        // The persistent-kernel check decides whether the stages run.
+        ReportGroup::Stages => {
+            let mut lines = persistent_lines(state);
+            lines.extend(stage_lines(state));
+            lines
+        }
+        ReportGroup::PersonsOwn => persons_own_lines(&members),
+        ReportGroup::Uncounted => Vec::new(),
+    }
+}
+
+/// "Seeds": how many, how many correct as written, the best before and after repair.
+fn seed_lines(state: &SessionState, seeds: &[&Candidate]) -> Vec<String> {
+    let mut lines = Vec::new();
     if !seeds.is_empty() {
         let correct = seeds.iter().filter(|c| c.is_correct()).count();
         let best = best_of(seeds.iter().copied()).map_or("none correct".into(), |c| {
@@ -538,12 +551,15 @@ fn contributions(state: &SessionState) -> Vec<String> {
             seeds.len()
         ));
     }
+    lines
+}
 
-    // Repairs.
-    let repairs = of_kind(|k| matches!(k, CandidateKind::Repair { .. }));
+/// "Repairs": attempts, and which failing kernels they fixed.
+fn repair_lines(state: &SessionState, repairs: &[&Candidate]) -> Vec<String> {
+    let mut lines = Vec::new();
     if !repairs.is_empty() {
         let mut roots: BTreeMap<CandidateId, bool> = BTreeMap::new();
-        for r in &repairs {
+        for r in repairs {
             let fixed = roots.entry(repair_root(state, r.id)).or_insert(false);
             *fixed |= r.is_correct();
         }
@@ -560,8 +576,12 @@ fn contributions(state: &SessionState) -> Vec<String> {
             ids.join(", ")
         ));
     }
+    lines
+}
 
-    // Analyses.
+/// "Analysis": every analysed kernel with its verdict, bottleneck and expectation.
+fn analysis_lines(state: &SessionState) -> Vec<String> {
+    let mut lines = Vec::new();
     let analysed: Vec<&Candidate> = state
         .candidates
         .values()
@@ -593,9 +613,12 @@ fn contributions(state: &SessionState) -> Vec<String> {
             lines.push(line);
         }
     }
+    lines
+}
 
-    // Algorithm optimization.
-    let algorithms = of_kind(|k| matches!(k, CandidateKind::Algorithm));
+/// "Algorithm optimization": each optimized kernel, before and after.
+fn algorithm_lines(state: &SessionState, algorithms: &[&Candidate]) -> Vec<String> {
+    let mut lines = Vec::new();
     if !algorithms.is_empty() {
         lines.push("- **Algorithm optimization**:".into());
         for a in algorithms {
@@ -613,8 +636,12 @@ fn contributions(state: &SessionState) -> Vec<String> {
             lines.push(format!("  - {before} -> {after}"));
         }
     }
+    lines
+}
 
-    // Persistent-kernel check.
+/// "Persistent-kernel check": its verdict on each kernel checked.
+fn persistent_lines(state: &SessionState) -> Vec<String> {
+    let mut lines = Vec::new();
     for c in state.candidates.values() {
         if let Some((persistent, reasons)) = &c.persistent {
             let verdict = if *persistent {
@@ -628,8 +655,12 @@ fn contributions(state: &SessionState) -> Vec<String> {
             ));
         }
     }
+    lines
+}
 
-    // Stages.
+/// "Stages": each stage record, its base, its kernel and its verdict.
+fn stage_lines(state: &SessionState) -> Vec<String> {
+    let mut lines = Vec::new();
     if !state.stages.is_empty() {
         lines.push("- **Stages**:".into());
         for s in &state.stages {
@@ -658,18 +689,18 @@ fn contributions(state: &SessionState) -> Vec<String> {
             ));
         }
     }
+    lines
+}
 
-    // The person's own candidates.
-    let manual = of_kind(|k| matches!(k, CandidateKind::Manual | CandidateKind::Instructed { .. }));
+/// "Manual and instructed": the person's own candidates.
+fn persons_own_lines(manual: &[&Candidate]) -> Vec<String> {
+    let mut lines = Vec::new();
     if !manual.is_empty() {
         let correct = manual.iter().filter(|c| c.is_correct()).count();
         lines.push(format!(
             "- **Manual and instructed**: {} candidate(s), {correct} correct.",
             manual.len()
         ));
-    }
-    if lines.is_empty() {
-        lines.push("Nothing yet.".into());
     }
     lines
 }
@@ -719,7 +750,7 @@ pub fn summary_json(state: &SessionState) -> Value {
     };
     let (by_kind, total) = usage_by_kind(state);
     let per_kind: serde_json::Map<String, Value> = by_kind
-        .values()
+        .iter()
         .map(|(k, t)| (k.word().to_string(), t.json()))
         .collect();
     json!({

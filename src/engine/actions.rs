@@ -13,8 +13,6 @@ use crate::llm::{ChatRequest, Message};
 use crate::protocol::*;
 
 pub(super) const TAG: &str = "you";
-/// How the keys of the person's actions begin (`user<n>-<pid>`).
-pub(super) const ACTION_KEY: &str = "user";
 
 impl Inner {
     pub(super) async fn serve_actions(self: Arc<Self>, mut rx: mpsc::UnboundedReceiver<Command>) {
@@ -26,7 +24,10 @@ impl Inner {
 
     async fn act(self: Arc<Self>, action: Command) {
         let n = self.ids.action.take();
-        let key = format!("{ACTION_KEY}{n}-{}", std::process::id());
+        let key = StepKey::Action {
+            number: n,
+            process: std::process::id(),
+        };
         let outcome = match action {
             Command::Repair {
                 candidate,
@@ -65,7 +66,7 @@ impl Inner {
         {
             let _ = self.write("best_kernel.py", source.as_bytes());
         }
-        if let Err(e) = crate::report::write_all(&self.session, &state) {
+        if let Err(e) = self.write_report() {
             self.log(
                 LogLevel::Error,
                 "engine",
@@ -96,7 +97,7 @@ impl Inner {
     /// Repair (`repair`) or optimize a candidate following the person's instruction.
     async fn instructed(
         &self,
-        key: &str,
+        key: &StepKey,
         candidate: CandidateId,
         instruction: String,
         repair: bool,
@@ -143,7 +144,7 @@ impl Inner {
 
     /// Sends a failed call's prompt again. A kernel in the answer becomes a new candidate
     /// under the call's candidate; an analysis is recorded for it.
-    async fn reask(&self, key: &str, call: CallId) -> Step<()> {
+    async fn reask(&self, key: &StepKey, call: CallId) -> Step<()> {
         let Some(old) = self.with_state(|s| s.calls.get(&call).cloned()) else {
             return Step::Failed(format!("there is no call {call}"));
         };

@@ -6,7 +6,6 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::actions::ACTION_KEY;
 use super::outcome::{EndFacts, Step, decide_end, step};
 use super::persistent;
 use super::runner::{Inner, RunOutcome};
@@ -139,7 +138,7 @@ impl Inner {
             .prior()
             .candidates
             .values()
-            .filter(|c| c.key.starts_with(ACTION_KEY) && c.eval.is_none())
+            .filter(|c| c.eval.is_none() && c.from_action())
             .filter(|c| {
                 matches!(
                     c.status,
@@ -161,7 +160,7 @@ impl Inner {
     /// Steps 1-5 for one seed: generate, evaluate, repair, then analysis and optimization
     /// of a correct kernel. Returns the lineage's last seed-line candidate.
     async fn seed_lineage(self: Arc<Self>, index: u32) -> Step<Evaluated> {
-        let key = format!("seed{index}");
+        let key = StepKey::Seed { index };
         let tag = format!("seed {index}");
         let (code, call) = step!(
             self.ask_for_code(&key, &tag, CallKind::Seed, None, self.context_for(None))
@@ -184,13 +183,13 @@ impl Inner {
         Step::Done(seed)
     }
 
-    /// Whether the person rejected the gate before the call `call_key` (step mode).
-    fn call_rejected(&self, call_key: &str) -> bool {
-        let gate = super::steps::call_gate_key(call_key);
+    /// Whether the person rejected the gate before the call of `step` (step mode).
+    fn call_rejected(&self, step: &StepKey) -> bool {
+        let gate = step.call_gate();
         self.with_state(|s| {
-            s.gates
-                .values()
-                .any(|g| g.key == gate && g.decision == Some(Decision::Reject))
+            s.gates.values().any(|g| {
+                g.decision == Some(Decision::Reject) && g.gate_key().as_ref() == Some(&gate)
+            })
         })
     }
 
@@ -199,7 +198,7 @@ impl Inner {
     async fn repair_loop(
         &self,
         mut current: Evaluated,
-        key: &str,
+        key: &StepKey,
         tag: &str,
         attempts: u32,
     ) -> Step<Evaluated> {
@@ -218,7 +217,7 @@ impl Inner {
             let ctx = self
                 .context_for(Some(current.id))
                 .with_attempts(history[..history.len() - 1].to_vec());
-            let step_key = format!("{key}/repair{attempt}");
+            let step_key = key.repair(attempt);
             self.log(
                 LogLevel::Info,
                 tag,
@@ -277,7 +276,7 @@ impl Inner {
             seed.id,
             self.score_text(seed.id)
         );
-        let key = format!("algorithm{}", seed.id);
+        let key = GateKey::Algorithm { candidate: seed.id };
         let approved = step!(
             self.review_gate(
                 &key,
@@ -302,7 +301,7 @@ impl Inner {
     /// Step 4: the analysis of a correct kernel; `Skipped` when it is not worth optimizing.
     async fn analyze(&self, seed: &Evaluated) -> Step<Analysis> {
         let tag = "analysis";
-        let key = format!("analysis{}", seed.id);
+        let key = StepKey::Analysis { candidate: seed.id };
         let ctx = self.context_for(Some(seed.id));
         let (analysis, call) = step!(
             self.ask(&key, tag, CallKind::Analysis, Some(seed.id), ctx, ANALYSIS)
@@ -345,7 +344,7 @@ impl Inner {
     /// it fails.
     async fn optimize(&self, seed: &Evaluated, analysis: Analysis) -> Step<()> {
         let tag = format!("opt {}", seed.id);
-        let key = format!("opt{}", seed.id);
+        let key = StepKey::Optimize { candidate: seed.id };
         let mut ctx = self.context_for(Some(seed.id));
         ctx.analysis = Some(analysis);
         let (code, call) = step!(
@@ -452,7 +451,9 @@ impl Inner {
         if self.control.mode() != Mode::Auto {
             let decision = self
                 .gate_on(
-                    &stages_gate_key(base.id),
+                    &GateKey::Stages {
+                        base: Some(base.id),
+                    },
                     GateKind::Stages,
                     Some(base.id),
                     None,
@@ -484,7 +485,9 @@ impl Inner {
                 return Step::Stopped;
             }
             let tag = format!("stage {}/{total}", i + 1);
-            let key = format!("stage/{stage}");
+            let key = StepKey::Stage {
+                name: stage.clone(),
+            };
             let mut ctx = self.context_for(Some(base.id));
             ctx.stage = Some(stage.clone());
             let last = match self
@@ -574,7 +577,7 @@ impl Inner {
                 self.score_text(id)
             );
             let gate = self
-                .review_gate("final", GateKind::FinalBest, Some(id), question)
+                .review_gate(&GateKey::Final, GateKind::FinalBest, Some(id), question)
                 .await;
             if gate == Step::Done(false) {
                 self.log(
@@ -617,8 +620,7 @@ impl Inner {
         });
         self.emit(Event::StateChanged { state: end.state() });
         self.sync();
-        let state = self.state();
-        if let Err(e) = crate::report::write_all(&self.session, &state) {
+        if let Err(e) = self.write_report() {
             self.log(
                 LogLevel::Error,
                 "engine",
@@ -653,11 +655,6 @@ impl Inner {
             }
         })
     }
-}
-
-/// The key of the stages gate about `base`: a decision holds for that base only.
-pub fn stages_gate_key(base: CandidateId) -> String {
-    format!("stages{base}")
 }
 
 /// Whether a stage's final kernel replaces its base, and why. `Improve` is regression

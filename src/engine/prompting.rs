@@ -4,22 +4,24 @@
 //! in production and in tests.
 
 use crate::prompts::{PromptContext, PromptSet, TemplateName};
-use crate::protocol::CallKind;
+use crate::protocol::{CallKind, CallTemplate};
 
-/// The template of a call. Stage names without a template are an error.
+/// The template of a call, as its kind's descriptor names it. Stage names without a
+/// template are an error.
 pub fn template_for(kind: CallKind, stage: Option<&str>) -> anyhow::Result<TemplateName> {
-    Ok(match kind {
-        CallKind::Seed => TemplateName::Seed,
-        CallKind::Repair => TemplateName::Repair,
-        CallKind::Analysis => TemplateName::Analysis,
-        CallKind::Optimize => TemplateName::OptimizeFromAnalysis,
-        CallKind::Instructed => TemplateName::Instructed,
-        CallKind::Stage => {
+    match kind.descriptor().template {
+        CallTemplate::Named(name) => TemplateName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .ok_or_else(|| {
+                anyhow::anyhow!("no prompt template `{name}` for {} calls", kind.word())
+            }),
+        CallTemplate::OfStage => {
             let stage = stage.unwrap_or_default();
             TemplateName::stage(stage)
-                .ok_or_else(|| anyhow::anyhow!("no prompt template for the stage `{stage}`"))?
+                .ok_or_else(|| anyhow::anyhow!("no prompt template for the stage `{stage}`"))
         }
-    })
+    }
 }
 
 /// (system, user) text of a call's prompt.
@@ -41,6 +43,18 @@ mod tests {
 
     const TASK: &str = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\
                         def get_inputs():\n    return [torch.rand(4)]\n";
+
+    /// Each kind's descriptor names a template the registry holds (a stage's, by its name).
+    #[test]
+    fn every_call_kind_has_its_template() {
+        for kind in CallKind::ALL {
+            let template = template_for(kind, Some("block_tiling")).unwrap();
+            match kind.descriptor().template {
+                CallTemplate::Named(name) => assert_eq!(template.as_str(), name),
+                CallTemplate::OfStage => assert_eq!(template, TemplateName::StageBlockTiling),
+            }
+        }
+    }
 
     #[test]
     fn every_step_renders_with_its_template() {

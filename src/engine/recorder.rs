@@ -1,6 +1,7 @@
 //! Where every engine event goes: appended to `events.jsonl` (the source of truth),
 //! folded into the live state, mirrored into `console.log` when it is a log line, and
-//! sent to every live subscriber (headless printer, TUI).
+//! sent to every live subscriber (headless printer, TUI). The engine writes the session's
+//! other files here too, so that a file an event names is on disk before the event.
 
 use anyhow::Result;
 use chrono::Utc;
@@ -11,6 +12,7 @@ use crate::session::state::SessionState;
 use crate::session::store::{AppendFile, EventWriter, SessionDir};
 
 pub struct Recorder {
+    dir: SessionDir,
     writer: EventWriter,
     state: SessionState,
     console: AppendFile,
@@ -25,6 +27,7 @@ impl Recorder {
         let writer = EventWriter::open(dir, state.last_seq)?;
         let console = dir.append_file("console.log", false)?;
         Ok(Recorder {
+            dir: dir.clone(),
             writer,
             state,
             console,
@@ -91,6 +94,24 @@ impl Recorder {
         self.state.apply(&record);
         self.subscribers.retain(|s| s.send(record.clone()).is_ok());
         record
+    }
+
+    /// Writes a session file (a prompt, a kernel, a result), before the event that will
+    /// name it.
+    pub fn write_file(&self, file: &str, contents: &[u8]) -> Result<()> {
+        self.dir.write_file(file, contents)
+    }
+
+    /// Opens a session file that grows as its content arrives (an answer streaming in),
+    /// truncated first.
+    pub fn stream_file(&self, file: &str) -> Result<AppendFile> {
+        self.dir.append_file(file, true)
+    }
+
+    /// Writes the report files (`report.md`, `summary.json`, `usage.csv`) from the state
+    /// of the events recorded so far.
+    pub fn write_report(&self) -> Result<()> {
+        crate::report::write_all(&self.dir, &self.state)
     }
 
     pub fn log(&mut self, level: LogLevel, tag: &str, message: impl Into<String>) {

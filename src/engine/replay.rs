@@ -9,16 +9,16 @@
 use std::collections::HashMap;
 
 use crate::protocol::EvalResult;
-use crate::protocol::{CallId, CandidateId, Decision, GateKind};
+use crate::protocol::{CallId, CandidateId, Decision, GateKey, GateKind, StepKey};
 use crate::session::state::{Candidate, Gate, SessionState};
 use crate::session::store::SessionDir;
 
 pub struct Replay {
     prior: SessionState,
     session: SessionDir,
-    answered: HashMap<String, CallId>,
-    candidates: HashMap<String, CandidateId>,
-    decisions: HashMap<String, Decision>,
+    answered: HashMap<StepKey, CallId>,
+    candidates: HashMap<StepKey, CandidateId>,
+    decisions: HashMap<GateKey, Decision>,
 }
 
 /// A saved answer.
@@ -33,20 +33,18 @@ impl Replay {
         let answered = prior
             .calls
             .values()
-            .filter(|c| c.ok == Some(true) && c.response_file.is_some() && !c.key.is_empty())
-            .map(|c| (c.key.clone(), c.id))
+            .filter(|c| c.ok == Some(true) && c.response_file.is_some())
+            .filter_map(|c| Some((c.step_key()?, c.id)))
             .collect();
         let candidates = prior
             .candidates
             .values()
-            .filter(|c| !c.key.is_empty())
-            .map(|c| (c.key.clone(), c.id))
+            .filter_map(|c| Some((c.step_key()?, c.id)))
             .collect();
         let decisions = prior
             .gates
             .values()
-            .filter(|g| !g.key.is_empty())
-            .filter_map(|g| Some((gate_key(g), g.decision.clone()?)))
+            .filter_map(|g| Some((gate_key(g)?, g.decision.clone()?)))
             .collect();
         Replay {
             prior,
@@ -67,7 +65,7 @@ impl Replay {
     }
 
     /// The answer saved for the call `key`, when its file is still there.
-    pub fn answer(&self, key: &str) -> Option<SavedAnswer> {
+    pub fn answer(&self, key: &StepKey) -> Option<SavedAnswer> {
         let call = *self.answered.get(key)?;
         let file = self.prior.calls.get(&call)?.response_file.clone()?;
         let text = self.session.read_file(&file).ok()?;
@@ -75,7 +73,7 @@ impl Replay {
     }
 
     /// The candidate the step `key` created, with its code, when its file is still there.
-    pub fn candidate(&self, key: &str) -> Option<(&Candidate, String)> {
+    pub fn candidate(&self, key: &StepKey) -> Option<(&Candidate, String)> {
         let c = self.prior.candidates.get(self.candidates.get(key)?)?;
         let code = self.session.read_file(&c.file).ok()?;
         Some((c, code))
@@ -90,7 +88,7 @@ impl Replay {
     }
 
     /// The decision already taken at the gate `key`.
-    pub fn decision(&self, key: &str) -> Option<Decision> {
+    pub fn decision(&self, key: &GateKey) -> Option<Decision> {
         self.decisions.get(key).cloned()
     }
 
@@ -112,12 +110,14 @@ impl Replay {
     /// call worked on, else the base its approved stages gate named. None when the
     /// earlier run did not get that far (the stages go on the best then).
     pub fn tuning_base(&self, first_stage: &str) -> Option<CandidateId> {
-        let key = format!("stage/{first_stage}");
+        let first = StepKey::Stage {
+            name: first_stage.to_string(),
+        };
         let called = self
             .prior
             .calls
             .values()
-            .find(|c| c.key == key)
+            .find(|c| c.step_key().as_ref() == Some(&first))
             .and_then(|c| c.candidate);
         called.or_else(|| {
             self.prior
@@ -141,18 +141,19 @@ impl Replay {
         self.prior
             .candidates
             .values()
-            .filter(|c| c.key.starts_with(super::actions::ACTION_KEY))
+            .filter(|c| c.from_action())
             .count() as u32
     }
 }
 
 /// A gate's key as this version asks it: a stages gate of a session from before its key
-/// named its base (`stages`) counts for the base it asked about (`stages<id>`).
-fn gate_key(gate: &Gate) -> String {
-    match gate.candidate {
-        Some(base) if gate.kind == GateKind::Stages && gate.key == "stages" => {
-            super::pipeline::stages_gate_key(base)
+/// named its base (`stages`) counts for the base it asked about (`stages<id>`). None for
+/// a key this version does not write (no step asks it).
+fn gate_key(gate: &Gate) -> Option<GateKey> {
+    match (gate.gate_key()?, gate.candidate) {
+        (GateKey::Stages { base: None }, Some(base)) if gate.kind == GateKind::Stages => {
+            Some(GateKey::Stages { base: Some(base) })
         }
-        _ => gate.key.clone(),
+        (key, _) => Some(key),
     }
 }

@@ -22,7 +22,7 @@ use crate::eval::devices::DeviceSet;
 use crate::prompts::{PromptContext, PromptSet};
 use crate::protocol::*;
 use crate::session::state::SessionState;
-use crate::session::store::SessionDir;
+use crate::session::store::{AppendFile, SessionDir};
 use crate::task::TaskFile;
 
 /// Everything an engine run needs.
@@ -260,7 +260,12 @@ impl Inner {
     /// Writes a session file. A failure ends the run (its reason is the run's), so the
     /// step reports `Stopped`.
     pub fn write(&self, file: &str, contents: &[u8]) -> Step<()> {
-        match self.session.write_file(file, contents) {
+        let written = self
+            .recorder
+            .lock()
+            .expect("recorder")
+            .write_file(file, contents);
+        match written {
             Ok(()) => Step::Done(()),
             Err(e) => {
                 self.fail(format!(
@@ -269,6 +274,17 @@ impl Inner {
                 Step::Stopped
             }
         }
+    }
+
+    /// Opens a session file that an answer streams into (see `Recorder::stream_file`).
+    pub fn stream_file(&self, file: &str) -> Result<AppendFile> {
+        self.recorder.lock().expect("recorder").stream_file(file)
+    }
+
+    /// Writes the report files from the events recorded so far (see
+    /// `Recorder::write_report`).
+    pub fn write_report(&self) -> Result<()> {
+        self.recorder.lock().expect("recorder").write_report()
     }
 
     pub fn state(&self) -> SessionState {

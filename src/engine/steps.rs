@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::outcome::{Step, step};
-use super::ports::{CallFailure, CallProgress, LlmCall};
+use super::ports::{Answer, CallFailure, CallProgress, LlmCall};
 use super::prompting;
 use super::runner::Inner;
 use crate::eval::{EvalProgress, EvalRequest};
@@ -17,12 +17,12 @@ use crate::prompts::{PromptContext, TemplateName, UnusableAnswer};
 use crate::protocol::EvalResult;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
-use crate::session::store::{AppendFile, SessionDir};
+use crate::session::store::AppendFile;
 
 /// The files an answer streams into as it arrives (`llm/<call>.response.md`, and
 /// `.reasoning.md` when there is reasoning); the first write error is kept.
 struct AnswerFiles<'a> {
-    session: &'a SessionDir,
+    engine: &'a Inner,
     response: String,
     reasoning_file: String,
     live: Option<AppendFile>,
@@ -31,9 +31,9 @@ struct AnswerFiles<'a> {
 }
 
 impl<'a> AnswerFiles<'a> {
-    fn new(session: &'a SessionDir, call: CallId) -> AnswerFiles<'a> {
+    fn new(engine: &'a Inner, call: CallId) -> AnswerFiles<'a> {
         let mut files = AnswerFiles {
-            session,
+            engine,
             response: format!("llm/{call}.response.md"),
             reasoning_file: format!("llm/{call}.reasoning.md"),
             live: None,
@@ -45,7 +45,7 @@ impl<'a> AnswerFiles<'a> {
     }
 
     fn open(&mut self, file: &str) -> Option<AppendFile> {
-        match self.session.append_file(file, true) {
+        match self.engine.stream_file(file) {
             Ok(f) => Some(f),
             Err(e) => {
                 self.error.get_or_insert(format!("{e:#}"));
@@ -88,16 +88,21 @@ pub struct Evaluated {
     pub result: EvalResult,
 }
 
-/// The key of the gate that asks before an LLM call (step mode).
-pub(crate) fn call_gate_key(call_key: &str) -> String {
-    format!("call/{call_key}")
-}
-
 impl Evaluated {
     /// The score with its 95% interval, ranked as the session's best is.
     pub fn speedup(&self) -> Option<Speedup> {
         Speedup::new(self.score, self.result.score_interval())
     }
+}
+
+/// Who asks an LLM call and what for: what every phase of `Inner::call` names it by.
+#[derive(Clone, Copy)]
+struct CallSite<'a> {
+    key: &'a StepKey,
+    tag: &'a str,
+    kind: CallKind,
+    candidate: Option<CandidateId>,
+    call: CallId,
 }
 
 /// What an answer must contain to be usable, and how to take it out.
@@ -123,7 +128,7 @@ impl Inner {
     /// Asks for a kernel; the step `key` reuses its candidate's code on resume.
     pub async fn ask_for_code(
         &self,
-        key: &str,
+        key: &StepKey,
         tag: &str,
         kind: CallKind,
         candidate: Option<CandidateId>,
@@ -147,7 +152,7 @@ impl Inner {
     /// extraction error.
     pub async fn ask<T>(
         &self,
-        key: &str,
+        key: &StepKey,
         tag: &str,
         kind: CallKind,
         candidate: Option<CandidateId>,
@@ -190,9 +195,8 @@ impl Inner {
         };
         request.messages.push(Message::assistant(answer));
         request.messages.push(Message::user(followup));
-        let again = format!("{key}/again");
         let (answer, call) = step!(
-            self.call_with_reasks(&again, tag, kind, candidate, request, Some(call))
+            self.call_with_reasks(&key.again(), tag, kind, candidate, request, Some(call))
                 .await
         );
         match (want.extract)(&answer) {
@@ -205,7 +209,7 @@ impl Inner {
     /// broke), at most `call_reasks` times. Reuses a saved answer on resume.
     async fn call_with_reasks(
         &self,
-        key: &str,
+        key: &StepKey,
         tag: &str,
         kind: CallKind,
         candidate: Option<CandidateId>,
@@ -265,17 +269,37 @@ impl Inner {
     /// prompt is written before the call's event, the answer before its end event.
     pub async fn call(
         &self,
-        key: &str,
+        key: &StepKey,
         tag: &str,
         kind: CallKind,
         candidate: Option<CandidateId>,
         mut request: ChatRequest,
         follows: Option<CallId>,
     ) -> Step<(String, CallId)> {
+        let _slot = step!(self.call_slot().await);
+        let site = CallSite {
+            key,
+            tag,
+            kind,
+            candidate,
+            call: CallId(self.ids.call.take()),
+        };
+        let prompt_file = step!(self.write_prompt_files(site.call, &request, follows));
+        if self.control.mode() == Mode::Step {
+            step!(self.call_gate(&site, &prompt_file, &mut request).await);
+        }
+        self.announce_call(&site, prompt_file);
+        let (result, latency_s, files) = self.stream_answer(&site, request).await;
+        self.record_answer(&site, result, latency_s, files)
+    }
+
+    /// Waits for one of the `max_concurrent_calls` slots, for a pause to end, and checks
+    /// the budgets: `Stopped` when the run stops meanwhile or a budget is spent.
+    async fn call_slot(&self) -> Step<tokio::sync::SemaphorePermit<'_>> {
         if self.stopping() {
             return Step::Stopped;
         }
-        let _slot = tokio::select! {
+        let slot = tokio::select! {
             permit = self.call_slots.acquire() => match permit {
                 Ok(p) => p,
                 Err(_) => return Step::Stopped,
@@ -286,7 +310,17 @@ impl Inner {
         if self.stopping() || !self.within_budget() {
             return Step::Stopped;
         }
-        let call = CallId(self.ids.call.take());
+        Step::Done(slot)
+    }
+
+    /// Writes the call's system prompt and the prompt the person sees (a follow-up names
+    /// the call it follows); returns the prompt's file, `llm/<call>.prompt.md`.
+    fn write_prompt_files(
+        &self,
+        call: CallId,
+        request: &ChatRequest,
+        follows: Option<CallId>,
+    ) -> Step<String> {
         let prompt_file = format!("llm/{call}.prompt.md");
         let last_user = request.messages.last().map(|m| m.content.clone());
         let mut shown = last_user.unwrap_or_default();
@@ -300,44 +334,67 @@ impl Inner {
             request.system.as_deref().unwrap_or_default().as_bytes()
         ));
         step!(self.write(&prompt_file, shown.as_bytes()));
-        if self.control.mode() == Mode::Step {
-            let question = format!("Send the {} prompt ({tag})?", kind.word());
-            match self
-                .gate(
-                    &call_gate_key(key),
-                    GateKind::LlmCall,
-                    candidate,
-                    Some(call),
-                    question,
-                    Some(prompt_file.clone()),
-                )
-                .await
-            {
-                Step::Done(Decision::Approve) => {}
-                Step::Done(Decision::Reject) => {
-                    self.log(
-                        LogLevel::Info,
-                        tag,
-                        format!("{} call skipped by your decision", kind.word()),
-                    );
-                    return Step::Skipped("rejected".into());
-                }
-                Step::Done(Decision::Rewrite { text }) => {
-                    step!(self.write(&prompt_file, text.as_bytes()));
-                    if let Some(last) = request.messages.last_mut() {
-                        last.content = text;
-                    }
-                }
-                other => return other.forward(),
+        Step::Done(prompt_file)
+    }
+
+    /// The gate before the call (step mode): a rewritten prompt replaces the one written
+    /// and the one sent; `Skipped` when the person rejects the call.
+    async fn call_gate(
+        &self,
+        site: &CallSite<'_>,
+        prompt_file: &str,
+        request: &mut ChatRequest,
+    ) -> Step<()> {
+        let CallSite { tag, kind, .. } = *site;
+        let question = format!("Send the {} prompt ({tag})?", kind.word());
+        match self
+            .gate(
+                &site.key.call_gate(),
+                GateKind::LlmCall,
+                site.candidate,
+                Some(site.call),
+                question,
+                Some(prompt_file.to_string()),
+            )
+            .await
+        {
+            Step::Done(Decision::Approve) => {}
+            Step::Done(Decision::Reject) => {
+                self.log(
+                    LogLevel::Info,
+                    tag,
+                    format!("{} call skipped by your decision", kind.word()),
+                );
+                return Step::Skipped("rejected".into());
             }
-            // Approved while paused: the call waits for the resume.
-            self.control.wait_unpaused().await;
-            if self.stopping() {
-                return Step::Stopped;
+            Step::Done(Decision::Rewrite { text }) => {
+                step!(self.write(prompt_file, text.as_bytes()));
+                if let Some(last) = request.messages.last_mut() {
+                    last.content = text;
+                }
             }
+            other => return other.forward(),
         }
+        // Approved while paused: the call waits for the resume.
+        self.control.wait_unpaused().await;
+        if self.stopping() {
+            return Step::Stopped;
+        }
+        Step::Done(())
+    }
+
+    /// Records the call's start (its prompt file is on disk by now) and, when the person
+    /// is the LLM, says where to read the prompt and write the answer.
+    fn announce_call(&self, site: &CallSite<'_>, prompt_file: String) {
+        let CallSite {
+            key,
+            tag,
+            kind,
+            candidate,
+            call,
+        } = *site;
         let (provider, model) = self.llm.label();
-        tracing::info!(call = call.0, key, kind = kind.word(), %provider, %model, "llm call started");
+        tracing::info!(call = call.0, %key, kind = kind.word(), %provider, %model, "llm call started");
         self.emit(Event::LlmCallStarted {
             call,
             key: key.to_string(),
@@ -358,15 +415,26 @@ impl Inner {
                 ),
             );
         }
+    }
+
+    /// Sends the request and streams the answer, as it arrives, into its files and out
+    /// as live events; returns the provider's answer, the latency in seconds and the
+    /// answer's files.
+    async fn stream_answer(
+        &self,
+        site: &CallSite<'_>,
+        request: ChatRequest,
+    ) -> (Result<Answer, CallFailure>, f64, AnswerFiles<'_>) {
+        let CallSite { tag, call, .. } = *site;
         let token = self.control.call_token(call);
         // The answer streams into its file so a process attached to the session can
         // follow it; a failed write there ends the run like any other.
-        let mut files = AnswerFiles::new(&self.session, call);
+        let mut files = AnswerFiles::new(self, call);
         let started = Instant::now();
         let llm_call = LlmCall {
             call,
-            key: key.to_string(),
-            kind,
+            key: site.key.to_string(),
+            kind: site.kind,
             request,
         };
         let mut on_progress = |progress: CallProgress| match progress {
@@ -409,7 +477,19 @@ impl Inner {
         };
         let result = self.llm.complete(&llm_call, &token, &mut on_progress).await;
         self.control.call_done(call);
-        let latency_s = started.elapsed().as_secs_f64();
+        (result, started.elapsed().as_secs_f64(), files)
+    }
+
+    /// Records how the call ended: the whole answer is written before the end event; a
+    /// failed call is logged and becomes the step's outcome (a fatal one ends the run).
+    fn record_answer(
+        &self,
+        site: &CallSite<'_>,
+        result: Result<Answer, CallFailure>,
+        latency_s: f64,
+        files: AnswerFiles<'_>,
+    ) -> Step<(String, CallId)> {
+        let CallSite { key, tag, call, .. } = *site;
         let response_file = files.response.clone();
         if let Some(e) = files.error {
             self.fail(format!(
@@ -421,7 +501,7 @@ impl Inner {
             Ok(answer) => {
                 tracing::info!(
                     call = call.0,
-                    key,
+                    %key,
                     latency_s = format!("{latency_s:.2}"),
                     input_tokens = answer.usage.input,
                     output_tokens = answer.usage.output,
@@ -450,7 +530,7 @@ impl Inner {
                 let (message, usage, cost_usd) = failure.parts();
                 tracing::warn!(
                     call = call.0,
-                    key,
+                    %key,
                     latency_s = format!("{latency_s:.2}"),
                     error = %message,
                     "llm call failed"
@@ -515,7 +595,7 @@ impl Inner {
     /// The step `key` reuses the candidate an earlier run made.
     pub fn new_candidate(
         &self,
-        key: &str,
+        key: &StepKey,
         parent: Option<CandidateId>,
         kind: CandidateKind,
         code: &str,
@@ -562,7 +642,7 @@ impl Inner {
             let question = format!("Evaluate candidate {id} ({})?", candidate.kind.label());
             match self
                 .gate(
-                    &format!("eval{id}"),
+                    &GateKey::Evaluation { candidate: id },
                     GateKind::Evaluation,
                     Some(id),
                     None,
@@ -717,7 +797,7 @@ impl Inner {
     /// A gate that review and step modes stop at: `Done(false)` when the person rejects.
     pub async fn review_gate(
         &self,
-        key: &str,
+        key: &GateKey,
         kind: GateKind,
         candidate: Option<CandidateId>,
         question: String,
@@ -733,7 +813,7 @@ impl Inner {
     /// reused). A gate the run stops at is withdrawn, not answered: resume asks it again.
     pub async fn gate(
         &self,
-        key: &str,
+        key: &GateKey,
         kind: GateKind,
         candidate: Option<CandidateId>,
         call: Option<CallId>,
@@ -751,7 +831,7 @@ impl Inner {
     #[allow(clippy::too_many_arguments)]
     pub async fn gate_on(
         &self,
-        key: &str,
+        key: &GateKey,
         kind: GateKind,
         candidate: Option<CandidateId>,
         call: Option<CallId>,

@@ -17,11 +17,14 @@ pub mod manual;
 mod precision;
 pub mod shapes;
 pub mod sol;
+mod step_key;
 pub mod timing_text;
 
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
-pub use candidate::{CallKind, CandidateKind};
+pub use candidate::{
+    CallKind, CallKindInfo, CallTemplate, CandidateKind, CandidateKindInfo, ReportGroup,
+};
 pub use category::Category;
 pub use commands::Command;
 pub use decision::Decision;
@@ -37,3 +40,4 @@ pub use events::{
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};
+pub use step_key::{GateKey, StepKey, UnknownKey};

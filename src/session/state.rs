@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::protocol::{
     Analysis, CALL_INTERRUPTED, CallId, CallKind, CandidateId, CandidateKind, Decision,
-    EngineState, EvalSummary, Event, EventRecord, GateId, GateKind, LogLevel, Mode, RunEnd,
-    StageVerdict, TokenUsage,
+    EngineState, EvalSummary, Event, EventRecord, GateId, GateKey, GateKind, LogLevel, Mode,
+    RunEnd, StageVerdict, StepKey, TokenUsage,
 };
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -65,6 +65,73 @@ pub struct ShapesRecord {
     pub line: String,
     /// `shapes/<id>.json`.
     pub file: String,
+}
+
+impl Candidate {
+    /// The step that made it, when its key is one this version writes (a session from
+    /// before keys were recorded has none).
+    pub fn step_key(&self) -> Option<StepKey> {
+        self.key.parse().ok()
+    }
+
+    /// Whether it was made by one of the person's actions.
+    pub fn from_action(&self) -> bool {
+        self.step_key().is_some_and(|k| k.is_action())
+    }
+
+    /// A candidate as its `candidate_created` event makes it: pending, nothing known yet.
+    fn created(
+        id: CandidateId,
+        key: &str,
+        parent: Option<CandidateId>,
+        kind: &CandidateKind,
+        file: &str,
+        call: Option<CallId>,
+        created: DateTime<Utc>,
+    ) -> Candidate {
+        Candidate {
+            id,
+            key: key.to_string(),
+            parent,
+            kind: kind.clone(),
+            file: file.to_string(),
+            call,
+            status: CandidateStatus::Pending,
+            eval: None,
+            eval_file: None,
+            phase: None,
+            analysis: None,
+            persistent: None,
+            dropped_reason: None,
+            created,
+            evaluated: None,
+            shapes: None,
+        }
+    }
+
+    /// An evaluation finished at `at` with `summary`, saved in `result_file`.
+    fn finish_evaluation(&mut self, summary: &EvalSummary, result_file: &str, at: DateTime<Utc>) {
+        self.status = if summary.correct {
+            CandidateStatus::Correct
+        } else {
+            CandidateStatus::Failed
+        };
+        self.eval = Some(summary.clone());
+        self.eval_file = Some(result_file.to_string());
+        self.evaluated = Some(at);
+        self.phase = None;
+    }
+
+    /// An evaluation an earlier run left unfinished: back to the last result, or to
+    /// pending when there was none.
+    fn interrupt_evaluation(&mut self) {
+        self.status = match &self.eval {
+            Some(e) if e.correct => CandidateStatus::Correct,
+            Some(_) => CandidateStatus::Failed,
+            None => CandidateStatus::Pending,
+        };
+        self.phase = None;
+    }
 }
 
 impl ShapesRecord {
@@ -223,6 +290,64 @@ pub struct Call {
     pub live_reasoning: String,
 }
 
+impl Call {
+    /// The step that made the call, when its key is one this version writes.
+    pub fn step_key(&self) -> Option<StepKey> {
+        self.key.parse().ok()
+    }
+
+    /// A call as its `llm_call_started` event makes it: in flight, nothing answered yet.
+    #[allow(clippy::too_many_arguments)] // one per field of the event, and its time
+    fn started(
+        id: CallId,
+        key: &str,
+        kind: CallKind,
+        candidate: Option<CandidateId>,
+        provider: &str,
+        model: &str,
+        prompt_file: &str,
+        started: DateTime<Utc>,
+    ) -> Call {
+        Call {
+            id,
+            key: key.to_string(),
+            kind,
+            candidate,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            prompt_file: prompt_file.to_string(),
+            response_file: None,
+            ok: None,
+            error: None,
+            usage: TokenUsage::default(),
+            cost_usd: None,
+            latency_s: 0.0,
+            started,
+            retries: Vec::new(),
+            live_text: String::new(),
+            live_reasoning: String::new(),
+        }
+    }
+
+    /// The call ended as its `llm_call_finished` event says.
+    fn finish(
+        &mut self,
+        ok: bool,
+        error: &Option<String>,
+        usage: TokenUsage,
+        cost_usd: Option<f64>,
+        latency_s: f64,
+        response_file: &Option<String>,
+    ) {
+        self.ok = Some(ok);
+        self.error = error.clone();
+        self.usage = usage;
+        self.cost_usd = cost_usd;
+        self.latency_s = latency_s;
+        self.response_file = response_file.clone();
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Gate {
     pub id: GateId,
@@ -238,6 +363,34 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The gate's key, when it is one this version writes.
+    pub fn gate_key(&self) -> Option<GateKey> {
+        self.key.parse().ok()
+    }
+
+    /// A gate as its `gate_opened` event makes it: waiting for the person.
+    fn opened(
+        id: GateId,
+        key: &str,
+        kind: GateKind,
+        candidate: Option<CandidateId>,
+        call: Option<CallId>,
+        question: &str,
+        file: &Option<String>,
+    ) -> Gate {
+        Gate {
+            id,
+            key: key.to_string(),
+            kind,
+            candidate,
+            call,
+            question: question.to_string(),
+            file: file.clone(),
+            decision: None,
+            withdrawn: false,
+        }
+    }
+
     /// Neither answered nor withdrawn.
     pub fn is_waiting(&self) -> bool {
         self.decision.is_none() && !self.withdrawn
@@ -267,6 +420,29 @@ pub struct StageOutcome {
     pub accepted: bool,
     pub verdict: StageVerdict,
     pub reason: String,
+}
+
+impl StageOutcome {
+    /// A stage as its `stage_finished` event records it; a record from before the verdict
+    /// was kept gets the verdict its other fields imply.
+    fn recorded(
+        stage: &str,
+        base: CandidateId,
+        result: Option<CandidateId>,
+        accepted: bool,
+        verdict: Option<StageVerdict>,
+        reason: &str,
+    ) -> StageOutcome {
+        StageOutcome {
+            stage: stage.to_string(),
+            base,
+            result,
+            accepted,
+            verdict: verdict
+                .unwrap_or_else(|| StageVerdict::from_record(accepted, result.is_some())),
+            reason: reason.to_string(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -415,27 +591,8 @@ impl SessionState {
                 file,
                 call,
             } => {
-                self.candidates.insert(
-                    *id,
-                    Candidate {
-                        id: *id,
-                        key: key.clone(),
-                        parent: *parent,
-                        kind: kind.clone(),
-                        file: file.clone(),
-                        call: *call,
-                        status: CandidateStatus::Pending,
-                        eval: None,
-                        eval_file: None,
-                        phase: None,
-                        analysis: None,
-                        persistent: None,
-                        dropped_reason: None,
-                        created: record.ts,
-                        evaluated: None,
-                        shapes: None,
-                    },
-                );
+                let candidate = Candidate::created(*id, key, *parent, kind, file, *call, record.ts);
+                self.candidates.insert(*id, candidate);
             }
             Event::CandidateDropped { id, reason } => {
                 if let Some(c) = self.candidates.get_mut(id) {
@@ -452,28 +609,17 @@ impl SessionState {
                 model,
                 prompt_file,
             } => {
-                self.calls.insert(
+                let started = Call::started(
                     *call,
-                    Call {
-                        id: *call,
-                        key: key.clone(),
-                        kind: *kind,
-                        candidate: *candidate,
-                        provider: provider.clone(),
-                        model: model.clone(),
-                        prompt_file: prompt_file.clone(),
-                        response_file: None,
-                        ok: None,
-                        error: None,
-                        usage: TokenUsage::default(),
-                        cost_usd: None,
-                        latency_s: 0.0,
-                        started: record.ts,
-                        retries: Vec::new(),
-                        live_text: String::new(),
-                        live_reasoning: String::new(),
-                    },
+                    key,
+                    *kind,
+                    *candidate,
+                    provider,
+                    model,
+                    prompt_file,
+                    record.ts,
                 );
+                self.calls.insert(*call, started);
             }
             Event::LlmDelta {
                 call,
@@ -495,12 +641,7 @@ impl SessionState {
                 response_file,
             } => {
                 if let Some(c) = self.calls.get_mut(call) {
-                    c.ok = Some(*ok);
-                    c.error = error.clone();
-                    c.usage = *usage;
-                    c.cost_usd = *cost_usd;
-                    c.latency_s = *latency_s;
-                    c.response_file = response_file.clone();
+                    c.finish(*ok, error, *usage, *cost_usd, *latency_s, response_file);
                 }
             }
             Event::EvalStarted { candidate } => {
@@ -511,12 +652,7 @@ impl SessionState {
             }
             Event::EvalInterrupted { candidate } => {
                 if let Some(c) = self.candidates.get_mut(candidate) {
-                    c.status = match &c.eval {
-                        Some(e) if e.correct => CandidateStatus::Correct,
-                        Some(_) => CandidateStatus::Failed,
-                        None => CandidateStatus::Pending,
-                    };
-                    c.phase = None;
+                    c.interrupt_evaluation();
                 }
             }
             Event::EvalPhase { candidate, phase } => {
@@ -530,15 +666,7 @@ impl SessionState {
                 summary,
             } => {
                 if let Some(c) = self.candidates.get_mut(candidate) {
-                    c.status = if summary.correct {
-                        CandidateStatus::Correct
-                    } else {
-                        CandidateStatus::Failed
-                    };
-                    c.eval = Some(summary.clone());
-                    c.eval_file = Some(result_file.clone());
-                    c.evaluated = Some(record.ts);
-                    c.phase = None;
+                    c.finish_evaluation(summary, result_file, record.ts);
                 }
             }
             Event::AnalysisReady {
@@ -566,15 +694,11 @@ impl SessionState {
                 accepted,
                 verdict,
                 reason,
-            } => self.stages.push(StageOutcome {
-                stage: stage.clone(),
-                base: *base,
-                result: *result,
-                accepted: *accepted,
-                verdict: verdict
-                    .unwrap_or_else(|| StageVerdict::from_record(*accepted, result.is_some())),
-                reason: reason.clone(),
-            }),
+            } => {
+                let outcome =
+                    StageOutcome::recorded(stage, *base, *result, *accepted, *verdict, reason);
+                self.stages.push(outcome);
+            }
             // The best follows from the candidates (`best_candidate`); this event only
             // announces a change.
             Event::BestChanged { .. } => {}
@@ -598,20 +722,8 @@ impl SessionState {
                 question,
                 file,
             } => {
-                self.gates.insert(
-                    *gate,
-                    Gate {
-                        id: *gate,
-                        key: key.clone(),
-                        kind: *kind,
-                        candidate: *candidate,
-                        call: *call,
-                        question: question.clone(),
-                        file: file.clone(),
-                        decision: None,
-                        withdrawn: false,
-                    },
-                );
+                let opened = Gate::opened(*gate, key, *kind, *candidate, *call, question, file);
+                self.gates.insert(*gate, opened);
             }
             Event::GateResolved { gate, decision } => {
                 if let Some(g) = self.gates.get_mut(gate) {
