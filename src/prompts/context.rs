@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::hints::{hints_for, precision_hint};
 use super::metrics::{KernelMetrics, metrics_from_profile};
-use crate::protocol::EvalResult;
 use crate::llm::extract::Analysis;
+use crate::protocol::EvalResult;
 use crate::protocol::PrecisionPolicy;
 use crate::pysource::task_reader::forward_returns;
 
