@@ -284,3 +284,9 @@ def test_the_judge_says_why_there_is_no_bound():
     Evaluation.record_speed_of_light(no_peaks)
     assert no_peaks.result["speed_of_light"]["bound_ms"] is None
     assert no_peaks.result["speed_of_light"]["reason"].endswith("OOM")
+
+
+def test_stream_rates_each_at_its_fastest_run_and_the_bandwidth_is_the_fastest_stream():
+    rates = peaks.stream_rates({"copy": (2e9, [2e-3, 1e-3]), "read": (1e9, [0.4e-3]), "write": (1e9, [])})
+    assert rates == {"copy": 2e12, "read": 2.5e12, "write": 0.0}
+    assert max(rates.values()) == 2.5e12
