@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::control::{Control, Dispatched};
@@ -476,21 +476,6 @@ impl Inner {
         let file = self.with_state(|s| s.candidates.get(&id).and_then(|c| c.eval_file.clone()))?;
         serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
     }
-}
-
-/// Copies the task into the session and writes `session.json`.
-pub fn write_session_files(
-    session: &SessionDir,
-    task: &TaskFile,
-    description: serde_json::Value,
-) -> Result<()> {
-    session
-        .write_file("task.py", task.source.as_bytes())
-        .context("cannot copy the task into the session")?;
-    session
-        .write_file("session.json", &serde_json::to_vec_pretty(&description)?)
-        .context("cannot write session.json")?;
-    Ok(())
 }
 
 /// Why a gate about the best is withdrawn when the best moved to `state.best`.

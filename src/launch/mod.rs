@@ -20,7 +20,7 @@ use crate::config::pipeline::PipelineConfig;
 use crate::config::{Config, EvalConfig};
 use crate::engine::llm_backend::{ClientLlm, ManualLlm};
 use crate::engine::ports::{EvalPort, LlmPort};
-use crate::engine::runner::{Engine, RunOutcome, write_session_files};
+use crate::engine::runner::{Engine, RunOutcome};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
 use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, manual};
@@ -206,6 +206,18 @@ pub fn create_session(
     });
     write_session_files(&session, new.task, description)?;
     Ok((session, lock))
+}
+
+/// Copies the task into the new session and writes `session.json`, before any engine
+/// exists (the engine itself writes only through its recorder).
+fn write_session_files(session: &SessionDir, task: &TaskFile, description: Value) -> Result<()> {
+    session
+        .write_file("task.py", task.source.as_bytes())
+        .context("cannot copy the task into the session")?;
+    session
+        .write_file("session.json", &serde_json::to_vec_pretty(&description)?)
+        .context("cannot write session.json")?;
+    Ok(())
 }
 
 /// A session read back for `resume`.
