@@ -138,6 +138,20 @@ impl Action {
     }
 }
 
+/// The scroll keys every scrolling dialog (and the batch view's table) shares: the new
+/// offset, or `None` for another action.
+pub fn scrolled(action: Action, at: usize, page: usize) -> Option<usize> {
+    Some(match action {
+        Action::Down => at + 1,
+        Action::Up => at.saturating_sub(1),
+        Action::PageDown => at + page,
+        Action::PageUp => at.saturating_sub(page),
+        Action::Top => 0,
+        Action::Bottom => usize::MAX / 2,
+        _ => return None,
+    })
+}
+
 /// A key as bound: code plus ctrl/alt (shift is part of the character for printable keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {

@@ -5,32 +5,14 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Clear, Paragraph};
 
-use crate::protocol::{CandidateId, Command, Decision, GateId, GateKind};
+use super::{ConfirmKind, ConfirmView};
+use crate::protocol::{Command, Decision, GateKind};
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::keymap::{Action, Context};
 use crate::tui::shared::TuiExit;
 use crate::tui::widgets::{centered, dialog, wrap};
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum ConfirmKind {
-    Quit,
-    MarkFinal(CandidateId),
-    /// Rejecting a gate skips a step or drops a candidate: asked first.
-    RejectGate(GateId),
-    /// Cancelling every call in flight (this many when asked).
-    CancelAllCalls(usize),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfirmView {
-    pub kind: ConfirmKind,
-}
-
 impl ConfirmView {
-    pub fn new(kind: ConfirmKind) -> ConfirmView {
-        ConfirmView { kind }
-    }
-
     /// Title and text (the last line names the keys).
     fn text(&self, cx: &Ctx, actions_in_flight: usize) -> (&'static str, String) {
         match &self.kind {

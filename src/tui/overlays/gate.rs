@@ -10,14 +10,14 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{ConfirmKind, ConfirmView, InputView, Overlay, scrolled};
+use super::{ConfirmKind, ConfirmView, InputView, Overlay};
 use crate::protocol::{Command, Decision, GateId, GateKind};
 use crate::session::state::Gate;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::diff::{self, Diff, RowKind};
 use crate::tui::editor::TextBuf;
 use crate::tui::highlight::hash_text;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, scrolled};
 use crate::tui::shared::EditPurpose;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{

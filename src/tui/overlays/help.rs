@@ -7,29 +7,12 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::scrolled;
+use super::HelpView;
 use crate::tui::component::{AppEvent, AppEvents, Component, Handled, Hint, Look};
 use crate::tui::glyphs::Glyph;
-use crate::tui::keymap::{Action, Context};
+use crate::tui::keymap::{Action, Context, scrolled};
 use crate::tui::theme::Role;
 use crate::tui::widgets::{centered, dialog};
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct HelpView {
-    scroll: usize,
-    /// The actions listed (`None`: every one, by context).
-    only: Option<&'static [Action]>,
-}
-
-impl HelpView {
-    /// The help of a view that answers only these actions.
-    pub fn for_actions(actions: &'static [Action]) -> HelpView {
-        HelpView {
-            scroll: 0,
-            only: Some(actions),
-        }
-    }
-}
 
 impl<C: Look> Component<C> for HelpView {
     fn hints(&self, _cx: &C, out: &mut Vec<Hint>) {

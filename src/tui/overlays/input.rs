@@ -10,58 +10,14 @@ use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
+use super::InputView;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
-use crate::tui::editor::TextBuf;
 use crate::tui::keymap::Action;
-use crate::tui::shared::{EditPurpose, Focus};
+use crate::tui::shared::EditPurpose;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{centered, dialog, plain, skip_cols};
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct InputView {
-    pub title: String,
-    pub purpose: EditPurpose,
-    pub text: TextBuf,
-    pub multiline: bool,
-    /// The text is Python (a kernel): highlight it.
-    pub python: bool,
-    /// The last highlighted version: lines still equal to theirs keep their colours while
-    /// the new version is highlighted off the UI thread.
-    last_highlight: Option<Arc<Vec<Line<'static>>>>,
-    /// Where the filtered pane is (a filter's input sits over its last lines).
-    pub anchor: Option<Rect>,
-}
-
 impl InputView {
-    pub fn new(title: String, purpose: EditPurpose, text: TextBuf, multiline: bool) -> InputView {
-        InputView {
-            title,
-            purpose,
-            text,
-            multiline,
-            python: false,
-            last_highlight: None,
-            anchor: None,
-        }
-    }
-
-    /// The filter of a pane (the tree, the console), drawn over its last lines, holding
-    /// the filter as it is.
-    pub fn filter(pane: Focus, title: &str, current: &str) -> InputView {
-        InputView::new(
-            title.into(),
-            EditPurpose::Filter(pane),
-            TextBuf::new(current),
-            false,
-        )
-    }
-
-    /// A kernel: highlighted as Python.
-    pub fn python(mut self) -> InputView {
-        self.python = true;
-        self
-    }
-
     /// The lines to draw for buffer lines `start..start+height`, highlighted where known.
     fn lines(
         &mut self,

@@ -7,28 +7,17 @@ mod evidence;
 mod gate;
 mod help;
 mod input;
+mod state;
 
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::component::{AppEvents, Component, Ctx, Hint};
-use super::keymap::Action;
 
-pub use confirm::{ConfirmKind, ConfirmView};
 pub use evidence::evidence_lines;
 pub use gate::GateView;
-pub use help::HelpView;
-pub use input::InputView;
-
-/// The dialog open over the panes (the gate dialog is separate: a confirmation can open
-/// over it and go back to it).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Overlay {
-    Help(HelpView),
-    Confirm(ConfirmView),
-    Input(InputView),
-}
+pub use state::{ConfirmKind, ConfirmView, HelpView, InputView, Overlay};
 
 impl Overlay {
     fn inner(&mut self) -> &mut dyn Component {
@@ -55,18 +44,4 @@ impl Overlay {
     pub fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
         self.inner().draw(cx, frame, area);
     }
-}
-
-/// The scroll keys every scrolling dialog shares: the new offset, or `None` for another
-/// action.
-pub fn scrolled(action: Action, at: usize, page: usize) -> Option<usize> {
-    Some(match action {
-        Action::Down => at + 1,
-        Action::Up => at.saturating_sub(1),
-        Action::PageDown => at + page,
-        Action::PageUp => at.saturating_sub(page),
-        Action::Top => 0,
-        Action::Bottom => usize::MAX / 2,
-        _ => return None,
-    })
 }
