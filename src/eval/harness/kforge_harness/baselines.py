@@ -14,6 +14,8 @@ import json
 import math
 import os
 
+from .wire import CompileFiguresRecord
+
 # The reference's module, loaded as the kernel with its forward under torch.compile. The
 # parameters keep their names (a subclass, not torch.compile's wrapper module, whose names
 # gain `_orig_mod.`), so the judge aligns them as it aligns the eager reference's.
@@ -84,17 +86,17 @@ def figures(mode, compile_s, eager, compiled, speedup_interval):
     eager/compiled."""
     speedup = eager["median_ms"] / compiled["median_ms"] if compiled["median_ms"] > 0 else None
     low, high = speedup_interval if speedup is not None else (None, None)
-    return {"mode": mode, "error": None, "compile_s": compile_s,
-            "median_ms": compiled["median_ms"], "ci_low_ms": compiled.get("ci_low_ms"),
-            "ci_high_ms": compiled.get("ci_high_ms"), "noisy": bool(compiled.get("noisy")),
-            "runs": compiled.get("runs"), "forwards_per_window": compiled.get("forwards_per_window"),
-            "eager_median_ms": eager["median_ms"],
-            "speedup_over_eager": speedup, "speedup_low": low, "speedup_high": high}
+    return CompileFiguresRecord({"mode": mode, "error": None, "compile_s": compile_s,
+                                 "median_ms": compiled["median_ms"], "ci_low_ms": compiled.get("ci_low_ms"),
+                                 "ci_high_ms": compiled.get("ci_high_ms"), "noisy": bool(compiled.get("noisy")),
+                                 "runs": compiled.get("runs"), "forwards_per_window": compiled.get("forwards_per_window"),
+                                 "eager_median_ms": eager["median_ms"],
+                                 "speedup_over_eager": speedup, "speedup_low": low, "speedup_high": high})
 
 
 def unavailable(mode, why, compile_s=None):
     """The record of a task torch.compile cannot serve as a baseline for."""
-    return {"mode": mode, "error": why, "compile_s": compile_s}
+    return CompileFiguresRecord({"mode": mode, "error": why, "compile_s": compile_s})
 
 
 def divided(score, low, high, ratio, ratio_low, ratio_high):

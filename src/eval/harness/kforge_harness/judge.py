@@ -24,6 +24,7 @@ from .refprocess import ALIAS, ReferenceProcess
 from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map
 from .timed import Side, calibrate, time_runs
 from .window import GateUnavailable, HostGate
+from .wire import TimingRecord
 from .worker import WORKER_CATEGORIES
 
 SLOW_DRAW_MS = 50.0  # above this per draw, timed runs refresh inputs by rotation instead
@@ -1049,10 +1050,10 @@ class Evaluation:
             if spec.settings.baseline_cache:
                 timing.write_baseline(spec.baseline_cache_dir, key, figures)
             figures["cached"] = False
-        result = {"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None, "baseline_key": key,
-                  "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
-                  "calibration": self.reference_side.null if self.reference_side else None,
-                  "environment": self.environment(None)}
+        result = TimingRecord({"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None,
+                               "baseline_key": key, "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
+                               "calibration": self.reference_side.null if self.reference_side else None,
+                               "environment": self.environment(None)})
         return result
 
     def baseline_key(self, base):
@@ -1289,12 +1290,12 @@ class Evaluation:
         calibration = dict(kernel_side.null, reference_overhead_ms=ref_side.null["overhead_ms"], offset_ms=offset,
                            interleaved_null_ms=null_ms, interleaved_null_runs=len(nulls),
                            forwards_per_window=kernel_out.forwards)
-        result = {"meaningful": True, "method": timing.METHOD_NAME, "reference": reference, "kernel": kernel,
-                  "forwards_per_window": kernel_out.forwards,
-                  "score": timing.score(reference, kernel), "baseline_key": None,
-                  "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
-                  "environment": self.environment(before),
-                  "interval_method": interval_method(self.settings)}
+        result = TimingRecord({"meaningful": True, "method": timing.METHOD_NAME, "reference": reference,
+                               "kernel": kernel, "forwards_per_window": kernel_out.forwards,
+                               "score": timing.score(reference, kernel), "baseline_key": None,
+                               "flush_l2_bytes": tensor_bytes(flush), "calibration": calibration,
+                               "environment": self.environment(before),
+                               "interval_method": interval_method(self.settings)})
         if result["score"] is not None:
             low, high = timing.bootstrap_score(ref_out.windows, kernel_out.windows, nulls, offset, seed=self.seed)
             result["runs_score_low"], result["runs_score_high"] = low, high

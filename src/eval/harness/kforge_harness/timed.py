@@ -17,6 +17,7 @@ from . import timing
 from .device import thrash_l2
 from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
+from .wire import TimingStatsRecord
 
 CALIBRATION_RUNS = 30  # per side at most, alternating
 # Calibration stops after this many runs per side (and every 5 after) once each side's
@@ -199,8 +200,8 @@ class Outcome:
         return [(w - null_ms - offset) / self.forwards for w in self.windows]
 
     def figures(self, null_ms, offset, own_null, job):
-        figures = timing.side_figures(self.estimates(null_ms, offset), self.windows, null_ms + offset, self.reported,
-                                      self.forwards)
+        figures = TimingStatsRecord(timing.side_figures(self.estimates(null_ms, offset), self.windows,
+                                                        null_ms + offset, self.reported, self.forwards))
         # The host time to queue one forward, above the null's: a forward whose host time
         # exceeds its GPU time would be host-bound in eager use (windows hold GPU time only).
         figures["host_queue_ms"] = max(timing.quantile(self.queues, 0.5) - own_null["queue_ms"], 0.0) / self.forwards

@@ -2,9 +2,11 @@
 
 `Job` (with its `EvalSettings`, the `[eval]` section flattened beside the job's own fields)
 mirrors `eval::protocol::Job`; `Result` lists the top-level fields of `EvalResult`
-(docs/eval-result.md). `schema()` describes both in the terms of kforge's
+(docs/eval-result.md), `Timing`, `TimingStats` and `CompileFigures` those of its timing and
+the figures inside it. `schema()` describes them in the terms of kforge's
 `eval::wire_schema`, and tests/harness_wire.rs checks that the two sides agree, field by
-field, both ways.
+field, both ways. The judge builds each result record in a `Record` of its dataclass,
+which refuses a key the dataclass does not declare.
 
 A field typed `Optional[T]` is always sent and may be null; one with a default of None may
 also be left out (kforge leaves an unset `atol` out).
@@ -13,7 +15,7 @@ also be left out (kforge leaves an unset `atol` out).
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 
 class WireError(ValueError):
@@ -121,33 +123,155 @@ class Result:
     speed_of_light: Optional[dict]
 
 
+@dataclass
+class TimingStats:
+    """One model's timing figures (`TimingStats`: the timing's `reference` and `kernel`),
+    as timed.py's `figures()` builds them."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    runs: int
+    requested_runs: int
+    budget_limited: bool
+    ci_low_ms: Optional[float]
+    ci_high_ms: Optional[float]
+    noisy: bool
+    window_median_ms: Optional[float]
+    null_ms: Optional[float]
+    reported_median_ms: Optional[float]
+    gate_timeouts: int
+    precision_reached: Optional[bool]
+    checked_runs: list  # kernel only
+    cached: bool  # reference only
+    # Written by the harness and kept by kforge in the struct's `extra` (passed through to
+    # eval/<id>.json, not read): the forwards each window held, the host time to queue one
+    # forward, the null window's fill.
+    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"forwards_per_window", "host_queue_ms", "null_fill_ms"})
+
+
+@dataclass
+class CompileFigures:
+    """The reference under torch.compile (`CompileFigures`: the timing's `compile`), as
+    baselines.py's `figures()` and `unavailable()` build it."""
+
+    mode: str
+    error: Optional[str]
+    compile_s: Optional[float]
+    median_ms: Optional[float]
+    ci_low_ms: Optional[float]
+    ci_high_ms: Optional[float]
+    noisy: bool
+    eager_median_ms: Optional[float]
+    speedup_over_eager: Optional[float]
+    speedup_low: Optional[float]
+    speedup_high: Optional[float]
+    cached: bool
+    # Kept by kforge in `extra`: the compiled side's runs and forwards per window.
+    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs", "forwards_per_window"})
+
+
+@dataclass
+class Timing:
+    """The result's `timing` (`Timing`), as the judge builds it: `reference` and `kernel`
+    are `TimingStats`, `compile` a `CompileFigures`; `calibration`, `environment`,
+    `kernelbench` and `rounds` are not typed here."""
+
+    meaningful: bool
+    method: Optional[str]
+    forwards_per_window: Optional[int]
+    reference: dict
+    kernel: dict
+    score: Optional[float]
+    score_low: Optional[float]
+    score_high: Optional[float]
+    interval_method: Optional[str]
+    noisy: bool
+    reported_score: Optional[float]
+    baseline_key: Optional[str]
+    flush_l2_bytes: int
+    calibration: Optional[dict]
+    environment: Optional[dict]
+    kernelbench: Optional[dict]
+    rounds: list
+    compile: Optional[dict]
+    score_vs_compile: Optional[float]
+    score_vs_compile_low: Optional[float]
+    score_vs_compile_high: Optional[float]
+    baseline: Optional[str]
+    baseline_reason: Optional[str]
+    # Kept by kforge in `extra`: the bootstrap interval alone, before the
+    # between-evaluations term widens it into score_low/score_high.
+    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs_score_low", "runs_score_high"})
+
+
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
 
 
-class ResultRecord(dict):
-    """A result as the judge and the server build it: a plain JSON object on the wire, whose
-    keys can only be `Result`'s (a misspelt or undeclared key fails where it is written, not
-    as a field kforge silently drops)."""
+class Record(dict):
+    """A record as the judge builds it: a plain JSON object on the wire, whose keys can
+    only be those its dataclass (`DECLARED`) declares or passes through (a misspelt or
+    undeclared key fails where it is written, with a KeyError, not as a field kforge
+    silently drops or keeps unread). A KeyError is a harness bug: it is never caught as a
+    kernel's or a task's failure, so it ends the evaluation as an error of the harness."""
+
+    DECLARED = None  # the dataclass; set by each subclass
+    WHAT = ""  # what the record is, for the error
 
     def __init__(self, fields=()):
         super().__init__()
         self.update(fields)
 
+    @classmethod
+    def keys_allowed(cls):
+        return frozenset(f.name for f in dataclasses.fields(cls.DECLARED)) | getattr(cls.DECLARED, "PASSED_THROUGH",
+                                                                                     frozenset())
+
+    @classmethod
+    def field(cls, key):
+        if key not in cls.keys_allowed():
+            raise KeyError("%r is not a field of %s (wire.%s)" % (key, cls.WHAT, cls.DECLARED.__name__))
+        return key
+
     def __setitem__(self, key, value):
-        super().__setitem__(result_field(key), value)
+        super().__setitem__(self.field(key), value)
 
     def setdefault(self, key, default=None):
-        return super().setdefault(result_field(key), default)
+        return super().setdefault(self.field(key), default)
 
     def update(self, *args, **kwargs):
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
 
-def result_field(key):
-    if key not in RESULT_FIELDS:
-        raise KeyError("%r is not a field of an evaluation result (wire.Result)" % (key,))
-    return key
+class ResultRecord(Record):
+    """A result as the judge and the server build it (`Result`)."""
+
+    DECLARED = Result
+    WHAT = "an evaluation result"
+
+
+class TimingRecord(Record):
+    """The result's timing as the judge builds it (`Timing`)."""
+
+    DECLARED = Timing
+    WHAT = "a timing"
+
+
+class TimingStatsRecord(Record):
+    """One model's timing figures as timed.py builds them (`TimingStats`)."""
+
+    DECLARED = TimingStats
+    WHAT = "a model's timing figures"
+
+
+class CompileFiguresRecord(Record):
+    """The compile baseline's record as baselines.py builds it (`CompileFigures`)."""
+
+    DECLARED = CompileFigures
+    WHAT = "the compile baseline's figures"
 
 
 # -- checking ------------------------------------------------------------------------
@@ -221,4 +345,5 @@ def schema():
             out[field.name] = expected + ("|null" if nullable else "") + ("|absent" if absent else "")
         return out
 
-    return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result)}
+    return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result), "Timing": of(Timing),
+            "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures)}
