@@ -1,6 +1,7 @@
-//! The harness's typed records (`kforge_harness/wire.py`: `Job`, `EvalSettings`, `Result`)
-//! against the shapes kforge serializes (`eval::wire_schema`): a field added, removed or
-//! retyped on one side only fails here, by name, before a job or a result goes unread.
+//! The harness's typed records (`kforge_harness/wire.py`: `Job`, `EvalSettings`, `Result`,
+//! `Timing`, `TimingStats`, `CompileFigures`) against the shapes kforge serializes
+//! (`eval::wire_schema`): a field added, removed or retyped on one side only fails here, by
+//! name, before a job or a result goes unread.
 
 mod eval_common;
 
@@ -56,13 +57,26 @@ fn differences(rust: &Shapes, python: &Shapes) -> Vec<String> {
         for (field, ty) in p {
             if !r.contains_key(field) {
                 out.push(format!(
-                    "{record}.{field} ({ty}) is declared in wire.py but kforge does not send it \
-                     (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
+                    "{record}.{field} ({ty}) is declared in wire.py but kforge does not send it {}",
+                    only_in_python_hint(record)
                 ));
             }
         }
     }
     out
+}
+
+/// Why a field wire.py declares may be missing from kforge's shape of `record`.
+fn only_in_python_hint(record: &str) -> &'static str {
+    match record {
+        "Job" | "EvalSettings" => {
+            "(an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
+        }
+        _ => {
+            "(a field kforge keeps unread in its `extra` belongs in the record's PASSED_THROUGH, \
+             not among its fields)"
+        }
+    }
 }
 
 #[test]
@@ -100,6 +114,21 @@ fn a_field_on_one_side_only_is_named() {
             "Job.seed (integer) is sent by kforge but wire.py does not declare it",
             "Job.trials (integer) is declared in wire.py but kforge does not send it \
              (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)",
+        ]
+    );
+    let timing = |field: &str| -> Shapes {
+        BTreeMap::from([(
+            "TimingStats".to_string(),
+            BTreeMap::from([(field.to_string(), "number".to_string())]),
+        )])
+    };
+    assert_eq!(
+        differences(&timing("median_ms"), &timing("host_queue_ms")),
+        [
+            "TimingStats.median_ms (number) is sent by kforge but wire.py does not declare it",
+            "TimingStats.host_queue_ms (number) is declared in wire.py but kforge does not send \
+             it (a field kforge keeps unread in its `extra` belongs in the record's \
+             PASSED_THROUGH, not among its fields)",
         ]
     );
 }

@@ -1,11 +1,12 @@
 //! The shape of what kforge and the harness exchange, for checking the harness's typed
 //! records (`kforge_harness/wire.py`) against it (tests/harness_wire.rs): every field of the
-//! job, its `[eval]` settings and the result, with its JSON type.
+//! job, its `[eval]` settings, the result, its timing and the figures inside the timing
+//! (each model's, the compile baseline's), with its JSON type.
 //!
 //! Each shape is read off two serialized values, one with every optional field set and one
-//! with every optional field unset. The job and the result are built here without
-//! `..Default::default()`, so that a field added to `Job` or `EvalResult` does not compile
-//! until it is listed; the settings are `EvalConfig::default()` (its `Default` lists every
+//! with every optional field unset. The job, the result and the timing records are built
+//! here without `..Default::default()`, so that a field added to `Job`, `EvalResult`,
+//! `Timing`, `TimingStats` or `CompileFigures` does not compile until it is listed; the settings are `EvalConfig::default()` (its `Default` lists every
 //! field), so that a new `[eval]` setting needs no line here. Either way the test then fails
 //! until `wire.py` declares the field too.
 
@@ -17,16 +18,21 @@ use serde_json::Value;
 use crate::config::EvalConfig;
 use crate::eval::protocol::Job;
 use crate::protocol::{
-    Alignment, Audit, Category, DeviceInfo, EvalResult, Footprint, PrecisionRecord, SandboxInfo,
-    StaticReport, Status, Timing, ToleranceUsed, Trial, Versions,
+    Alignment, Audit, Baseline, Calibration, Category, CompileFigures, DeviceInfo, EvalResult,
+    Footprint, KernelBenchTiming, PrecisionRecord, ProtocolRound, SandboxInfo, StaticReport,
+    Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed, Trial, Versions,
 };
 
 /// Field name to JSON type (`string`, `integer`, `number`, `boolean`, `object`, `array`),
 /// with `|null` where the field may be null and `|absent` where it may be left out.
 pub type Shape = BTreeMap<String, String>;
 
-/// `{"Job": .., "EvalSettings": .., "EvalResult": ..}`: the job's own fields, the `[eval]`
-/// settings flattened into it, and the result's top-level fields (wire.py's record names).
+/// `{"Job": .., "EvalSettings": .., "EvalResult": .., "Timing": .., "TimingStats": ..,
+/// "CompileFigures": ..}`: the job's own fields, the `[eval]` settings flattened into it,
+/// the result's top-level fields, its timing's, one model's figures (the timing's
+/// `reference` and `kernel`) and the compile baseline's (its `compile`); wire.py's record
+/// names. A record's `extra` (fields kforge keeps without reading) is empty here: what the
+/// harness writes into it is wire.py's `PASSED_THROUGH`, not compared.
 pub fn schema() -> BTreeMap<&'static str, Shape> {
     let full_job = to_object(job(&settings_all_set(), Some("/cache/baselines".into())));
     let bare_job = to_object(job(&settings_all_unset(), None));
@@ -40,6 +46,21 @@ pub fn schema() -> BTreeMap<&'static str, Shape> {
         (
             "EvalResult",
             shape(&to_object(result_all_set()), &to_object(result_all_unset())),
+        ),
+        (
+            "Timing",
+            shape(&to_object(timing_all_set()), &to_object(timing_all_unset())),
+        ),
+        (
+            "TimingStats",
+            shape(&to_object(stats_all_set()), &to_object(stats_all_unset())),
+        ),
+        (
+            "CompileFigures",
+            shape(
+                &to_object(compile_all_set()),
+                &to_object(compile_all_unset()),
+            ),
         ),
     ])
 }
@@ -81,7 +102,7 @@ fn result_all_set() -> EvalResult {
         id: Some("1".into()),
         category: Some(Category::Mismatch),
         alignment: Some(Alignment::default()),
-        timing: Some(Timing::default()),
+        timing: Some(timing_all_set()),
         profile: Some(serde_json::json!({})),
         phase: Some("timing".into()),
         sandbox: Some(SandboxInfo::default()),
@@ -130,6 +151,127 @@ fn result_all_unset() -> EvalResult {
         inputs_drawn_on: None,
         input_refresh: None,
         speed_of_light: None,
+    }
+}
+
+fn timing_all_set() -> Timing {
+    Timing {
+        method: Some("judge_window".into()),
+        forwards_per_window: Some(2),
+        score: Some(1.5),
+        score_low: Some(1.25),
+        score_high: Some(1.75),
+        interval_method: Some("bootstrap".into()),
+        reported_score: Some(1.5),
+        baseline_key: Some("key".into()),
+        calibration: Some(Calibration::default()),
+        environment: Some(TimingEnvironment::default()),
+        kernelbench: Some(KernelBenchTiming::default()),
+        compile: Some(compile_all_set()),
+        score_vs_compile: Some(1.25),
+        score_vs_compile_low: Some(1.125),
+        score_vs_compile_high: Some(1.375),
+        baseline: Some(Baseline::Compile),
+        baseline_reason: Some("best: compile was faster".into()),
+        ..timing_all_unset()
+    }
+}
+
+fn timing_all_unset() -> Timing {
+    Timing {
+        meaningful: true,
+        method: None,
+        forwards_per_window: None,
+        reference: stats_all_unset(),
+        kernel: stats_all_unset(),
+        score: None,
+        score_low: None,
+        score_high: None,
+        interval_method: None,
+        noisy: false,
+        reported_score: None,
+        baseline_key: None,
+        flush_l2_bytes: 1 << 20,
+        calibration: None,
+        environment: None,
+        kernelbench: None,
+        rounds: vec![ProtocolRound::default()],
+        compile: None,
+        score_vs_compile: None,
+        score_vs_compile_low: None,
+        score_vs_compile_high: None,
+        baseline: None,
+        baseline_reason: None,
+        extra: serde_json::Map::new(),
+    }
+}
+
+fn stats_all_set() -> TimingStats {
+    TimingStats {
+        ci_low_ms: Some(0.25),
+        ci_high_ms: Some(0.75),
+        window_median_ms: Some(0.625),
+        null_ms: Some(0.125),
+        reported_median_ms: Some(0.5),
+        precision_reached: Some(true),
+        ..stats_all_unset()
+    }
+}
+
+fn stats_all_unset() -> TimingStats {
+    TimingStats {
+        median_ms: 0.5,
+        mean_ms: 0.5,
+        min_ms: 0.25,
+        max_ms: 0.75,
+        std_ms: 0.125,
+        runs: 30,
+        requested_runs: 30,
+        budget_limited: false,
+        ci_low_ms: None,
+        ci_high_ms: None,
+        noisy: false,
+        window_median_ms: None,
+        null_ms: None,
+        reported_median_ms: None,
+        gate_timeouts: 0,
+        precision_reached: None,
+        checked_runs: vec![3],
+        cached: false,
+        extra: serde_json::Map::new(),
+    }
+}
+
+fn compile_all_set() -> CompileFigures {
+    CompileFigures {
+        error: Some("did not compile".into()),
+        compile_s: Some(12.5),
+        median_ms: Some(0.5),
+        ci_low_ms: Some(0.25),
+        ci_high_ms: Some(0.75),
+        eager_median_ms: Some(0.625),
+        speedup_over_eager: Some(1.25),
+        speedup_low: Some(1.125),
+        speedup_high: Some(1.375),
+        ..compile_all_unset()
+    }
+}
+
+fn compile_all_unset() -> CompileFigures {
+    CompileFigures {
+        mode: "default".into(),
+        error: None,
+        compile_s: None,
+        median_ms: None,
+        ci_low_ms: None,
+        ci_high_ms: None,
+        noisy: false,
+        eager_median_ms: None,
+        speedup_over_eager: None,
+        speedup_low: None,
+        speedup_high: None,
+        cached: false,
+        extra: serde_json::Map::new(),
     }
 }
 
@@ -186,5 +328,15 @@ mod tests {
         assert_eq!(schema["EvalResult"]["static"], "object");
         assert_eq!(schema["EvalResult"]["timing"], "object|null");
         assert_eq!(schema["EvalResult"]["category"], "string|null");
+        assert_eq!(schema["Timing"]["score"], "number|null");
+        assert_eq!(schema["Timing"]["flush_l2_bytes"], "integer");
+        assert_eq!(schema["Timing"]["baseline"], "string|null");
+        assert_eq!(schema["TimingStats"]["checked_runs"], "array");
+        assert_eq!(schema["TimingStats"]["ci_low_ms"], "number|null");
+        assert_eq!(schema["CompileFigures"]["error"], "string|null");
+        assert!(
+            !schema["TimingStats"].contains_key("extra"),
+            "kept fields are flattened"
+        );
     }
 }
