@@ -89,7 +89,8 @@ def figures(mode, compile_s, eager, compiled, speedup_interval):
     return CompileFiguresRecord({"mode": mode, "error": None, "compile_s": compile_s,
                                  "median_ms": compiled["median_ms"], "ci_low_ms": compiled.get("ci_low_ms"),
                                  "ci_high_ms": compiled.get("ci_high_ms"), "noisy": bool(compiled.get("noisy")),
-                                 "runs": compiled.get("runs"), "forwards_per_window": compiled.get("forwards_per_window"),
+                                 "runs": compiled.get("runs"),
+                                 "forwards_per_window": compiled.get("forwards_per_window"),
                                  "eager_median_ms": eager["median_ms"],
                                  "speedup_over_eager": speedup, "speedup_low": low, "speedup_high": high})
 
