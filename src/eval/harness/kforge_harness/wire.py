@@ -214,8 +214,10 @@ class Record(dict):
     """A record as the judge builds it: a plain JSON object on the wire, whose keys can
     only be those its dataclass (`DECLARED`) declares or passes through (a misspelt or
     undeclared key fails where it is written, with a KeyError, not as a field kforge
-    silently drops or keeps unread). A KeyError is a harness bug: it is never caught as a
-    kernel's or a task's failure, so it ends the evaluation as an error of the harness."""
+    silently drops or keeps unread). Such a KeyError is a harness bug: nothing takes it for
+    a kernel's or a task's failure, so the server ends the evaluation as a `harness` result
+    (only inside the compile baseline's measurement does it cost that baseline alone, as
+    any failure there does)."""
 
     DECLARED = None  # the dataclass; set by each subclass
     WHAT = ""  # what the record is, for the error
@@ -226,8 +228,8 @@ class Record(dict):
 
     @classmethod
     def keys_allowed(cls):
-        return frozenset(f.name for f in dataclasses.fields(cls.DECLARED)) | getattr(cls.DECLARED, "PASSED_THROUGH",
-                                                                                     frozenset())
+        declared = frozenset(f.name for f in dataclasses.fields(cls.DECLARED))
+        return declared | getattr(cls.DECLARED, "PASSED_THROUGH", frozenset())
 
     @classmethod
     def field(cls, key):
