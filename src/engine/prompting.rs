@@ -54,6 +54,17 @@ mod tests {
                 CallTemplate::OfStage => assert_eq!(template, TemplateName::StageBlockTiling),
             }
         }
+        // Every stage's template is what a stage call of that stage renders.
+        for stage in TemplateName::STAGES {
+            assert_eq!(
+                template_for(CallKind::Stage, Some(stage)).unwrap(),
+                TemplateName::stage(stage).unwrap()
+            );
+        }
+        assert_eq!(
+            template_for(CallKind::Optimize, None).unwrap(),
+            TemplateName::OptimizeFromAnalysis
+        );
     }
 
     #[test]

@@ -1,9 +1,8 @@
-//! The prompts a call can be rendered from, by name: their files, the tuning stages'
-//! templates and the kind of call each serves.
+//! The prompts a call can be rendered from, by name: their files and the tuning stages'
+//! templates (which call kind renders which template is the kind's descriptor,
+//! `protocol::CallKind::descriptor`).
 
 use serde::{Deserialize, Serialize};
-
-use crate::protocol::CallKind;
 
 /// A prompt a call can be rendered from (the system prompt is rendered with every one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -69,21 +68,6 @@ impl TemplateName {
             "memory_and_tuning" => Some(TemplateName::StageMemoryAndTuning),
             _ => None,
         }
-    }
-
-    /// The kind of LLM call this template is for (`System` has none of its own).
-    pub fn call_kind(self) -> Option<CallKind> {
-        Some(match self {
-            TemplateName::System | TemplateName::Followup => return None,
-            TemplateName::Seed => CallKind::Seed,
-            TemplateName::Repair => CallKind::Repair,
-            TemplateName::Analysis => CallKind::Analysis,
-            TemplateName::OptimizeFromAnalysis => CallKind::Optimize,
-            TemplateName::StageGridAndParallel
-            | TemplateName::StageBlockTiling
-            | TemplateName::StageMemoryAndTuning => CallKind::Stage,
-            TemplateName::Instructed => CallKind::Instructed,
-        })
     }
 }
 

@@ -330,7 +330,6 @@ fn tidy(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::CallKind;
 
     #[test]
     fn names_map_to_files_stages_and_calls() {
@@ -340,12 +339,7 @@ mod tests {
         for stage in TemplateName::STAGES {
             let t = TemplateName::stage(stage).unwrap();
             assert_eq!(t.file_name(), format!("stage_{stage}.j2"));
-            assert_eq!(t.call_kind(), Some(CallKind::Stage));
         }
-        assert_eq!(
-            TemplateName::OptimizeFromAnalysis.call_kind(),
-            Some(CallKind::Optimize)
-        );
         assert!(!safe_name("../x.j2") && safe_name("seed.j2"));
     }
 }
