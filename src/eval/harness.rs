@@ -28,6 +28,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "exchange.py",
     "judge.py",
     "kbprotocol.py",
+    "launchpath.py",
     "loading.py",
     "memory.py",
     "ncu.py",

@@ -191,10 +191,51 @@ pub struct TimingEnvironment {
     pub timing_method: Option<String>,
     /// How every timed run got never-seen input values.
     pub input_refresh: Option<String>,
+    /// How each timing process's CUDA context was drawn before it was used (the harness's
+    /// launchpath.py); None where nothing was drawn (the CPU, an older harness).
+    pub launch_path: Option<LaunchPath>,
     /// Fields this version does not know (a newer harness's, an older one's), kept so that
     /// `kforge eval --json` and `eval/<id>.json` pass them through.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The launch-path draws of one evaluation: every timing process's CUDA context is probed
+/// (`launches` tiny launches queued behind a spin) and created again until its probe is
+/// within `tolerance` of the device's floor, at most `max_draws` contexts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LaunchPath {
+    pub tolerance: Option<f64>,
+    pub max_draws: Option<u32>,
+    pub launches: Option<u32>,
+    /// The device's floor after this evaluation's draws (ms).
+    pub floor_ms: Option<f64>,
+    pub processes: LaunchPathProcesses,
+}
+
+/// Each timing process's draws (one field per process kind, so that a newer harness's
+/// other kinds land in `extra` instead of failing the result).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LaunchPathProcesses {
+    pub kernel: Option<LaunchDraws>,
+    pub reference: Option<LaunchDraws>,
+    pub compiled: Option<LaunchDraws>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One process's draws: every probe in order (the last is the context it kept), whether the
+/// kept one was within the tolerance, or why nothing was drawn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LaunchDraws {
+    /// The floor the process was compared with (None: none known yet).
+    pub floor_ms: Option<f64>,
+    pub probes_ms: Vec<f64>,
+    pub accepted: Option<bool>,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -30,9 +30,9 @@ pub use commands::Command;
 pub use decision::Decision;
 pub use eval_result::{
     Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
-    KernelBenchTiming, MathFinding, OutputCheck, OutputTolerance, PrecisionRecord, ProtocolRound,
-    RoundOrder, SandboxInfo, StaticReport, Status, Timing, TimingEnvironment, TimingStats,
-    ToleranceUsed, TorchPrecision, Trial, Versions,
+    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OutputCheck,
+    OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
+    Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial, Versions,
 };
 pub use events::{
     BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,

@@ -2,7 +2,7 @@
 //! figures (clocks, math modes, versions), for `kforge eval`'s verdict and the TUI's Eval
 //! tab.
 
-use super::TimingEnvironment;
+use super::{LaunchDraws, LaunchPath, TimingEnvironment};
 
 /// What a timing `method` means, in words (`judge_window`; an unknown method as written),
 /// with how many forwards each timed window held when there were several.
@@ -110,12 +110,123 @@ pub fn environment_lines(env: &TimingEnvironment) -> Vec<(&'static str, String)>
     if let Some(i) = env.input_refresh.as_ref().filter(|i| !i.trim().is_empty()) {
         lines.push(("inputs", i.clone()));
     }
+    if let Some(launch) = env.launch_path.as_ref().and_then(launch_text) {
+        lines.push(("launch", launch));
+    }
     lines
+}
+
+/// One process's draws: `kernel 0.468 ms (3 draws)`, `reference 0.52 ms (6 draws, none within
+/// 4% of the floor)`, `kernel not drawn (why)`.
+fn draws_text(name: &str, draws: &LaunchDraws, tolerance: Option<f64>) -> String {
+    let Some(kept) = draws.probes_ms.last() else {
+        let why = draws.error.as_deref().unwrap_or("no probe");
+        return format!("{name} not drawn ({why})");
+    };
+    let count = draws.probes_ms.len();
+    let plural = if count == 1 { "" } else { "s" };
+    let missed = match (draws.accepted, tolerance) {
+        (Some(false), Some(t)) => format!(", none within {:.0}% of the floor", t * 100.0),
+        (Some(false), None) => ", none within the tolerance".into(),
+        _ => String::new(),
+    };
+    format!("{name} {kept:.3} ms ({count} draw{plural}{missed})")
+}
+
+/// The `launch` line: each timing process's kept probe and draws, then the device's floor.
+fn launch_text(launch: &LaunchPath) -> Option<String> {
+    let p = &launch.processes;
+    let parts: Vec<String> = [
+        ("kernel", &p.kernel),
+        ("reference", &p.reference),
+        ("compiled", &p.compiled),
+    ]
+    .into_iter()
+    .filter_map(|(name, draws)| {
+        draws
+            .as_ref()
+            .map(|d| draws_text(name, d, launch.tolerance))
+    })
+    .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let launches = launch.launches.unwrap_or(256);
+    let floor = launch
+        .floor_ms
+        .map(|f| format!("; device floor {f:.3} ms"))
+        .unwrap_or_default();
+    Some(format!(
+        "context probes ({launches} queued launches): {}{floor}",
+        parts.join(", ")
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_launch_line_says_each_process_draws_and_the_floor() {
+        let env = TimingEnvironment {
+            launch_path: Some(LaunchPath {
+                tolerance: Some(0.04),
+                max_draws: Some(6),
+                launches: Some(256),
+                floor_ms: Some(0.4577),
+                processes: crate::protocol::LaunchPathProcesses {
+                    kernel: Some(LaunchDraws {
+                        floor_ms: Some(0.4584),
+                        probes_ms: vec![0.515, 0.495, 0.4601],
+                        accepted: Some(true),
+                        error: None,
+                    }),
+                    reference: Some(LaunchDraws {
+                        probes_ms: vec![0.52; 6],
+                        accepted: Some(false),
+                        ..Default::default()
+                    }),
+                    compiled: Some(LaunchDraws {
+                        error: Some("libcuda: not found".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        };
+        let lines = environment_lines(&env);
+        assert_eq!(
+            lines,
+            vec![(
+                "launch",
+                "context probes (256 queued launches): kernel 0.460 ms (3 draws), reference 0.520 \
+                 ms (6 draws, none within 4% of the floor), compiled not drawn (libcuda: not \
+                 found); device floor 0.458 ms"
+                    .to_string()
+            )]
+        );
+        assert!(environment_lines(&TimingEnvironment::default()).is_empty());
+    }
+
+    #[test]
+    fn the_launch_path_round_trips_through_the_result_json() {
+        let json = serde_json::json!({"launch_path": {"tolerance": 0.04, "max_draws": 6, "launches": 256,
+            "floor_ms": 0.46, "processes": {"kernel": {"floor_ms": null, "probes_ms": [0.47, 0.46],
+            "accepted": true}, "future_side": {"probes_ms": [1.0]}}}});
+        let env: TimingEnvironment = serde_json::from_value(json.clone()).unwrap();
+        let launch = env.launch_path.as_ref().unwrap();
+        assert_eq!(
+            launch.processes.kernel.as_ref().unwrap().probes_ms,
+            vec![0.47, 0.46]
+        );
+        assert!(launch.processes.extra.contains_key("future_side"));
+        let back = serde_json::to_value(&env).unwrap();
+        assert_eq!(
+            back["launch_path"]["processes"]["future_side"],
+            json["launch_path"]["processes"]["future_side"]
+        );
+    }
 
     #[test]
     fn methods_are_described() {

@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, peaks, protocol, sol, timing
+from . import audit_rules, baselines, kbprotocol, launchpath, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
@@ -310,6 +310,7 @@ class Evaluation:
         self.task_dtypes = []
         self.reference_settings = None
         self.kernel_settings = None
+        self.draws = None  # launchpath.Draws, once a timing process is drawn
 
     def run(self):
         try:
@@ -432,6 +433,8 @@ class Evaluation:
             return self.reference_only(output_shapes)
         if self.gpu:
             torch.cuda.empty_cache()
+        if self.timing():
+            self.draw_context(self.link, "kernel")
         self.lender = Lender("cuda_ipc" if self.gpu else "memfd", self.device)
         self.meter.enter("buffers")
         (self.inputs, self.slots), (input_desc, slot_desc), fds = self.lender.like([input_shapes, output_shapes])
@@ -1020,6 +1023,7 @@ class Evaluation:
         ModelNew loaded with the judge's parameters. Returns (side, lender)."""
         link = link_class(proc.sock, lambda: self.result.get("phase") or "reference timing")
         link.receive("hello")
+        self.draw_context(link, "reference" if link_class is ReferenceLink else "compiled")
         lender = Lender("cuda_ipc", self.device)
         (inputs, slots), (input_desc, slot_desc), fds = lender.like([input_shapes, output_shapes])
         link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
@@ -1033,6 +1037,19 @@ class Evaluation:
             self.reference_tf32 = loaded.get("tf32")
         self.align(loaded, link, lender, report=False)
         return side, lender
+
+    def draw_context(self, link, who):
+        """Has a timing process draw its CUDA context (launchpath.py) while the GPU is quiet:
+        before the process gets buffers and before any kernel is imported. `who` names its
+        record in the timing's environment."""
+        if self.draws is None:
+            info = self.result.get("device") or {}
+            floor = launchpath.Floor(peaks.cache_dir_beside(self.spec.baseline_cache_dir),
+                                     "%s %s" % (info.get("name"), info.get("uuid")),
+                                     peaks.driver_version(info))
+            self.draws = launchpath.Draws(floor)
+        request = self.draws.request()
+        self.draws.take(who, request, link.call(request, "drawn"))
 
     def reference_timing(self, flush, base):
         """A task check's timing: the reference alone (cached per task, inputs, device and
@@ -1268,6 +1285,7 @@ class Evaluation:
                           getattr(self, "reference_tf32", None), before,
                           timing.METHOD_TEXT, self.result.get("input_refresh"))
         env["precision"] = self.policy  # the policy the reference's settings (tf32_*) came from
+        env["launch_path"] = self.draws.environment() if self.draws is not None else None
         return env
 
     def measure(self, flush):

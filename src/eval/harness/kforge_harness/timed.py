@@ -39,6 +39,11 @@ CLOCKS_UP_MS = 30.0  # judge-side GPU work before timed runs: clocks leave idle
 # A run whose tail (A to close) is under this share of the null runs' floor closed without
 # the worker's context in it.
 TAIL_SHARE = 0.5
+# Both models' processes move their weights and temporaries (worker.op_relocate) every this
+# many rounds of timed runs, at most PLACEMENTS - 1 times: each timing spans several
+# placements, which a forward of small launches is sensitive to (docs/benchmarks.md, round 4).
+RELOCATE_EVERY = 4
+PLACEMENTS = 6
 
 
 class Side:
@@ -349,6 +354,9 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
         if i >= planned:
             budget_limited = planned < job["timing_trials"]
             break
+        if relocating(i):
+            for side in sides:
+                relocate(side, rng)
         if time.time() > deadline and i >= job["min_timing_trials"]:
             budget_limited = True
             break
@@ -363,6 +371,17 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
         out.budget_limited = budget_limited
         out.precision_reached = reached
     return nulls, outcomes[id(ref)], outcomes[id(kernel)] if kernel is not None else None
+
+
+def relocating(round_index):
+    """Whether both models' processes move their weights before round `round_index`."""
+    return round_index % RELOCATE_EVERY == 0 and round_index // RELOCATE_EVERY < PLACEMENTS
+
+
+def relocate(side, rng):
+    """`side`'s process moves its model's weights and temporaries (worker.op_relocate); its
+    link says what a process that fails or goes away is (a kernel's crash, a harness error)."""
+    side.link.call({"op": "relocate", "nonce": rng.getrandbits(32)}, "relocated")
 
 
 def snapshotter(slot_sets):

@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from . import protocol
+from . import launchpath, protocol
 from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
@@ -22,6 +22,7 @@ from .tensors import describe, flatten_outputs
 
 # Failure categories a worker may report about its own kernel.
 WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom"}
+RELOCATE_LIMIT_BYTES = 64 << 20  # op_relocate copies models up to this size
 
 
 class Worker:
@@ -36,6 +37,10 @@ class Worker:
         self.outputs = None
         self.sets = []
         self.ctx = {"interpret": not self.gpu, "kernel_file": None, "jit_kernels": job.get("jit_kernels") or []}
+        self.context = None  # the driver's primary context (launchpath.Context) until torch attaches
+        self.context_error = None
+        self.cuda_attached = False
+        self.relocated = []  # what op_relocate moved away from, kept alive
 
     def reply(self, message):
         protocol.send(self.sock, message)
@@ -46,11 +51,13 @@ class Worker:
                     "details": f.details})
 
     def serve(self):
-        import torch
-
         if self.gpu:
-            torch.cuda.set_device(self.device)
-            torch.empty(1, device=self.device)  # the context the IPC handles open into
+            # The primary context through the driver API, not torch: the judge may have it
+            # drawn again (op_draw, launchpath.py) before torch attaches to it.
+            try:
+                self.context = launchpath.Context(device_ordinal(self.device))
+            except launchpath.Unavailable as e:
+                self.context, self.context_error = None, str(e)
         if self.job.get("precision"):
             apply_policy(self.job["precision"])  # the policy's settings, before any task or kernel code
         self.reply({"type": "hello"})
@@ -66,10 +73,39 @@ class Worker:
             if handler is None:
                 self.reply({"type": "error", "error": "unknown op %r" % op})
                 return
+            if op != "draw":
+                self.attach_cuda()
             # The judge lends memory with the message that needs it; mapped (and closed) here.
             mappings = self.borrower.map_fds(fds)
             if handler(request, mappings) is False:
                 return
+
+    def attach_cuda(self):
+        """torch's CUDA, on the primary context as last drawn (once)."""
+        if self.gpu and not self.cuda_attached:
+            import torch
+
+            torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # the context the IPC handles open into
+            self.cuda_attached = True
+
+    def op_draw(self, request, mappings):
+        """Draws the process's CUDA context until its launch path is within the tolerance of
+        the floor (launchpath.draw), before torch or any model uses it. The judge asks
+        before lending buffers and before the kernel is imported."""
+        if self.cuda_attached:
+            record = {"error": "torch already uses CUDA in this process"}
+        elif self.context is None:
+            record = {"error": self.context_error or "no CUDA context"}
+        else:
+            try:
+                record = launchpath.draw(self.context, request.get("floor_ms"),
+                                         float(request.get("tolerance") or launchpath.DEFAULT_TOLERANCE),
+                                         int(request.get("max_draws") or launchpath.DEFAULT_MAX_DRAWS))
+            except launchpath.Unavailable as e:
+                record = {"error": str(e)}
+        self.attach_cuda()
+        self.reply(dict(record, type="drawn"))
 
     def op_attach(self, request, mappings):
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
@@ -139,6 +175,39 @@ class Worker:
             for name, desc in request["assign"]:
                 state[name].copy_(self.borrower.attach(desc, mappings))
         self.reply({"type": "params_set"})
+
+    def op_relocate(self, request, mappings):
+        """The model's parameters and buffers to fresh memory, a spacer of a random size
+        before them, and the allocator's free blocks back to the driver, then one forward
+        (untimed) so that its temporaries are allocated again elsewhere too. A forward of
+        small launches runs up to 4% faster or slower depending on where its weights and
+        temporaries lie (docs/benchmarks.md, round 4); the judge asks both models' processes
+        alike every few timed runs, so each timing spans several placements instead of one.
+        The old copies stay alive (anything may hold them); models over RELOCATE_LIMIT_BYTES
+        are not copied."""
+        import random
+
+        import torch
+
+        moved = 0
+        try:
+            if self.gpu and isinstance(self.model, torch.nn.Module):
+                tensors = [t for t in list(self.model.parameters()) + list(self.model.buffers()) if t.is_cuda]
+                storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
+                if sum(storages.values()) <= RELOCATE_LIMIT_BYTES:
+                    rng = random.Random(int(request.get("nonce") or 0))
+                    self.relocated.append(torch.empty(rng.randint(1, 4096) * 512, dtype=torch.uint8,
+                                                      device=self.device))
+                    moved = relocate_tensors(tensors, self.relocated)
+            if self.gpu:
+                torch.cuda.empty_cache()
+                with torch.no_grad():
+                    self.model(*self.inputs)
+                torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001
+            self.failure(e, "forward")
+            return False
+        self.reply({"type": "relocated", "bytes": moved})
 
     def op_clock(self, request, mappings):
         """The flags the judge lends to order timed runs (window.py)."""
@@ -283,6 +352,35 @@ def interpret_autotune():
 
     first_config.kforge_interpret = True
     autotuner.Autotuner.prune_configs = first_config
+
+
+def relocate_tensors(tensors, kept):
+    """Copies each storage behind `tensors` once and points every tensor at its copy with its
+    own offset, size and strides, so that what shared memory still does (an RNN's weights in
+    cuDNN's single chunk, tied weights): the model computes exactly as before, elsewhere.
+    The old storages go into `kept`. Returns the bytes copied."""
+    import torch
+
+    copies = {}
+    moved = 0
+    with torch.no_grad():
+        for t in tensors:
+            old = t.untyped_storage()
+            key = old.data_ptr()
+            if key not in copies:
+                copies[key] = old.clone()
+                moved += old.nbytes()
+                kept.append(old)
+            view = torch.empty(0, dtype=t.dtype, device=t.device)
+            view.set_(copies[key], t.storage_offset(), t.size(), t.stride())
+            t.data = view
+    return moved
+
+
+def device_ordinal(device):
+    """The CUDA ordinal of "cuda" / "cuda:N" (torch's numbering, CUDA_VISIBLE_DEVICES applied)."""
+    _, _, index = str(device).partition(":")
+    return int(index) if index else 0
 
 
 def main(channel_fd, job):

@@ -1,0 +1,130 @@
+"""The launch-path draw's pure parts (launchpath.py): when a context is kept, the device's
+floor and its store, the judge's check of a reply, and the draw loop with a fake context.
+The driver calls themselves need a GPU (docs/benchmarks.md, round 4)."""
+
+import json
+import os
+
+from kforge_harness import launchpath
+from kforge_harness.launchpath import Draws, Floor, accepts, draw, floor_of
+
+
+class FakeContext:
+    """Probes as listed, one per context; counts the redraws."""
+
+    def __init__(self, probes):
+        self.probes = list(probes)
+        self.current = 0
+        self.redraws = 0
+
+    def probe(self):
+        return self.probes[self.current]
+
+    def redraw(self):
+        self.redraws += 1
+        self.current += 1
+
+
+def test_a_probe_within_the_tolerance_of_the_floor_is_kept():
+    assert accepts(0.47, 0.46, [], 0.04)
+    assert not accepts(0.50, 0.46, [], 0.04)
+
+
+def test_an_earlier_draw_lower_than_the_floor_sets_the_bar():
+    assert not accepts(0.47, 0.50, [0.44], 0.04)
+    assert accepts(0.45, 0.50, [0.44], 0.04)
+
+
+def test_with_nothing_to_compare_with_the_first_draw_is_not_kept():
+    assert not accepts(0.46, None, [], 0.04)
+    assert accepts(0.46, None, [0.46], 0.04)
+
+
+def test_the_draw_stops_at_the_first_kept_context():
+    ctx = FakeContext([0.52, 0.51, 0.465, 0.45])
+    record = draw(ctx, 0.46, 0.04, 6)
+    assert record == {"probes_ms": [0.52, 0.51, 0.465], "accepted": True}
+    assert ctx.redraws == 2
+
+
+def test_the_draw_keeps_the_last_context_when_none_is_accepted():
+    ctx = FakeContext([0.52, 0.51, 0.53])
+    record = draw(ctx, 0.46, 0.04, 3)
+    assert record == {"probes_ms": [0.52, 0.51, 0.53], "accepted": False}
+    assert ctx.redraws == 2  # the third context is the one the process keeps
+
+
+def test_without_a_floor_a_second_context_is_drawn():
+    ctx = FakeContext([0.47, 0.48])
+    assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.47, 0.48], "accepted": True}
+
+
+def test_one_draw_allowed_is_one_probe():
+    ctx = FakeContext([0.52])
+    assert draw(ctx, 0.46, 0.04, 1) == {"probes_ms": [0.52], "accepted": False}
+    assert ctx.redraws == 0
+
+
+def test_the_floor_is_the_second_lowest_probe():
+    assert floor_of([]) is None
+    assert floor_of([0.5]) == 0.5
+    assert floor_of([0.52, 0.30, 0.47, 0.46]) == 0.46  # one probe far too low does not set it
+    assert floor_of([0.5, -1, "x", None, 0.48]) == 0.5
+
+
+def test_the_floor_is_stored_per_device_and_keeps_the_newest(tmp_path):
+    floor = Floor(str(tmp_path), "H100 GPU-1", "580.1")
+    assert floor.samples == [] and floor.floor_ms() is None
+    floor.add([0.5] * (launchpath.FLOOR_SAMPLES - 1) + [0.47, 0.46])
+    floor.write()
+    again = Floor(str(tmp_path), "H100 GPU-1", "580.1")
+    assert len(again.samples) == launchpath.FLOOR_SAMPLES
+    assert again.samples[-2:] == [0.47, 0.46] and again.floor_ms() == 0.47
+    assert Floor(str(tmp_path), "H100 GPU-2", "580.1").samples == []  # another GPU: its own floor
+    assert Floor(str(tmp_path), "H100 GPU-1", "590.0").samples == []  # another driver too
+
+
+def test_a_damaged_store_reads_as_empty(tmp_path):
+    floor = Floor(str(tmp_path), "gpu", "1")
+    with open(floor.path(), "w") as f:
+        f.write("{not json")
+    assert Floor(str(tmp_path), "gpu", "1").samples == []
+    with open(floor.path(), "w") as f:
+        json.dump({"probes_ms": [0.5, True, -2, "0.1"]}, f)
+    assert Floor(str(tmp_path), "gpu", "1").samples == [0.5]
+
+
+def test_no_cache_dir_keeps_the_floor_in_memory_only():
+    floor = Floor(None, "gpu", "1")
+    floor.add([0.5, 0.49])
+    floor.write()
+    assert floor.floor_ms() == 0.5 and floor.path() is None
+
+
+def test_the_judge_keeps_a_valid_reply_and_adds_its_probes_to_the_floor(tmp_path):
+    floor = Floor(str(tmp_path), "gpu", "1")
+    floor.add([0.46, 0.47])
+    draws = Draws(floor)
+    request = draws.request()
+    assert request == {"op": "draw", "floor_ms": 0.47, "tolerance": launchpath.DEFAULT_TOLERANCE,
+                       "max_draws": launchpath.DEFAULT_MAX_DRAWS}
+    record = draws.take("reference", request, {"type": "drawn", "probes_ms": [0.51, 0.455], "accepted": True})
+    assert record == {"floor_ms": 0.47, "probes_ms": [0.51, 0.455], "accepted": True}
+    assert os.path.exists(floor.path()) and Floor(str(tmp_path), "gpu", "1").samples == [0.46, 0.47, 0.51, 0.455]
+    env = draws.environment()
+    assert env["processes"] == {"reference": record} and env["floor_ms"] == 0.46
+
+
+def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone():
+    floor = Floor(None, "gpu", "1")
+    draws = Draws(floor, max_draws=3)
+    for reply in ({"error": "cuInit: error 100"}, {"probes_ms": []}, {"probes_ms": [0.5, -1]},
+                  {"probes_ms": [0.5, True]}, {"probes_ms": "0.5"}, {"probes_ms": [0.5] * 4}):
+        record = draws.take("kernel", draws.request(), reply)
+        assert "error" in record and "probes_ms" not in record
+    assert floor.samples == []
+    assert draws.records["kernel"]["error"] == "the process answered without probes"
+
+
+def test_nothing_drawn_is_no_environment_record():
+    assert Draws(Floor(None, "gpu", "1")).environment() is None
