@@ -31,9 +31,11 @@ import os
 
 PROBE_LAUNCHES = 256
 PROBE_REPEATS = 5  # the fastest of these windows is the probe: another context's work only adds
-SPIN_CYCLES = 10_000_000  # ~5 ms at 2 GHz: the host queues the 256 launches (~1 ms) behind it
+SPIN_CYCLES = 4_000_000  # ~2 ms at 2 GHz: the host queues the 256 launches (~0.7 ms) behind it
+# (a probe is ~15 ms in all, the same figure as behind a 5 ms spin; a new context ~155 ms)
 DEFAULT_TOLERANCE = 0.04
 DEFAULT_MAX_DRAWS = 6
+NO_FLOOR_DRAWS = 3
 FLOOR_SAMPLES = 64  # the probes a device's floor is kept from, newest last
 SCHEMA = 1
 
@@ -75,10 +77,11 @@ class Unavailable(Exception):
 
 def accepts(probe_ms, floor_ms, earlier_ms, tolerance):
     """Whether a context whose probe is `probe_ms` is kept: within `tolerance` of the lowest
-    of the device's floor and this process's earlier draws. With neither known there is
-    nothing to compare with, and the draw is not kept (the next one is compared with it)."""
+    of the device's floor and this process's earlier draws. Without a floor (the device's
+    first evaluation) at least NO_FLOOR_DRAWS contexts are drawn, so that the bar is the
+    lowest of several (about half of all contexts are slow ones)."""
     known = [v for v in [floor_ms] + list(earlier_ms) if v is not None]
-    if not known:
+    if floor_ms is None and len(earlier_ms) < NO_FLOOR_DRAWS - 1:
         return False
     return probe_ms <= min(known) * (1.0 + tolerance)
 

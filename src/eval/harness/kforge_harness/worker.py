@@ -104,8 +104,9 @@ class Worker:
                                          int(request.get("max_draws") or launchpath.DEFAULT_MAX_DRAWS))
             except launchpath.Unavailable as e:
                 record = {"error": str(e)}
-        self.attach_cuda()
+        # The answer first: torch attaches while the judge allocates what it lends next.
         self.reply(dict(record, type="drawn"))
+        self.attach_cuda()
 
     def op_attach(self, request, mappings):
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)

@@ -35,9 +35,11 @@ def test_an_earlier_draw_lower_than_the_floor_sets_the_bar():
     assert accepts(0.45, 0.50, [0.44], 0.04)
 
 
-def test_with_nothing_to_compare_with_the_first_draw_is_not_kept():
+def test_without_a_floor_three_contexts_are_drawn_at_least():
     assert not accepts(0.46, None, [], 0.04)
-    assert accepts(0.46, None, [0.46], 0.04)
+    assert not accepts(0.46, None, [0.46], 0.04)
+    assert accepts(0.46, None, [0.52, 0.46], 0.04)
+    assert not accepts(0.52, None, [0.52, 0.46], 0.04)
 
 
 def test_the_draw_stops_at_the_first_kept_context():
@@ -54,9 +56,11 @@ def test_the_draw_keeps_the_last_context_when_none_is_accepted():
     assert ctx.redraws == 2  # the third context is the one the process keeps
 
 
-def test_without_a_floor_a_second_context_is_drawn():
-    ctx = FakeContext([0.47, 0.48])
-    assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.47, 0.48], "accepted": True}
+def test_without_a_floor_the_bar_is_the_lowest_of_three():
+    ctx = FakeContext([0.52, 0.51, 0.54, 0.47, 0.48])
+    assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.52, 0.51, 0.54, 0.47], "accepted": True}
+    ctx = FakeContext([0.47, 0.48, 0.475])
+    assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.47, 0.48, 0.475], "accepted": True}
 
 
 def test_one_draw_allowed_is_one_probe():
