@@ -3,12 +3,12 @@
 Measured on an H100 (docs/benchmarks.md, "Timing you can trust", round 4): the GPU time of a
 queued run of small launches depends on the CUDA context it goes through. 256 launches of a
 tiny kernel, queued behind a spin so that only GPU time is in the window, took 0.461 to 0.520
-ms from one context to the next: fixed for a context's life (within 0.3% over 15 s), drawn
-again when the primary context is created again, and nothing a process does inside its
-context (where its buffers lie, which stream it uses) moves it. A forward of 256 small
-Triton launches (an RNN's steps) follows the probe (0.810 ms in contexts probing 0.463-0.477,
-0.854-0.863 in contexts probing 0.514-0.519): that was the RNN's 7% spread between
-evaluations, each evaluation's process a fresh draw.
+ms from one context to the next: fixed for a context's life (within 0.3% over 15 s) and drawn
+again when the primary context is created again; moving a process's buffers did not move it.
+A forward of 256 small Triton launches (an RNN's steps) follows the probe (0.810-0.831 ms in
+contexts probing 0.463-0.477, 0.854-0.863 in contexts probing 0.514-0.519): that was most of
+the RNN's 7% spread between evaluations, each evaluation's process a fresh draw. (Where its
+weights lie moves it too, by up to 4%: worker.op_relocate.)
 
 So every process the judge times (the kernel's worker, the reference's process, the compiled
 reference's) draws its context before anything else uses CUDA in it: it creates the primary
