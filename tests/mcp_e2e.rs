@@ -222,11 +222,14 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
     );
 
     // Calls run off the reader: a ping sent after an evaluation is answered first; the
-    // cancelled evaluation gets no response at all, as the spec says.
+    // cancelled evaluation gets no response at all, as the spec says. It is given many
+    // trials so that it is still running when the cancel comes, on a loaded host too (at 5
+    // trials it once finished, in ~2 s, before the cancel was read).
     c.send(json!({
         "jsonrpc": "2.0", "id": 20, "method": "tools/call",
         "params": {"name": "eval", "arguments": {
             "task": f.join("tasks/relu.py"), "kernel": f.join("kernels/relu_ok.py"), "device": "cpu",
+            "trials": 200,
         }},
     }));
     assert_eq!(c.request(21, "ping", json!({}))["result"], json!({}));
