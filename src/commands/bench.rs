@@ -294,8 +294,10 @@ fn medians_by_name(
 }
 
 /// The order in which judge.py runs its phases (its PhaseClock marks).
-const PHASE_ORDER: [&str; 15] = [
+const PHASE_ORDER: [&str; 17] = [
     "cuda_init",
+    "task",
+    "peaks",
     "startup",
     "reference_process",
     "buffers",
