@@ -87,11 +87,14 @@ def accepts(probe_ms, floor_ms, earlier_ms, tolerance):
 
 
 class Driver:
-    """The few driver-API calls a draw needs, each checked."""
+    """The few driver-API calls a draw needs, each checked, on the harness's one libcuda
+    (exchange.cuda_driver)."""
 
     def __init__(self):
+        from .exchange import cuda_driver
+
         try:
-            self.lib = ctypes.CDLL("libcuda.so.1")
+            self.lib = cuda_driver()
         except OSError as e:
             raise Unavailable("libcuda: %s" % e)
 
@@ -181,11 +184,16 @@ def draw(context, floor_ms, tolerance=DEFAULT_TOLERANCE, max_draws=DEFAULT_MAX_D
         context.redraw()
 
 
+def is_probe(value):
+    """Whether `value` can be a probe's figure (ms): a positive number, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 def floor_of(samples):
     """The device's floor from its past probes: the second lowest, so that one probe
     measured too low (it cannot be, but a clock can jump) does not make every later draw
     fail; the lowest while there is one."""
-    values = sorted(v for v in samples if isinstance(v, (int, float)) and v > 0)
+    values = sorted(v for v in samples if is_probe(v))
     if not values:
         return None
     return values[1] if len(values) > 1 else values[0]
@@ -218,13 +226,13 @@ class Floor:
         samples = value.get("probes_ms") if isinstance(value, dict) else None
         if not isinstance(samples, list):
             return []
-        return [float(v) for v in samples if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+        return [float(v) for v in samples if is_probe(v)]
 
     def floor_ms(self):
         return floor_of(self.samples)
 
     def add(self, probes):
-        self.samples = (self.samples + [float(v) for v in probes if v > 0])[-FLOOR_SAMPLES:]
+        self.samples = (self.samples + [float(v) for v in probes if is_probe(v)])[-FLOOR_SAMPLES:]
 
     def write(self):
         """Written as the reference baselines are (atomically; a cache that cannot be
@@ -254,8 +262,7 @@ class Draws:
         """Keeps `who`'s record from its reply to `request`; its probes join the floor."""
         record = {"floor_ms": request["floor_ms"]}
         probes = reply.get("probes_ms")
-        valid = (isinstance(probes, list) and 0 < len(probes) <= self.max_draws
-                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in probes))
+        valid = isinstance(probes, list) and 0 < len(probes) <= self.max_draws and all(map(is_probe, probes))
         if valid:
             record.update(probes_ms=[float(v) for v in probes], accepted=bool(reply.get("accepted")))
             self.floor.add(record["probes_ms"])

@@ -344,6 +344,9 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
                                          precision, forwards) for side in sides)
 
     while True:
+        if relocating(i):
+            for side in sides:
+                relocate(side, rng)
         order = ["null"] + ["ref"] + (["kernel"] if kernel is not None else [])
         rng.shuffle(order)
         last = i >= planned - 1
@@ -354,9 +357,6 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
         if i >= planned:
             budget_limited = planned < job["timing_trials"]
             break
-        if relocating(i):
-            for side in sides:
-                relocate(side, rng)
         if time.time() > deadline and i >= job["min_timing_trials"]:
             budget_limited = True
             break
@@ -374,8 +374,9 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
 
 
 def relocating(round_index):
-    """Whether both models' processes move their weights before round `round_index`."""
-    return round_index % RELOCATE_EVERY == 0 and round_index // RELOCATE_EVERY < PLACEMENTS
+    """Whether both models' processes move their weights before round `round_index` (never
+    before the first: they start where they were loaded)."""
+    return 0 < round_index and round_index % RELOCATE_EVERY == 0 and round_index // RELOCATE_EVERY < PLACEMENTS
 
 
 def relocate(side, rng):

@@ -42,3 +42,10 @@ def test_an_rnn_keeps_its_single_chunk_of_weights():
     # every weight still in one storage, as flatten_parameters left them (where it applies)
     assert len({p.untyped_storage().data_ptr() for p in rnn.parameters()}) == \
         len({p.untyped_storage().data_ptr() for p in torch.nn.RNN(4, 3).parameters()})
+
+
+def test_the_processes_move_every_few_rounds_never_before_the_first():
+    from kforge_harness.timed import PLACEMENTS, RELOCATE_EVERY, relocating
+
+    rounds = [i for i in range(200) if relocating(i)]
+    assert rounds == [RELOCATE_EVERY * k for k in range(1, PLACEMENTS)]
