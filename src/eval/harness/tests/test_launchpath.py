@@ -132,3 +132,43 @@ def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone():
 
 def test_nothing_drawn_is_no_environment_record():
     assert Draws(Floor(None, "gpu", "1")).environment() is None
+
+
+def worker_answer(worker_setup):
+    """The worker's answer to a draw request, over a real socket pair."""
+    import socket
+
+    from kforge_harness import protocol
+    from kforge_harness.worker import Worker
+
+    ours, theirs = socket.socketpair()
+    try:
+        worker = Worker(theirs, {"device": "cpu"})
+        worker_setup(worker)
+        worker.op_draw({"op": "draw", "floor_ms": 0.46, "tolerance": 0.04, "max_draws": 6}, [])
+        return protocol.recv(ours)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_the_worker_draws_its_context_and_answers_with_the_probes():
+    def setup(worker):
+        worker.context = FakeContext([0.52, 0.47])
+    assert worker_answer(setup) == {"type": "drawn", "probes_ms": [0.52, 0.47], "accepted": True}
+
+
+def test_a_worker_without_a_context_says_why_nothing_was_drawn():
+    def setup(worker):
+        worker.context_error = "libcuda: not found"
+    assert worker_answer(setup) == {"type": "drawn", "error": "libcuda: not found"}
+
+
+def test_a_worker_whose_torch_already_uses_cuda_does_not_draw():
+    ctx = FakeContext([0.52, 0.47])
+
+    def setup(worker):
+        worker.context = ctx
+        worker.cuda_attached = True
+    assert worker_answer(setup) == {"type": "drawn", "error": "torch already uses CUDA in this process"}
+    assert ctx.redraws == 0
