@@ -252,14 +252,19 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
         )
     };
     let ended = chrono::Utc::now();
-    let manifest = manifest::update(&dir, |m| {
-        if let Some(run) = m.runs.get_mut(run_index) {
+    // The batch's outputs are written before the record that says this run ended, so
+    // that whoever sees the end (`batch status`, a waiting script) finds them current.
+    let summary = manifest::with_lock(&dir, || {
+        let mut manifest = Manifest::load(&dir)?;
+        if let Some(run) = manifest.runs.get_mut(run_index) {
             run.ended = Some(ended);
             run.end = Some(end);
             run.reason = Some(reason.clone());
         }
+        let summary = super::export::write_all(&dir, &manifest)?;
+        manifest.save(&dir)?;
+        Ok(summary)
     })?;
-    let summary = manifest::with_lock(&dir, || super::export::write_all(&dir, &manifest))?;
     evaluator.shutdown().await;
     Ok(BatchOutcome {
         end,
