@@ -5,7 +5,7 @@
 //! again; a finished one is left alone. Ctrl-C stops every session cleanly.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::manifest::{self, BatchEnd, BatchRun, BatchTask, Manifest, REFUSED_FILE};
 use super::results::{TaskResult, TaskStatus, collect, task_result};
 use super::shared_llm::{Ledger, SharedLlm, Spent};
+use super::summary::BatchSummary;
 use crate::config::Config;
 use crate::engine::device_pool::DevicePool;
 use crate::engine::ports::{EvalPort, LlmPort};
@@ -251,26 +252,36 @@ pub async fn run_batch(ctx: BatchContext, only: Option<Vec<usize>>) -> Result<Ba
             "every task of this run reached its end".to_string(),
         )
     };
-    let ended = chrono::Utc::now();
-    // The batch's outputs are written before the record that says this run ended, so
-    // that whoever sees the end (`batch status`, a waiting script) finds them current.
-    let summary = manifest::with_lock(&dir, || {
-        let mut manifest = Manifest::load(&dir)?;
-        if let Some(run) = manifest.runs.get_mut(run_index) {
-            run.ended = Some(ended);
-            run.end = Some(end);
-            run.reason = Some(reason.clone());
-        }
-        let summary = super::export::write_all(&dir, &manifest)?;
-        manifest.save(&dir)?;
-        Ok(summary)
-    })?;
+    let summary = record_run_end(&dir, run_index, end, &reason)?;
     evaluator.shutdown().await;
     Ok(BatchOutcome {
         end,
         reason,
         turns,
         results: summary.tasks,
+    })
+}
+
+/// Writes the batch's outputs (summary, export), then records how run `run_index` ended:
+/// in that order, so that whoever sees the end (`batch status`, a script waiting on
+/// batch.json) finds the outputs current, and a run whose outputs cannot be written is
+/// not recorded as ended.
+fn record_run_end(
+    dir: &Path,
+    run_index: usize,
+    end: BatchEnd,
+    reason: &str,
+) -> Result<BatchSummary> {
+    manifest::with_lock(dir, || {
+        let mut manifest = Manifest::load(dir)?;
+        if let Some(run) = manifest.runs.get_mut(run_index) {
+            run.ended = Some(chrono::Utc::now());
+            run.end = Some(end);
+            run.reason = Some(reason.to_string());
+        }
+        let summary = super::export::write_all(dir, &manifest)?;
+        manifest.save(dir)?;
+        Ok(summary)
     })
 }
 
@@ -573,6 +584,65 @@ mod tests {
             question: "?".into(),
             file: None,
         }
+    }
+
+    #[test]
+    fn a_runs_end_is_recorded_only_once_the_batch_outputs_are_written() {
+        use crate::batch::manifest::BatchLimits;
+        use crate::batch::summary::{SUMMARY_JSON, SUMMARY_MD};
+        use crate::config::EvalConfig;
+        use crate::config::pipeline::PipelineConfig;
+        use crate::eval::devices::DeviceChoice;
+        use crate::protocol::TaskKey;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = Manifest::new(
+            "mock".into(),
+            "mock-1".into(),
+            None,
+            DeviceChoice::AllVisible,
+            BatchLimits {
+                tasks_at_once: 1,
+                llm_calls_at_once: 1,
+                max_tokens: None,
+                max_cost_usd: None,
+                max_wall_s: None,
+            },
+            PipelineConfig::default(),
+            EvalConfig::default(),
+            vec![BatchTask {
+                key: TaskKey("relu".into()),
+                name: "relu".into(),
+                level: None,
+                problem: None,
+                origin: "/tasks/relu.py".into(),
+            }],
+        );
+        m.runs.push(BatchRun {
+            started: chrono::Utc::now(),
+            ended: None,
+            end: None,
+            reason: None,
+            how: "batch".into(),
+            host: "h".into(),
+            pid: 1,
+        });
+        m.save(dir.path()).unwrap();
+        let ended = |d: &Path| Manifest::load(d).unwrap().runs[0].ended.is_some();
+
+        // An output that cannot be written: the run is not recorded as ended.
+        std::fs::create_dir(dir.path().join(SUMMARY_MD)).unwrap();
+        assert!(record_run_end(dir.path(), 0, BatchEnd::Done, "done").is_err());
+        assert!(!ended(dir.path()));
+
+        std::fs::remove_dir(dir.path().join(SUMMARY_MD)).unwrap();
+        let summary = record_run_end(dir.path(), 0, BatchEnd::Done, "done").unwrap();
+        assert_eq!(summary.tasks.len(), 1);
+        assert!(dir.path().join(SUMMARY_JSON).is_file());
+        let run = &Manifest::load(dir.path()).unwrap().runs[0];
+        assert!(run.ended.is_some());
+        assert_eq!(run.end, Some(BatchEnd::Done));
+        assert_eq!(run.reason.as_deref(), Some("done"));
     }
 
     #[test]
