@@ -250,8 +250,13 @@ fn gib(bytes: u64) -> String {
 fn memory_line(result: &EvalResult) -> Option<String> {
     let peak = result.peak_memory_bytes()?;
     let plan = result.footprint.as_ref()?;
+    let model = if plan.weights_bytes > 0 {
+        format!(", model {}", gib(plan.weights_bytes))
+    } else {
+        String::new()
+    };
     Some(format!(
-        "peak {} of {} in use (planned {}: inputs {}, outputs {})",
+        "peak {} of {} in use (planned {}: inputs {}, outputs {}{model})",
         gib(peak),
         gib(plan.total_bytes),
         gib(plan.planned_peak_bytes),
@@ -690,6 +695,11 @@ mod tests {
                 "memory  peak 31.0 GiB of 79.0 GiB in use (planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB)"
             ),
             "{text}"
+        );
+        r.footprint.as_mut().unwrap().weights_bytes = gib / 2;
+        assert!(
+            render(&r, None, Style::plain())
+                .contains("(planned 30.5 GiB: inputs 6.0 GiB, outputs 6.0 GiB, model 0.5 GiB)")
         );
         r.memory.clear();
         assert!(!render(&r, None, Style::plain()).contains("memory"));

@@ -423,7 +423,13 @@ pub struct Footprint {
     pub reference_scratch_bytes: u64,
     /// One L2 flush buffer (the judge and the kernel's process each hold one).
     pub flush_bytes: u64,
-    /// 2 inputs + 3 outputs + 2 scratch + 2 flush: the evaluation's expected peak.
+    /// The reference model's parameters and buffers: the estimate of the model the
+    /// kernel's process builds after the plan is checked. 0 in older results.
+    pub weights_bytes: u64,
+    /// Timed: the old weight copies and spacers both timing processes keep after moving
+    /// their models between rounds. 0 untimed and in older results.
+    pub relocation_bytes: u64,
+    /// The evaluation's expected peak (docs/eval-result.md, "Memory").
     pub planned_peak_bytes: u64,
     /// Device (host, on the CPU) memory free and in all when the evaluation began.
     pub free_bytes: u64,

@@ -17,8 +17,8 @@ from .device import device_description, environment, gpu_clocks, l2_flush_buffer
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
                       task_init_inputs)
-from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, out_of_memory_reason,
-                     tensor_bytes)
+from .memory import (Meter, does_not_fit, footprint, gib, inputs_do_not_fit, is_out_of_memory, model_bytes,
+                     out_of_memory_reason, tensor_bytes)
 from .protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
 from .refprocess import ALIAS, ReferenceProcess
 from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map
@@ -564,8 +564,9 @@ class Evaluation:
         flush_bytes = l2_flush_bytes(self.job, result) if self.timing() else 0
         where = "%s device" % result["device"].get("name", "GPU") if self.gpu else "host"
         inputs_bytes, outputs_bytes = self.source.meta_sizes(self.init_inputs, free)
+        weights_bytes = model_bytes(self.ref)  # the kernel's model, estimated by the reference's
         if outputs_bytes is not None:
-            early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total, self.timing())
+            early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total, self.timing(), weights_bytes)
             reason = does_not_fit(early, where)
             if reason:
                 result["footprint"] = early
@@ -589,7 +590,8 @@ class Evaluation:
         if self.gpu:
             scratch = max(0, torch.cuda.max_memory_allocated() - before - outputs_bytes)
         self.meter.sample()
-        record = footprint(inputs_bytes, outputs_bytes, scratch, flush_bytes, free, total, self.timing())
+        record = footprint(inputs_bytes, outputs_bytes, scratch, flush_bytes, free, total, self.timing(),
+                           weights_bytes)
         result["footprint"] = record
         reason = does_not_fit(record, where)
         if reason:

@@ -6,17 +6,28 @@ draw of the inputs (I), of the reference's outputs (O) and, once the worker says
 the kernel's outputs taken from the slots (O: what it compares, which the worker can no
 longer change); the worker holds the kernel's own outputs (O). The reference's scratch
 beyond its inputs and outputs (R, measured on the first forward) is needed by the reference
-and, as an estimate, by the kernel. Both processes keep an L2 flush buffer. So an evaluation
-peaks at about
+and, as an estimate, by the kernel. Both processes keep an L2 flush buffer. The kernel's
+process builds its own model after the plan is checked (W, the reference model's
+parameters and buffers as an estimate), and timed, both timing processes move a model of up
+to RELOCATE_LIMIT_BYTES to fresh memory a few times and keep the old copies (M each, see
+relocation_bytes). So an evaluation peaks at about
 
-    2 I + 4 O + 2 R + 2 flush
+    2 I + 4 O + 2 R + 2 flush + W
 
-plus the CUDA contexts, which are already in use when the plan is checked. A task whose
+(timed: 4 I + 6 O + 2 R + 2 flush + W + 2 M) plus the CUDA contexts and the judge's own
+reference model, which are already in use when the plan is checked. A task whose
 plan does not fit in the memory that is free when the judge starts gets an `oom` verdict
 naming these figures before any kernel runs.
 """
 
 GIB = float(1 << 30)
+
+# worker.op_relocate moves a model of up to this size to fresh memory between rounds of
+# timed runs (docs/benchmarks.md, round 4), each time behind a spacer of up to
+# RELOCATE_SPACER_BYTES, and keeps the old copies alive (a kernel may hold raw pointers to
+# them); a larger model stays where it was loaded.
+RELOCATE_LIMIT_BYTES = 64 << 20
+RELOCATE_SPACER_BYTES = 4096 * 512
 
 
 def tensor_bytes(tree):
@@ -28,14 +39,37 @@ def tensor_bytes(tree):
     return sum(v.numel() * v.element_size() for _, v in flatten_outputs(tree) if isinstance(v, torch.Tensor))
 
 
-def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed=False):
+def model_bytes(model):
+    """Bytes of a model's parameters and buffers, each storage once (tied weights, views of
+    one flat weight buffer); 0 for a model that is not a torch module."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return 0
+    tensors = list(model.parameters()) + list(model.buffers())
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def relocation_bytes(weights_bytes):
+    """What worker.op_relocate leaves behind in one timing process over an evaluation: the
+    old copies of a model of `weights_bytes` and their spacers, once per move."""
+    from .timed import PLACEMENTS
+
+    if weights_bytes > RELOCATE_LIMIT_BYTES:
+        return 0
+    return (PLACEMENTS - 1) * (weights_bytes + RELOCATE_SPACER_BYTES)
+
+
+def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed=False, weights_bytes=0):
     """Peak bytes of an evaluation beyond what was in use when the judge started. Timed (a
     GPU), the reference's own process holds its lent inputs and slots, its outputs and its
     scratch beside the kernel's, and the judge a draw to rotate and one staged per run:
-    4 inputs and 6 outputs; else 2 and 4."""
+    4 inputs and 6 outputs; else 2 and 4. The kernel's process builds a model of about
+    `weights_bytes`, and timed, both processes keep the copies their relocations leave."""
     if timed:
-        return 4 * inputs_bytes + 6 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
-    return 2 * inputs_bytes + 4 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
+        return (4 * inputs_bytes + 6 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes
+                + weights_bytes + 2 * relocation_bytes(weights_bytes))
+    return 2 * inputs_bytes + 4 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes + weights_bytes
 
 
 def gib(n):
@@ -43,11 +77,13 @@ def gib(n):
 
 
 def footprint(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, free_bytes, total_bytes,
-              timed=False):
+              timed=False, weights_bytes=0):
     """The record of the plan for the result (bytes throughout)."""
-    peak = plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed)
+    peak = plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed, weights_bytes)
     return {"inputs_bytes": int(inputs_bytes), "outputs_bytes": int(outputs_bytes),
             "reference_scratch_bytes": int(reference_scratch_bytes), "flush_bytes": int(flush_bytes),
+            "weights_bytes": int(weights_bytes),
+            "relocation_bytes": int(2 * relocation_bytes(weights_bytes)) if timed else 0,
             "planned_peak_bytes": int(peak),
             "free_bytes": int(free_bytes), "total_bytes": int(total_bytes)}
 
@@ -56,10 +92,14 @@ def does_not_fit(record, where):
     """A one-line reason when the plan exceeds the free memory, else None."""
     if record["planned_peak_bytes"] <= record["free_bytes"]:
         return None
-    return ("the evaluation needs about %s of %s memory (inputs %s, outputs %s, reference scratch %s; the "
+    weights = ""
+    if record.get("weights_bytes"):
+        weights = ", the kernel's model %s" % gib(record["weights_bytes"])
+    return ("the evaluation needs about %s of %s memory (inputs %s, outputs %s, reference scratch %s%s; the "
             "judge and the kernel each hold copies) but %s of %s are free"
             % (gib(record["planned_peak_bytes"]), where, gib(record["inputs_bytes"]), gib(record["outputs_bytes"]),
-               gib(record["reference_scratch_bytes"]), gib(record["free_bytes"]), gib(record["total_bytes"])))
+               gib(record["reference_scratch_bytes"]), weights, gib(record["free_bytes"]),
+               gib(record["total_bytes"])))
 
 
 def inputs_do_not_fit(inputs_bytes, free_bytes, total_bytes, where):

@@ -18,11 +18,11 @@ from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
 from .loading import load_module, seed_everything
+from .memory import RELOCATE_LIMIT_BYTES, RELOCATE_SPACER_BYTES
 from .tensors import describe, flatten_outputs
 
 # Failure categories a worker may report about its own kernel.
 WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom"}
-RELOCATE_LIMIT_BYTES = 64 << 20  # op_relocate copies models up to this size
 
 
 class Worker:
@@ -197,8 +197,8 @@ class Worker:
                 storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
                 if sum(storages.values()) <= RELOCATE_LIMIT_BYTES:
                     rng = random.Random(int(request.get("nonce") or 0))
-                    self.relocated.append(torch.empty(rng.randint(1, 4096) * 512, dtype=torch.uint8,
-                                                      device=self.device))
+                    spacer = rng.randint(1, RELOCATE_SPACER_BYTES // 512) * 512
+                    self.relocated.append(torch.empty(spacer, dtype=torch.uint8, device=self.device))
                     moved = relocate_tensors(tensors, self.relocated)
             if self.gpu:
                 torch.cuda.empty_cache()

@@ -13,9 +13,52 @@ def test_plan_counts_two_inputs_four_outputs_two_scratch_two_flush():
 
 
 def test_a_timed_plan_holds_the_reference_process_beside_the_kernel():
-    assert memory.plan_bytes(10, 100, 1000, 10000, timed=True) == 4 * 10 + 6 * 100 + 2 * 1000 + 2 * 10000
+    spacers = 2 * memory.relocation_bytes(0)  # moved or not, each process's spacers stay
+    assert memory.plan_bytes(10, 100, 1000, 10000, timed=True) == 4 * 10 + 6 * 100 + 2 * 1000 + 2 * 10000 + spacers
     six = 6 * GIB  # KernelBench's largest ReLU still fits an 80 GB GPU timed
     assert memory.does_not_fit(memory.footprint(six, six, 0, 256 << 20, 78 * GIB, 80 * GIB, timed=True), "x") is None
+
+
+def test_the_kernels_model_is_planned_and_timed_the_copies_its_moves_leave_in_both_processes():
+    from kforge_harness.timed import PLACEMENTS
+
+    mib = 1 << 20
+    moves = PLACEMENTS - 1
+    assert moves >= 1
+    untimed = memory.plan_bytes(10, 100, 1000, 10000, weights_bytes=8 * mib)
+    assert untimed == memory.plan_bytes(10, 100, 1000, 10000) + 8 * mib
+    timed = memory.plan_bytes(10, 100, 1000, 10000, timed=True, weights_bytes=8 * mib)
+    kept = 2 * moves * (8 * mib + memory.RELOCATE_SPACER_BYTES)
+    assert timed == 4 * 10 + 6 * 100 + 2 * 1000 + 2 * 10000 + 8 * mib + kept
+    # A model over the limit is never moved: only the kernel's own copy is planned.
+    big = memory.RELOCATE_LIMIT_BYTES + 1
+    assert memory.relocation_bytes(big) == 0
+    assert memory.plan_bytes(0, 0, 0, 0, timed=True, weights_bytes=big) == big
+    record = memory.footprint(10, 100, 1000, 10000, 1 << 40, 1 << 40, timed=True, weights_bytes=8 * mib)
+    assert (record["weights_bytes"], record["relocation_bytes"], record["planned_peak_bytes"]) == (8 * mib, kept, timed)
+    assert memory.footprint(10, 100, 0, 0, 1 << 40, 1 << 40, weights_bytes=8 * mib)["relocation_bytes"] == 0
+
+
+def test_a_refusal_names_the_kernels_model_when_there_is_one():
+    record = memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB, weights_bytes=2 * GIB)
+    assert "the kernel's model 2.0 GiB;" in memory.does_not_fit(record, "x")
+    assert "model" not in memory.does_not_fit(memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB), "x")
+
+
+def test_model_bytes_counts_each_storage_once():
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 4, bias=False)  # 64 bytes
+            self.b = torch.nn.Linear(4, 4, bias=False)
+            self.b.weight = self.a.weight  # tied: one storage
+            self.register_buffer("steps", torch.zeros(2, dtype=torch.int64))  # 16 bytes
+            flat = torch.zeros(8)  # two parameters that view one flat buffer (32 bytes)
+            self.p = torch.nn.Parameter(flat[:4])
+            self.q = torch.nn.Parameter(flat[4:])
+
+    assert memory.model_bytes(Tied()) == 64 + 16 + 32
+    assert memory.model_bytes(lambda x: x) == 0
 
 
 def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one():
