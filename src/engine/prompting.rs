@@ -10,12 +10,7 @@ use crate::protocol::{CallKind, CallTemplate};
 /// template are an error.
 pub fn template_for(kind: CallKind, stage: Option<&str>) -> anyhow::Result<TemplateName> {
     match kind.descriptor().template {
-        CallTemplate::Named(name) => TemplateName::ALL
-            .into_iter()
-            .find(|t| t.as_str() == name)
-            .ok_or_else(|| {
-                anyhow::anyhow!("no prompt template `{name}` for {} calls", kind.word())
-            }),
+        CallTemplate::Named(template) => Ok(template),
         CallTemplate::OfStage => {
             let stage = stage.unwrap_or_default();
             TemplateName::stage(stage)
@@ -50,7 +45,7 @@ mod tests {
         for kind in CallKind::ALL {
             let template = template_for(kind, Some("block_tiling")).unwrap();
             match kind.descriptor().template {
-                CallTemplate::Named(name) => assert_eq!(template.as_str(), name),
+                CallTemplate::Named(named) => assert_eq!(template, named),
                 CallTemplate::OfStage => assert_eq!(template, TemplateName::StageBlockTiling),
             }
         }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::template_name::TemplateName;
+use crate::protocol::TemplateName;
 
 /// A rendered prompt: the system text and the user text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,8 @@
 //! next render (its modification time and size are checked at every lookup): no restart.
 //! `PromptSet::snapshot_into` writes the effective templates into a session's `prompts/`.
 //!
-//! `templates` holds the shipped files and the set that loads overrides; `template_name`
-//! the names calls render; `context` what a template can use; `metrics` the Nsight Compute
+//! `templates` holds the shipped files and the set that loads overrides (by
+//! `protocol::TemplateName`, the names calls render); `context` what a template can use; `metrics` the Nsight Compute
 //! figures in it; `markdown` a rendered prompt's editable form; `hints` the targeted repair
 //! hints.
 //! What the task's `forward` returns is read by `crate::pysource::task_reader`.
@@ -16,9 +16,8 @@ pub mod context;
 pub mod hints;
 pub mod markdown;
 pub mod metrics;
-pub mod template_name;
 pub mod templates;
 
+pub use crate::protocol::TemplateName;
 pub use context::{AttemptFailure, PromptContext, UnusableAnswer};
-pub use template_name::TemplateName;
 pub use templates::{DEFAULT_TEMPLATES, PromptSet, SNAPSHOT_SOURCES_FILE, user_dir};

@@ -12,7 +12,7 @@ use minijinja::{Environment, TemplateSource, UndefinedBehavior, context};
 
 use super::context::PromptContext;
 use super::markdown::RenderedPrompt;
-use super::template_name::TemplateName;
+use crate::protocol::TemplateName;
 use crate::pysource::task_reader::is_recurrent;
 
 /// Every template file kforge ships, with its embedded default. Names starting with `_`

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::CallId;
+use super::{CallId, TemplateName};
 
 /// What produced a candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,8 +82,8 @@ impl CallKind {
 /// Where a call's prompt template comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallTemplate {
-    /// The template `prompts/<name>.j2`.
-    Named(&'static str),
+    /// That template (`prompts/<name>.j2`).
+    Named(TemplateName),
     /// The template of the call's tuning stage (`prompts/stage_<stage>.j2`).
     OfStage,
 }
@@ -150,12 +150,15 @@ impl CallKind {
     /// Everything said about the kind: adding a kind starts here.
     pub const fn descriptor(self) -> CallKindInfo {
         let (word, template) = match self {
-            CallKind::Seed => ("seed", CallTemplate::Named("seed")),
-            CallKind::Repair => ("repair", CallTemplate::Named("repair")),
-            CallKind::Analysis => ("analysis", CallTemplate::Named("analysis")),
-            CallKind::Optimize => ("optimize", CallTemplate::Named("optimize_from_analysis")),
+            CallKind::Seed => ("seed", CallTemplate::Named(TemplateName::Seed)),
+            CallKind::Repair => ("repair", CallTemplate::Named(TemplateName::Repair)),
+            CallKind::Analysis => ("analysis", CallTemplate::Named(TemplateName::Analysis)),
+            CallKind::Optimize => (
+                "optimize",
+                CallTemplate::Named(TemplateName::OptimizeFromAnalysis),
+            ),
             CallKind::Stage => ("stage", CallTemplate::OfStage),
-            CallKind::Instructed => ("instructed", CallTemplate::Named("instructed")),
+            CallKind::Instructed => ("instructed", CallTemplate::Named(TemplateName::Instructed)),
         };
         CallKindInfo { word, template }
     }

@@ -18,6 +18,7 @@ mod precision;
 pub mod shapes;
 pub mod sol;
 mod step_key;
+mod template_name;
 pub mod timing_text;
 
 pub use analysis::Analysis;
@@ -41,3 +42,4 @@ pub use events::{
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};
 pub use step_key::{GateKey, StepKey, UnknownKey};
+pub use template_name::TemplateName;

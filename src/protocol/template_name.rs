@@ -1,6 +1,6 @@
 //! The prompts a call can be rendered from, by name: their files and the tuning stages'
 //! templates (which call kind renders which template is the kind's descriptor,
-//! `protocol::CallKind::descriptor`).
+//! `CallKind::descriptor`; the files themselves are `prompts::templates`'s).
 
 use serde::{Deserialize, Serialize};
 
