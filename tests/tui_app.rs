@@ -1616,11 +1616,20 @@ fn candidates_being_written_show_as_placeholders_in_the_tree() {
         Some(8),
         "llm/10.prompt.md",
     ));
+    // An analysis in flight writes no kernel: no placeholder for it.
+    h.event(call_started(
+        51,
+        "analysis/8",
+        CallKind::Analysis,
+        Some(8),
+        "llm/11.prompt.md",
+    ));
     assert!(
         h.screen().contains("◌ repair of #8: being written"),
         "{}",
         h.screen()
     );
+    assert!(!h.screen().contains("analysis of #8"), "{}", h.screen());
     h.event(call_finished(50, None));
     assert!(!h.screen().contains("being written"));
 }

@@ -172,7 +172,7 @@ impl Inner {
             self.call(key, TAG, old.kind, old.candidate, request, None)
                 .await
         );
-        if old.kind == CallKind::Analysis {
+        if old.kind.descriptor().answer == CallAnswer::Analysis {
             let Some(candidate) = old.candidate else {
                 return Step::Failed(format!("call {call} analysed no candidate"));
             };

@@ -88,13 +88,23 @@ pub enum CallTemplate {
     OfStage,
 }
 
-/// What a call kind is: its word and its template.
+/// What a call's answer is taken for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallAnswer {
+    /// A kernel: it becomes a candidate (the tree shows it as being written meanwhile).
+    Kernel,
+    /// An analysis of a candidate (`AnalysisReady`), no kernel.
+    Analysis,
+}
+
+/// What a call kind is: its word, its template and what its answer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallKindInfo {
     /// Short word for tags, logs, the views and the report's usage table (`seed`,
     /// `optimize`...); also its `events.jsonl` form.
     pub word: &'static str,
     pub template: CallTemplate,
+    pub answer: CallAnswer,
 }
 
 /// The line of the report's contributions that counts a candidate.
@@ -160,7 +170,15 @@ impl CallKind {
             CallKind::Stage => ("stage", CallTemplate::OfStage),
             CallKind::Instructed => ("instructed", CallTemplate::Named(TemplateName::Instructed)),
         };
-        CallKindInfo { word, template }
+        let answer = match self {
+            CallKind::Analysis => CallAnswer::Analysis,
+            _ => CallAnswer::Kernel,
+        };
+        CallKindInfo {
+            word,
+            template,
+            answer,
+        }
     }
 }
 

@@ -24,7 +24,7 @@ pub mod timing_text;
 pub use analysis::Analysis;
 pub use baseline::{Baseline, BaselineChoice, CompileMode};
 pub use candidate::{
-    CallKind, CallKindInfo, CallTemplate, CandidateKind, CandidateKindInfo, ReportGroup,
+    CallAnswer, CallKind, CallKindInfo, CallTemplate, CandidateKind, CandidateKindInfo, ReportGroup,
 };
 pub use category::Category;
 pub use commands::Command;

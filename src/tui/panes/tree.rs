@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::protocol::{CallKind, CandidateId};
+use crate::protocol::{CallAnswer, CandidateId};
 use crate::session::state::{Candidate, CandidateStatus};
 
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
@@ -405,7 +405,7 @@ impl Component for TreePane {
         for call in cx
             .state
             .calls_in_flight()
-            .filter(|c| c.kind != CallKind::Analysis)
+            .filter(|c| c.kind.descriptor().answer == CallAnswer::Kernel)
         {
             if lines.len() >= height {
                 break;
