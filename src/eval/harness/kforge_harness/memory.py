@@ -39,15 +39,20 @@ def tensor_bytes(tree):
     return sum(v.numel() * v.element_size() for _, v in flatten_outputs(tree) if isinstance(v, torch.Tensor))
 
 
-def model_bytes(model):
-    """Bytes of a model's parameters and buffers, each storage once (tied weights, views of
-    one flat weight buffer); 0 for a model that is not a torch module."""
-    import torch
+def storages_bytes(tensors):
+    """Bytes of the storages behind `tensors`, each storage once (tied weights, views of one
+    flat weight buffer)."""
+    from .tensors import storage_bytes, storage_key
 
-    if not isinstance(model, torch.nn.Module):
-        return 0
-    tensors = list(model.parameters()) + list(model.buffers())
-    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+    return sum({storage_key(t): storage_bytes(t) for t in tensors}.values())
+
+
+def model_bytes(model):
+    """Bytes of a model's parameters and buffers, each storage once; 0 for a model that is
+    not a torch module."""
+    from .tensors import model_tensors
+
+    return storages_bytes(model_tensors(model))
 
 
 def relocation_bytes(weights_bytes):

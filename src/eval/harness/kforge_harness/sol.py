@@ -18,7 +18,7 @@ time (the FLOPs of each math at its peak, summed) and the memory time (the bytes
 measured DRAM bandwidth). `faster_than_light` decides the flag against a stricter bound still.
 """
 
-from .tensors import flatten_outputs
+from .tensors import flatten_outputs, model_tensors, storage_bytes, storage_key
 
 # The flag's margin: a kernel is faster than light only when even the upper end of its
 # median's 95% interval is below this share of the strict bound. Peaks measured by cuBLAS
@@ -57,10 +57,9 @@ class WorkCounter:
         self.sources = {}  # storage key -> (kind, storage bytes)
         for _, t in flatten_outputs(inputs):
             if isinstance(t, torch.Tensor):
-                self.sources.setdefault(_storage_key(t), ("inputs", _storage_bytes(t)))
-        if isinstance(model, torch.nn.Module):
-            for t in list(model.parameters()) + list(model.buffers()):
-                self.sources.setdefault(_storage_key(t), ("parameters", _storage_bytes(t)))
+                self.sources.setdefault(storage_key(t), ("inputs", storage_bytes(t)))
+        for t in model_tensors(model):
+            self.sources.setdefault(storage_key(t), ("parameters", storage_bytes(t)))
         self.errors = []
 
     def mode(self):
@@ -95,7 +94,7 @@ class WorkCounter:
             picked = sum(_tensor_bytes(o) for _, o in flatten_outputs(out) if isinstance(o, torch.Tensor)) \
                 if str(packet) in PARTIAL_READERS else None
             for i, t in enumerate(tensors):
-                key = _storage_key(t)
+                key = storage_key(t)
                 source = self.sources.get(key)
                 if source is not None:
                     kind, size = source
@@ -123,7 +122,7 @@ class WorkCounter:
         written = {}
         for _, t in flatten_outputs(outputs):
             if isinstance(t, torch.Tensor):
-                key = _storage_key(t)
+                key = storage_key(t)
                 if key in self.sources:
                     continue  # an input (or parameter) returned as it is: nothing to write
                 written[key] = max(written.get(key, 0), _tensor_bytes(t))
@@ -136,20 +135,6 @@ class WorkCounter:
         if self.errors:
             out["uncounted"] = self.errors[:10]
         return out
-
-
-def _storage_key(t):
-    try:
-        return (t.device.type, t.untyped_storage().data_ptr())
-    except (RuntimeError, NotImplementedError):
-        return ("tensor", id(t))
-
-
-def _storage_bytes(t):
-    try:
-        return t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):
-        return _tensor_bytes(t)
 
 
 def _tensor_bytes(t):

@@ -67,6 +67,32 @@ def flatten_outputs(value, path="out"):
     return [(path, value)]
 
 
+def storage_key(t):
+    """What every tensor on one storage shares (its device and address); a tensor without a
+    storage of its own (a wrapper subclass) is its own key."""
+    try:
+        return (t.device.type, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return ("tensor", id(t))
+
+
+def storage_bytes(t):
+    """Bytes of the storage behind `t` (its own elements' where it has none)."""
+    try:
+        return t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return t.numel() * t.element_size()
+
+
+def model_tensors(model):
+    """A torch module's parameters and buffers; none for anything else."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return []
+    return list(model.parameters()) + list(model.buffers())
+
+
 def structure(value):
     if isinstance(value, (list, tuple)):
         return "%s of %d" % (type(value).__name__, len(value))

@@ -18,8 +18,8 @@ from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
 from .loading import load_module, seed_everything
-from .memory import RELOCATE_LIMIT_BYTES, RELOCATE_SPACER_BYTES
-from .tensors import describe, flatten_outputs
+from .memory import RELOCATE_LIMIT_BYTES, RELOCATE_SPACER_BYTES, storages_bytes
+from .tensors import describe, flatten_outputs, model_tensors
 
 # Failure categories a worker may report about its own kernel.
 WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom"}
@@ -54,8 +54,10 @@ class Worker:
         if self.gpu:
             # The primary context through the driver API, not torch: the judge may have it
             # drawn again (op_draw, launchpath.py) before torch attaches to it.
+            import torch  # its device names only: CUDA stays untouched until attach_cuda
+
             try:
-                self.context = launchpath.Context(device_ordinal(self.device))
+                self.context = launchpath.Context(torch.device(self.device).index or 0)
             except launchpath.Unavailable as e:
                 self.context, self.context_error = None, str(e)
         if self.job.get("precision"):
@@ -193,9 +195,8 @@ class Worker:
         moved = 0
         try:
             if self.gpu and isinstance(self.model, torch.nn.Module):
-                tensors = [t for t in list(self.model.parameters()) + list(self.model.buffers()) if t.is_cuda]
-                storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}
-                if sum(storages.values()) <= RELOCATE_LIMIT_BYTES:
+                tensors = [t for t in model_tensors(self.model) if t.is_cuda]
+                if storages_bytes(tensors) <= RELOCATE_LIMIT_BYTES:
                     rng = random.Random(int(request.get("nonce") or 0))
                     spacer = rng.randint(1, RELOCATE_SPACER_BYTES // 512) * 512
                     self.relocated.append(torch.empty(spacer, dtype=torch.uint8, device=self.device))
@@ -376,12 +377,6 @@ def relocate_tensors(tensors, kept):
             view.set_(copies[key], t.storage_offset(), t.size(), t.stride())
             t.data = view
     return moved
-
-
-def device_ordinal(device):
-    """The CUDA ordinal of "cuda" / "cuda:N" (torch's numbering, CUDA_VISIBLE_DEVICES applied)."""
-    _, _, index = str(device).partition(":")
-    return int(index) if index else 0
 
 
 def main(channel_fd, job):
