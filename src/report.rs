@@ -737,6 +737,7 @@ pub fn summary_json(state: &SessionState) -> Value {
             "sol_pct": c.sol_pct(),
             "faster_than_light": c.faster_than_light(),
             "summary": c.eval.as_ref().map(|e| e.summary.clone()),
+            "flags": c.eval.as_ref().map_or(&[][..], |e| e.flags.as_slice()),
             "file": c.file,
             "shapes": c.shapes.as_ref().map(shapes_json),
         });

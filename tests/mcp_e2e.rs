@@ -39,8 +39,12 @@ impl Client {
     }
 
     fn send_line(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    fn send_bytes(&mut self, line: &[u8]) {
         let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(line).unwrap();
         stdin.write_all(b"\n").unwrap();
         stdin.flush().unwrap();
     }
@@ -123,7 +127,10 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
     );
     for t in tools {
         assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+        assert_eq!(t["outputSchema"]["type"], "object", "{t}");
         assert!(!t["description"].as_str().unwrap().is_empty());
+        assert!(!t["title"].as_str().unwrap().is_empty());
+        assert!(t["annotations"]["readOnlyHint"].is_boolean(), "{t}");
     }
 
     // One evaluation on the CPU: the verdict as `kforge eval` prints it, the result as JSON,
@@ -149,11 +156,20 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
         .collect();
     assert!(!progress.is_empty(), "{:?}", c.notifications);
     let progress_sent = progress.len();
-    for (i, n) in progress.iter().enumerate() {
+    // Steps: the set-up, 5 trials, the signed-input trial; rising with every notification.
+    let mut last = -1.0;
+    for n in &progress {
         assert_eq!(n["params"]["progressToken"], "p4", "{n}");
-        assert_eq!(n["params"]["progress"], i as u64 + 1, "{n}");
+        assert_eq!(n["params"]["total"], 7, "{n}");
+        let p = n["params"]["progress"].as_f64().unwrap();
+        assert!(p > last && p < 7.0, "{n} after {last}");
+        last = p;
         assert!(n["params"]["message"].is_string(), "{n}");
     }
+    assert_eq!(
+        last, 6.0,
+        "the signed-input trial was reached: {progress:?}"
+    );
     assert_eq!(result["isError"], false, "{result}");
     let verdict = text_of(&result);
     assert!(
@@ -247,6 +263,31 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
     assert_eq!(check["isError"], false, "{check}");
     assert_eq!(check["structuredContent"]["status"], "ready", "{check}");
     assert!(text_of(&check).contains("task relu OK on cpu"), "{check}");
+
+    // A line that is not UTF-8 while an evaluation runs: an error, and the evaluation goes
+    // on to its verdict (it once ended the server).
+    c.send(json!({
+        "jsonrpc": "2.0", "id": 23, "method": "tools/call",
+        "params": {"name": "eval", "arguments": {
+            "task": f.join("tasks/relu.py"), "kernel": f.join("kernels/relu_ok.py"), "device": "cpu",
+            "trials": 2,
+        }},
+    }));
+    c.send_bytes(b"{\"jsonrpc\": \"2.0\", \"method\": \"\xff\xfe\"}");
+    let garbled = c.reply();
+    assert_eq!(garbled["error"]["code"], -32700, "{garbled}");
+    assert_eq!(garbled["id"], Value::Null, "{garbled}");
+    let survived = c.reply();
+    assert_eq!(survived["id"], 23, "{survived}");
+    assert_eq!(survived["result"]["structuredContent"]["correct"], true);
+
+    // Arguments by position: refused as a malformed request.
+    let positional = c.request(
+        24,
+        "tools/call",
+        json!({"name": "candidate_code", "arguments": [session, best]}),
+    );
+    assert_eq!(positional["error"]["code"], -32602, "{positional}");
 
     // Protocol errors: not JSON (id null), an unknown method, an unknown tool.
     c.send_line("{\"jsonrpc\": \"2.0\", \"id\": 10, \"method\": ");

@@ -5,7 +5,10 @@
 //! off the reader loop, so `ping` and other calls are answered while an evaluation runs.
 //! Only protocol messages go to stdout; everything else goes to stderr and the log.
 
+pub mod catalog;
 pub mod jsonrpc;
+pub mod progress;
+mod session_tools;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -13,18 +16,19 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::eval::EvalProgress;
 use jsonrpc::{ErrorCode, Incoming, RpcError};
+use progress::ProgressUpdate;
 use tools::{Tool, ToolOutcome, Tools};
 
-/// The protocol versions this server speaks, newest first: a client's version among them
-/// is echoed, any other gets the newest.
-pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
+/// The protocol revisions this server speaks, newest first: a client's revision among them
+/// is answered with, any other gets the newest (the client then decides whether it can go
+/// on, as the lifecycle says).
+pub const PROTOCOL_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The methods served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,15 +74,25 @@ enum Reply {
     Later,
 }
 
+/// The revision answered to a client that asks for `asked`.
+pub fn negotiate(asked: Option<&str>) -> &'static str {
+    PROTOCOL_VERSIONS
+        .into_iter()
+        .find(|v| Some(*v) == asked)
+        .unwrap_or(PROTOCOL_VERSIONS[0])
+}
+
 fn initialize_result(params: &Value) -> Value {
-    let asked = params.get("protocolVersion").and_then(Value::as_str);
-    let version = asked
-        .filter(|v| PROTOCOL_VERSIONS.contains(v))
-        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    let version = negotiate(params.get("protocolVersion").and_then(Value::as_str));
     json!({
         "protocolVersion": version,
         "capabilities": {"tools": {}},
-        "serverInfo": {"name": "kforge", "version": env!("CARGO_PKG_VERSION")},
+        "serverInfo": {
+            "name": "kforge",
+            "title": "kforge",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "LLM-driven Triton kernel optimization: the trusted evaluator and sessions",
+        },
         "instructions": "kforge's trusted evaluator for Triton kernels on KernelBench tasks: \
             `eval` a kernel against a task, `task_check` a task, read sessions with \
             `session_summary` and `candidate_code`. Paths are relative to the server's \
@@ -101,8 +115,8 @@ impl Server {
         let _ = self.out.send(line);
     }
 
-    fn handle_line(&mut self, line: &str) {
-        match jsonrpc::parse_line(line) {
+    fn handle(&mut self, incoming: Incoming) {
+        match incoming {
             Incoming::Request { id, method, params } => match self.request(&id, &method, params) {
                 Reply::Now(Ok(result)) => self.send(jsonrpc::success_line(&id, result)),
                 Reply::Now(Err(error)) => self.send(jsonrpc::error_line(&id, &error)),
@@ -135,6 +149,12 @@ impl Server {
     }
 
     fn call(&mut self, id: &Value, params: Value) -> Reply {
+        if !params.is_object() {
+            return Reply::Now(Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "tools/call params must be an object: {\"name\": TOOL, \"arguments\": {...}}",
+            )));
+        }
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Reply::Now(Err(RpcError::new(
                 ErrorCode::InvalidParams,
@@ -147,7 +167,26 @@ impl Server {
                 format!("unknown tool: {name}"),
             )));
         };
-        let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+        // Arguments are named: an array (positional) or any other value is a malformed
+        // request, not something to guess at.
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(object @ Value::Object(_)) => object.clone(),
+            Some(other) => {
+                let what = if other.is_array() {
+                    "an array"
+                } else {
+                    "not an object"
+                };
+                return Reply::Now(Err(RpcError::new(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "`arguments` of {name} is {what}: it must be an object of named arguments, \
+                         e.g. {{\"session\": \"runs/s1\"}} (tools/list gives each tool's inputSchema)"
+                    ),
+                )));
+            }
+        };
         let cancel = CancellationToken::new();
         let key = id.to_string();
         self.in_flight
@@ -186,30 +225,29 @@ impl Server {
         Reply::Later
     }
 
-    /// A sender of evaluation progress whose phases become `notifications/progress` for
-    /// `token`, numbered in order, until the call is `answered`; it ends when the sender
-    /// is dropped.
+    /// A sender of progress that becomes `notifications/progress` for `token` until the
+    /// call is `answered`; it ends when the sender is dropped.
     fn progress_forwarder(
         &mut self,
         token: Value,
         answered: Arc<Mutex<bool>>,
-    ) -> mpsc::UnboundedSender<EvalProgress> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+    ) -> mpsc::UnboundedSender<ProgressUpdate> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<ProgressUpdate>();
         let out = self.out.clone();
         self.calls.spawn(async move {
-            let mut step = 0u64;
-            while let Some(p) = rx.recv().await {
-                let EvalProgress::Phase(phase) = p else {
-                    continue;
-                };
+            while let Some(update) = rx.recv().await {
                 let answered = answered.lock().unwrap();
                 if *answered {
                     break;
                 }
-                step += 1;
                 let _ = out.send(jsonrpc::notification_line(
                     "notifications/progress",
-                    json!({"progressToken": token, "progress": step, "message": phase}),
+                    json!({
+                        "progressToken": token,
+                        "progress": number(update.progress),
+                        "total": update.total,
+                        "message": update.message,
+                    }),
                 ));
                 drop(answered);
             }
@@ -242,6 +280,15 @@ impl Server {
     }
 }
 
+/// A whole number as an integer in JSON (`3`, not `3.0`), others as they are.
+fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x >= 0.0 && x < 2f64.powi(53) {
+        json!(x as u64)
+    } else {
+        json!(x)
+    }
+}
+
 /// Serves MCP on `input`/`output` until the input ends.
 pub async fn serve<R, W>(input: R, mut output: W, tools: Tools) -> Result<()>
 where
@@ -263,13 +310,12 @@ where
         in_flight: Arc::default(),
         calls: JoinSet::new(),
     };
-    let mut lines = input.lines();
-    while let Some(line) = lines.next_line().await? {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
+    let mut input = input;
+    while let Some(frame) = jsonrpc::read_frame(&mut input, jsonrpc::MAX_MESSAGE_BYTES).await? {
+        if jsonrpc::is_blank(&frame) {
             continue;
         }
-        server.handle_line(line);
+        server.handle(jsonrpc::parse_frame(&frame));
         // Reap finished calls as we go.
         while server.calls.try_join_next().is_some() {}
     }
@@ -286,11 +332,16 @@ mod tests {
     /// Runs the server on these input lines and returns its output lines as JSON.
     async fn exchange(lines: &[&str]) -> Vec<Value> {
         let input = lines.join("\n") + "\n";
+        exchange_bytes(input.as_bytes()).await
+    }
+
+    /// Runs the server on this input and returns its output lines as JSON.
+    async fn exchange_bytes(input: &[u8]) -> Vec<Value> {
         let (client, server_side) = tokio::io::duplex(1 << 16);
         let (mut read, write) = tokio::io::split(client);
         drop(write);
         serve(
-            tokio::io::BufReader::new(input.as_bytes()),
+            tokio::io::BufReader::new(input),
             server_side,
             Tools::new(Config::default()),
         )
@@ -319,6 +370,67 @@ mod tests {
         assert_eq!(out[0]["result"]["capabilities"], json!({"tools": {}}));
         assert_eq!(out[0]["result"]["serverInfo"]["name"], "kforge");
         assert_eq!(out[1]["result"]["protocolVersion"], PROTOCOL_VERSIONS[0]);
+    }
+
+    #[test]
+    fn the_current_revision_is_spoken_and_older_ones_negotiated_down_to() {
+        assert_eq!(negotiate(Some("2025-11-25")), "2025-11-25");
+        for older in ["2025-06-18", "2025-03-26", "2024-11-05"] {
+            assert_eq!(negotiate(Some(older)), older);
+        }
+        // A revision this server does not know (newer, or garbage): its latest.
+        assert_eq!(negotiate(Some("2026-07-28")), "2025-11-25");
+        assert_eq!(negotiate(None), "2025-11-25");
+    }
+
+    #[tokio::test]
+    async fn malformed_input_is_answered_and_the_server_keeps_serving() {
+        let mut input = Vec::new();
+        input.extend_from_slice(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"\xff\"}}\n",
+        );
+        input.extend_from_slice(b"\xc0\xaf\xfe garbage\n");
+        input.extend_from_slice(b"[{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]\n");
+        input.extend_from_slice(b"\"just a string\"\n");
+        input.extend_from_slice(&vec![b'x'; jsonrpc::MAX_MESSAGE_BYTES + 10]);
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+        let out = exchange_bytes(&input).await;
+        let codes: Vec<(Value, i64)> = out
+            .iter()
+            .map(|m| (m["id"].clone(), m["error"]["code"].as_i64().unwrap_or(0)))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (json!(1), -32700),
+                (Value::Null, -32700),
+                (Value::Null, -32600),
+                (Value::Null, -32600),
+                (Value::Null, -32600),
+                (json!(3), 0),
+            ],
+            "{out:?}"
+        );
+        assert_eq!(out[5]["result"], json!({}));
+    }
+
+    #[tokio::test]
+    async fn tool_arguments_are_named_or_refused() {
+        let out = exchange(&[
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"candidate_code","arguments":["runs/s1", 3]}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"session_summary","arguments":"runs/s1"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":["session_summary", {}]}"#,
+        ])
+        .await;
+        assert_eq!(out.len(), 3, "{out:?}");
+        for reply in &out {
+            assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        }
+        let message = out[0]["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("is an array: it must be an object of named arguments"),
+            "{message}"
+        );
     }
 
     #[tokio::test]
@@ -350,6 +462,10 @@ mod tests {
             names,
             ["eval", "task_check", "session_summary", "candidate_code"]
         );
+        for tool in by_id(json!(2))["result"]["tools"].as_array().unwrap() {
+            assert!(tool["outputSchema"].is_object(), "{tool}");
+            assert!(tool["annotations"].is_object(), "{tool}");
+        }
         assert_eq!(by_id(Value::Null)["error"]["code"], -32700);
         assert_eq!(by_id(json!(3))["error"]["code"], -32601);
         assert_eq!(by_id(json!(4))["error"]["code"], -32602);

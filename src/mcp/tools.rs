@@ -1,7 +1,7 @@
 //! The tools `kforge mcp` serves: `eval` and `task_check` through the same evaluator,
 //! sandbox and config as `kforge eval`, and read-only views of a session.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
@@ -16,125 +16,11 @@ use crate::eval::{self, Device, EvalProgress, Evaluator};
 use crate::launch::evaluate::{EvalArgs, EvalOutcome};
 use crate::launch::options::{CheckArgs, DeviceArgs, parse_precision};
 use crate::launch::{TaskCheck, check_task};
-use crate::protocol::{CandidateId, PrecisionPolicy};
-use crate::session::state::SessionState;
-use crate::session::store::SessionDir;
+use crate::protocol::PrecisionPolicy;
 
-/// The tools, by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tool {
-    Eval,
-    TaskCheck,
-    SessionSummary,
-    CandidateCode,
-}
-
-impl Tool {
-    pub const ALL: [Tool; 4] = [
-        Tool::Eval,
-        Tool::TaskCheck,
-        Tool::SessionSummary,
-        Tool::CandidateCode,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tool::Eval => "eval",
-            Tool::TaskCheck => "task_check",
-            Tool::SessionSummary => "session_summary",
-            Tool::CandidateCode => "candidate_code",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Tool::Eval => {
-                "Evaluate a Triton kernel (`class ModelNew`) against a KernelBench task (`class Model`, \
-                 `get_inputs()`, `get_init_inputs()`) in kforge's sandboxed evaluator, as `kforge eval` \
-                 does: correctness over seeded trials, then (on a GPU) timing. Returns the verdict, the \
-                 speedup score with its interval when timed, flags, and the audit line; the full result \
-                 as structured content. A failing kernel is a verdict, not a tool error."
-            }
-            Tool::TaskCheck => {
-                "Check that a KernelBench task runs in kforge's evaluator: its Model built, run on its \
-                 inputs, its memory planned and (on a GPU) the reference timed."
-            }
-            Tool::SessionSummary => {
-                "Read a kforge session directory (read-only): its task, state, candidates with status, \
-                 score and interval, the best, and the LLM usage spent."
-            }
-            Tool::CandidateCode => {
-                "Read the kernel source of one candidate of a kforge session (read-only)."
-            }
-        }
-    }
-
-    fn input_schema(self) -> Value {
-        let task = json!({
-            "task": {"type": "string", "description": "Path of the task file (relative to the server's working directory)."},
-            "task_source": {"type": "string", "description": "The task file's text, instead of `task`."},
-        });
-        let device = json!({
-            "device": {
-                "description": "\"cpu\" (Triton's interpreter, correctness only) or a CUDA device index; default the first GPU, else the CPU.",
-                "oneOf": [{"type": "string"}, {"type": "integer", "minimum": 0}],
-            },
-            "precision": {"type": "string", "enum": ["strict", "tf32", "pytorch"], "description": "Precision policy (default: the config's)."},
-        });
-        let session =
-            json!({"session": {"type": "string", "description": "Path of the session directory."}});
-        let mut properties = serde_json::Map::new();
-        let mut add = |v: Value| {
-            if let Value::Object(m) = v {
-                properties.extend(m);
-            }
-        };
-        match self {
-            Tool::Eval => {
-                add(task);
-                add(json!({
-                    "kernel": {"type": "string", "description": "Path of the kernel file."},
-                    "kernel_source": {"type": "string", "description": "The kernel file's text, instead of `kernel`."},
-                    "trials": {"type": "integer", "minimum": 1, "description": "Correctness trials (default: the config's)."},
-                    "timing": {"type": "boolean", "description": "Time a correct kernel (default true; never on the CPU)."},
-                    "seed": {"type": "integer", "minimum": 0, "description": "Base seed of parameters and inputs (default: the config's)."},
-                }));
-                add(device);
-            }
-            Tool::TaskCheck => {
-                add(task);
-                add(device);
-            }
-            Tool::SessionSummary => add(session),
-            Tool::CandidateCode => {
-                add(session);
-                add(json!({"candidate": {
-                    "description": "The candidate's id (a number, or `#N`).",
-                    "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
-                }}));
-            }
-        }
-        let required: &[&str] = match self {
-            Tool::Eval | Tool::TaskCheck => &[],
-            Tool::SessionSummary => &["session"],
-            Tool::CandidateCode => &["session", "candidate"],
-        };
-        json!({"type": "object", "properties": properties, "required": required})
-    }
-
-    /// The tool as `tools/list` describes it.
-    pub fn describe(self) -> Value {
-        json!({
-            "name": self.name(),
-            "description": self.description(),
-            "inputSchema": self.input_schema(),
-        })
-    }
-}
+pub use super::catalog::Tool;
+use super::progress::{EvalPlan, ProgressCounter, ProgressUpdate};
+use super::session_tools::{candidate_code, session_summary};
 
 /// What a tool call gave: a result for the client (`isError` for a tool that could not do
 /// its work), or nothing because the client cancelled it.
@@ -153,7 +39,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn ok(text: String, structured: Value) -> ToolResult {
+    pub(super) fn ok(text: String, structured: Value) -> ToolResult {
         ToolResult {
             text,
             structured: Some(structured),
@@ -209,41 +95,25 @@ fn source(path: Option<String>, text: Option<String>, what: &str, file: &str) ->
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum DeviceArg {
-    Index(u32),
-    Name(String),
-}
-
-impl DeviceArg {
-    fn args(device: Option<DeviceArg>) -> Result<DeviceArgs> {
-        Ok(match device {
-            None => DeviceArgs::default(),
-            Some(DeviceArg::Index(n)) => DeviceArgs {
-                device: Some(n),
-                cpu: false,
-            },
-            Some(DeviceArg::Name(name)) => {
-                // "cpu", "cuda", "cuda:N" as everywhere else, or a bare index.
-                let device = Device::parse(&name)
-                    .or_else(|| name.trim().parse().ok().map(Device::Cuda))
-                    .ok_or_else(|| {
-                        anyhow!("unknown device `{name}` (\"cpu\" or a CUDA device index)")
-                    })?;
-                match device {
-                    Device::Cpu => DeviceArgs {
-                        device: None,
-                        cpu: true,
-                    },
-                    Device::Cuda(n) => DeviceArgs {
-                        device: Some(n),
-                        cpu: false,
-                    },
-                }
-            }
-        })
-    }
+/// The `device` argument: a string (`cpu`, `cuda`, `cuda:N`, `N`: the schema's form) or an
+/// integer N.
+fn device_arg(device: Option<Value>) -> Result<DeviceArgs> {
+    let unknown = |shown: &str| {
+        anyhow!("unknown device {shown}: \"cpu\", \"cuda\", \"cuda:N\" or a CUDA device index")
+    };
+    let device = match device {
+        None | Some(Value::Null) => return Ok(DeviceArgs::default()),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Device::Cuda)
+            .ok_or_else(|| unknown(&n.to_string()))?,
+        Some(Value::String(name)) => Device::parse(&name)
+            .or_else(|| name.trim().parse().ok().map(Device::Cuda))
+            .ok_or_else(|| unknown(&format!("`{name}`")))?,
+        Some(other) => return Err(unknown(&other.to_string())),
+    };
+    Ok(device_args(device))
 }
 
 fn precision(name: Option<String>) -> Result<Option<PrecisionPolicy>> {
@@ -258,7 +128,7 @@ struct EvalParams {
     task_source: Option<String>,
     kernel: Option<String>,
     kernel_source: Option<String>,
-    device: Option<DeviceArg>,
+    device: Option<Value>,
     precision: Option<String>,
     trials: Option<u32>,
     timing: Option<bool>,
@@ -270,37 +140,60 @@ struct EvalParams {
 struct TaskCheckParams {
     task: Option<String>,
     task_source: Option<String>,
-    device: Option<DeviceArg>,
+    device: Option<Value>,
     precision: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SessionParams {
-    session: String,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum CandidateArg {
-    Number(u32),
-    Text(String),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CandidateParams {
-    session: String,
-    candidate: CandidateArg,
-}
-
-fn params<T: for<'de> Deserialize<'de>>(arguments: Value) -> Result<T> {
+pub(super) fn params<T: for<'de> Deserialize<'de>>(arguments: Value) -> Result<T> {
     let arguments = if arguments.is_null() {
         json!({})
     } else {
         arguments
     };
     serde_json::from_value(arguments).map_err(|e| anyhow!("invalid arguments: {e}"))
+}
+
+/// Device arguments naming exactly `device`.
+fn device_args(device: Device) -> DeviceArgs {
+    match device {
+        Device::Cpu => DeviceArgs {
+            device: None,
+            cpu: true,
+        },
+        Device::Cuda(n) => DeviceArgs {
+            device: Some(n),
+            cpu: false,
+        },
+    }
+}
+
+/// A sender of an evaluation's progress whose phases reach `sink` numbered by `counter`;
+/// it ends when the sender is dropped (the evaluation is over).
+fn forward_phases(
+    sink: UnboundedSender<ProgressUpdate>,
+    mut counter: ProgressCounter,
+) -> UnboundedSender<EvalProgress> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            let message = match p {
+                EvalProgress::Phase(phase) => phase,
+                EvalProgress::Queued { ahead } => {
+                    format!("waiting for the device: {ahead} evaluation(s) ahead")
+                }
+                EvalProgress::Started { .. } => continue,
+            };
+            let update = ProgressUpdate {
+                progress: counter.next(&message),
+                total: counter.total(),
+                message,
+            };
+            if sink.send(update).is_err() {
+                break;
+            }
+        }
+    });
+    tx
 }
 
 /// What the tools share: the config and one evaluator, started on first use.
@@ -345,7 +238,7 @@ impl Tools {
         tool: Tool,
         arguments: Value,
         cancel: CancellationToken,
-        progress: Option<UnboundedSender<EvalProgress>>,
+        progress: Option<UnboundedSender<ProgressUpdate>>,
     ) -> ToolOutcome {
         let outcome = match tool {
             Tool::Eval => self.eval(arguments, cancel, progress).await,
@@ -360,15 +253,15 @@ impl Tools {
         &self,
         arguments: Value,
         cancel: CancellationToken,
-        progress: Option<UnboundedSender<EvalProgress>>,
+        progress: Option<UnboundedSender<ProgressUpdate>>,
     ) -> Result<ToolOutcome> {
         let p: EvalParams = params(arguments)?;
         let task = source(p.task, p.task_source, "task", "task.py")?;
         let kernel = source(p.kernel, p.kernel_source, "kernel", "kernel.py")?;
-        let args = EvalArgs {
+        let mut args = EvalArgs {
             task: task.path.clone(),
             kernel: kernel.path.clone(),
-            device: DeviceArg::args(p.device)?,
+            device: device_arg(p.device)?,
             check: CheckArgs {
                 precision: precision(p.precision)?,
                 trials: p.trials,
@@ -379,6 +272,14 @@ impl Tools {
             ..EvalArgs::default()
         };
         let evaluator = self.evaluator().await?;
+        // The device first, so that the progress plan knows whether there will be timing.
+        let device = args.device.pick(evaluator).await?;
+        args.device = device_args(device);
+        let progress = progress.map(|sink| {
+            let timed = device != Device::Cpu && !args.no_timing;
+            let plan = EvalPlan::new(&args.settings(&self.config.eval), timed);
+            forward_phases(sink, ProgressCounter::new(plan))
+        });
         let outcome =
             crate::launch::evaluate::evaluate(&args, &self.config, evaluator, cancel, progress)
                 .await?;
@@ -401,7 +302,7 @@ impl Tools {
             ..CheckArgs::default()
         }
         .apply(&mut settings);
-        let device_args = DeviceArg::args(p.device)?;
+        let device_args = device_arg(p.device)?;
         let evaluator = self.evaluator().await?;
         let device: Device = device_args.pick(evaluator).await?;
         let check = check_task(evaluator, &task.path, device, &settings).await;
@@ -425,106 +326,24 @@ impl Tools {
     }
 }
 
-/// A session read from its events, never written to.
-fn read_session(path: &str) -> Result<(SessionDir, SessionState)> {
-    let dir = SessionDir::open(Path::new(path))?;
-    let state = SessionState::from_records(&dir.read_events()?.records);
-    Ok((dir, state))
-}
-
-fn session_summary(arguments: Value) -> Result<ToolResult> {
-    let p: SessionParams = params(arguments)?;
-    let (_, state) = read_session(&p.session)?;
-    let summary = crate::report::summary_json(&state);
-    let mut text = format!(
-        "session {}: task {}, {}/{}, state {}\n",
-        p.session,
-        summary["task"].as_str().unwrap_or("?"),
-        summary["provider"].as_str().unwrap_or("?"),
-        summary["model"].as_str().unwrap_or("?"),
-        summary["state"].as_str().unwrap_or("?"),
-    );
-    match state.best.and_then(|id| state.candidates.get(&id)) {
-        Some(best) => text.push_str(&format!(
-            "best: #{} {}\n",
-            best.id,
-            crate::report::speedup_text(best)
-        )),
-        None => text.push_str("best: none yet\n"),
-    }
-    for c in state.candidates.values() {
-        text.push_str(&format!(
-            "#{} {} {}: {}\n",
-            c.id,
-            c.kind.word(),
-            crate::report::status_label(c),
-            crate::report::speedup_text(c),
-        ));
-    }
-    let total = &summary["usage"]["total"];
-    text.push_str(&format!(
-        "usage: {} LLM calls, {} input / {} output tokens, cost {}\n",
-        total["calls"],
-        total["input"],
-        total["output"],
-        total["cost_usd"]
-            .as_f64()
-            .map_or("unknown".to_string(), |c| format!("${c:.4}")),
-    ));
-    Ok(ToolResult::ok(text, summary))
-}
-
-fn candidate_code(arguments: Value) -> Result<ToolResult> {
-    let p: CandidateParams = params(arguments)?;
-    let id = match p.candidate {
-        CandidateArg::Number(n) => CandidateId(n),
-        CandidateArg::Text(t) => t
-            .parse()
-            .map_err(|_| anyhow!("`candidate` must be a candidate id, e.g. 3 or \"#3\""))?,
-    };
-    let (dir, state) = read_session(&p.session)?;
-    let candidate = state
-        .candidates
-        .get(&id)
-        .ok_or_else(|| anyhow!("session {} has no candidate #{id}", p.session))?;
-    let code = dir.read_file(&candidate.file)?;
-    Ok(ToolResult::ok(
-        code.clone(),
-        json!({
-            "candidate": id,
-            "file": candidate.file,
-            "status": crate::report::status_label(candidate),
-            "code": code,
-        }),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn tool_names_round_trip_and_schemas_are_objects() {
-        for tool in Tool::ALL {
-            assert_eq!(Tool::from_name(tool.name()), Some(tool));
-            let d = tool.describe();
-            assert_eq!(d["inputSchema"]["type"], "object", "{d}");
-            assert!(d["inputSchema"]["properties"].is_object(), "{d}");
-        }
-        assert_eq!(Tool::from_name("nope"), None);
-    }
-
-    #[test]
     fn device_arguments() {
-        let cpu = DeviceArg::args(Some(DeviceArg::Name("cpu".into()))).unwrap();
+        let cpu = device_arg(Some(json!("cpu"))).unwrap();
         assert!(cpu.cpu && cpu.device.is_none());
-        let one = DeviceArg::args(Some(DeviceArg::Index(1))).unwrap();
+        let one = device_arg(Some(json!(1))).unwrap();
         assert_eq!((one.cpu, one.device), (false, Some(1)));
-        let two = DeviceArg::args(Some(DeviceArg::Name("cuda:2".into()))).unwrap();
-        assert_eq!(two.device, Some(2));
-        let three = DeviceArg::args(Some(DeviceArg::Name("3".into()))).unwrap();
-        assert_eq!(three.device, Some(3));
-        assert!(DeviceArg::args(Some(DeviceArg::Name("tpu".into()))).is_err());
+        assert_eq!(device_arg(Some(json!("cuda:2"))).unwrap().device, Some(2));
+        assert_eq!(device_arg(Some(json!("3"))).unwrap().device, Some(3));
+        let none = device_arg(None).unwrap();
+        assert_eq!((none.cpu, none.device), (false, None));
+        for bad in [json!("tpu"), json!(-1), json!(true), json!(["cpu"])] {
+            let err = device_arg(Some(bad.clone())).err().unwrap().to_string();
+            assert!(err.starts_with("unknown device"), "{bad}: {err}");
+        }
     }
 
     #[test]
@@ -539,10 +358,10 @@ mod tests {
 
     #[test]
     fn unknown_arguments_are_refused() {
-        let err = params::<SessionParams>(json!({"session": "s", "extra": 1}))
+        let err = params::<TaskCheckParams>(json!({"task": "t", "extra": 1}))
             .err()
             .unwrap();
         assert!(err.to_string().contains("invalid arguments"), "{err}");
-        assert!(params::<SessionParams>(Value::Null).is_err());
+        assert!(params::<EvalParams>(Value::Null).is_ok());
     }
 }
