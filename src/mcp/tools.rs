@@ -178,10 +178,10 @@ fn forward_phases(
         while let Some(p) = rx.recv().await {
             let message = match p {
                 EvalProgress::Phase(phase) => phase,
-                EvalProgress::Queued { ahead } => {
+                EvalProgress::Queued { ahead } if ahead > 0 => {
                     format!("waiting for the device: {ahead} evaluation(s) ahead")
                 }
-                EvalProgress::Started { .. } => continue,
+                EvalProgress::Queued { .. } | EvalProgress::Started { .. } => continue,
             };
             let update = ProgressUpdate {
                 progress: counter.next(&message),
