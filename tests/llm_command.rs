@@ -91,6 +91,59 @@ fn ask_prints_the_programs_answer_with_the_cost_unknown_and_no_key_passed() {
 }
 
 #[test]
+fn the_program_sees_no_secret_of_kforges_environment_unless_named() {
+    // The model is `env` itself: its answer is the environment it was given.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("kforge-test.toml");
+    std::fs::write(
+        &cfg,
+        "[llm.providers.stub]\nprotocol = \"command\"\ncommand = [\"env\"]\npass_env = [\"MY_TOOL_HOME\", \"MY_TOOL_OPT_*\"]\n",
+    )
+    .unwrap();
+    let secrets = [
+        ("OPENAI_API_KEY", "sk-openai-secret"),
+        ("GEMINI_API_KEY", "gemini-secret"),
+        ("HF_TOKEN", "hf-secret"),
+        ("GITHUB_TOKEN", "ghp-secret"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+        ("AZURE_OPENAI_API_KEY", "azure-secret"),
+        ("MISTRAL_API_KEY", "mistral-secret"),
+        ("GROQ_API_KEY", "groq-secret"),
+        ("ANTHROPIC_AUTH_TOKEN", "anthropic-token-secret"),
+        ("KFORGE_SOMETHING", "kforge-secret"),
+        ("MY_TOOLBOX_TOKEN", "not-named-secret"),
+    ];
+    let named = [
+        ("MY_TOOL_HOME", "/opt/my-tool"),
+        ("MY_TOOL_OPT_LEVEL", "3"),
+        ("LC_ALL", "C.UTF-8"),
+    ];
+    let env: Vec<(&str, &str)> = secrets.iter().chain(named.iter()).copied().collect();
+    let out = ask(&cfg, "hi", &env);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let seen: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for (name, value) in secrets {
+        assert!(
+            !stdout.contains(value),
+            "{name} reached the program:\n{stdout}"
+        );
+    }
+    for (name, value) in named {
+        assert!(
+            stdout.contains(&format!("{name}={value}\n")),
+            "{name} missing:\n{stdout}"
+        );
+    }
+    assert!(seen.contains(&"PATH") && seen.contains(&"HOME"), "{stdout}");
+    // Nothing of kforge's own (its cache, config, interpreter) either.
+    assert!(!seen.iter().any(|k| k.starts_with("KFORGE_")), "{stdout}");
+}
+
+#[test]
 fn ask_reports_a_non_zero_exit_with_its_code_and_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let stub = script(

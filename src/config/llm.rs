@@ -96,6 +96,9 @@ pub struct ProviderConfig {
     pub base_url: Option<String>,
     /// `protocol = "command"`: the program and its arguments (no shell).
     pub command: Option<Vec<String>>,
+    /// `protocol = "command"`: environment variables the program gets besides the few
+    /// every program gets (`llm::command::PASSED_ENV`): names, or `PREFIX*`.
+    pub pass_env: Option<Vec<String>>,
     pub model: Option<String>,
     /// The environment variable holding the key.
     pub api_key_env: Option<String>,

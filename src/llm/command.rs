@@ -1,5 +1,7 @@
 //! The `command` protocol: a local program is the model. kforge starts it (no shell, the
-//! argv as configured, in its own process group, without the API keys kforge knows of),
+//! argv as configured, in its own process group, with only the environment variables of
+//! `PASSED_ENV` and the provider's `pass_env`: an allowlist, so that no secret of kforge's
+//! environment reaches it unnamed),
 //! writes the prompt to its stdin, closes it, and streams its stdout as the answer.
 //!
 //! The prompt on stdin is plain text: the system prompt, a blank line, then the
@@ -11,6 +13,7 @@
 //! (every field optional). That line is not part of the answer. Without it, usage is zero
 //! and the cost unknown.
 
+use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -32,6 +35,61 @@ const STDERR_LINES: usize = 20;
 const KILL_GRACE: Duration = Duration::from_secs(2);
 /// The key of the optional usage line.
 const USAGE_KEY: &str = "{\"kforge_usage\"";
+
+/// The variables every command provider's program gets from kforge's environment, where
+/// set: where programs are, who the user is and where their home and configuration
+/// directories are, the locale and terminal, temporary files, the time zone, and the
+/// configuration directories of the two programs docs/llm.md shows (`claude` reads
+/// `CLAUDE_CONFIG_DIR`, `codex` reads `CODEX_HOME`). A `*` ends a prefix. Everything else,
+/// keys and tokens included, only when the provider's `pass_env` names it.
+pub const PASSED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+];
+
+/// Whether variable `name` is what `pattern` names: the same name, or `PREFIX*`.
+fn env_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
+/// The environment a command provider's program runs with: of `vars` (kforge's own),
+/// those that [`PASSED_ENV`] or `pass_env` name.
+pub fn program_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    pass_env: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.into_iter()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|name| {
+                PASSED_ENV
+                    .iter()
+                    .copied()
+                    .chain(pass_env.iter().map(String::as_str))
+                    .any(|pattern| env_matches(pattern, name))
+            })
+        })
+        .collect()
+}
 
 /// The text written to the program's stdin.
 pub fn prompt_text(req: &ChatRequest) -> String {
@@ -230,9 +288,8 @@ pub(crate) async fn call(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    for var in &p.scrub_env {
-        cmd.env_remove(var);
-    }
+    cmd.env_clear()
+        .envs(program_env(std::env::vars_os(), &p.pass_env));
     let mut child = cmd.spawn().map_err(|e| {
         fail(CommandFailure::Spawn {
             program: program.clone(),
@@ -419,6 +476,40 @@ mod tests {
     }
 
     #[test]
+    fn the_program_gets_only_the_variables_allowed() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/me"),
+            ("LC_ALL", "C.UTF-8"),
+            ("GEMINI_API_KEY", "g"),
+            ("HF_TOKEN", "h"),
+            ("KFORGE_PROVIDER", "k"),
+            ("CLAUDE_CODE_USE_BEDROCK", "1"),
+            ("MY_TOOL_HOME", "/opt/tool"),
+            ("MY_TOOLBOX", "x"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let names = |pass: &[&str]| -> Vec<String> {
+            let pass: Vec<String> = pass.iter().map(|s| s.to_string()).collect();
+            program_env(vars.clone(), &pass)
+                .into_iter()
+                .map(|(k, _)| k.into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(names(&[]), ["PATH", "HOME", "LC_ALL"]);
+        assert_eq!(
+            names(&["MY_TOOL_HOME", "CLAUDE_CODE_*"]),
+            [
+                "PATH",
+                "HOME",
+                "LC_ALL",
+                "CLAUDE_CODE_USE_BEDROCK",
+                "MY_TOOL_HOME"
+            ]
+        );
+    }
+
+    #[test]
     fn the_prompt_is_the_system_prompt_a_blank_line_and_the_user_prompt() {
         let req = ChatRequest::prompt("Write relu.").with_system("Be brief.");
         assert_eq!(prompt_text(&req), "Be brief.\n\nWrite relu.\n");
@@ -465,12 +556,13 @@ mod tests {
             dir.path(),
             "answer",
             &format!(
-                "cat > '{}'\necho \"home=${{HOME:-unset}} args=$*\"\nprintf '```python\\nprint(1)\\n```\\n'",
+                "cat > '{}'\necho \"cargo=${{CARGO_PKG_NAME:-unset}} args=$*\"\nprintf '```python\\nprint(1)\\n```\\n'",
                 seen.display()
             ),
         );
-        let mut p = provider(&[stub.to_str().unwrap(), "-p", "two words"], None);
-        p.scrub_env = vec!["HOME".into()];
+        // Cargo sets CARGO_PKG_NAME for the tests; the program gets no such variable.
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let p = provider(&[stub.to_str().unwrap(), "-p", "two words"], None);
         let mut texts = Vec::new();
         let req = ChatRequest::prompt("Write relu.").with_system("You write Triton kernels.");
         let c = LlmClient::new(p)
@@ -484,7 +576,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             c.text,
-            "home=unset args=-p two words\n```python\nprint(1)\n```\n"
+            "cargo=unset args=-p two words\n```python\nprint(1)\n```\n"
         );
         assert_eq!(texts.concat(), c.text, "the text came as events");
         assert_eq!(c.cost, None, "cost unknown");

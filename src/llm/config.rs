@@ -138,8 +138,11 @@ pub struct ResolvedProvider {
     pub base_url: String,
     /// `protocol = "command"`: the program and its arguments; empty otherwise.
     pub command: Vec<String>,
-    /// Environment variables not passed to a command provider's program: every variable
-    /// that may hold an API key kforge knows of.
+    /// `protocol = "command"`: the variables the program gets besides
+    /// `llm::command::PASSED_ENV` (`pass_env`: names, or `PREFIX*`); it gets no other.
+    pub pass_env: Vec<String>,
+    /// Variables whose values are cut out of a command provider's error text: every
+    /// variable that may hold an API key kforge knows of.
     #[serde(skip)]
     pub scrub_env: Vec<String>,
     pub model: String,
@@ -172,6 +175,7 @@ impl ResolvedProvider {
             kind,
             base_url: base_url.into(),
             command: Vec::new(),
+            pass_env: Vec::new(),
             scrub_env: Vec::new(),
             model: model.into(),
             api_key: None,
@@ -210,6 +214,7 @@ impl fmt::Debug for ResolvedProvider {
             kind,
             base_url,
             command,
+            pass_env,
             scrub_env,
             model,
             api_key,
@@ -233,6 +238,7 @@ impl fmt::Debug for ResolvedProvider {
             .field("kind", kind)
             .field("base_url", &redact_url(base_url))
             .field("command", command)
+            .field("pass_env", pass_env)
             .field("scrub_env", scrub_env)
             .field("model", model)
             .field("api_key", api_key)
@@ -542,7 +548,8 @@ impl LlmConfig {
             }
             None => None,
         };
-        // A command is given no key: `api_key_env` only names one more variable to withhold.
+        // A command is given no key: `api_key_env` only names one more variable whose value
+        // is scrubbed from its error text (the program gets it only through `pass_env`).
         let key_required = kind != ProviderKind::Command
             && pre.map(|p| p.key_required).unwrap_or(api_key_env.is_some());
         if api_key.is_none() && key_required {
@@ -590,6 +597,7 @@ impl LlmConfig {
             ProviderKind::Command => Some(wall.unwrap_or(DEFAULT_COMMAND_TIMEOUT)),
             ProviderKind::OpenAi | ProviderKind::Anthropic => wall,
         };
+        let pass_env = pass_env_of(&name, &cfg)?;
         let mut scrub_env = self.secret_env_vars();
         scrub_env.extend(api_key_env.clone());
         let max_tokens = match (cfg.max_tokens, kind) {
@@ -610,6 +618,7 @@ impl LlmConfig {
                 .unwrap_or_else(|| default_max_tokens_field(&model)),
             base_url,
             command,
+            pass_env,
             scrub_env: scrub_env.into_iter().collect(),
             api_key,
             api_key_env,
@@ -698,6 +707,33 @@ fn command_of(name: &str, cfg: &ProviderConfig) -> Result<Vec<String>, LlmError>
     }
 }
 
+/// The variables a command provider passes on, checked: names (`[A-Za-z_][A-Za-z0-9_]*`),
+/// or such a prefix followed by `*`; only for `protocol = "command"`.
+fn pass_env_of(name: &str, cfg: &ProviderConfig) -> Result<Vec<String>, LlmError> {
+    let Some(vars) = &cfg.pass_env else {
+        return Ok(Vec::new());
+    };
+    if cfg.protocol != Some(ProviderKind::Command) {
+        return Err(LlmError::Config(format!(
+            "provider `{name}`: pass_env is for protocol = \"command\" (the variables its program gets)"
+        )));
+    }
+    for var in vars {
+        let stem = var.strip_suffix('*').unwrap_or(var);
+        let valid = stem
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(LlmError::Config(format!(
+                "provider `{name}`: pass_env entry `{var}` is not a variable name (letters, digits, _) or a PREFIX*"
+            )));
+        }
+    }
+    Ok(vars.clone())
+}
+
 /// The file name of a program (`/usr/bin/claude` -> `claude`): a command provider's model
 /// when none is set.
 pub fn program_name(program: &str) -> String {
@@ -727,6 +763,7 @@ fn overlay(base: ProviderConfig, over: ProviderConfig) -> ProviderConfig {
         protocol: over.protocol.or(base.protocol),
         base_url: over.base_url.or(base.base_url),
         command: over.command.or(base.command),
+        pass_env: over.pass_env.or(base.pass_env),
         model: over.model.or(base.model),
         api_key_env: over.api_key_env.or(base.api_key_env),
         api_key: over.api_key.or(base.api_key),
@@ -853,6 +890,38 @@ mod tests {
             .unwrap();
         assert_eq!(row.kind, ProviderKind::Command);
         assert_eq!(row.key, KeyStatus::NotNeeded);
+    }
+
+    #[test]
+    fn a_command_provider_names_the_variables_its_program_gets() {
+        let c = parse(
+            r#"
+            [llm.providers.cli]
+            protocol = "command"
+            command = ["claude", "-p"]
+            pass_env = ["ANTHROPIC_API_KEY", "CLAUDE_CODE_*"]
+            [llm.providers.typo]
+            protocol = "command"
+            command = ["claude"]
+            pass_env = ["MY-VAR"]
+            [llm.providers.http]
+            preset = "openai"
+            pass_env = ["PATH"]
+            "#,
+        );
+        let env = env_of(&[("OPENAI_API_KEY", "sk")]);
+        let r = c.resolve_with(Some("cli"), None, &[], &env).unwrap();
+        assert_eq!(r.pass_env, ["ANTHROPIC_API_KEY", "CLAUDE_CODE_*"]);
+        let e = c
+            .resolve_with(Some("typo"), None, &[], &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`MY-VAR` is not a variable name"), "{e}");
+        let e = c
+            .resolve_with(Some("http"), None, &[], &env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pass_env is for protocol = \"command\""), "{e}");
     }
 
     #[test]

@@ -275,7 +275,7 @@ mod tests {
         let climb = format!("../../../../../../../../..{secret_name}");
         for named in [secret_name.as_str(), climb.as_str(), "../events.jsonl", ""] {
             let dir = hostile_session(named);
-            let err = code_of(&dir.path().join("s"), 1).err().expect(named);
+            let err = code_of(&dir.path().join("s"), 1).expect_err(named);
             let message = format!("{err:#}");
             assert!(
                 message.contains("not a file inside it"),
@@ -290,7 +290,7 @@ mod tests {
         ] {
             let dir = hostile_session(named);
             std::os::unix::fs::symlink(&target, dir.path().join("s").join(link)).unwrap();
-            let err = code_of(&dir.path().join("s"), 1).err().expect(named);
+            let err = code_of(&dir.path().join("s"), 1).expect_err(named);
             assert!(
                 format!("{err:#}").contains("not a file inside it"),
                 "{named}: {err:#}"
