@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod jsonrpc;
 pub mod progress;
+pub mod result;
 mod session_tools;
 pub mod tools;
 

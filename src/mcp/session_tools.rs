@@ -12,7 +12,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::tools::{ToolResult, params};
+use super::result::{ToolResult, params};
 use crate::protocol::CandidateId;
 use crate::session::state::{Candidate, CandidateStatus, SessionState};
 use crate::session::store::parse_events;
