@@ -4,6 +4,9 @@
 mod actions;
 pub mod control;
 pub mod device_pool;
+/// Test doubles: for the unit tests, and for integration tests through the `test-support`
+/// feature (Cargo.toml); never in a release build.
+#[cfg(any(test, feature = "test-support"))]
 pub mod fakes;
 pub mod llm_backend;
 pub mod outcome;

@@ -36,6 +36,7 @@ pub mod panes;
 pub mod render;
 pub mod runtime;
 pub mod shared;
+#[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod theme;
 pub mod widgets;
