@@ -329,11 +329,18 @@ pub enum Event {
         mode: Mode,
     },
     /// The person approved every gate of `kind` for the rest of the session ("always",
-    /// `A` in the gate dialog). Recorded before it takes effect: gates of that kind
+    /// `Y` in the gate dialog). Recorded before it takes effect: gates of that kind
     /// already waiting are approved, later ones are not asked; a resumed run keeps it,
-    /// until a switch to step mode ends it.
+    /// until it is taken back (`StandingApprovalRevoked`) or a switch to step mode ends it.
     StandingApproval {
         kind: GateKind,
+    },
+    /// The person took back standing approvals: of `kind`, or every one when it is absent
+    /// (`revoke_approvals`). Recorded before it takes effect; it approves nothing, and gates
+    /// of those kinds are asked again wherever the mode asks them (a resumed run too).
+    StandingApprovalRevoked {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<GateKind>,
     },
     CandidateCreated {
         id: CandidateId,

@@ -460,7 +460,8 @@ pub struct SessionState {
     /// The candidate the person marked final, if any.
     pub final_marked: Option<CandidateId>,
     /// The gate kinds the person approved for the rest of the session (`StandingApproval`),
-    /// in the order given; a switch to step mode ends them all.
+    /// in the order given, less those taken back (`StandingApprovalRevoked`); a switch to
+    /// step mode ends them all.
     pub standing: Vec<GateKind>,
     pub log: Vec<LogLine>,
     pub started: Option<DateTime<Utc>>,
@@ -582,6 +583,10 @@ impl SessionState {
                 if !self.standing.contains(kind) {
                     self.standing.push(*kind);
                 }
+            }
+            Event::StandingApprovalRevoked { kind } => {
+                self.standing
+                    .retain(|k| kind.is_some_and(|taken| taken != *k));
             }
             Event::CandidateCreated {
                 id,
@@ -1113,6 +1118,27 @@ mod tests {
         assert!(
             s.standing.is_empty(),
             "back in step mode, every gate is asked"
+        );
+        // Taken back: one kind, then the rest; the mode stays.
+        let revoke = |kind| Event::StandingApprovalRevoked { kind };
+        let s = session_of(vec![
+            Event::ModeChanged { mode: Mode::Review },
+            approve(GateKind::LlmCall),
+            approve(GateKind::Evaluation),
+            approve(GateKind::Stages),
+            revoke(Some(GateKind::Evaluation)),
+        ]);
+        assert_eq!(s.standing, vec![GateKind::LlmCall, GateKind::Stages]);
+        assert_eq!(s.mode, Mode::Review);
+        let s = session_of(vec![
+            approve(GateKind::LlmCall),
+            approve(GateKind::Stages),
+            revoke(None),
+        ]);
+        assert!(s.standing.is_empty());
+        assert_eq!(
+            serde_json::to_string(&revoke(None)).unwrap(),
+            r#"{"type":"standing_approval_revoked"}"#
         );
         // As events.jsonl writes them.
         let line = serde_json::to_string(&approve(GateKind::LlmCall)).unwrap();
