@@ -17,6 +17,7 @@ use kforge::protocol::{
 use kforge::session::store::SessionDir;
 use kforge::tui::TuiExit;
 use kforge::tui::app::{Focus, Input, Tab};
+use kforge::tui::glyphs::Glyph;
 use kforge::tui::testing::{Harness, HarnessOptions, key_event, write_big_session};
 use tui_common::{fixture, records};
 
@@ -260,16 +261,96 @@ fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
     );
     insta::assert_snapshot!("chart_best_selected_4_marked", snapshot(&h));
     // The help's legend draws the same vocabulary.
-    h.keys(&["?", "G"]);
-    let s = h.screen();
-    for line in [
-        "◆ marked for diff / compare (m)",
-        "◉ the selected point of the timeline",
-        "⚑ gates wait for you (a opens the oldest)",
-        "★ best (highlighted when selected)",
-    ] {
-        let (g, meaning) = line.split_once(' ').unwrap();
-        assert!(s.contains(&format!("  {g:<18}{meaning}")), "{line}: {s}");
+    let help = help_text(&mut h);
+    for g in [Glyph::Marked, Glyph::Selected, Glyph::Waiting, Glyph::Best] {
+        assert!(legend_has(&help, g), "{g:?}: {help}");
+    }
+}
+
+/// Every line of the help dialog, scrolled from top to bottom (its frame cut off).
+fn help_text(h: &mut Harness) -> String {
+    h.keys(&["?", "g"]);
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..40 {
+        let screen = h.screen();
+        let inside: Vec<String> = screen
+            .lines()
+            .filter_map(|l| {
+                let start = l.find("│  ").or_else(|| l.find("│Everywhere"))?;
+                Some(
+                    l[start..]
+                        .trim_matches(|c| c == '│' || c == ' ')
+                        .to_string(),
+                )
+            })
+            .collect();
+        for l in inside {
+            if !seen.contains(&l) {
+                seen.push(l);
+            }
+        }
+        h.key("pgdn");
+    }
+    h.key("esc");
+    seen.join("\n")
+}
+
+/// Whether the legend gives `g` with the start of its meaning on one line.
+fn legend_has(help: &str, g: Glyph) -> bool {
+    let start: String = g.meaning().chars().take(24).collect();
+    let start = start
+        .rsplit_once(' ')
+        .map_or(start.as_str(), |(a, _)| a)
+        .to_string();
+    help.lines()
+        .any(|l| l.starts_with(g.text()) && l[g.text().len()..].trim_start().starts_with(&start))
+}
+
+/// Issue 39, item 4: the legend lists every glyph of the one table the screens draw from
+/// (≈ ~ ◌ ⇣ ▾ … final shapes✗ among them), and every glyph any view puts on the screen is
+/// in that table: none means something the legend does not say.
+#[test]
+fn every_glyph_on_the_screens_is_in_the_legend() {
+    let mut h = open(120, 40);
+    let help = help_text(&mut h);
+    for g in Glyph::ALL {
+        assert!(
+            legend_has(&help, g),
+            "{g:?} missing from the legend:\n{help}"
+        );
+    }
+    let known: std::collections::HashSet<char> =
+        Glyph::ALL.iter().flat_map(|g| g.text().chars()).collect();
+    // Frames, the chart's dots and punctuation mean nothing by themselves.
+    let frame = |c: char| {
+        ('\u{2500}'..='\u{257F}').contains(&c)
+            || ('\u{2800}'..='\u{28FF}').contains(&c)
+            || "·—−±".contains(c)
+    };
+    let mut screens: Vec<(String, String)> = Vec::new();
+    for (w, hgt) in [(120, 40), (80, 24)] {
+        for (name, setup) in views() {
+            if name == "help" {
+                continue; // key names (↑ ↓ ← →), not glyphs
+            }
+            let mut h = open(w, hgt);
+            setup(&mut h);
+            screens.push((format!("{name} {w}x{hgt}"), h.screen()));
+        }
+    }
+    let mut h = at_evaluation_gate();
+    screens.push(("live".into(), h.screen()));
+    h.key("a");
+    screens.push(("gate".into(), h.screen()));
+    h.keys(&["esc", "M"]);
+    screens.push(("mode".into(), h.screen()));
+    for (name, screen) in screens {
+        for c in screen.chars().filter(|c| !c.is_ascii() && !frame(*c)) {
+            assert!(
+                known.contains(&c),
+                "{c:?} on the {name} screen is not in the glyph table:\n{screen}"
+            );
+        }
     }
 }
 
@@ -346,8 +427,12 @@ fn console_filters_and_scrolls() {
     assert_eq!(h.app.focus(), Focus::Console);
     h.key("/");
     h.type_text("stage 2");
-    // Live filtering while typing.
-    assert!(h.screen().contains("filter: stage 2"));
+    // Live filtering while typing, shown as the tree shows its own.
+    assert!(
+        h.screen().contains("Console 3/33 /stage 2"),
+        "{}",
+        h.screen()
+    );
     h.key("enter");
     let s = h.screen();
     assert!(s.contains("rejected #8"));
@@ -517,22 +602,72 @@ fn gate_dialog_approves() {
     assert!(!h.screen().contains("Waiting for you"));
 }
 
-/// Issue 23, item 4: `Y` approves the gate and every later gate of its kind for the
-/// session (one command, recorded by the engine), `M` switches the mode from the dialog
-/// or the main view; the dialog names both.
+/// Issue 23, item 4 and issue 39, item 1: `Y` approves the gate and every later gate of
+/// its kind for the session (one command, recorded by the engine); the mode shows in the
+/// status bar and the dialog says it is why the gate is asked; `M` opens the list of modes
+/// (never a switch by itself), and a switch that approves waiting gates asks first, naming
+/// how many; one that approves none is sent at once.
 #[test]
-fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
+fn the_mode_shows_and_a_switch_that_approves_waiting_gates_asks_first() {
     let mut h = at_evaluation_gate();
+    assert!(h.screen().contains("│ step mode │"), "{}", h.screen());
     h.key("a");
     let s = h.screen();
     assert!(s.contains("approve all evaluations this session"), "{s}");
-    assert!(s.contains("review mode -> auto"), "{s}");
+    assert!(
+        s.contains("Asked because the run is in step mode (M changes the mode)."),
+        "{s}"
+    );
+    // No mode button beside approve: the switch is not one key away from `y`/`Y`.
+    assert!(!s.contains("[M]") && !s.contains("mode ->"), "{s}");
     insta::assert_snapshot!("gate_approve_always_120x40", snapshot(&h));
-    // The main view offers the switch while gates wait (once the message line clears).
+    // The main view offers the mode while gates wait (once the message line clears).
     h.keys(&["esc", "j"]);
-    assert!(h.screen().contains("M switch mode"), "{}", h.screen());
-    h.key("a");
-    h.key("Y");
+    assert!(h.screen().contains("M mode"), "{}", h.screen());
+
+    // `M`: the list, on the mode now; nothing is sent.
+    h.key("M");
+    let s = h.screen();
+    assert!(s.contains("Mode — now step"), "{s}");
+    assert!(
+        s.contains("> step (now)  asks at every gate (LLM calls, evaluations,"),
+        "the selection starts on the mode now: {s}"
+    );
+    assert!(
+        s.contains("  review      asks before algorithm optimization steps,"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Approves the 1 gate waiting now (asks you first)."),
+        "{s}"
+    );
+    insta::assert_snapshot!("mode_dialog_120x40", snapshot(&h));
+    h.key("enter");
+    assert!(h.host.commands.is_empty(), "the mode now: nothing to send");
+    assert!(h.screen().contains("already in step mode"));
+    // Auto approves the evaluation gate waiting: asked first, naming it; `n` goes back
+    // without a switch.
+    h.keys(&["M", "j", "j", "enter"]);
+    let s = h.screen();
+    assert!(
+        s.contains("Switch from step to auto mode? It approves the 1 gate waiting")
+            && s.contains("now (gate 4). Auto mode asks nothing."),
+        "{s}"
+    );
+    insta::assert_snapshot!("confirm_switch_mode_120x40", snapshot(&h));
+    h.key("n");
+    assert!(h.host.commands.is_empty(), "no switch without a yes");
+    h.keys(&["M", "j", "j", "enter", "y"]);
+    assert_eq!(
+        h.host.commands,
+        [Command::SetMode {
+            mode: kforge::protocol::Mode::Auto
+        }]
+    );
+
+    // `Y` in the dialog: one command, and the message says how to take it back.
+    let mut h = at_evaluation_gate();
+    h.keys(&["a", "Y"]);
     assert_eq!(
         h.host.commands,
         vec![Command::ApproveAlways {
@@ -541,36 +676,83 @@ fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
     );
     assert!(!h.screen().contains("Waiting for you"), "the dialog closes");
     assert!(
-        h.screen().contains("all evaluations approved"),
+        h.screen()
+            .contains("all evaluations approved for this session (u takes it back)"),
         "{}",
         h.screen()
     );
-    h.key("M");
-    h.key("a");
-    h.key("M");
-    assert_eq!(
-        h.host.commands[1..],
-        [
-            Command::SetMode {
-                mode: kforge::protocol::Mode::Auto
-            },
-            Command::SetMode {
-                mode: kforge::protocol::Mode::Auto
-            }
-        ],
-        "the engine's mode decides the next one: still review until it records the switch"
-    );
+    // Back in auto mode (another window switched): step approves nothing, so it is sent
+    // at once.
     h.event(Event::ModeChanged {
         mode: kforge::protocol::Mode::Auto,
     });
-    h.key("esc");
-    h.key("M");
+    h.keys(&["M", "g", "enter"]);
     assert_eq!(
         h.host.commands.last(),
         Some(&Command::SetMode {
             mode: kforge::protocol::Mode::Step
         })
     );
+}
+
+/// Issue 39, item 2: approvals given with `Y` show in the status bar with the key that
+/// takes them back; `u` lists them (all, or one kind) and taking one back approves
+/// nothing: no gate is answered, no confirmation is needed.
+#[test]
+fn standing_approvals_show_and_u_takes_them_back() {
+    let mut h = at_evaluation_gate();
+    h.key("u");
+    assert!(
+        h.screen().contains("no approval to take back"),
+        "{}",
+        h.screen()
+    );
+    h.event(Event::StandingApproval {
+        kind: GateKind::LlmCall,
+    });
+    h.event(Event::StandingApproval {
+        kind: GateKind::Stages,
+    });
+    h.key("j");
+    let s = h.screen();
+    assert!(
+        s.contains("approved always: LLM calls and tuning stage runs (u takes back)"),
+        "{s}"
+    );
+    assert!(s.contains("u take back approvals"), "{s}");
+    h.key("u");
+    let s = h.screen();
+    assert!(s.contains("Take back an approval"), "{s}");
+    assert!(s.contains("> all "), "{s}");
+    assert!(
+        s.contains("LLM calls          asked again from now on"),
+        "{s}"
+    );
+    insta::assert_snapshot!("revoke_dialog_120x40", snapshot(&h));
+    // One kind.
+    h.keys(&["j", "enter"]);
+    assert_eq!(
+        h.host.commands,
+        [Command::RevokeApprovals {
+            kind: Some(GateKind::LlmCall)
+        }]
+    );
+    // All of them, from the gate dialog too.
+    h.keys(&["a", "u", "enter"]);
+    assert_eq!(
+        h.host.commands.last(),
+        Some(&Command::RevokeApprovals { kind: None })
+    );
+    assert!(
+        !h.host
+            .commands
+            .iter()
+            .any(|c| matches!(c, Command::Resolve { .. })),
+        "taking back answers no gate"
+    );
+    // Once the engine records it, the status bar says so.
+    h.event(Event::StandingApprovalRevoked { kind: None });
+    assert!(!h.screen().contains("approved always"), "{}", h.screen());
 }
 
 #[test]
@@ -636,6 +818,10 @@ fn call_finished(call: u32, response_file: Option<String>) -> Event {
 /// The recorded run waiting at an evaluation gate for #9 (its final-best gate answered).
 fn at_evaluation_gate() -> Harness {
     let mut h = live_until(gate_opened(3), opts(120, 40));
+    // Evaluation gates are step mode's.
+    h.event(Event::ModeChanged {
+        mode: kforge::protocol::Mode::Step,
+    });
     h.event(Event::GateResolved {
         gate: GateId(3),
         decision: Decision::Approve,
@@ -1031,7 +1217,7 @@ fn follows_new_candidates_until_the_user_moves() {
     let here = h.app.selected();
     h.event(created(CandidateId(11)));
     assert_eq!(h.app.selected(), here);
-    assert!(h.screen().contains("#11 manual"));
+    assert!(h.screen().contains("#11 manual"), "{}", h.screen());
     h.key("f");
     assert_eq!(h.app.selected(), Some(CandidateId(11)));
 }
@@ -1445,7 +1631,7 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
 
 #[test]
 fn the_activity_line_says_what_runs_now() {
-    let mut h = live_until(gate_opened(3), opts(120, 40));
+    let mut h = live_until(gate_opened(3), opts(150, 40));
     h.event(call_started(
         11,
         "seed2/repair1",
@@ -1455,8 +1641,7 @@ fn the_activity_line_says_what_runs_now() {
     ));
     let s = h.screen();
     assert!(
-        s.contains("call 11 seed2/repair1 (deepseek-chat)")
-            && s.contains("waiting for the first token"),
+        s.contains("call 11 repair 1 of seed 2 0s") && s.contains("waiting for the first token"),
         "{s}"
     );
     assert!(

@@ -34,6 +34,7 @@ impl Inner {
         if self.stopping() {
             return Step::Stopped;
         }
+        self.emit(Event::ShapesCheckStarted { candidate: id });
         self.log(
             LogLevel::Info,
             TAG,
@@ -57,6 +58,10 @@ impl Inner {
             Err(crate::eval::EvalError::Cancelled) => Step::Stopped,
             // Not recorded: a later run (resume) checks it again.
             Err(e) => {
+                self.emit(Event::ShapesCheckNotRun {
+                    candidate: id,
+                    reason: e.to_string(),
+                });
                 let why = format!("candidate {id}: shape check not run: {e}");
                 self.log(LogLevel::Warn, TAG, why.clone());
                 Step::Failed(why)

@@ -153,6 +153,15 @@ pub enum GateKind {
 }
 
 impl GateKind {
+    /// Every kind, in the order a run meets them.
+    pub const ALL: [GateKind; 5] = [
+        GateKind::LlmCall,
+        GateKind::Evaluation,
+        GateKind::AlgorithmOptimization,
+        GateKind::Stages,
+        GateKind::FinalBest,
+    ];
+
     /// Where the run stopped, as the gate dialog and the batch console say it.
     pub fn describe(self) -> &'static str {
         match self {
@@ -482,6 +491,17 @@ pub enum Event {
     /// re-evaluations, resume and the report.
     FinalMarked {
         candidate: CandidateId,
+    },
+    /// The re-check of a candidate on unseen shapes and seeds began (it can take minutes:
+    /// views say so while it runs). It ends with `ShapesChecked`, or `ShapesCheckNotRun`.
+    ShapesCheckStarted {
+        candidate: CandidateId,
+    },
+    /// The re-check could not be run (an evaluator error): nothing is recorded for the
+    /// candidate, and a resumed run checks it again.
+    ShapesCheckNotRun {
+        candidate: CandidateId,
+        reason: String,
     },
     /// A correct candidate was re-checked on unseen shapes and seeds (the best before the
     /// final-best gate, a kernel marked final): `shapes/<id>.json` holds the whole check.

@@ -472,6 +472,9 @@ pub struct SessionState {
     pub end: Option<RunEnd>,
     pub budget_exhausted: Option<String>,
     pub resumes: u32,
+    /// The candidate whose re-check on unseen shapes runs now, and since when
+    /// (`ShapesCheckStarted` until its end, the end of the run, or a resume).
+    pub shapes_checking: Option<(CandidateId, DateTime<Utc>)>,
 }
 
 impl SessionState {
@@ -571,7 +574,10 @@ impl SessionState {
                 self.mode = *mode;
                 self.started.get_or_insert(record.ts);
             }
-            Event::SessionResumed { .. } => self.resumes += 1,
+            Event::SessionResumed { .. } => {
+                self.resumes += 1;
+                self.shapes_checking = None;
+            }
             Event::StateChanged { state } => self.state = *state,
             Event::ModeChanged { mode } => {
                 self.mode = *mode;
@@ -751,12 +757,23 @@ impl SessionState {
                 message: message.clone(),
             }),
             Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
+            Event::ShapesCheckStarted { candidate } => {
+                self.shapes_checking = Some((*candidate, record.ts));
+            }
+            Event::ShapesCheckNotRun { candidate, .. } => {
+                if self.shapes_checking.is_some_and(|(c, _)| c == *candidate) {
+                    self.shapes_checking = None;
+                }
+            }
             Event::ShapesChecked {
                 candidate,
                 result_file,
                 verdict,
                 line,
             } => {
+                if self.shapes_checking.is_some_and(|(c, _)| c == *candidate) {
+                    self.shapes_checking = None;
+                }
                 if let Some(c) = self.candidates.get_mut(candidate) {
                     c.shapes = Some(ShapesRecord {
                         verdict: verdict.clone(),
@@ -766,6 +783,9 @@ impl SessionState {
                 }
             }
             Event::SessionFinished { best, reason, end } => {
+                // A check of the run's own finish is over by now (one after the end, of a
+                // kernel marked final later, starts after this event).
+                self.shapes_checking = None;
                 self.finished = Some((*best, reason.clone()));
                 self.end = *end;
             }

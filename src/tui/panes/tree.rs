@@ -12,6 +12,7 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::{CallAnswer, CandidateId};
 use crate::session::state::{Candidate, CandidateStatus};
 
+use crate::protocol::figures::duration_text;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
@@ -81,7 +82,7 @@ impl TreePane {
     pub fn filter_input(&self) -> Overlay {
         Overlay::Input(InputView::filter(
             Focus::Tree,
-            "filter the candidates: #id, kind, status (enter keeps, esc clears)",
+            "filter the candidates (enter keeps, esc clears)",
             &self.filter,
         ))
     }
@@ -120,6 +121,22 @@ impl TreePane {
     }
 }
 
+/// The marks after a candidate's label: ` final`, ` shapes✗`, ` ✎` (its kernel rewritten
+/// by the person at its gate).
+fn marks(cx: &Ctx, c: &Candidate) -> String {
+    let mut out = String::new();
+    if cx.state.is_final(c.id) {
+        out.push_str(&format!(" {}", Glyph::Final.text()));
+    }
+    if c.shapes.as_ref().is_some_and(|s| s.fails()) {
+        out.push_str(&format!(" {}", Glyph::ShapesWrong.text()));
+    }
+    if cx.rewritten_kernel(c.id).is_some() {
+        out.push_str(&format!(" {}", Glyph::Edited.text()));
+    }
+    out
+}
+
 /// What the tree's filter looks through: `#9 stage 3 memory_and_tuning correct best
 /// 1.83x`.
 fn row_text(cx: &Ctx, c: &Candidate) -> String {
@@ -135,16 +152,16 @@ fn row_text(cx: &Ctx, c: &Candidate) -> String {
     } else {
         ""
     };
-    let fin = if cx.state.is_final(c.id) {
-        " final"
+    let edited = if cx.rewritten_kernel(c.id).is_some() {
+        " edited"
     } else {
         ""
     };
-    let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
     format!(
-        "#{} {} {status}{best}{fin}{shapes} {}",
+        "#{} {} {status}{best}{}{edited} {}",
         c.id,
         c.kind.label(),
+        marks(cx, c),
         outcome(cx, c)
     )
     .to_lowercase()
@@ -316,9 +333,14 @@ impl Component for TreePane {
                 .values()
                 .filter(|c| row_text(cx, c).contains(&needle))
                 .count();
-            format!("{n}/{total} /{}", self.filter)
+            crate::tui::widgets::filtered(n, total, &self.filter)
         };
-        let title = format!(" Candidates {shown}{} ", if cx.follow { " ⇣" } else { "" });
+        let follow = if cx.follow {
+            format!(" {}", Glyph::Following.text())
+        } else {
+            String::new()
+        };
+        let title = format!(" Candidates {shown}{follow} ");
         let block = pane_block(cx, title, Focus::Tree);
         let inner = block.inner(area);
         frame.render_widget(block, area);
@@ -344,11 +366,11 @@ impl Component for TreePane {
             };
             let indent = "  ".repeat(row.depth.min(8));
             let fold = if !row.has_children {
-                "  "
+                "  ".to_string()
             } else if row.collapsed {
-                "▸ "
+                format!("{} ", Glyph::Folded.text())
             } else {
-                "▾ "
+                format!("{} ", Glyph::Unfolded.text())
             };
             let (g, role) = glyph(cx, c);
             let marked = if cx.marked == Some(c.id) {
@@ -356,14 +378,12 @@ impl Component for TreePane {
             } else {
                 ""
             };
-            let fin = if cx.state.is_final(c.id) {
-                " final"
-            } else {
-                ""
+            let mark = format!("{}{marked}", marks(cx, c));
+            // A pending candidate's `○` says it all: its label keeps the room.
+            let right = match c.status {
+                CandidateStatus::Pending => String::new(),
+                _ => outcome(cx, c),
             };
-            let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
-            let mark = format!("{fin}{shapes}{marked}");
-            let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
             let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
             let room =
@@ -415,7 +435,12 @@ impl Component for TreePane {
                 .map(|p| format!(" of #{p}"))
                 .unwrap_or_default();
             let secs = (now - call.started).num_seconds().max(0);
-            let text = format!(" ◌ {}{of}: being written ({secs}s)", call.kind.word());
+            let text = format!(
+                " {} {}{of}: being written ({})",
+                Glyph::Writing.text(),
+                call.kind.word(),
+                duration_text(secs as f64)
+            );
             lines.push(Line::styled(
                 truncate(&text, width),
                 cx.theme.get(Role::Pending),
