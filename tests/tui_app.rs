@@ -1927,3 +1927,220 @@ fn a_search_in_a_streaming_llm_tab_is_not_pulled_back_to_the_end() {
         "a new delta does not pull it back"
     );
 }
+
+// ------------------------------------------------------------------ issue 39, item 5
+
+/// The unseen-shapes re-check takes a minute: the activity line says so while it runs,
+/// not "idle", and stops saying so once it is recorded.
+#[test]
+fn the_activity_line_names_the_unseen_shapes_check_while_it_runs() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Approve,
+    });
+    h.event(Event::ShapesCheckStarted {
+        candidate: CandidateId(9),
+    });
+    h.event(Event::StateChanged {
+        state: EngineState::Running,
+    });
+    let activity = |h: &Harness| h.screen().lines().rev().nth(2).unwrap().to_string();
+    assert!(
+        activity(&h).contains("checking #9 on unseen shapes and seeds (1s)"),
+        "{}",
+        h.screen()
+    );
+    assert!(!activity(&h).contains("idle"));
+    h.event(Event::ShapesChecked {
+        candidate: CandidateId(9),
+        result_file: "shapes/9.json".into(),
+        verdict: kforge::protocol::shapes::ShapeVerdict::Generalizes {
+            passed: 5,
+            checked: 5,
+        },
+        line: "correct on 5 of 5 unseen shapes".into(),
+    });
+    assert!(activity(&h).contains("idle"), "{}", h.screen());
+}
+
+/// A person's own rewrites carry a mark: the kernel rewritten at its evaluation gate in the
+/// tree (`✎`, and `edited` for the filter), the prompt rewritten at its call's gate in the
+/// LLM tab.
+#[test]
+fn rewrites_by_the_person_are_marked_in_the_tree_and_the_llm_tab() {
+    let mut h = at_evaluation_gate();
+    assert!(!h.screen().contains(Glyph::Edited.text()));
+    h.keys(&["a", "i"]);
+    h.type_text("# mine");
+    h.key("ctrl-s");
+    let decision = match &h.host.commands[..] {
+        [Command::Resolve { decision, .. }] => decision.clone(),
+        other => panic!("{other:?}"),
+    };
+    h.event(Event::GateResolved {
+        gate: GateId(4),
+        decision,
+    });
+    assert!(
+        h.screen()
+            .lines()
+            .any(|l| l.contains("#9 stage 3") && l.contains(Glyph::Edited.text())),
+        "{}",
+        h.screen()
+    );
+    h.keys(&["/"]);
+    h.type_text("edited");
+    assert_eq!(h.app.tree_filter(), "edited");
+    assert!(
+        h.screen().contains("Candidates 1/9 /edited"),
+        "{}",
+        h.screen()
+    );
+    h.key("esc");
+
+    // A prompt rewritten at its gate, then sent as call 11.
+    h.event(Event::GateOpened {
+        key: "call/seed3".into(),
+        gate: GateId(5),
+        kind: GateKind::LlmCall,
+        candidate: Some(CandidateId(9)),
+        call: Some(CallId(11)),
+        question: "Send the repair prompt?".into(),
+        file: Some("llm/10.prompt.md".into()),
+    });
+    h.event(Event::GateResolved {
+        gate: GateId(5),
+        decision: Decision::Rewrite {
+            text: "my prompt".into(),
+        },
+    });
+    h.event(call_started(
+        11,
+        "seed3",
+        CallKind::Seed,
+        Some(9),
+        "llm/10.prompt.md",
+    ));
+    select(&mut h, 9);
+    h.key("4");
+    h.keys(&[".", "tab", "tab", "g"]);
+    let s = h.screen();
+    assert!(
+        s.contains("✎ rewritten by you at gate 5: this is the prompt that was sent"),
+        "{s}"
+    );
+    assert!(s.contains("call #11 seed 3"), "{s}");
+}
+
+/// Opened from the batch view, the hint says `q` goes back to the batch, and so does the
+/// quit confirmation.
+#[test]
+fn inside_a_batch_q_says_it_goes_back() {
+    let mut h = live_until(
+        gate_opened(3),
+        HarnessOptions {
+            in_batch: true,
+            ..opts(120, 40)
+        },
+    );
+    h.key("1");
+    assert!(h.screen().contains("q back to the batch"), "{}", h.screen());
+    h.key("q");
+    assert!(
+        h.screen().contains("[y] back to the batch"),
+        "{}",
+        h.screen()
+    );
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("1");
+    assert!(h.screen().contains("q quit"), "{}", h.screen());
+}
+
+/// The manual provider's editor shows what the model would get: the system prompt above
+/// the prompt.
+#[test]
+fn the_manual_providers_editor_shows_the_system_prompt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    copy_dir(&fixture(), &dir);
+    std::fs::write(dir.join("llm/10.system.md"), "You write Triton kernels.\n").unwrap();
+    let all = SessionDir::open(&dir)
+        .unwrap()
+        .read_events()
+        .unwrap()
+        .records;
+    let end = all.iter().position(|r| gate_opened(3)(&r.event)).unwrap() + 1;
+    let mut h = Harness::with_records(
+        SessionDir::open(&dir).unwrap(),
+        &all[..end],
+        HarnessOptions {
+            read_only: false,
+            ..opts(120, 40)
+        },
+    )
+    .unwrap();
+    h.event(manual_call_started());
+    h.key("A");
+    let shown = &h.host.edits[0];
+    let system = shown.find("You write Triton kernels.").expect(shown);
+    let prompt = shown.find("# stage prompt").expect(shown);
+    let marker = shown.find(kforge::tui::app::ANSWER_MARKER).unwrap();
+    assert!(system < prompt && prompt < marker, "{shown}");
+    assert!(shown.starts_with("===== system prompt (llm/10.system.md) ====="));
+}
+
+/// `/` works alike in the tree, the console and the detail pane: its box over the pane it
+/// acts on, wide enough for its whole title, and the panes' titles give the filter alike.
+#[test]
+fn slash_opens_the_same_box_in_every_pane() {
+    let mut h = open(120, 40);
+    h.key("/");
+    h.type_text("rep");
+    let s = h.screen();
+    assert!(
+        s.contains("┌ filter the candidates (enter keeps, esc clears) ─"),
+        "{s}"
+    );
+    assert!(s.contains("Candidates 3/9 /rep"), "{s}");
+    h.keys(&["esc", "backtab", "/"]);
+    h.type_text("stage");
+    let s = h.screen();
+    assert!(
+        s.contains("┌ filter the console (enter keeps, esc clears) ─"),
+        "{s}"
+    );
+    assert!(s.contains("Console 12/33 /stage"), "{s}");
+    h.keys(&["esc", "backtab", "/"]);
+    let s = h.screen();
+    assert!(
+        s.contains("┌ search the Code tab (enter finds, esc cancels; n/N next/previous) "),
+        "{s}"
+    );
+    // Each box sits on the last lines of its own pane.
+    let areas = h.app.areas();
+    let row = s
+        .lines()
+        .position(|l| l.contains("┌ search the Code tab"))
+        .unwrap() as u16;
+    assert_eq!(row, areas.detail.y + areas.detail.height - 3);
+}
+
+/// Ctrl-C is its own action: confirmed on a live run, the TUI ends `Interrupted` (then
+/// `kforge run` exits 130, as after Ctrl-C without the TUI); `q` ends `QuitWhileActive`.
+#[test]
+fn ctrl_c_then_y_ends_as_an_interrupt_and_q_as_a_quit() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["esc", "ctrl-c"]);
+    assert!(h.screen().contains("code 130, as Ctrl-C"), "{}", h.screen());
+    h.key("y");
+    assert_eq!(h.exit, Some(TuiExit::Interrupted));
+    assert!(TuiExit::Interrupted.stop_engine());
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["esc", "q", "y"]);
+    assert_eq!(h.exit, Some(TuiExit::QuitWhileActive));
+    // A finished run quits at once either way.
+    let mut h = open(120, 40);
+    h.key("ctrl-c");
+    assert_eq!(h.exit, Some(TuiExit::Quit));
+}

@@ -679,3 +679,19 @@ fn a_best_wrong_on_an_unseen_shape_is_shown_in_the_gate_the_tree_and_the_eval_ta
     let s = detail(&cx, Tab::Eval);
     assert!(s.contains("shapes      wrong on batch_size=13"), "{s}");
 }
+
+/// Issue 39, item 4: `⚑` means gates waiting (the status bar) and nothing else: a result's
+/// flags are warnings in the Eval tab (`!`), as the legend says.
+#[test]
+fn the_eval_tab_draws_flags_as_warnings_not_as_waiting_gates() {
+    let mut cx = finished();
+    let best = cx.state.candidates.get_mut(&CandidateId(9)).unwrap();
+    best.eval
+        .as_mut()
+        .unwrap()
+        .flags
+        .push("faster_than_light".into());
+    let e = detail(&cx, Tab::Eval);
+    assert!(e.contains("! flag: faster_than_light"), "{e}");
+    assert!(!e.contains('⚑'), "{e}");
+}

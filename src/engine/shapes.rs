@@ -247,6 +247,15 @@ mod tests {
             .iter()
             .position(|r| matches!(r.event, Event::ShapesChecked { .. }))
             .unwrap();
+        // Its start is recorded (views say it runs, issue 39), and over once recorded.
+        let started_at = events
+            .iter()
+            .position(
+                |r| matches!(r.event, Event::ShapesCheckStarted { candidate } if candidate == best),
+            )
+            .expect("the start of the check is recorded");
+        assert!(started_at < checked_at);
+        assert_eq!(state.shapes_checking, None);
         let final_gate_at = events
             .iter()
             .position(|r| {

@@ -1165,6 +1165,36 @@ mod tests {
         assert_eq!(line, r#"{"type":"standing_approval","kind":"llm_call"}"#);
     }
 
+    /// The unseen-shapes check runs from its start to its record, its failure, the end of
+    /// the run or a resume.
+    #[test]
+    fn the_shapes_check_runs_from_its_start_to_its_end() {
+        let started = |c| Event::ShapesCheckStarted {
+            candidate: CandidateId(c),
+        };
+        let s = session_of(vec![started(3)]);
+        assert_eq!(s.shapes_checking.map(|(c, _)| c), Some(CandidateId(3)));
+        let s = session_of(vec![
+            started(3),
+            Event::ShapesCheckNotRun {
+                candidate: CandidateId(3),
+                reason: "the evaluator broke".into(),
+            },
+        ]);
+        assert_eq!(s.shapes_checking, None);
+        let s = session_of(vec![
+            started(3),
+            Event::SessionFinished {
+                best: None,
+                reason: "done".into(),
+                end: None,
+            },
+        ]);
+        assert_eq!(s.shapes_checking, None);
+        let s = session_of(vec![started(3), Event::SessionResumed { previous_seq: 1 }]);
+        assert_eq!(s.shapes_checking, None);
+    }
+
     /// Best prefers the kernel whose interval clears the other's: the lower ends compare
     /// when both have an interval, so a wide 1.50x loses to a tight 1.45x.
     #[test]

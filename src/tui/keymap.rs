@@ -456,6 +456,19 @@ mod tests {
         assert!(!map.help().iter().any(|(c, _)| *c == Context::Batch));
     }
 
+    /// docs/tui.md lists every action name, in the keymap's order.
+    #[test]
+    fn the_docs_list_every_action_in_order() {
+        let docs = include_str!("../../docs/tui.md");
+        let start = docs
+            .find("Action names are the ones `?` lists in its order:")
+            .expect("the list");
+        let end = start + docs[start..].find("\nKeys:").expect("its end");
+        let listed: Vec<&str> = docs[start..end].split('`').skip(3).step_by(2).collect();
+        let names: Vec<&str> = ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(listed, names);
+    }
+
     #[test]
     fn overrides_replace_and_unbind() {
         let mut o = BTreeMap::new();

@@ -385,10 +385,19 @@ impl Component for TreePane {
                 _ => outcome(cx, c),
             };
             let left_fixed = format!("{indent}{fold}");
-            let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
             let room =
                 width.saturating_sub(left_fixed.chars().count() + 1 + right.chars().count() + 1);
-            let label = truncate(&label, room);
+            // Where room is short the kind's label gives way, not the marks after it.
+            let head = format!(" #{} ", c.id);
+            let keep = head.chars().count() + mark.chars().count();
+            let label = if room > keep + 1 {
+                format!(
+                    "{head}{}{mark}",
+                    truncate(&c.kind.short_label(), room - keep)
+                )
+            } else {
+                truncate(&format!("{head}{}{mark}", c.kind.short_label()), room)
+            };
             let pad = width.saturating_sub(
                 left_fixed.chars().count() + 1 + label.chars().count() + right.chars().count(),
             );
