@@ -224,12 +224,14 @@ pub fn draw_status(cx: &Ctx, frame: &mut Frame, area: Rect) {
         // Above the figures: it changes which gates the run asks.
         parts.insert(4, (9, standing, Role::Warn));
     }
+    // Whether keys act on the run says what the rest of the screen means: kept over the
+    // figures.
     if cx.options.read_only {
-        parts.push((3, "read-only".into(), Role::Muted));
+        parts.push((7, "read-only".into(), Role::Muted));
     } else if cx.attached_to_ended_run() {
         parts.push((9, "read-only: the run ended".into(), Role::Warn));
     } else if cx.options.attached {
-        parts.push((3, "attached".into(), Role::Muted));
+        parts.push((7, "attached".into(), Role::Muted));
     }
     frame.render_widget(Paragraph::new(parts_line(cx, parts, area.width)), area);
 }
