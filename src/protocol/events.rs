@@ -47,15 +47,6 @@ impl Mode {
             Mode::Auto => false,
         }
     }
-
-    /// The mode after this one in the TUI's cycle: step -> review -> auto -> step.
-    pub fn next(self) -> Mode {
-        match self {
-            Mode::Step => Mode::Review,
-            Mode::Review => Mode::Auto,
-            Mode::Auto => Mode::Step,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -227,18 +227,18 @@ impl Ctx {
         }
     }
 
-    /// The gate at which the person rewrote candidate `id`'s kernel before its
-    /// evaluation, if they did.
-    pub fn rewritten_kernel(&self, id: CandidateId) -> Option<GateId> {
+    /// The candidates whose kernel the person rewrote at their evaluation gate (one pass
+    /// over the gates, for a whole tree).
+    pub fn rewritten_kernels(&self) -> std::collections::HashSet<CandidateId> {
         self.state
             .gates
             .values()
-            .find(|g| {
+            .filter(|g| {
                 g.kind == GateKind::Evaluation
-                    && g.candidate == Some(id)
                     && matches!(g.decision, Some(Decision::Rewrite { .. }))
             })
-            .map(|g| g.id)
+            .filter_map(|g| g.candidate)
+            .collect()
     }
 
     /// The gate at which the person rewrote call `call`'s prompt before it was sent, if

@@ -65,10 +65,11 @@ impl TreePane {
     /// The first row the filter matches (not an ancestor shown for context).
     pub fn first_match(&mut self, cx: &Ctx) -> Option<CandidateId> {
         let needle = self.filter.trim().to_lowercase();
+        let edited = cx.rewritten_kernels();
         self.rows(cx)
             .iter()
             .map(|r| r.id)
-            .find(|id| row_text(cx, &cx.state.candidates[id]).contains(&needle))
+            .find(|id| row_text(cx, &cx.state.candidates[id], &edited).contains(&needle))
     }
 
     pub fn set_filter(&mut self, filter: String) {
@@ -122,8 +123,8 @@ impl TreePane {
 }
 
 /// The marks after a candidate's label: ` final`, ` shapes✗`, ` ✎` (its kernel rewritten
-/// by the person at its gate).
-fn marks(cx: &Ctx, c: &Candidate) -> String {
+/// by the person at its gate: in `edited`, `Ctx::rewritten_kernels`).
+fn marks(cx: &Ctx, c: &Candidate, edited: &HashSet<CandidateId>) -> String {
     let mut out = String::new();
     if cx.state.is_final(c.id) {
         out.push_str(&format!(" {}", Glyph::Final.text()));
@@ -131,7 +132,7 @@ fn marks(cx: &Ctx, c: &Candidate) -> String {
     if c.shapes.as_ref().is_some_and(|s| s.fails()) {
         out.push_str(&format!(" {}", Glyph::ShapesWrong.text()));
     }
-    if cx.rewritten_kernel(c.id).is_some() {
+    if edited.contains(&c.id) {
         out.push_str(&format!(" {}", Glyph::Edited.text()));
     }
     out
@@ -139,7 +140,7 @@ fn marks(cx: &Ctx, c: &Candidate) -> String {
 
 /// What the tree's filter looks through: `#9 stage 3 memory_and_tuning correct best
 /// 1.83x`.
-fn row_text(cx: &Ctx, c: &Candidate) -> String {
+fn row_text(cx: &Ctx, c: &Candidate, edited: &HashSet<CandidateId>) -> String {
     let status = match c.status {
         CandidateStatus::Pending => "pending",
         CandidateStatus::Evaluating => "evaluating",
@@ -152,16 +153,16 @@ fn row_text(cx: &Ctx, c: &Candidate) -> String {
     } else {
         ""
     };
-    let edited = if cx.rewritten_kernel(c.id).is_some() {
+    let word = if edited.contains(&c.id) {
         " edited"
     } else {
         ""
     };
     format!(
-        "#{} {} {status}{best}{}{edited} {}",
+        "#{} {} {status}{best}{}{word} {}",
         c.id,
         c.kind.label(),
-        marks(cx, c),
+        marks(cx, c, edited),
         outcome(cx, c)
     )
     .to_lowercase()
@@ -178,8 +179,9 @@ fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>, filter: &str) -> Vec<T
     let needle = filter.trim().to_lowercase();
     let shown: Option<HashSet<CandidateId>> = (!needle.is_empty()).then(|| {
         let mut keep = HashSet::new();
+        let edited = cx.rewritten_kernels();
         for c in cx.state.candidates.values() {
-            if row_text(cx, c).contains(&needle) {
+            if row_text(cx, c, &edited).contains(&needle) {
                 let mut cur = Some(c.id);
                 while let Some(id) = cur {
                     if !keep.insert(id) {
@@ -322,6 +324,7 @@ impl Component for TreePane {
     fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
         self.area = area;
         let total = cx.state.candidates.len();
+        let edited = cx.rewritten_kernels();
         // Filtered: `Candidates 3/9 /stage` (the matches, not their ancestors).
         let shown = if self.filter.trim().is_empty() {
             total.to_string()
@@ -331,7 +334,7 @@ impl Component for TreePane {
                 .state
                 .candidates
                 .values()
-                .filter(|c| row_text(cx, c).contains(&needle))
+                .filter(|c| row_text(cx, c, &edited).contains(&needle))
                 .count();
             crate::tui::widgets::filtered(n, total, &self.filter)
         };
@@ -378,7 +381,7 @@ impl Component for TreePane {
             } else {
                 ""
             };
-            let mark = format!("{}{marked}", marks(cx, c));
+            let mark = format!("{}{marked}", marks(cx, c, &edited));
             // A pending candidate's `○` says it all: its label keeps the room.
             let right = match c.status {
                 CandidateStatus::Pending => String::new(),
