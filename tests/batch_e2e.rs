@@ -218,6 +218,18 @@ async fn a_batch_of_ten_survives_kill_9_and_its_summary_adds_up() {
         "{}",
         text(&status.stdout)
     );
+    // Issue 39, item 3: the batch's elapsed time and, apart, its task-time, written as
+    // every duration is (the batch view's header says the same).
+    let last = text(&status.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        last.starts_with("elapsed ") && last.contains(", task-time "),
+        "{}",
+        text(&status.stdout)
+    );
 
     // Resume through the generic `kforge resume`.
     let out = kforge_output(vec![

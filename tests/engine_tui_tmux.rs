@@ -132,6 +132,20 @@ fn shell_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
 }
 
+/// `kforge run` of the ReLU task on the CPU in step mode against the mock (its `config`),
+/// one seed, no stages, with `env` set besides the harness's own.
+fn step_run(env: &str, config: &Path, sessions: &Path) -> String {
+    format!(
+        "env TERM=xterm-256color {env} KFORGE_CACHE_DIR={} KFORGE_PYTHON={} {} run {} --cpu --mode step --seeds 1 --stages '' --provider mock --config {} --sessions-dir {}",
+        shell_quote(&eval_common::test_cache()),
+        shell_quote(&eval_common::interpreter()),
+        shell_quote(Path::new(env!("CARGO_BIN_EXE_kforge"))),
+        shell_quote(&fixtures().join("tasks/relu.py")),
+        shell_quote(config),
+        shell_quote(sessions),
+    )
+}
+
 fn state_of(dir: &Path) -> Option<(SessionDir, SessionState)> {
     let entry = std::fs::read_dir(dir).ok()?.next()?.ok()?;
     let session = SessionDir::open(&entry.path()).ok()?;
@@ -173,19 +187,14 @@ async fn run_in_step_mode_approving_and_rewriting_through_the_dialog() {
     )
     .unwrap();
     std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let env = format!(
-        "env TERM=xterm-256color EDITOR={} VISUAL={} KFORGE_CACHE_DIR={} KFORGE_PYTHON={}",
-        shell_quote(&editor),
-        shell_quote(&editor),
-        shell_quote(&eval_common::test_cache()),
-        shell_quote(&eval_common::interpreter())
-    );
-    let command = format!(
-        "{env} {} run {} --cpu --mode step --seeds 1 --stages '' --provider mock --config {} --sessions-dir {}",
-        shell_quote(Path::new(env!("CARGO_BIN_EXE_kforge"))),
-        shell_quote(&fixtures().join("tasks/relu.py")),
-        shell_quote(&config),
-        shell_quote(&sessions),
+    let command = step_run(
+        &format!(
+            "EDITOR={} VISUAL={}",
+            shell_quote(&editor),
+            shell_quote(&editor)
+        ),
+        &config,
+        &sessions,
     );
     let sessions_for_test = sessions.clone();
     let result = tokio::task::spawn_blocking(move || {
@@ -404,4 +413,35 @@ async fn two_attached_windows_and_a_stop_with_a_waiting_gate() {
         1,
         "the answered call was not sent again"
     );
+}
+
+/// Issue 39, items 1 and 5: the status bar names the mode from the start; Ctrl-C on an
+/// active run asks first, and `y` stops the run and exits 130, as the README's table says
+/// for Ctrl-C (the session stays resumable: `stopped`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_then_y_stops_the_run_and_exits_130() {
+    if !have_tmux() {
+        return;
+    }
+    let script: Script = Arc::new(|_step, _u, _n| fenced(&relu_ok("from the mock")));
+    let mock = MockLlm::start(script, Duration::ZERO).await;
+    let work = tempfile::tempdir().unwrap();
+    let config = mock.config(work.path());
+    let sessions = work.path().join("sessions");
+    let command = step_run("", &config, &sessions);
+    let sessions_for_test = sessions.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let t = Tmux::start("ctrlc", &command);
+        wait_gate(&sessions_for_test, GateKind::LlmCall);
+        t.wait_for("step mode", Duration::from_secs(30));
+        t.key("C-c");
+        t.wait_for("Quit while the run is active?", Duration::from_secs(30));
+        t.key("y");
+        t.wait_for("EXITED", Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    assert!(result.contains("EXITED 130"), "{result}");
+    let (_, state) = state_of(&sessions).unwrap();
+    assert_eq!(state.state, EngineState::Stopped);
 }

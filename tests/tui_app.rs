@@ -17,6 +17,7 @@ use kforge::protocol::{
 use kforge::session::store::SessionDir;
 use kforge::tui::TuiExit;
 use kforge::tui::app::{Focus, Input, Tab};
+use kforge::tui::glyphs::Glyph;
 use kforge::tui::testing::{Harness, HarnessOptions, key_event, write_big_session};
 use tui_common::{fixture, records};
 
@@ -260,16 +261,96 @@ fn glyphs_mean_one_thing_in_the_tree_and_the_chart() {
     );
     insta::assert_snapshot!("chart_best_selected_4_marked", snapshot(&h));
     // The help's legend draws the same vocabulary.
-    h.keys(&["?", "G"]);
-    let s = h.screen();
-    for line in [
-        "◆ marked for diff / compare (m)",
-        "◉ the selected point of the timeline",
-        "⚑ gates wait for you (a opens the oldest)",
-        "★ best (highlighted when selected)",
-    ] {
-        let (g, meaning) = line.split_once(' ').unwrap();
-        assert!(s.contains(&format!("  {g:<18}{meaning}")), "{line}: {s}");
+    let help = help_text(&mut h);
+    for g in [Glyph::Marked, Glyph::Selected, Glyph::Waiting, Glyph::Best] {
+        assert!(legend_has(&help, g), "{g:?}: {help}");
+    }
+}
+
+/// Every line of the help dialog, scrolled from top to bottom (its frame cut off).
+fn help_text(h: &mut Harness) -> String {
+    h.keys(&["?", "g"]);
+    let mut seen: Vec<String> = Vec::new();
+    for _ in 0..40 {
+        let screen = h.screen();
+        let inside: Vec<String> = screen
+            .lines()
+            .filter_map(|l| {
+                let start = l.find("│  ").or_else(|| l.find("│Everywhere"))?;
+                Some(
+                    l[start..]
+                        .trim_matches(|c| c == '│' || c == ' ')
+                        .to_string(),
+                )
+            })
+            .collect();
+        for l in inside {
+            if !seen.contains(&l) {
+                seen.push(l);
+            }
+        }
+        h.key("pgdn");
+    }
+    h.key("esc");
+    seen.join("\n")
+}
+
+/// Whether the legend gives `g` with the start of its meaning on one line.
+fn legend_has(help: &str, g: Glyph) -> bool {
+    let start: String = g.meaning().chars().take(24).collect();
+    let start = start
+        .rsplit_once(' ')
+        .map_or(start.as_str(), |(a, _)| a)
+        .to_string();
+    help.lines()
+        .any(|l| l.starts_with(g.text()) && l[g.text().len()..].trim_start().starts_with(&start))
+}
+
+/// Issue 39, item 4: the legend lists every glyph of the one table the screens draw from
+/// (≈ ~ ◌ ⇣ ▾ … final shapes✗ among them), and every glyph any view puts on the screen is
+/// in that table: none means something the legend does not say.
+#[test]
+fn every_glyph_on_the_screens_is_in_the_legend() {
+    let mut h = open(120, 40);
+    let help = help_text(&mut h);
+    for g in Glyph::ALL {
+        assert!(
+            legend_has(&help, g),
+            "{g:?} missing from the legend:\n{help}"
+        );
+    }
+    let known: std::collections::HashSet<char> =
+        Glyph::ALL.iter().flat_map(|g| g.text().chars()).collect();
+    // Frames, the chart's dots and punctuation mean nothing by themselves.
+    let frame = |c: char| {
+        ('\u{2500}'..='\u{257F}').contains(&c)
+            || ('\u{2800}'..='\u{28FF}').contains(&c)
+            || "·—−±".contains(c)
+    };
+    let mut screens: Vec<(String, String)> = Vec::new();
+    for (w, hgt) in [(120, 40), (80, 24)] {
+        for (name, setup) in views() {
+            if name == "help" {
+                continue; // key names (↑ ↓ ← →), not glyphs
+            }
+            let mut h = open(w, hgt);
+            setup(&mut h);
+            screens.push((format!("{name} {w}x{hgt}"), h.screen()));
+        }
+    }
+    let mut h = at_evaluation_gate();
+    screens.push(("live".into(), h.screen()));
+    h.key("a");
+    screens.push(("gate".into(), h.screen()));
+    h.keys(&["esc", "M"]);
+    screens.push(("mode".into(), h.screen()));
+    for (name, screen) in screens {
+        for c in screen.chars().filter(|c| !c.is_ascii() && !frame(*c)) {
+            assert!(
+                known.contains(&c),
+                "{c:?} on the {name} screen is not in the glyph table:\n{screen}"
+            );
+        }
     }
 }
 
@@ -346,8 +427,12 @@ fn console_filters_and_scrolls() {
     assert_eq!(h.app.focus(), Focus::Console);
     h.key("/");
     h.type_text("stage 2");
-    // Live filtering while typing.
-    assert!(h.screen().contains("filter: stage 2"));
+    // Live filtering while typing, shown as the tree shows its own.
+    assert!(
+        h.screen().contains("Console 3/33 /stage 2"),
+        "{}",
+        h.screen()
+    );
     h.key("enter");
     let s = h.screen();
     assert!(s.contains("rejected #8"));
@@ -517,22 +602,72 @@ fn gate_dialog_approves() {
     assert!(!h.screen().contains("Waiting for you"));
 }
 
-/// Issue 23, item 4: `Y` approves the gate and every later gate of its kind for the
-/// session (one command, recorded by the engine), `M` switches the mode from the dialog
-/// or the main view; the dialog names both.
+/// Issue 23, item 4 and issue 39, item 1: `Y` approves the gate and every later gate of
+/// its kind for the session (one command, recorded by the engine); the mode shows in the
+/// status bar and the dialog says it is why the gate is asked; `M` opens the list of modes
+/// (never a switch by itself), and a switch that approves waiting gates asks first, naming
+/// how many; one that approves none is sent at once.
 #[test]
-fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
+fn the_mode_shows_and_a_switch_that_approves_waiting_gates_asks_first() {
     let mut h = at_evaluation_gate();
+    assert!(h.screen().contains("│ step mode │"), "{}", h.screen());
     h.key("a");
     let s = h.screen();
     assert!(s.contains("approve all evaluations this session"), "{s}");
-    assert!(s.contains("review mode -> auto"), "{s}");
+    assert!(
+        s.contains("Asked because the run is in step mode (M changes the mode)."),
+        "{s}"
+    );
+    // No mode button beside approve: the switch is not one key away from `y`/`Y`.
+    assert!(!s.contains("[M]") && !s.contains("mode ->"), "{s}");
     insta::assert_snapshot!("gate_approve_always_120x40", snapshot(&h));
-    // The main view offers the switch while gates wait (once the message line clears).
+    // The main view offers the mode while gates wait (once the message line clears).
     h.keys(&["esc", "j"]);
-    assert!(h.screen().contains("M switch mode"), "{}", h.screen());
-    h.key("a");
-    h.key("Y");
+    assert!(h.screen().contains("M mode"), "{}", h.screen());
+
+    // `M`: the list, on the mode now; nothing is sent.
+    h.key("M");
+    let s = h.screen();
+    assert!(s.contains("Mode — now step"), "{s}");
+    assert!(
+        s.contains("> step (now)  asks at every gate (LLM calls, evaluations,"),
+        "the selection starts on the mode now: {s}"
+    );
+    assert!(
+        s.contains("  review      asks before algorithm optimization steps,"),
+        "{s}"
+    );
+    assert!(
+        s.contains("Approves the 1 gate waiting now (asks you first)."),
+        "{s}"
+    );
+    insta::assert_snapshot!("mode_dialog_120x40", snapshot(&h));
+    h.key("enter");
+    assert!(h.host.commands.is_empty(), "the mode now: nothing to send");
+    assert!(h.screen().contains("already in step mode"));
+    // Auto approves the evaluation gate waiting: asked first, naming it; `n` goes back
+    // without a switch.
+    h.keys(&["M", "j", "j", "enter"]);
+    let s = h.screen();
+    assert!(
+        s.contains("Switch from step to auto mode? It approves the 1 gate waiting")
+            && s.contains("now (gate 4). Auto mode asks nothing."),
+        "{s}"
+    );
+    insta::assert_snapshot!("confirm_switch_mode_120x40", snapshot(&h));
+    h.key("n");
+    assert!(h.host.commands.is_empty(), "no switch without a yes");
+    h.keys(&["M", "j", "j", "enter", "y"]);
+    assert_eq!(
+        h.host.commands,
+        [Command::SetMode {
+            mode: kforge::protocol::Mode::Auto
+        }]
+    );
+
+    // `Y` in the dialog: one command, and the message says how to take it back.
+    let mut h = at_evaluation_gate();
+    h.keys(&["a", "Y"]);
     assert_eq!(
         h.host.commands,
         vec![Command::ApproveAlways {
@@ -541,36 +676,83 @@ fn gate_dialog_approves_a_kind_for_the_session_and_switches_the_mode() {
     );
     assert!(!h.screen().contains("Waiting for you"), "the dialog closes");
     assert!(
-        h.screen().contains("all evaluations approved"),
+        h.screen()
+            .contains("all evaluations approved for this session (u takes it back)"),
         "{}",
         h.screen()
     );
-    h.key("M");
-    h.key("a");
-    h.key("M");
-    assert_eq!(
-        h.host.commands[1..],
-        [
-            Command::SetMode {
-                mode: kforge::protocol::Mode::Auto
-            },
-            Command::SetMode {
-                mode: kforge::protocol::Mode::Auto
-            }
-        ],
-        "the engine's mode decides the next one: still review until it records the switch"
-    );
+    // Back in auto mode (another window switched): step approves nothing, so it is sent
+    // at once.
     h.event(Event::ModeChanged {
         mode: kforge::protocol::Mode::Auto,
     });
-    h.key("esc");
-    h.key("M");
+    h.keys(&["M", "g", "enter"]);
     assert_eq!(
         h.host.commands.last(),
         Some(&Command::SetMode {
             mode: kforge::protocol::Mode::Step
         })
     );
+}
+
+/// Issue 39, item 2: approvals given with `Y` show in the status bar with the key that
+/// takes them back; `u` lists them (all, or one kind) and taking one back approves
+/// nothing: no gate is answered, no confirmation is needed.
+#[test]
+fn standing_approvals_show_and_u_takes_them_back() {
+    let mut h = at_evaluation_gate();
+    h.key("u");
+    assert!(
+        h.screen().contains("no approval to take back"),
+        "{}",
+        h.screen()
+    );
+    h.event(Event::StandingApproval {
+        kind: GateKind::LlmCall,
+    });
+    h.event(Event::StandingApproval {
+        kind: GateKind::Stages,
+    });
+    h.key("j");
+    let s = h.screen();
+    assert!(
+        s.contains("approved always: LLM calls and tuning stage runs (u takes back)"),
+        "{s}"
+    );
+    assert!(s.contains("u take back approvals"), "{s}");
+    h.key("u");
+    let s = h.screen();
+    assert!(s.contains("Take back an approval"), "{s}");
+    assert!(s.contains("> all "), "{s}");
+    assert!(
+        s.contains("LLM calls          asked again from now on"),
+        "{s}"
+    );
+    insta::assert_snapshot!("revoke_dialog_120x40", snapshot(&h));
+    // One kind.
+    h.keys(&["j", "enter"]);
+    assert_eq!(
+        h.host.commands,
+        [Command::RevokeApprovals {
+            kind: Some(GateKind::LlmCall)
+        }]
+    );
+    // All of them, from the gate dialog too.
+    h.keys(&["a", "u", "enter"]);
+    assert_eq!(
+        h.host.commands.last(),
+        Some(&Command::RevokeApprovals { kind: None })
+    );
+    assert!(
+        !h.host
+            .commands
+            .iter()
+            .any(|c| matches!(c, Command::Resolve { .. })),
+        "taking back answers no gate"
+    );
+    // Once the engine records it, the status bar says so.
+    h.event(Event::StandingApprovalRevoked { kind: None });
+    assert!(!h.screen().contains("approved always"), "{}", h.screen());
 }
 
 #[test]
@@ -636,6 +818,10 @@ fn call_finished(call: u32, response_file: Option<String>) -> Event {
 /// The recorded run waiting at an evaluation gate for #9 (its final-best gate answered).
 fn at_evaluation_gate() -> Harness {
     let mut h = live_until(gate_opened(3), opts(120, 40));
+    // Evaluation gates are step mode's.
+    h.event(Event::ModeChanged {
+        mode: kforge::protocol::Mode::Step,
+    });
     h.event(Event::GateResolved {
         gate: GateId(3),
         decision: Decision::Approve,
@@ -1031,7 +1217,7 @@ fn follows_new_candidates_until_the_user_moves() {
     let here = h.app.selected();
     h.event(created(CandidateId(11)));
     assert_eq!(h.app.selected(), here);
-    assert!(h.screen().contains("#11 manual"));
+    assert!(h.screen().contains("#11 manual"), "{}", h.screen());
     h.key("f");
     assert_eq!(h.app.selected(), Some(CandidateId(11)));
 }
@@ -1445,7 +1631,7 @@ fn the_llm_tab_follows_new_calls_shows_seed_calls_and_keeps_a_finished_stream_in
 
 #[test]
 fn the_activity_line_says_what_runs_now() {
-    let mut h = live_until(gate_opened(3), opts(120, 40));
+    let mut h = live_until(gate_opened(3), opts(150, 40));
     h.event(call_started(
         11,
         "seed2/repair1",
@@ -1455,8 +1641,7 @@ fn the_activity_line_says_what_runs_now() {
     ));
     let s = h.screen();
     assert!(
-        s.contains("call 11 seed2/repair1 (deepseek-chat)")
-            && s.contains("waiting for the first token"),
+        s.contains("call 11 repair 1 of seed 2 0s") && s.contains("waiting for the first token"),
         "{s}"
     );
     assert!(
@@ -1741,4 +1926,221 @@ fn a_search_in_a_streaming_llm_tab_is_not_pulled_back_to_the_end() {
         at,
         "a new delta does not pull it back"
     );
+}
+
+// ------------------------------------------------------------------ issue 39, item 5
+
+/// The unseen-shapes re-check takes a minute: the activity line says so while it runs,
+/// not "idle", and stops saying so once it is recorded.
+#[test]
+fn the_activity_line_names_the_unseen_shapes_check_while_it_runs() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.event(Event::GateResolved {
+        gate: GateId(3),
+        decision: Decision::Approve,
+    });
+    h.event(Event::ShapesCheckStarted {
+        candidate: CandidateId(9),
+    });
+    h.event(Event::StateChanged {
+        state: EngineState::Running,
+    });
+    let activity = |h: &Harness| h.screen().lines().rev().nth(2).unwrap().to_string();
+    assert!(
+        activity(&h).contains("checking #9 on unseen shapes and seeds (1s)"),
+        "{}",
+        h.screen()
+    );
+    assert!(!activity(&h).contains("idle"));
+    h.event(Event::ShapesChecked {
+        candidate: CandidateId(9),
+        result_file: "shapes/9.json".into(),
+        verdict: kforge::protocol::shapes::ShapeVerdict::Generalizes {
+            passed: 5,
+            checked: 5,
+        },
+        line: "correct on 5 of 5 unseen shapes".into(),
+    });
+    assert!(activity(&h).contains("idle"), "{}", h.screen());
+}
+
+/// A person's own rewrites carry a mark: the kernel rewritten at its evaluation gate in the
+/// tree (`✎`, and `edited` for the filter), the prompt rewritten at its call's gate in the
+/// LLM tab.
+#[test]
+fn rewrites_by_the_person_are_marked_in_the_tree_and_the_llm_tab() {
+    let mut h = at_evaluation_gate();
+    assert!(!h.screen().contains(Glyph::Edited.text()));
+    h.keys(&["a", "i"]);
+    h.type_text("# mine");
+    h.key("ctrl-s");
+    let decision = match &h.host.commands[..] {
+        [Command::Resolve { decision, .. }] => decision.clone(),
+        other => panic!("{other:?}"),
+    };
+    h.event(Event::GateResolved {
+        gate: GateId(4),
+        decision,
+    });
+    assert!(
+        h.screen()
+            .lines()
+            .any(|l| l.contains("#9 stage 3") && l.contains(Glyph::Edited.text())),
+        "{}",
+        h.screen()
+    );
+    h.keys(&["/"]);
+    h.type_text("edited");
+    assert_eq!(h.app.tree_filter(), "edited");
+    assert!(
+        h.screen().contains("Candidates 1/9 /edited"),
+        "{}",
+        h.screen()
+    );
+    h.key("esc");
+
+    // A prompt rewritten at its gate, then sent as call 11.
+    h.event(Event::GateOpened {
+        key: "call/seed3".into(),
+        gate: GateId(5),
+        kind: GateKind::LlmCall,
+        candidate: Some(CandidateId(9)),
+        call: Some(CallId(11)),
+        question: "Send the repair prompt?".into(),
+        file: Some("llm/10.prompt.md".into()),
+    });
+    h.event(Event::GateResolved {
+        gate: GateId(5),
+        decision: Decision::Rewrite {
+            text: "my prompt".into(),
+        },
+    });
+    h.event(call_started(
+        11,
+        "seed3",
+        CallKind::Seed,
+        Some(9),
+        "llm/10.prompt.md",
+    ));
+    select(&mut h, 9);
+    h.key("4");
+    h.keys(&[".", "tab", "tab", "g"]);
+    let s = h.screen();
+    assert!(
+        s.contains("✎ rewritten by you at gate 5: this is the prompt that was sent"),
+        "{s}"
+    );
+    assert!(s.contains("call #11 seed 3"), "{s}");
+}
+
+/// Opened from the batch view, the hint says `q` goes back to the batch, and so does the
+/// quit confirmation.
+#[test]
+fn inside_a_batch_q_says_it_goes_back() {
+    let mut h = live_until(
+        gate_opened(3),
+        HarnessOptions {
+            in_batch: true,
+            ..opts(120, 40)
+        },
+    );
+    h.key("1");
+    assert!(h.screen().contains("q back to the batch"), "{}", h.screen());
+    h.key("q");
+    assert!(
+        h.screen().contains("[y] back to the batch"),
+        "{}",
+        h.screen()
+    );
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.key("1");
+    assert!(h.screen().contains("q quit"), "{}", h.screen());
+}
+
+/// The manual provider's editor shows what the model would get: the system prompt above
+/// the prompt.
+#[test]
+fn the_manual_providers_editor_shows_the_system_prompt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    copy_dir(&fixture(), &dir);
+    std::fs::write(dir.join("llm/10.system.md"), "You write Triton kernels.\n").unwrap();
+    let all = SessionDir::open(&dir)
+        .unwrap()
+        .read_events()
+        .unwrap()
+        .records;
+    let end = all.iter().position(|r| gate_opened(3)(&r.event)).unwrap() + 1;
+    let mut h = Harness::with_records(
+        SessionDir::open(&dir).unwrap(),
+        &all[..end],
+        HarnessOptions {
+            read_only: false,
+            ..opts(120, 40)
+        },
+    )
+    .unwrap();
+    h.event(manual_call_started());
+    h.key("A");
+    let shown = &h.host.edits[0];
+    let system = shown.find("You write Triton kernels.").expect(shown);
+    let prompt = shown.find("# stage prompt").expect(shown);
+    let marker = shown.find(kforge::tui::app::ANSWER_MARKER).unwrap();
+    assert!(system < prompt && prompt < marker, "{shown}");
+    assert!(shown.starts_with("===== system prompt (llm/10.system.md) ====="));
+}
+
+/// `/` works alike in the tree, the console and the detail pane: its box over the pane it
+/// acts on, wide enough for its whole title, and the panes' titles give the filter alike.
+#[test]
+fn slash_opens_the_same_box_in_every_pane() {
+    let mut h = open(120, 40);
+    h.key("/");
+    h.type_text("rep");
+    let s = h.screen();
+    assert!(
+        s.contains("┌ filter the candidates (enter keeps, esc clears) ─"),
+        "{s}"
+    );
+    assert!(s.contains("Candidates 3/9 /rep"), "{s}");
+    h.keys(&["esc", "backtab", "/"]);
+    h.type_text("stage");
+    let s = h.screen();
+    assert!(
+        s.contains("┌ filter the console (enter keeps, esc clears) ─"),
+        "{s}"
+    );
+    assert!(s.contains("Console 12/33 /stage"), "{s}");
+    h.keys(&["esc", "backtab", "/"]);
+    let s = h.screen();
+    assert!(
+        s.contains("┌ search the Code tab (enter finds, esc cancels; n/N next/previous) "),
+        "{s}"
+    );
+    // Each box sits on the last lines of its own pane.
+    let areas = h.app.areas();
+    let row = s
+        .lines()
+        .position(|l| l.contains("┌ search the Code tab"))
+        .unwrap() as u16;
+    assert_eq!(row, areas.detail.y + areas.detail.height - 3);
+}
+
+/// Ctrl-C is its own action: confirmed on a live run, the TUI ends `Interrupted` (then
+/// `kforge run` exits 130, as after Ctrl-C without the TUI); `q` ends `QuitWhileActive`.
+#[test]
+fn ctrl_c_then_y_ends_as_an_interrupt_and_q_as_a_quit() {
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["esc", "ctrl-c"]);
+    assert!(h.screen().contains("code 130, as Ctrl-C"), "{}", h.screen());
+    h.key("y");
+    assert_eq!(h.exit, Some(TuiExit::Interrupted));
+    assert!(TuiExit::Interrupted.stop_engine());
+    let mut h = live_until(gate_opened(3), opts(120, 40));
+    h.keys(&["esc", "q", "y"]);
+    assert_eq!(h.exit, Some(TuiExit::QuitWhileActive));
+    // A finished run quits at once either way.
+    let mut h = open(120, 40);
+    h.key("ctrl-c");
+    assert_eq!(h.exit, Some(TuiExit::Quit));
 }

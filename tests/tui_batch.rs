@@ -98,14 +98,17 @@ fn the_batch_view_shows_every_task_and_the_batchs_figures() {
         "{}",
         s.lines[0]
     );
+    let wide = Screen::of(&mut app, 160, 20);
     for part in [
         "correct 2/7 (29%)",
         "fast_1 1/7 (14%, confident 14%)",
         "geomean 1.52x",
         "tok 7.5k",
         "$0.0323 + 1 unpriced call",
+        "elapsed ",
+        "task-time ",
     ] {
-        assert!(s.lines[1].contains(part), "{part} in {}", s.lines[1]);
+        assert!(wide.lines[1].contains(part), "{part} in {}", wide.lines[1]);
     }
     // One row per task: status, best, candidates, tokens, cost, wall, device.
     assert_eq!(
@@ -142,6 +145,41 @@ fn the_batch_view_shows_every_task_and_the_batchs_figures() {
     );
     insta::assert_snapshot!("batch_view", draw_batch(&mut app, 120, 20));
     insta::assert_snapshot!("batch_view_80x16", draw_batch(&mut app, 80, 16));
+}
+
+/// Issue 39, item 3: the header gives the batch's elapsed time (its tasks ran side by side)
+/// and, labelled apart, their times added up; rows and header write durations one way.
+#[test]
+fn the_header_tells_elapsed_time_from_task_time() {
+    use chrono::TimeZone;
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = write_batch(&tmp.path().join("kb_level1"));
+    let mut app = app(&fixture.dir);
+    let at = |secs: i64| chrono::Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap();
+    app.cx.now = at(3600);
+    // Two tasks ran for 8m41s and 6m49s from the same start; nothing else ran.
+    for r in app.cx.results.as_mut().unwrap() {
+        let secs = match r.key.as_str() {
+            k if k == COMPLETE => 521,
+            k if k == NO_CORRECT => 409,
+            _ => 0,
+        };
+        r.runs = if secs > 0 {
+            vec![(at(0), at(secs))]
+        } else {
+            vec![]
+        };
+        r.wall_s = secs as f64;
+        r.last_event_at = None;
+    }
+    let s = Screen::of(&mut app, 160, 20);
+    assert!(
+        s.lines[1].contains("│ elapsed 8m41s │ task-time 15m30s"),
+        "{}",
+        s.lines[1]
+    );
+    assert_eq!(s.cells(COMPLETE)[5], "8m41s");
+    assert_eq!(s.cells(NO_CORRECT)[5], "6m49s");
 }
 
 #[test]

@@ -127,7 +127,7 @@ fn console_pane_and_its_filter() {
     );
     console.set_filter(&cx, "stage".into());
     let s = draw_alone(100, 8, |f| console.draw(&cx, f, f.area()));
-    assert!(s.contains("filter: stage"), "{s}");
+    assert!(s.contains("Console 12/33 /stage"), "{s}");
     assert!(console.lines().len() < cx.state.log.len());
     let mut out = AppEvents::default();
     let _ = console.on_action(Action::ClearFilter, &cx, &mut out);
@@ -181,7 +181,7 @@ fn the_eval_tab_shows_both_baselines() {
     insta::assert_snapshot!("detail_Eval_baselines", e);
     for needle in [
         "score       1.220x [1.180-1.260]",
-        "baselines   vs eager 1.83x [1.79-1.87]   vs compile 1.22x [1.18-1.26] ●   (torch.compile 1.50x eager)",
+        "baselines   vs eager 1.83x [1.79-1.87]   vs compile 1.22x [1.18-1.26] (headline)   (torch.compile",
         "vs eager    1.83x [1.79-1.87]  (95% interval: bootstrap",
         "compiled    torch.compile (default) 0.0275 ms, 1.50x [1.47-1.53] eager, compiled in 18.2 s (cached)",
         "vs compile  1.22x [1.18-1.26]",
@@ -365,6 +365,40 @@ fn help_dialog() {
     assert_eq!(events(&mut out), [AppEvent::Close]);
 }
 
+/// Issue 39, item 4: the help is as wide as the terminal allows (up to 110 columns) and
+/// wraps each description at words under its own column: nothing is cut.
+#[test]
+fn the_help_fits_the_terminal_and_wraps_at_words() {
+    let cx = finished();
+    let desc = Action::Interrupt.description();
+    for width in [200u16, 60] {
+        let mut help = HelpView::default();
+        let s = draw_alone(width, 40, |f| help.draw(&cx, f, f.area()));
+        let text = s.split("--- styles ---").next().unwrap();
+        let top = text.lines().find(|l| l.contains("┌ Keys")).unwrap();
+        assert_eq!(
+            top.trim().chars().count(),
+            (width as usize - 4).min(110),
+            "{text}"
+        );
+        // The entry's rows, read back, are the description whole, its words intact.
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("ctrl-c "))
+            .take_while(|l| !l.contains("? f1"))
+            .map(|l| {
+                l.trim_matches(|c: char| c == '│' || c == ' ')
+                    .trim_start_matches("ctrl-c")
+                    .trim()
+            })
+            .collect();
+        assert_eq!(rows.join(" "), desc, "{text}");
+        if width == 60 {
+            assert!(rows.len() > 2, "it wraps: {rows:?}");
+        }
+    }
+}
+
 #[test]
 fn confirm_dialog_asks_before_rejecting_and_ignores_stray_keys() {
     let cx = live(gate_opened(3), vec![]);
@@ -474,6 +508,84 @@ fn gate_dialogs_show_what_they_will_do() {
     );
     let _ = gate.on_key(&key_event("esc"), &cx, &mut out);
     assert_eq!(events(&mut out)[0], AppEvent::CloseGate);
+    // Issue 39, item 5: `d` where there is no kernel to diff says why, not nothing.
+    let _ = gate.on_key(&key_event("d"), &cx, &mut out);
+    assert_eq!(
+        events(&mut out),
+        [AppEvent::Flash(
+            "d shows a kernel's diff against its parent at an evaluation gate; this gate is before an LLM call".into()
+        )]
+    );
+}
+
+/// Issue 39, item 5: the final gate is asked once per session: no "approve all of this
+/// kind" there (button, hint or key); the others keep it.
+#[test]
+fn the_final_gate_offers_no_standing_approval() {
+    let cx = live(gate_opened(3), vec![]);
+    let mut gate = GateView::new(GateId(3));
+    let s = draw_alone(100, 24, |f| gate.draw(&cx, f, f.area()));
+    assert!(!s.contains("[Y]") && !s.contains("approve all"), "{s}");
+    assert!(
+        !hints(&gate, &cx)
+            .iter()
+            .any(|h| h.action == Action::ApproveAlways),
+        "{:?}",
+        hints(&gate, &cx)
+    );
+    let mut out = AppEvents::default();
+    let _ = gate.on_key(&key_event("Y"), &cx, &mut out);
+    assert_eq!(
+        events(&mut out),
+        [AppEvent::Flash(
+            "this gate is asked once per session: y approves it".into()
+        )]
+    );
+}
+
+/// Issue 39, item 5: the gate dialog wraps a prompt's prose between words, never inside
+/// one, each row under its line number.
+#[test]
+fn the_gate_dialog_wraps_prose_at_words() {
+    let cx = live(
+        gate_opened(3),
+        vec![
+            Event::GateResolved {
+                gate: GateId(3),
+                decision: Decision::Approve,
+            },
+            Event::GateOpened {
+                key: "call/seed3".into(),
+                gate: GateId(4),
+                kind: GateKind::LlmCall,
+                candidate: None,
+                call: None,
+                question: "Send the seed prompt?".into(),
+                file: Some("llm/1.prompt.md".into()),
+            },
+        ],
+    );
+    let prompt = std::fs::read_to_string(fixture().join("llm/1.prompt.md")).unwrap();
+    let mut gate = GateView::new(GateId(4));
+    let s = draw_alone(60, 40, |f| gate.draw(&cx, f, f.area()));
+    let text = s.split("--- styles ---").next().unwrap();
+    let words: std::collections::HashSet<&str> = prompt.split_whitespace().collect();
+    // Every word on a numbered row (or a row continuing one) is a word of the prompt.
+    let mut rows = 0;
+    for line in text.lines() {
+        let inner = line.trim_matches(|c: char| c == '│' || c == ' ');
+        let Some((num, rest)) = inner.split_once(' ') else {
+            continue;
+        };
+        if num.parse::<usize>().is_err() || rest.trim().is_empty() {
+            continue;
+        }
+        for w in rest.split_whitespace() {
+            assert!(words.contains(w), "{w:?} is cut from a word: {text}");
+        }
+        rows += 1;
+    }
+    assert!(rows > 3, "{text}");
 }
 
 /// The final-best gate of a kernel scored against both baselines: the evidence (both
@@ -566,4 +678,20 @@ fn a_best_wrong_on_an_unseen_shape_is_shown_in_the_gate_the_tree_and_the_eval_ta
     cx.selected = Some(CandidateId(9));
     let s = detail(&cx, Tab::Eval);
     assert!(s.contains("shapes      wrong on batch_size=13"), "{s}");
+}
+
+/// Issue 39, item 4: `⚑` means gates waiting (the status bar) and nothing else: a result's
+/// flags are warnings in the Eval tab (`!`), as the legend says.
+#[test]
+fn the_eval_tab_draws_flags_as_warnings_not_as_waiting_gates() {
+    let mut cx = finished();
+    let best = cx.state.candidates.get_mut(&CandidateId(9)).unwrap();
+    best.eval
+        .as_mut()
+        .unwrap()
+        .flags
+        .push("faster_than_light".into());
+    let e = detail(&cx, Tab::Eval);
+    assert!(e.contains("! flag: faster_than_light"), "{e}");
+    assert!(!e.contains('⚑'), "{e}");
 }

@@ -110,7 +110,7 @@ fn the_final_best_gate_has_the_speed_of_light_line() {
     // In the gate's evidence, above the kernel.
     assert!(
         g.contains(
-            "light       speed of light 0.0086 ms (memory-bound): the reference at 21%, this kernel at"
+            "SoL         speed of light 0.0086 ms (memory-bound): the reference at 21%, this kernel at"
         ),
         "{g}"
     );

@@ -110,6 +110,10 @@ pub struct TaskResult {
     /// When its session wrote its last event (a live run's time goes on after it).
     #[serde(skip)]
     pub last_event_at: Option<DateTime<Utc>>,
+    /// When each of its session's runs went (`run_spans`): what the batch's elapsed time
+    /// is made of, where tasks ran side by side.
+    #[serde(skip)]
+    pub runs: Vec<(DateTime<Utc>, DateTime<Utc>)>,
     /// The best kernel's re-check on unseen shapes (None: not checked).
     pub shapes: Option<crate::protocol::shapes::ShapeVerdict>,
     /// Its one line: `correct on 5 of 5 unseen shapes`, or the shape that fails and how.
@@ -217,10 +221,10 @@ pub fn cost_text(cost_usd: f64, unpriced_calls: usize) -> String {
     }
 }
 
-/// Seconds of the runs recorded in `records`: each run from its start (or resume) to its
-/// last event, so the hours between a kill and a resume are not counted.
-pub fn run_seconds(records: &[EventRecord]) -> f64 {
-    let mut total = 0.0;
+/// The runs recorded in `records`: each from its start (or resume) to its last event, so
+/// the hours between a kill and a resume are in none of them.
+pub fn run_spans(records: &[EventRecord]) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let mut spans = Vec::new();
     let mut segment: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
     for r in records {
         let starts = matches!(
@@ -228,18 +232,73 @@ pub fn run_seconds(records: &[EventRecord]) -> f64 {
             Event::SessionStarted { .. } | Event::SessionResumed { .. }
         );
         segment = match segment {
-            Some((from, to)) if starts => {
-                total += (to - from).num_milliseconds() as f64 / 1000.0;
+            Some(done) if starts => {
+                spans.push(done);
                 Some((r.ts, r.ts))
             }
             Some((from, _)) => Some((from, r.ts)),
             None => Some((r.ts, r.ts)),
         };
     }
-    if let Some((from, to)) = segment {
-        total += (to - from).num_milliseconds() as f64 / 1000.0;
-    }
+    spans.extend(segment);
+    spans
+}
+
+fn seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    (to - from).num_milliseconds() as f64 / 1000.0
+}
+
+/// Seconds of the runs recorded in `records` (`run_spans`, added up).
+pub fn run_seconds(records: &[EventRecord]) -> f64 {
+    let total: f64 = run_spans(records)
+        .into_iter()
+        .map(|(from, to)| seconds(from, to))
+        .sum();
     total.max(0.0)
+}
+
+/// The batch's elapsed time as of `now`: how long any of its tasks was running (the union
+/// of their runs; a live task's run goes on to `now`). Tasks run side by side, so this is
+/// less than their times added up (`task_seconds`), and the gaps when nothing ran (a batch
+/// killed and resumed later) are not counted.
+pub fn elapsed_seconds(results: &[TaskResult], now: DateTime<Utc>) -> f64 {
+    let mut spans: Vec<(DateTime<Utc>, DateTime<Utc>)> = results
+        .iter()
+        .flat_map(|r| {
+            let live = r.status.is_live();
+            let last = r.runs.len().saturating_sub(1);
+            r.runs.iter().enumerate().map(move |(i, (from, to))| {
+                let to = if live && i == last && now > *to {
+                    now
+                } else {
+                    *to
+                };
+                (*from, to)
+            })
+        })
+        .collect();
+    spans.sort();
+    let mut total = 0.0;
+    let mut current: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+    for (from, to) in spans {
+        current = match current {
+            Some((a, b)) if from <= b => Some((a, b.max(to))),
+            Some((a, b)) => {
+                total += seconds(a, b);
+                Some((from, to))
+            }
+            None => Some((from, to)),
+        };
+    }
+    if let Some((a, b)) = current {
+        total += seconds(a, b);
+    }
+    total
+}
+
+/// The tasks' times added up as of `now` (each task's `wall_now`): the task-time.
+pub fn task_seconds(results: &[TaskResult], now: DateTime<Utc>) -> f64 {
+    results.iter().map(|r| r.wall_now(now)).sum()
 }
 
 /// The figures of one task, read from `batch/tasks/<key>`.
@@ -274,6 +333,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         unpriced_calls: 0,
         wall_s: 0.0,
         last_event_at: None,
+        runs: Vec::new(),
         shapes: None,
         shapes_line: None,
     };
@@ -314,6 +374,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
     // `+ 0.0`: an empty f64 sum is -0.0, which prints as `-0.0000`.
     result.cost_usd = finished.clone().filter_map(|c| c.cost_usd).sum::<f64>() + 0.0;
     result.unpriced_calls = finished.filter(|c| c.cost_unknown()).count();
+    result.runs = run_spans(&records);
     result.wall_s = run_seconds(&records);
     result.last_event_at = records.last().map(|r| r.ts);
     if let Some(best) = state
@@ -394,6 +455,44 @@ mod tests {
         ];
         assert_eq!(run_seconds(&records), 35.0);
         assert_eq!(run_seconds(&[]), 0.0);
+    }
+
+    /// Issue 39, item 3: two tasks that ran side by side took the batch as long as the
+    /// longer one plus what did not overlap, not the sum of the two.
+    #[test]
+    fn the_batch_elapsed_time_is_the_union_of_its_tasks_runs_not_their_sum() {
+        let at = |secs: i64| Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap();
+        let task = |runs: Vec<(i64, i64)>, status: TaskStatus| {
+            let mut r = task_result(
+                std::path::Path::new("/nonexistent"),
+                &BatchTask {
+                    key: TaskKey("t".into()),
+                    name: "t".into(),
+                    level: None,
+                    problem: None,
+                    origin: "/t.py".into(),
+                },
+            );
+            r.runs = runs.iter().map(|(a, b)| (at(*a), at(*b))).collect();
+            r.wall_s = runs.iter().map(|(a, b)| (b - a) as f64).sum();
+            r.last_event_at = r.runs.last().map(|s| s.1);
+            r.status = status;
+            r
+        };
+        let done = TaskStatus::Ended(RunEnd::Complete);
+        // 0-300 and 100-500 overlap: 500 s elapsed, 700 s of task-time; a second run of
+        // the first task an hour later adds its own 60 s, not the hour between.
+        let tasks = vec![
+            task(vec![(0, 300), (3600, 3660)], done),
+            task(vec![(100, 500)], done),
+        ];
+        assert_eq!(elapsed_seconds(&tasks, at(4000)), 560.0);
+        assert_eq!(task_seconds(&tasks, at(4000)), 760.0);
+        // A running task's time goes on to now.
+        let live = vec![task(vec![(0, 100)], TaskStatus::Running)];
+        assert_eq!(elapsed_seconds(&live, at(160)), 160.0);
+        assert_eq!(task_seconds(&live, at(160)), 160.0);
+        assert_eq!(elapsed_seconds(&[], at(0)), 0.0);
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub struct GroupSummary {
     /// ... and how many calls' cost is unknown (then the costs are lower bounds).
     pub unpriced_calls: usize,
     pub cost_per_task: Option<f64>,
+    /// The tasks' times added up (task-time): tasks run side by side, so this is more than
+    /// the batch's elapsed time (`results::elapsed_seconds`).
     pub wall_s: f64,
 }
 
@@ -377,7 +379,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {:.0}s | {} |",
+            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -392,7 +394,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             t.device.as_deref().unwrap_or(""),
             t.tokens(),
             cost_text(t.cost_usd, t.unpriced_calls),
-            t.wall_s,
+            crate::protocol::figures::duration_text(t.wall_s),
             shapes_cell(t),
         );
     }
@@ -524,6 +526,7 @@ mod tests {
             unpriced_calls: 0,
             wall_s: 2.0,
             last_event_at: None,
+            runs: Vec::new(),
             shapes: None,
             shapes_line: None,
         }

@@ -14,13 +14,14 @@ use super::session_args::{BudgetArgs, EvalFlags, PlanArgs, check_stages};
 use crate::batch::manifest::{
     self, BatchEnd, BatchLimits, BatchTask, Manifest, SlurmRecord, Submission,
 };
-use crate::batch::results::{StatusCounts, TaskStatus, collect};
+use crate::batch::results::{StatusCounts, TaskStatus, collect, elapsed_seconds, task_seconds};
 use crate::batch::runner::{BatchContext, BatchOutcome, TaskTurn, run_batch};
 use crate::batch::select::{NumberSet, find_tasks};
 use crate::batch::slurm::{self, SlurmOptions, SlurmState};
 use crate::config::Config;
 use crate::eval;
 use crate::launch::Provider;
+use crate::protocol::figures::duration_text;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -557,6 +558,7 @@ fn report(dir: &Path) -> Result<ExitCode> {
 async fn status(dir: &Path) -> Result<ExitCode> {
     let manifest = Manifest::load(dir)?;
     let results = collect(dir, &manifest);
+    let now = chrono::Utc::now();
     let slurm = match slurm_states(&manifest).await {
         Ok(states) => Some(states).filter(|_| manifest.slurm.is_some()),
         Err(e) => {
@@ -584,16 +586,23 @@ async fn status(dir: &Path) -> Result<ExitCode> {
             }
         });
         println!(
-            "{:<28} {:<18} {:>9} {:>8} {:>10} {:>6.0}s{element}",
+            "{:<28} {:<18} {:>9} {:>8} {:>10} {:>7}{element}",
             r.key.as_str(),
             r.status.word(),
             r.speedup_text(),
             r.tokens(),
             crate::batch::results::cost_text(r.cost_usd, r.unpriced_calls),
-            r.wall_now(chrono::Utc::now())
+            duration_text(r.wall_now(now))
         );
     }
     let counts = StatusCounts::of(&results);
     println!("{} task(s): {}", counts.tasks, counts.text());
+    // As the batch view's header says it: how long the batch ran, and apart from it the
+    // tasks' times added up (they run side by side).
+    println!(
+        "elapsed {}, task-time {}",
+        duration_text(elapsed_seconds(&results, now)),
+        duration_text(task_seconds(&results, now))
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -138,7 +138,7 @@ pub fn farewell(dir: &SessionDir, exit: TuiExit) -> Option<String> {
             "asked the run of {} to stop, and left (`kforge resume` continues it)",
             dir.path.display()
         )),
-        TuiExit::Quit | TuiExit::QuitWhileActive => None,
+        TuiExit::Quit | TuiExit::QuitWhileActive | TuiExit::Interrupted => None,
     }
 }
 

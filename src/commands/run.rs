@@ -322,7 +322,12 @@ async fn drive(
     let outcome = if headless {
         run_headless(&engine, &session, interrupted.clone()).await
     } else {
-        run_with_tui(&engine, &session, tui).await?
+        let (outcome, exit) = run_with_tui(&engine, &session, tui).await?;
+        // Ctrl-C in the TUI (confirmed) ends the run as Ctrl-C does without it: 130.
+        if exit == crate::tui::TuiExit::Interrupted {
+            interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        outcome
     };
     engine.stop_actions();
     control.abort();
@@ -347,12 +352,13 @@ async fn drive(
 }
 
 /// The engine runs in the background while the TUI is open; the TUI stays open on a
-/// finished run (its actions still work) until the person quits.
+/// finished run (its actions still work) until the person quits. Returns how the run
+/// ended and how the person left.
 async fn run_with_tui(
     engine: &Arc<Engine>,
     session: &SessionDir,
     tui: &crate::tui::TuiConfig,
-) -> Result<RunOutcome> {
+) -> Result<(RunOutcome, crate::tui::TuiExit)> {
     let initial = session.read_events()?.records;
     let events = engine.subscribe();
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -382,8 +388,7 @@ async fn run_with_tui(
     }
     forward.abort();
     let outcome = run.await.context("the engine task failed")?;
-    exit?;
-    Ok(outcome)
+    Ok((outcome, exit?))
 }
 /// How a run ended, in words: the state and its reason, once when they say the same
 /// (`stopped`, not `stopped (stopped)`).

@@ -85,6 +85,24 @@ impl Control {
         true
     }
 
+    /// Takes back the standing approval of `kind`, or every one (`None`); returns the kinds
+    /// taken back, in the order they were given (empty: there was none). Approves nothing:
+    /// a gate asks again wherever the mode asks it.
+    pub fn revoke(&self, kind: Option<GateKind>) -> Vec<GateKind> {
+        let mut standing = self.standing.lock().expect("standing");
+        let (taken, kept): (Vec<GateKind>, Vec<GateKind>) = standing
+            .iter()
+            .copied()
+            .partition(|k| kind.is_none_or(|wanted| wanted == *k));
+        *standing = kept;
+        taken
+    }
+
+    /// The kinds approved for the rest of the session, in the order given.
+    pub fn standing(&self) -> Vec<GateKind> {
+        self.standing.lock().expect("standing").clone()
+    }
+
     /// Whether gates of `kind` are approved without asking (a standing approval).
     pub fn approved_always(&self, kind: GateKind) -> bool {
         self.standing.lock().expect("standing").contains(&kind)
@@ -275,8 +293,10 @@ impl Control {
                 }
             }
             // The engine records these before they take effect (`Inner::switch_mode`,
-            // `Inner::approve_always`): they do not get here.
-            command @ (Command::SetMode { .. } | Command::ApproveAlways { .. }) => {
+            // `Inner::approve_always`, `Inner::revoke_approvals`): they do not get here.
+            command @ (Command::SetMode { .. }
+            | Command::ApproveAlways { .. }
+            | Command::RevokeApprovals { .. }) => {
                 Dispatched::Ignored(format!("{} is done by the engine", command.describe()))
             }
             // The engine marks final itself before commands get here.
@@ -390,5 +410,26 @@ mod tests {
             control.asks(GateKind::LlmCall),
             "step mode asks everything again"
         );
+    }
+
+    #[test]
+    fn revoking_takes_back_one_kind_or_all_and_approves_nothing() {
+        let (control, _actions) = Control::new(Mode::Step);
+        let _eval = control.open_gate(GateId(1), GateKind::Evaluation, true);
+        control.approve_always(GateKind::LlmCall);
+        control.approve_always(GateKind::Stages);
+        assert_eq!(control.revoke(Some(GateKind::Evaluation)), vec![]);
+        assert_eq!(
+            control.revoke(Some(GateKind::LlmCall)),
+            vec![GateKind::LlmCall]
+        );
+        assert!(control.asks(GateKind::LlmCall) && !control.asks(GateKind::Stages));
+        assert_eq!(control.standing(), vec![GateKind::Stages]);
+        assert_eq!(control.revoke(None), vec![GateKind::Stages]);
+        assert!(control.standing().is_empty());
+        // The mode is untouched and the waiting gate still waits.
+        assert_eq!(control.mode(), Mode::Step);
+        assert!(control.gates_not_asked().is_empty());
+        assert!(control.gates.lock().unwrap().contains_key(&GateId(1)));
     }
 }

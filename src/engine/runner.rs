@@ -318,6 +318,10 @@ impl Inner {
             self.approve_always(kind);
             return;
         }
+        if let Command::RevokeApprovals { kind } = command {
+            self.revoke_approvals(kind);
+            return;
+        }
         // Marking final needs no waiting: it takes effect at once, also while a gate is open.
         if let Command::MarkFinal { candidate } = command {
             if let Step::Failed(why) = self.mark_final(candidate) {
@@ -390,11 +394,56 @@ impl Inner {
             LogLevel::Info,
             "you",
             format!(
-                "all {} are approved from now on, for this session (switch to step mode to be asked again)",
+                "all {} are approved from now on, for this session (revoke_approvals, u in the TUI, takes it back)",
                 kind.plural()
             ),
         );
         self.release_gates(&format!("you approved all {}", kind.plural()));
+    }
+
+    /// Takes back the standing approval of `kind`, or every one: recorded first, then in
+    /// effect. It approves nothing; the console says which gates are asked again, and which
+    /// the mode still does not ask.
+    pub fn revoke_approvals(&self, kind: Option<GateKind>) {
+        let standing = self.control.standing();
+        let taken: Vec<GateKind> = standing
+            .iter()
+            .copied()
+            .filter(|k| kind.is_none_or(|wanted| wanted == *k))
+            .collect();
+        if taken.is_empty() {
+            let what = kind.map_or("no gate kind".to_string(), |k| k.plural().to_string());
+            self.log(
+                LogLevel::Info,
+                "you",
+                format!("nothing to take back: {what} approved for the session"),
+            );
+            return;
+        }
+        self.emit(Event::StandingApprovalRevoked { kind });
+        self.control.revoke(kind);
+        let mode = self.control.mode();
+        let (asked, unasked): (Vec<GateKind>, Vec<GateKind>) =
+            taken.iter().copied().partition(|k| mode.asks(*k));
+        let names = |kinds: &[GateKind]| {
+            kinds
+                .iter()
+                .map(|k| k.plural())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut message = format!("approval taken back ({})", names(&taken));
+        if !asked.is_empty() {
+            message.push_str(&format!("; {} are asked again", names(&asked)));
+        }
+        if !unasked.is_empty() {
+            message.push_str(&format!(
+                "; {} mode does not ask {} (step mode does)",
+                mode.word(),
+                names(&unasked)
+            ));
+        }
+        self.log(LogLevel::Info, "you", message);
     }
 
     /// Approves the waiting gates that are no longer asked, saying why on the console.

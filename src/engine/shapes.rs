@@ -34,6 +34,7 @@ impl Inner {
         if self.stopping() {
             return Step::Stopped;
         }
+        self.emit(Event::ShapesCheckStarted { candidate: id });
         self.log(
             LogLevel::Info,
             TAG,
@@ -57,6 +58,10 @@ impl Inner {
             Err(crate::eval::EvalError::Cancelled) => Step::Stopped,
             // Not recorded: a later run (resume) checks it again.
             Err(e) => {
+                self.emit(Event::ShapesCheckNotRun {
+                    candidate: id,
+                    reason: e.to_string(),
+                });
                 let why = format!("candidate {id}: shape check not run: {e}");
                 self.log(LogLevel::Warn, TAG, why.clone());
                 Step::Failed(why)
@@ -242,6 +247,15 @@ mod tests {
             .iter()
             .position(|r| matches!(r.event, Event::ShapesChecked { .. }))
             .unwrap();
+        // Its start is recorded (views say it runs, issue 39), and over once recorded.
+        let started_at = events
+            .iter()
+            .position(
+                |r| matches!(r.event, Event::ShapesCheckStarted { candidate } if candidate == best),
+            )
+            .expect("the start of the check is recorded");
+        assert!(started_at < checked_at);
+        assert_eq!(state.shapes_checking, None);
         let final_gate_at = events
             .iter()
             .position(|r| {

@@ -1556,6 +1556,104 @@ async fn a_standing_approval_answers_its_kind_only_and_survives_resume() {
     assert!(asked(&after, GateKind::Evaluation).len() > 2);
 }
 
+/// Issue 39, item 2: a standing approval is taken back without approving anything: the
+/// evaluation gate waiting when it is revoked still waits for its own answer, and later
+/// prompt gates are asked again; the revocation is recorded before it takes effect.
+#[tokio::test]
+async fn a_standing_approval_is_taken_back_and_approves_nothing() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let config = PipelineConfig {
+        mode: Mode::Step,
+        seeds: 1,
+        max_concurrent_calls: 1,
+        stages: vec![],
+        ..pipeline()
+    };
+    // The first prompt gate: approve all LLM calls. The first evaluation gate: take that
+    // back, then answer it. Every later gate: approve.
+    let mut first_evaluation = true;
+    let person: Person = Box::new(move |event| match event {
+        Event::GateOpened {
+            kind: GateKind::LlmCall,
+            gate,
+            ..
+        } if gate.0 == 1 => vec![Command::ApproveAlways {
+            kind: GateKind::LlmCall,
+        }],
+        Event::GateOpened {
+            gate,
+            kind: GateKind::Evaluation,
+            ..
+        } if first_evaluation => {
+            first_evaluation = false;
+            vec![
+                Command::RevokeApprovals {
+                    kind: Some(GateKind::LlmCall),
+                },
+                Command::Resolve {
+                    gate: *gate,
+                    decision: Decision::Approve,
+                },
+            ]
+        }
+        Event::GateOpened { gate, .. } => vec![Command::Resolve {
+            gate: *gate,
+            decision: Decision::Approve,
+        }],
+        _ => vec![],
+    });
+    let (outcome, state) = run_with(
+        &d.session,
+        SessionState::default(),
+        &eval,
+        &llm,
+        config,
+        Device::Cpu,
+        person,
+    )
+    .await;
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    assert!(state.standing.is_empty());
+    assert_eq!(
+        said(
+            &state,
+            "approval taken back (LLM calls); LLM calls are asked again"
+        ),
+        1
+    );
+    let prompts = asked(&state, GateKind::LlmCall);
+    assert!(
+        prompts.len() > 1,
+        "prompt gates are asked again after the revocation: {prompts:?}"
+    );
+    // Nothing was approved by the revocation itself: only the first prompt gate was
+    // answered by a standing approval.
+    assert_eq!(said(&state, "approved: you approved all LLM calls"), 1);
+    let events = d.session.read_events().unwrap().records;
+    let at = |f: &dyn Fn(&Event) -> bool| events.iter().position(|r| f(&r.event)).unwrap();
+    let revoked = at(&|e| matches!(e, Event::StandingApprovalRevoked { .. }));
+    let second_prompt = events
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.event,
+                Event::GateOpened {
+                    kind: GateKind::LlmCall,
+                    ..
+                }
+            )
+        })
+        .nth(1)
+        .map(|r| events.iter().position(|x| x.seq == r.seq).unwrap())
+        .unwrap();
+    assert!(
+        revoked < second_prompt,
+        "recorded before the next prompt gate"
+    );
+}
+
 /// Issue 23, item 4: switching from step to review mid-run approves the gates waiting
 /// that review mode does not ask and asks none of them later; a resumed run goes on in
 /// the latest mode of the log; `kforge resume --mode step` (another mode in the setup)

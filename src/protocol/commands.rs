@@ -52,6 +52,13 @@ pub enum Command {
     ApproveAlways {
         kind: GateKind,
     },
+    /// Take back standing approvals (`approve_always`): of this kind, or every one when
+    /// `kind` is absent. Approves nothing: gates of those kinds are asked again wherever
+    /// the mode asks them.
+    RevokeApprovals {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<GateKind>,
+    },
     /// The answer to a call of the `manual` provider.
     ManualAnswer {
         call: CallId,
@@ -107,6 +114,10 @@ impl Command {
             Command::ApproveAlways { kind } => {
                 format!("approve all {} from now on", kind.plural())
             }
+            Command::RevokeApprovals { kind: Some(kind) } => {
+                format!("take back the approval of all {}", kind.plural())
+            }
+            Command::RevokeApprovals { kind: None } => "take back every standing approval".into(),
             Command::ManualAnswer { call, .. } => format!("answer call {call}"),
             Command::Reask { call } => format!("ask call {call} again"),
             Command::Stop => "stop the run".into(),
@@ -152,6 +163,24 @@ mod tests {
             Command::ApproveAlways {
                 kind: GateKind::LlmCall
             }
+        );
+        // Taking approvals back, one kind or all of them.
+        assert_eq!(
+            serde_json::from_str::<Command>(
+                r#"{"command":"revoke_approvals","kind":"evaluation"}"#
+            )
+            .unwrap(),
+            Command::RevokeApprovals {
+                kind: Some(GateKind::Evaluation)
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&Command::RevokeApprovals { kind: None }).unwrap(),
+            r#"{"command":"revoke_approvals"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Command>(r#"{"command":"revoke_approvals"}"#).unwrap(),
+            Command::RevokeApprovals { kind: None }
         );
     }
 

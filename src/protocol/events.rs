@@ -47,15 +47,6 @@ impl Mode {
             Mode::Auto => false,
         }
     }
-
-    /// The mode after this one in the TUI's cycle: step -> review -> auto -> step.
-    pub fn next(self) -> Mode {
-        match self {
-            Mode::Step => Mode::Review,
-            Mode::Review => Mode::Auto,
-            Mode::Auto => Mode::Step,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -153,6 +144,15 @@ pub enum GateKind {
 }
 
 impl GateKind {
+    /// Every kind, in the order a run meets them.
+    pub const ALL: [GateKind; 5] = [
+        GateKind::LlmCall,
+        GateKind::Evaluation,
+        GateKind::AlgorithmOptimization,
+        GateKind::Stages,
+        GateKind::FinalBest,
+    ];
+
     /// Where the run stopped, as the gate dialog and the batch console say it.
     pub fn describe(self) -> &'static str {
         match self {
@@ -329,11 +329,18 @@ pub enum Event {
         mode: Mode,
     },
     /// The person approved every gate of `kind` for the rest of the session ("always",
-    /// `A` in the gate dialog). Recorded before it takes effect: gates of that kind
+    /// `Y` in the gate dialog). Recorded before it takes effect: gates of that kind
     /// already waiting are approved, later ones are not asked; a resumed run keeps it,
-    /// until a switch to step mode ends it.
+    /// until it is taken back (`StandingApprovalRevoked`) or a switch to step mode ends it.
     StandingApproval {
         kind: GateKind,
+    },
+    /// The person took back standing approvals: of `kind`, or every one when it is absent
+    /// (`revoke_approvals`). Recorded before it takes effect; it approves nothing, and gates
+    /// of those kinds are asked again wherever the mode asks them (a resumed run too).
+    StandingApprovalRevoked {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<GateKind>,
     },
     CandidateCreated {
         id: CandidateId,
@@ -475,6 +482,17 @@ pub enum Event {
     /// re-evaluations, resume and the report.
     FinalMarked {
         candidate: CandidateId,
+    },
+    /// The re-check of a candidate on unseen shapes and seeds began (it can take minutes:
+    /// views say so while it runs). It ends with `ShapesChecked`, or `ShapesCheckNotRun`.
+    ShapesCheckStarted {
+        candidate: CandidateId,
+    },
+    /// The re-check could not be run (an evaluator error): nothing is recorded for the
+    /// candidate, and a resumed run checks it again.
+    ShapesCheckNotRun {
+        candidate: CandidateId,
+        reason: String,
     },
     /// A correct candidate was re-checked on unseen shapes and seeds (the best before the
     /// final-best gate, a kernel marked final): `shapes/<id>.json` holds the whole check.

@@ -24,6 +24,17 @@ pub fn ms_with_interval(median_ms: f64, interval: Option<(f64, f64)>) -> String 
     }
 }
 
+/// A duration as every view writes it: `42s`, `3m05s`, `2h07m` (the TUI's status bar and
+/// batch view, `kforge batch status`, the batch summary).
+pub fn duration_text(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
+    }
+}
+
 /// Whether two intervals overlap: neither clears the other, so the measurements cannot
 /// tell which is faster.
 pub fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
@@ -33,6 +44,15 @@ pub fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_written_one_way() {
+        assert_eq!(duration_text(0.4), "0s");
+        assert_eq!(duration_text(42.0), "42s");
+        assert_eq!(duration_text(485.0), "8m05s");
+        assert_eq!(duration_text(7620.0), "2h07m");
+        assert_eq!(duration_text(-3.0), "0s");
+    }
 
     #[test]
     fn scores_and_medians_show_their_interval_when_they_have_one() {

@@ -460,7 +460,8 @@ pub struct SessionState {
     /// The candidate the person marked final, if any.
     pub final_marked: Option<CandidateId>,
     /// The gate kinds the person approved for the rest of the session (`StandingApproval`),
-    /// in the order given; a switch to step mode ends them all.
+    /// in the order given, less those taken back (`StandingApprovalRevoked`); a switch to
+    /// step mode ends them all.
     pub standing: Vec<GateKind>,
     pub log: Vec<LogLine>,
     pub started: Option<DateTime<Utc>>,
@@ -471,6 +472,9 @@ pub struct SessionState {
     pub end: Option<RunEnd>,
     pub budget_exhausted: Option<String>,
     pub resumes: u32,
+    /// The candidate whose re-check on unseen shapes runs now, and since when
+    /// (`ShapesCheckStarted` until its end, the end of the run, or a resume).
+    pub shapes_checking: Option<(CandidateId, DateTime<Utc>)>,
 }
 
 impl SessionState {
@@ -570,7 +574,10 @@ impl SessionState {
                 self.mode = *mode;
                 self.started.get_or_insert(record.ts);
             }
-            Event::SessionResumed { .. } => self.resumes += 1,
+            Event::SessionResumed { .. } => {
+                self.resumes += 1;
+                self.shapes_checking = None;
+            }
             Event::StateChanged { state } => self.state = *state,
             Event::ModeChanged { mode } => {
                 self.mode = *mode;
@@ -582,6 +589,10 @@ impl SessionState {
                 if !self.standing.contains(kind) {
                     self.standing.push(*kind);
                 }
+            }
+            Event::StandingApprovalRevoked { kind } => {
+                self.standing
+                    .retain(|k| kind.is_some_and(|taken| taken != *k));
             }
             Event::CandidateCreated {
                 id,
@@ -746,12 +757,23 @@ impl SessionState {
                 message: message.clone(),
             }),
             Event::BudgetExhausted { what } => self.budget_exhausted = Some(what.clone()),
+            Event::ShapesCheckStarted { candidate } => {
+                self.shapes_checking = Some((*candidate, record.ts));
+            }
+            Event::ShapesCheckNotRun { candidate, .. } => {
+                if self.shapes_checking.is_some_and(|(c, _)| c == *candidate) {
+                    self.shapes_checking = None;
+                }
+            }
             Event::ShapesChecked {
                 candidate,
                 result_file,
                 verdict,
                 line,
             } => {
+                if self.shapes_checking.is_some_and(|(c, _)| c == *candidate) {
+                    self.shapes_checking = None;
+                }
                 if let Some(c) = self.candidates.get_mut(candidate) {
                     c.shapes = Some(ShapesRecord {
                         verdict: verdict.clone(),
@@ -761,6 +783,9 @@ impl SessionState {
                 }
             }
             Event::SessionFinished { best, reason, end } => {
+                // A check of the run's own finish is over by now (one after the end, of a
+                // kernel marked final later, starts after this event).
+                self.shapes_checking = None;
                 self.finished = Some((*best, reason.clone()));
                 self.end = *end;
             }
@@ -1114,9 +1139,60 @@ mod tests {
             s.standing.is_empty(),
             "back in step mode, every gate is asked"
         );
+        // Taken back: one kind, then the rest; the mode stays.
+        let revoke = |kind| Event::StandingApprovalRevoked { kind };
+        let s = session_of(vec![
+            Event::ModeChanged { mode: Mode::Review },
+            approve(GateKind::LlmCall),
+            approve(GateKind::Evaluation),
+            approve(GateKind::Stages),
+            revoke(Some(GateKind::Evaluation)),
+        ]);
+        assert_eq!(s.standing, vec![GateKind::LlmCall, GateKind::Stages]);
+        assert_eq!(s.mode, Mode::Review);
+        let s = session_of(vec![
+            approve(GateKind::LlmCall),
+            approve(GateKind::Stages),
+            revoke(None),
+        ]);
+        assert!(s.standing.is_empty());
+        assert_eq!(
+            serde_json::to_string(&revoke(None)).unwrap(),
+            r#"{"type":"standing_approval_revoked"}"#
+        );
         // As events.jsonl writes them.
         let line = serde_json::to_string(&approve(GateKind::LlmCall)).unwrap();
         assert_eq!(line, r#"{"type":"standing_approval","kind":"llm_call"}"#);
+    }
+
+    /// The unseen-shapes check runs from its start to its record, its failure, the end of
+    /// the run or a resume.
+    #[test]
+    fn the_shapes_check_runs_from_its_start_to_its_end() {
+        let started = |c| Event::ShapesCheckStarted {
+            candidate: CandidateId(c),
+        };
+        let s = session_of(vec![started(3)]);
+        assert_eq!(s.shapes_checking.map(|(c, _)| c), Some(CandidateId(3)));
+        let s = session_of(vec![
+            started(3),
+            Event::ShapesCheckNotRun {
+                candidate: CandidateId(3),
+                reason: "the evaluator broke".into(),
+            },
+        ]);
+        assert_eq!(s.shapes_checking, None);
+        let s = session_of(vec![
+            started(3),
+            Event::SessionFinished {
+                best: None,
+                reason: "done".into(),
+                end: None,
+            },
+        ]);
+        assert_eq!(s.shapes_checking, None);
+        let s = session_of(vec![started(3), Event::SessionResumed { previous_seq: 1 }]);
+        assert_eq!(s.shapes_checking, None);
     }
 
     /// Best prefers the kernel whose interval clears the other's: the lower ends compare

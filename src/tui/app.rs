@@ -23,8 +23,11 @@ use super::docs::{self, Docs};
 use super::editor::TextBuf;
 use super::highlight::{self, Highlighter};
 use super::keymap::{Action, Context, Keymap};
-use super::overlays::{ConfirmKind, ConfirmView, GateView, HelpView, InputView, Overlay};
+use super::overlays::{
+    ChoiceView, ConfirmKind, ConfirmView, GateView, HelpView, InputView, Overlay,
+};
 use super::panes::{ChartPane, ConsolePane, TreePane};
+use super::route::{CandidateAction, Route, RunAction, ViewAction};
 use super::theme::{Role, Theme};
 
 pub use super::detail::{DiffLayout, Tab};
@@ -486,11 +489,14 @@ impl App {
             AppEvent::Filter { pane, text } => self.set_filter(pane, text),
             AppEvent::Copy(text) => self.effects.push(Effect::Copy(text)),
             AppEvent::Quit(exit) => self.effects.push(Effect::Quit(exit)),
-            AppEvent::AskQuit => {
+            AppEvent::AskQuit { interrupt } => {
                 if self.cx.run_active() {
-                    self.open(Overlay::Confirm(ConfirmView::new(ConfirmKind::Quit)));
+                    self.open(Overlay::Confirm(ConfirmView::new(ConfirmKind::Quit {
+                        interrupt,
+                    })));
                 } else {
-                    self.effects.push(Effect::Quit(self.cx.quit_exit()));
+                    self.effects
+                        .push(Effect::Quit(self.cx.quit_exit(interrupt)));
                 }
             }
             AppEvent::Suspend => self.effects.push(Effect::Suspend),
@@ -517,14 +523,15 @@ impl App {
     }
 
     fn open(&mut self, mut overlay: Overlay) {
-        // A filter's input sits over the pane it filters.
-        if let Overlay::Input(v) = &mut overlay
-            && let EditPurpose::Filter(pane) = v.purpose
-        {
-            v.anchor = Some(match pane {
-                Focus::Tree => self.tree.area,
-                _ => self.console.area,
-            });
+        // `/` works alike in every pane: its input sits over the pane it filters or
+        // searches.
+        if let Overlay::Input(v) = &mut overlay {
+            v.anchor = match v.purpose {
+                EditPurpose::Filter(Focus::Tree) => Some(self.tree.area),
+                EditPurpose::Filter(_) => Some(self.console.area),
+                EditPurpose::Search => Some(self.detail.area),
+                _ => None,
+            };
         }
         self.overlay = Some(overlay);
         self.cx.overlay_open = true;
@@ -626,36 +633,24 @@ impl App {
     }
 
     /// Actions of the whole app (no component used them): on the selected candidate, on
-    /// the run, or on the view.
+    /// the run, or on the view (`Route`: every action has its place).
     fn global(&mut self, action: Action) {
-        match action {
-            Action::Repair
-            | Action::Optimize
-            | Action::EditEval
-            | Action::EditInline
-            | Action::Reevaluate
-            | Action::Profile
-            | Action::MarkFinal
-            | Action::Copy => self.candidate_action(action),
-            Action::PauseResume
-            | Action::CancelCall
-            | Action::CancelAllCalls
-            | Action::Reask
-            | Action::OpenGate
-            | Action::SwitchMode
-            | Action::AnswerCall => self.run_action(action),
-            // Pane and dialog actions reach here only when no pane used them.
-            _ => self.view_action(action),
+        match Route::of(action) {
+            Route::Candidate(a) => self.candidate_action(a),
+            Route::Run(a) => self.run_action(a),
+            Route::View(a) => self.view_action(a),
+            // A key of a pane, a tab or a dialog that none of them used here.
+            Route::Component => {}
         }
     }
 
     /// What the person asks of the selected candidate.
-    fn candidate_action(&mut self, action: Action) {
+    fn candidate_action(&mut self, action: CandidateAction) {
         let sel = self.cx.selected;
         match action {
-            Action::Repair | Action::Optimize => {
+            CandidateAction::Repair | CandidateAction::Optimize => {
                 let Some(id) = self.acting_on() else { return };
-                let (title, purpose) = if action == Action::Repair {
+                let (title, purpose) = if action == CandidateAction::Repair {
                     (
                         format!("repair #{id}: instruction (empty: the usual repair)"),
                         EditPurpose::Repair(id),
@@ -668,7 +663,7 @@ impl App {
                 };
                 self.input(title, purpose, TextBuf::new(""), false);
             }
-            Action::EditEval | Action::EditInline => {
+            CandidateAction::EditEval | CandidateAction::EditInline => {
                 let Some(id) = self.acting_on() else { return };
                 let Some(code) = self
                     .cx
@@ -681,7 +676,7 @@ impl App {
                     return;
                 };
                 let purpose = EditPurpose::Manual { parent: Some(id) };
-                if action == Action::EditEval {
+                if action == CandidateAction::EditEval {
                     self.effects.push(Effect::Edit {
                         text: code.to_string(),
                         suffix: ".py",
@@ -698,7 +693,7 @@ impl App {
                     self.open(Overlay::Input(view));
                 }
             }
-            Action::Reevaluate => {
+            CandidateAction::Reevaluate => {
                 if let Some(id) = self.acting_on() {
                     self.events.push(AppEvent::Send {
                         command: Command::Reevaluate { candidate: id },
@@ -706,7 +701,7 @@ impl App {
                     });
                 }
             }
-            Action::Profile => {
+            CandidateAction::Profile => {
                 if let Some(id) = self.acting_on() {
                     self.events.push(AppEvent::Send {
                         command: Command::Profile { candidate: id },
@@ -714,29 +709,29 @@ impl App {
                     });
                 }
             }
-            Action::MarkFinal => {
+            CandidateAction::MarkFinal => {
                 if let Some(id) = self.acting_on() {
                     self.open(Overlay::Confirm(ConfirmView::new(ConfirmKind::MarkFinal(
                         id,
                     ))));
                 }
             }
-            Action::Copy => {
-                if let Some(id) = sel
-                    && let Some(code) = self.cx.code(id)
-                {
+            CandidateAction::Copy => match sel.map(|id| (id, self.cx.code(id))) {
+                Some((id, Some(code))) => {
                     self.effects.push(Effect::Copy(code.to_string()));
                     self.flash = Some(format!("copied #{id} ({} lines)", code.lines().count()));
                 }
-            }
-            _ => {}
+                Some((id, None)) => self.flash = Some(format!("#{id}'s code is not read yet")),
+                None => self.flash = Some("no candidate selected".into()),
+            },
         }
     }
 
-    /// What the person asks of the run: pause, cancel, ask again, gates, manual answers.
-    fn run_action(&mut self, action: Action) {
+    /// What the person asks of the run: pause, cancel, ask again, gates, modes,
+    /// approvals, manual answers.
+    fn run_action(&mut self, action: RunAction) {
         match action {
-            Action::PauseResume => {
+            RunAction::PauseResume => {
                 let command = if self.cx.state.state == EngineState::Paused {
                     Command::Resume
                 } else {
@@ -744,18 +739,24 @@ impl App {
                 };
                 self.send(command);
             }
-            Action::CancelCall => self.cancel_call(),
-            Action::SwitchMode => {
-                let mode = self.cx.state.mode.next();
-                if self.send(Command::SetMode { mode }) {
+            RunAction::CancelCall => self.cancel_call(),
+            // A list of the modes, each saying what it would approve now; never a switch
+            // by itself.
+            RunAction::SwitchMode => match self.cx.cannot_act() {
+                Some(why) => self.flash = Some(why.into()),
+                None => self.open(Overlay::Choice(ChoiceView::mode(&self.cx))),
+            },
+            RunAction::Revoke => match self.cx.cannot_act() {
+                Some(why) => self.flash = Some(why.into()),
+                None if self.cx.state.standing.is_empty() => {
                     self.flash = Some(format!(
-                        "switching to {} mode (was {})",
-                        mode.word(),
-                        self.cx.state.mode.word()
-                    ));
+                        "no approval to take back ({} in a gate dialog approves a kind for the session)",
+                        self.cx.keymap.hint(Action::ApproveAlways)
+                    ))
                 }
-            }
-            Action::CancelAllCalls => {
+                None => self.open(Overlay::Choice(ChoiceView::revoke())),
+            },
+            RunAction::CancelAllCalls => {
                 let n = self.cx.state.calls_in_flight().count();
                 if let Some(why) = self.cx.cannot_act() {
                     self.flash = Some(why.into());
@@ -767,7 +768,7 @@ impl App {
                     )));
                 }
             }
-            Action::Reask => {
+            RunAction::Reask => {
                 let failed = |c: &&Call| c.ok == Some(false);
                 let call = self
                     .detail
@@ -783,7 +784,7 @@ impl App {
                     None => self.flash = Some("no failed LLM call to ask again".into()),
                 }
             }
-            Action::OpenGate => match self.cx.state.open_gate().map(|g| (g.id, g.candidate)) {
+            RunAction::OpenGate => match self.cx.state.open_gate().map(|g| (g.id, g.candidate)) {
                 Some(_) if let Some(why) = self.cx.cannot_act() => self.flash = Some(why.into()),
                 Some((gate, candidate)) => {
                     // The panes behind the dialog show the gate's candidate.
@@ -794,25 +795,24 @@ impl App {
                 }
                 None => self.flash = Some("no gate is waiting".into()),
             },
-            Action::AnswerCall => self.answer_call(),
-
-            _ => {}
+            RunAction::AnswerCall => self.answer_call(),
         }
     }
 
     /// Moving around: quit, help, focus, filter, follow, mark, jumps, theme.
-    fn view_action(&mut self, action: Action) {
+    fn view_action(&mut self, action: ViewAction) {
         let sel = self.cx.selected;
         match action {
-            Action::Quit => self.events.push(AppEvent::AskQuit),
-            Action::Help => self.open(Overlay::Help(HelpView::default())),
-            Action::FocusNext | Action::FocusPrev => {
+            ViewAction::Quit => self.events.push(AppEvent::AskQuit { interrupt: false }),
+            ViewAction::Interrupt => self.events.push(AppEvent::AskQuit { interrupt: true }),
+            ViewAction::Help => self.open(Overlay::Help(HelpView::default())),
+            ViewAction::FocusNext | ViewAction::FocusPrev => {
                 let i = Focus::ORDER
                     .iter()
                     .position(|f| *f == self.cx.focus)
                     .unwrap_or(0);
                 let n = Focus::ORDER.len();
-                let j = if action == Action::FocusNext {
+                let j = if action == ViewAction::FocusNext {
                     (i + 1) % n
                 } else {
                     (i + n - 1) % n
@@ -820,7 +820,7 @@ impl App {
                 self.cx.focus = Focus::ORDER[j];
             }
             // The tree, the console and the detail pane answer `/` themselves.
-            Action::Filter => {
+            ViewAction::Filter => {
                 self.flash = Some(format!(
                     "the timeline has no filter: {} filters the tree or the console, and searches the detail pane, where they have the focus ({} moves it)",
                     self.cx.keymap.hint(Action::Filter),
@@ -828,8 +828,8 @@ impl App {
                 ));
             }
             // The focused pane had no filter on to clear.
-            Action::ClearFilter => self.flash = Some(self.filters_state()),
-            Action::Follow => {
+            ViewAction::ClearFilter => self.flash = Some(self.filters_state()),
+            ViewAction::Follow => {
                 let on = !self.cx.follow;
                 self.events.push(AppEvent::Follow(on));
                 if on {
@@ -842,12 +842,12 @@ impl App {
                     "not following".into()
                 });
             }
-            Action::Mark => self.events.push(AppEvent::ToggleMark),
-            Action::JumpBest => match self.cx.state.best {
+            ViewAction::Mark => self.events.push(AppEvent::ToggleMark),
+            ViewAction::JumpBest => match self.cx.state.best {
                 Some(best) => self.select(Some(best), true),
                 None => self.flash = Some("no best candidate yet".into()),
             },
-            Action::JumpFailure => {
+            ViewAction::JumpFailure => {
                 // The next failed candidate after the selection, in creation order, wrapping.
                 let failed: Vec<CandidateId> = self
                     .cx
@@ -867,7 +867,7 @@ impl App {
                     None => self.flash = Some("no failed candidate".into()),
                 }
             }
-            Action::Theme => {
+            ViewAction::Theme => {
                 let names = ["dark", "light", "high-contrast"];
                 let i = names
                     .iter()
@@ -876,8 +876,7 @@ impl App {
                 self.reload_theme(names[i]);
                 self.flash = Some(format!("theme {}", self.cx.theme.name));
             }
-            Action::Suspend => self.effects.push(Effect::Suspend),
-            _ => {}
+            ViewAction::Suspend => self.effects.push(Effect::Suspend),
         }
     }
 
@@ -962,8 +961,20 @@ impl App {
             self.flash = Some(format!("{} cannot be read", call.prompt_file));
             return;
         };
+        // The model would get the system prompt too: the person sees it above the prompt.
+        let system_file = match call.prompt_file.strip_suffix(".prompt.md") {
+            Some(stem) => format!("{stem}.system.md"),
+            None => format!("llm/{}.system.md", call.id),
+        };
+        let shown = match self.cx.docs.text_now(&system_file) {
+            Some(system) if !system.trim().is_empty() => format!(
+                "===== system prompt ({system_file}) =====\n{system}\n\n===== prompt ({}) =====\n{prompt}",
+                call.prompt_file
+            ),
+            _ => prompt.to_string(),
+        };
         self.effects.push(Effect::Edit {
-            text: crate::protocol::manual::answer_template(&prompt),
+            text: crate::protocol::manual::answer_template(&shown),
             suffix: ".md",
             purpose: EditPurpose::ManualAnswer(call.id),
         });
@@ -986,7 +997,15 @@ impl App {
         }
         let mut v = vec![
             Hint::new(Action::Help, "help"),
-            Hint::new(Action::Quit, "quit"),
+            // Opened from the batch view, `q` goes back to it.
+            Hint::new(
+                Action::Quit,
+                if cx.options.in_batch {
+                    "back to the batch"
+                } else {
+                    "quit"
+                },
+            ),
         ];
         if cx.can_act() && self.manual_call().is_some() {
             // Urgent: the run waits for it.
@@ -1009,16 +1028,21 @@ impl App {
                 Hint::new(Action::EditEval, "edit"),
                 Hint::new(Action::PauseResume, "pause"),
             ]);
+            // How the run is steered comes first while it matters: a gate waits (a switch
+            // of mode, or `Y` in the dialog, asks fewer), approvals stand (`u` takes them
+            // back); else the mode's key comes last.
+            let mut steering = Vec::new();
             if cx.state.open_gate().is_some() {
-                // Many gates to answer: a switch of mode (or `Y` in the dialog) asks fewer.
-                v.splice(
-                    0..0,
-                    [
-                        Hint::new(Action::OpenGate, "answer the waiting gate"),
-                        Hint::new(Action::SwitchMode, "switch mode"),
-                    ],
-                );
+                steering.push(Hint::new(Action::OpenGate, "answer the waiting gate"));
+                steering.push(Hint::new(Action::SwitchMode, "mode"));
             }
+            if !cx.state.standing.is_empty() {
+                steering.push(Hint::new(Action::Revoke, "take back approvals"));
+            }
+            if steering.is_empty() {
+                v.push(Hint::new(Action::SwitchMode, "mode"));
+            }
+            v.splice(0..0, steering);
         }
         v.push(Hint::new(Action::Copy, "copy"));
         v

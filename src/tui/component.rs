@@ -20,8 +20,8 @@ use crossterm::event::{KeyEvent, MouseEvent};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use crate::protocol::{CandidateId, Command, Decision, GateId, TaskKey};
-use crate::session::state::{Candidate, CandidateStatus, SessionState};
+use crate::protocol::{CallId, CandidateId, Command, Decision, GateId, GateKind, Mode, TaskKey};
+use crate::session::state::{Candidate, CandidateStatus, Gate, SessionState};
 use crate::session::store::SessionDir;
 
 use super::docs::Docs;
@@ -97,8 +97,10 @@ pub enum AppEvent {
     },
     Copy(String),
     Quit(TuiExit),
-    /// Quit if nothing runs, else ask first.
-    AskQuit,
+    /// Quit if nothing runs, else ask first (`interrupt`: asked by Ctrl-C).
+    AskQuit {
+        interrupt: bool,
+    },
     Suspend,
     Follow(bool),
     ToggleMark,
@@ -212,15 +214,54 @@ impl Ctx {
         !self.options.read_only && (!self.state.state.is_over() || self.actions_in_flight() > 0)
     }
 
-    /// How quitting now ends this window.
-    pub fn quit_exit(&self) -> TuiExit {
+    /// How quitting now ends this window (`interrupt`: asked by Ctrl-C).
+    pub fn quit_exit(&self, interrupt: bool) -> TuiExit {
         if self.options.attached && !self.attached_to_ended_run() {
             TuiExit::Detached
+        } else if self.run_active() && interrupt {
+            TuiExit::Interrupted
         } else if self.run_active() {
             TuiExit::QuitWhileActive
         } else {
             TuiExit::Quit
         }
+    }
+
+    /// The candidates whose kernel the person rewrote at their evaluation gate (one pass
+    /// over the gates, for a whole tree).
+    pub fn rewritten_kernels(&self) -> std::collections::HashSet<CandidateId> {
+        self.state
+            .gates
+            .values()
+            .filter(|g| {
+                g.kind == GateKind::Evaluation
+                    && matches!(g.decision, Some(Decision::Rewrite { .. }))
+            })
+            .filter_map(|g| g.candidate)
+            .collect()
+    }
+
+    /// The gate at which the person rewrote call `call`'s prompt before it was sent, if
+    /// they did.
+    pub fn rewritten_prompt(&self, call: CallId) -> Option<GateId> {
+        self.state
+            .gates
+            .values()
+            .find(|g| {
+                g.kind == GateKind::LlmCall
+                    && g.call == Some(call)
+                    && matches!(g.decision, Some(Decision::Rewrite { .. }))
+            })
+            .map(|g| g.id)
+    }
+
+    /// The waiting gates that a switch to `mode` approves at once: those it does not ask.
+    pub fn gates_a_switch_approves(&self, mode: Mode) -> Vec<&Gate> {
+        self.state
+            .waiting_gates()
+            .into_iter()
+            .filter(|g| !mode.asks(g.kind))
+            .collect()
     }
 
     pub fn focused(&self, pane: Focus) -> bool {

@@ -65,7 +65,8 @@ macro_rules! actions {
 }
 
 actions! {
-    Quit, "quit", Global, ["q", "ctrl-c"], "quit (asks first while a run is active)";
+    Quit, "quit", Global, ["q"], "quit (asks first while a run is active; in a batch: back to the batch)";
+    Interrupt, "interrupt", Global, ["ctrl-c"], "quit as Ctrl-C does: asks first while a run is active, then kforge run stops it and exits 130";
     Help, "help", Global, ["?", "f1"], "this help";
     FocusNext, "focus_next", Global, ["tab"], "next pane";
     FocusPrev, "focus_prev", Global, ["backtab"], "previous pane";
@@ -107,7 +108,8 @@ actions! {
     JumpFailure, "jump_failure", Global, ["!"], "select the next failed candidate";
     OpenGate, "open_gate", Global, ["a"], "open the oldest waiting gate (it never opens by itself)";
     AnswerCall, "answer_call", Global, ["A"], "manual provider: write the answer of the call in $EDITOR";
-    SwitchMode, "switch_mode", Global, ["M"], "switch the run's mode: step -> review -> auto -> step (step again: every gate is asked)";
+    SwitchMode, "switch_mode", Global, ["M"], "choose the run's mode: step, review or auto (a switch that approves waiting gates asks first)";
+    Revoke, "revoke", Global, ["u"], "take back approvals given with Y (one kind or all; approves nothing)";
     Theme, "theme", Global, ["t"], "next theme (dark, light, high-contrast)";
     Suspend, "suspend", Global, ["ctrl-z"], "suspend to the shell (fg comes back)";
     Collapse, "collapse", Tree, ["h", "left"], "collapse / go to parent";
@@ -452,6 +454,19 @@ mod tests {
         assert_eq!(help[1].1.len(), 2);
         // The session view's help has no batch section.
         assert!(!map.help().iter().any(|(c, _)| *c == Context::Batch));
+    }
+
+    /// docs/tui.md lists every action name, in the keymap's order.
+    #[test]
+    fn the_docs_list_every_action_in_order() {
+        let docs = include_str!("../../docs/tui.md");
+        let start = docs
+            .find("Action names are the ones `?` lists in its order:")
+            .expect("the list");
+        let end = start + docs[start..].find("\nKeys:").expect("its end");
+        let listed: Vec<&str> = docs[start..end].split('`').skip(3).step_by(2).collect();
+        let names: Vec<&str> = ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(listed, names);
     }
 
     #[test]

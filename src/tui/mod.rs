@@ -13,7 +13,10 @@
 //! - `runtime`: the loop (terminal, input thread, draw throttling, `$EDITOR`, OSC 52);
 //! - `attach`: following a session that another process writes;
 //! - `batch`: the batch view (`kforge open BATCH`), its own small app on the same parts;
-//! - `glyphs`: the glyph vocabulary (one meaning each, wherever drawn);
+//! - `glyphs`: the glyph vocabulary (one meaning each, wherever drawn, and the help's
+//!   legend);
+//! - `route`: where an action no component used is carried out (exhaustive);
+//! - `steering`: the words for modes and standing approvals;
 //! - `theme`, `keymap`, `config`, `diff`, `editor`, `widgets`: the parts;
 //! - `testing`: a harness driving the real loop on a `TestBackend`, and big-session
 //!   generation for the benchmark.
@@ -34,8 +37,10 @@ pub mod keymap;
 pub mod overlays;
 pub mod panes;
 pub mod render;
+pub mod route;
 pub mod runtime;
 pub mod shared;
+pub mod steering;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 pub mod theme;

@@ -192,6 +192,7 @@ pub async fn run_tui_with(
         AppOptions {
             read_only: commands.is_none(),
             attached: options.attached,
+            in_batch: options.nested,
             config: config.clone(),
             clock: None,
         },

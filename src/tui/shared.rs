@@ -45,6 +45,8 @@ pub struct AppOptions {
     pub read_only: bool,
     /// Attached to a run in another process: quitting detaches.
     pub attached: bool,
+    /// Opened from the batch view: quitting goes back to it.
+    pub in_batch: bool,
     pub config: TuiConfig,
     /// A fixed "now" (tests); `None` = the clock.
     pub clock: Option<DateTime<Utc>>,
@@ -58,6 +60,9 @@ pub enum TuiExit {
     /// The person quit (and confirmed) while the run was active: the engine should stop
     /// cleanly, leaving the session resumable.
     QuitWhileActive,
+    /// As `QuitWhileActive`, asked by Ctrl-C: `kforge run` exits 130 once the run stopped,
+    /// as it does after Ctrl-C without the TUI.
+    Interrupted,
     /// Attached to another process's run: the person left, the run goes on.
     Detached,
     /// Attached: the person stopped the run, then left.
@@ -67,7 +72,7 @@ pub enum TuiExit {
 impl TuiExit {
     /// Whether an in-process engine should stop now.
     pub fn stop_engine(&self) -> bool {
-        matches!(self, TuiExit::QuitWhileActive)
+        matches!(self, TuiExit::QuitWhileActive | TuiExit::Interrupted)
     }
 }
 

@@ -109,6 +109,8 @@ pub struct HarnessOptions {
     pub height: u16,
     pub read_only: bool,
     pub attached: bool,
+    /// Opened from the batch view (`q` goes back to it).
+    pub in_batch: bool,
     pub theme: String,
     pub no_color: bool,
     pub config: TuiConfig,
@@ -124,6 +126,7 @@ impl Default for HarnessOptions {
             height: 40,
             read_only: true,
             attached: false,
+            in_batch: false,
             theme: "dark".into(),
             no_color: false,
             config: TuiConfig::default(),
@@ -253,6 +256,7 @@ pub fn app_for(
         AppOptions {
             read_only: options.read_only,
             attached: options.attached,
+            in_batch: options.in_batch,
             config: options.config.clone(),
             clock,
         },

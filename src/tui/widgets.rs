@@ -9,8 +9,8 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 
-use crate::protocol::Category;
-use crate::session::state::{Candidate, CandidateStatus, indistinguishable};
+use crate::protocol::{Category, StepKey};
+use crate::session::state::{Call, Candidate, CandidateStatus, indistinguishable};
 
 use super::component::{Ctx, Look};
 use super::diff::{RowKind, Segments};
@@ -67,6 +67,12 @@ pub fn parts_line(cx: &impl Look, mut parts: Vec<(u8, String, Role)>, width: u16
     Line::from(spans)
 }
 
+/// A filtered pane's count in its title, the same in every pane: `3/9 /stage` (matches of
+/// all, then the filter as typed).
+pub fn filtered(matches: usize, total: usize, filter: &str) -> String {
+    format!("{matches}/{total} /{filter}")
+}
+
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width.saturating_sub(2));
     let h = height.min(area.height.saturating_sub(2));
@@ -86,7 +92,7 @@ pub fn truncate(s: &str, width: usize) -> String {
         return String::new();
     }
     let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
+    out.push_str(Glyph::Cut.text());
     out
 }
 
@@ -97,6 +103,28 @@ pub fn fmt_tokens(n: u64) -> String {
         format!("{:.1}k", n as f64 / 1e3)
     } else {
         n.to_string()
+    }
+}
+
+/// A call's step in words: `seed 1`, `repair 2 of seed 1`, `analysis of #2`,
+/// `optimization of #3`, `stage block_tiling`, `follow-up to analysis of #1`, `your action
+/// 2`; the call's kind where its key is not one this version writes.
+pub fn call_label(call: &Call) -> String {
+    match call.step_key() {
+        Some(key) => step_label(&key),
+        None => call.kind.word().to_string(),
+    }
+}
+
+fn step_label(key: &StepKey) -> String {
+    match key {
+        StepKey::Seed { index } => format!("seed {index}"),
+        StepKey::Repair { of, attempt } => format!("repair {attempt} of {}", step_label(of)),
+        StepKey::Again { of } => format!("follow-up to {}", step_label(of)),
+        StepKey::Analysis { candidate } => format!("analysis of #{candidate}"),
+        StepKey::Optimize { candidate } => format!("optimization of #{candidate}"),
+        StepKey::Stage { name } => format!("stage {name}"),
+        StepKey::Action { number, .. } => format!("your action {number}"),
     }
 }
 
@@ -117,7 +145,7 @@ pub fn glyph(cx: &Ctx, c: &Candidate) -> (&'static str, Role) {
 /// it from the best), else by `~` when its timing stayed noisy.
 pub fn outcome(cx: &Ctx, c: &Candidate) -> String {
     match c.status {
-        CandidateStatus::Pending => "…".into(),
+        CandidateStatus::Pending => "pending".into(),
         CandidateStatus::Evaluating => c.phase.clone().unwrap_or_else(|| "eval".into()),
         CandidateStatus::Correct => c
             .score()
@@ -141,9 +169,9 @@ pub fn score_marker(cx: &Ctx, c: &Candidate) -> &'static str {
         .filter(|b| *b != c.id)
         .and_then(|b| cx.state.candidates.get(&b));
     if best.is_some_and(|b| indistinguishable(b, c)) {
-        "≈"
+        Glyph::Indistinguishable.text()
     } else if c.noisy() {
-        "~"
+        Glyph::Noisy.text()
     } else {
         ""
     }
@@ -180,31 +208,50 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     out
 }
 
-/// Cuts a styled line into rows of at most `width` characters, keeping each piece's
-/// style; rows after the first start with `indent` spaces (under a line-number gutter, a
-/// diff's sign). Nothing is dropped.
+/// Cuts a styled line into rows of at most `width` characters at word boundaries (a word
+/// longer than a row is cut), keeping each piece's style; rows after the first start with
+/// `indent` spaces (under a line-number gutter, a diff's sign). Nothing is dropped, and a
+/// line never breaks inside its gutter or its own leading indentation.
 pub fn wrap_line(line: Line<'static>, width: usize, indent: usize) -> Vec<Line<'static>> {
     let width = width.max(indent + 8);
+    let cells: Vec<(char, Style)> = line
+        .spans
+        .iter()
+        .flat_map(|s| s.content.chars().map(move |c| (c, s.style)))
+        .collect();
     let mut rows = Vec::new();
-    let mut row: Vec<Span<'static>> = Vec::new();
-    let mut used = 0;
-    for span in line.spans {
-        let mut rest: &str = span.content.as_ref();
-        while !rest.is_empty() {
-            if used == width {
-                rows.push(Line::from(std::mem::take(&mut row)).style(line.style));
-                row.push(Span::raw(" ".repeat(indent)));
-                used = indent;
+    let mut start = 0;
+    loop {
+        let first = rows.is_empty();
+        let room = if first { width } else { width - indent };
+        let rest = &cells[start..];
+        // Where the row's text begins: past the gutter and the line's own indentation.
+        let skip = if first { indent.min(rest.len()) } else { 0 };
+        let lead = skip + rest[skip..].iter().take_while(|(c, _)| *c == ' ').count();
+        let take = if rest.len() <= room {
+            rest.len()
+        } else {
+            match rest[..room].iter().rposition(|(c, _)| *c == ' ') {
+                Some(i) if i >= lead => i + 1,
+                _ => room,
             }
-            let room = width - used;
-            let cut = rest.char_indices().nth(room).map_or(rest.len(), |(i, _)| i);
-            let (head, tail) = rest.split_at(cut);
-            used += head.chars().count();
-            row.push(Span::styled(head.to_string(), span.style));
-            rest = tail;
+        };
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        if !first {
+            spans.push(Span::raw(" ".repeat(indent)));
+        }
+        for &(c, style) in &rest[..take] {
+            match spans.last_mut() {
+                Some(last) if last.style == style => last.content.to_mut().push(c),
+                _ => spans.push(Span::styled(c.to_string(), style)),
+            }
+        }
+        rows.push(Line::from(spans).style(line.style));
+        start += take;
+        if start >= cells.len() {
+            break;
         }
     }
-    rows.push(Line::from(row).style(line.style));
     rows
 }
 
@@ -443,6 +490,29 @@ mod tests {
         assert_eq!(rows[1].spans[1].style.fg, Some(Color::Red));
         // A line that fits stays one row.
         assert_eq!(wrap_line(Line::from("short"), 10, 3).len(), 1);
+        // Prose breaks between words, never inside one; never inside the gutter.
+        let prose = Line::from(vec![
+            Span::raw("7 "),
+            Span::raw("Write a kernel that computes softmax"),
+        ]);
+        let text: Vec<String> = wrap_line(prose, 20, 2).iter().map(plain).collect();
+        assert_eq!(
+            text,
+            ["7 Write a kernel ", "  that computes ", "  softmax"],
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn call_labels_are_words_not_keys() {
+        let label = |key: &str| step_label(&key.parse().unwrap());
+        assert_eq!(label("seed1"), "seed 1");
+        assert_eq!(label("seed1/repair2"), "repair 2 of seed 1");
+        assert_eq!(label("analysis2"), "analysis of #2");
+        assert_eq!(label("opt3"), "optimization of #3");
+        assert_eq!(label("analysis1/again"), "follow-up to analysis of #1");
+        assert_eq!(label("stage/block_tiling"), "stage block_tiling");
+        assert_eq!(label("user2-4711"), "your action 2");
     }
 
     #[test]

@@ -137,7 +137,9 @@ impl BatchApp {
                     self.help = None;
                     self.cx.overlay_open = false;
                 }
-                AppEvent::Quit(_) | AppEvent::AskQuit => self.steps.push_back(BatchStep::Quit),
+                AppEvent::Quit(_) | AppEvent::AskQuit { .. } => {
+                    self.steps.push_back(BatchStep::Quit)
+                }
                 AppEvent::OpenTask(key) => {
                     match self.cx.manifest.tasks.iter().find(|t| t.key == key) {
                         Some(task) => self

@@ -21,6 +21,7 @@ pub const KEYS: &[Action] = &[
     Action::Bottom,
     Action::Help,
     Action::Quit,
+    Action::Interrupt,
 ];
 
 /// What the batch view's components read: the batch as last read, the theme and keys.

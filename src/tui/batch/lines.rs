@@ -4,10 +4,12 @@
 
 use ratatui::text::Line;
 
-use crate::batch::results::{TaskResult, TaskStatus, cost_text};
+use crate::batch::results::{TaskResult, TaskStatus, cost_text, elapsed_seconds, task_seconds};
 use crate::protocol::RunEnd;
+use crate::protocol::figures::duration_text;
 
 use super::BatchCtx;
+use crate::tui::glyphs::Glyph;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{fmt_tokens, parts_line, truncate};
 
@@ -32,20 +34,10 @@ pub fn speedup_cell(r: &TaskResult) -> (String, Role) {
     (r.speedup_text(), role)
 }
 
-/// Seconds as `42s`, `3m05s`, `2h07m`.
-pub fn wall_text(secs: f64) -> String {
-    let s = secs.max(0.0).round() as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, s / 60 % 60),
-    }
-}
-
 /// A row's cost: `$0.0123`, `≥$0.0123` when some calls' cost is unknown (a lower bound).
 pub fn cost_cell(r: &TaskResult) -> String {
     if r.unpriced_calls > 0 {
-        format!("≥${:.4}", r.cost_usd)
+        format!("{}${:.4}", Glyph::AtLeast.text(), r.cost_usd)
     } else {
         format!("${:.4}", r.cost_usd)
     }
@@ -97,7 +89,7 @@ pub fn figures(cx: &BatchCtx, width: u16) -> Line<'static> {
     let geomean = all
         .geomean_speedup
         .map_or("geomean n/a".into(), |g| format!("geomean {g:.2}x"));
-    let parts = vec![
+    let mut parts = vec![
         (
             10,
             format!(
@@ -112,8 +104,23 @@ pub fn figures(cx: &BatchCtx, width: u16) -> Line<'static> {
         (8, geomean, Role::Best),
         (5, format!("tok {}", fmt_tokens(all.tokens)), Role::Status),
         (7, cost_text(all.cost_usd, all.unpriced_calls), Role::Status),
-        (4, wall_text(all.wall_s), Role::Status),
     ];
+    // How long the batch has run, and (labelled apart) its tasks' times added up: tasks
+    // run side by side, so the second is the larger.
+    let results = cx.results.as_deref().unwrap_or_default();
+    parts.push((
+        6,
+        format!(
+            "elapsed {}",
+            duration_text(elapsed_seconds(results, cx.now))
+        ),
+        Role::Status,
+    ));
+    parts.push((
+        4,
+        format!("task-time {}", duration_text(task_seconds(results, cx.now))),
+        Role::Muted,
+    ));
     parts_line(cx, parts, width)
 }
 

@@ -10,8 +10,9 @@ use ratatui::widgets::{Block, Paragraph};
 
 use crate::batch::results::TaskStatus;
 
-use super::lines::{cost_cell, has_session, speedup_cell, status_role, wall_text};
+use super::lines::{cost_cell, has_session, speedup_cell, status_role};
 use super::{BatchCtx, KEYS};
+use crate::protocol::figures::duration_text;
 use crate::tui::component::{AppEvent, AppEvents, Component, Handled, Hint, inside};
 use crate::tui::keymap::{Action, Context, scrolled};
 use crate::tui::overlays::{HelpView, Overlay};
@@ -123,7 +124,7 @@ impl BatchView {
             (r.candidates.to_string(), cands_w),
             (fmt_tokens(r.tokens()), tokens_w),
             (cost_cell(r), cost_w),
-            (wall_text(r.wall_now(cx.now)), wall_w),
+            (duration_text(r.wall_now(cx.now)), wall_w),
             (device, device_w),
         ] {
             spans.push(Span::styled(cell(s, w), text(Role::Text)));
@@ -156,7 +157,7 @@ impl Component<BatchCtx> for BatchView {
         match action {
             Action::OpenTask => self.open(cx, out),
             Action::Help => out.push(AppEvent::Open(Overlay::Help(HelpView::for_actions(KEYS)))),
-            Action::Quit => out.push(AppEvent::Quit(TuiExit::Quit)),
+            Action::Quit | Action::Interrupt => out.push(AppEvent::Quit(TuiExit::Quit)),
             _ => return Handled::Ignored,
         }
         Handled::Consumed

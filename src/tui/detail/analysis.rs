@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use super::{ScrollView, TabView};
 use crate::protocol::StageVerdict;
 use crate::tui::component::Ctx;
+use crate::tui::glyphs::Glyph;
 use crate::tui::theme::Role;
 use crate::tui::widgets::{section, wrap};
 
@@ -76,14 +77,18 @@ fn analysis_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         for s in stages {
             lines.push(Line::from(vec![
                 Span::styled(
-                    match s.verdict {
-                        StageVerdict::Replaced => "✓ ",
-                        // Correct, but nothing to compare with: not a failure.
-                        StageVerdict::NotCompared => "– ",
-                        StageVerdict::Kept | StageVerdict::NotCorrect | StageVerdict::NoKernel => {
-                            "✗ "
+                    format!(
+                        "{} ",
+                        match s.verdict {
+                            StageVerdict::Replaced => Glyph::Correct,
+                            // Correct, but nothing to compare with: not a failure.
+                            StageVerdict::NotCompared => Glyph::Nothing,
+                            StageVerdict::Kept
+                            | StageVerdict::NotCorrect
+                            | StageVerdict::NoKernel => Glyph::Failed,
                         }
-                    },
+                        .text()
+                    ),
                     cx.theme.get(match s.verdict {
                         StageVerdict::Replaced => Role::Ok,
                         StageVerdict::NotCompared => Role::Muted,
@@ -91,10 +96,12 @@ fn analysis_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
                     }),
                 ),
                 Span::raw(format!(
-                    "{}  #{} → {}  {}",
+                    "{}  #{} {} {}  {}",
                     s.stage,
                     s.base,
-                    s.result.map_or("–".into(), |r| format!("#{r}")),
+                    Glyph::Becomes.text(),
+                    s.result
+                        .map_or(Glyph::Nothing.text().to_string(), |r| format!("#{r}")),
                     s.reason
                 )),
             ]));

@@ -76,22 +76,25 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
     // Both baselines, where the reference was timed under torch.compile too: the headline
     // above is the one marked.
     if let Some(b) = &summary.baselines {
-        let mark = |baseline| if b.headline == baseline { " ●" } else { "" };
+        let mark = |baseline| {
+            if b.headline == baseline {
+                " (headline)"
+            } else {
+                ""
+            }
+        };
         let compile = b
             .compile_speedup
             .map(|s| format!("   (torch.compile {s:.2}x eager)"))
             .unwrap_or_default();
-        lines.push(kv(
-            cx,
-            "baselines",
-            format!(
-                "vs eager {}{}   vs compile {}{}{compile}",
-                b.vs_eager.text(),
-                mark(Baseline::Eager),
-                b.vs_compile.text(),
-                mark(Baseline::Compile),
-            ),
-        ));
+        let text = format!(
+            "vs eager {}{}   vs compile {}{}{compile}",
+            b.vs_eager.text(),
+            mark(Baseline::Eager),
+            b.vs_compile.text(),
+            mark(Baseline::Compile),
+        );
+        lines.extend(kv_wrapped(cx, "baselines", &text, width, Role::Text));
     }
     // Whether the measurements can tell this candidate from the best at all.
     if let Some(best) = cx
@@ -111,7 +114,10 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         ));
     }
     for f in &summary.flags {
-        lines.push(Line::styled(format!("⚑ {f}"), cx.theme.get(Role::Warn)));
+        lines.push(Line::styled(
+            format!("{} flag: {f}", crate::tui::glyphs::Glyph::Warning.text()),
+            cx.theme.get(Role::Warn),
+        ));
     }
     if let Some(s) = &c.shapes {
         let role = if s.fails() { Role::Fail } else { Role::Text };

@@ -11,9 +11,10 @@ use super::{ScrollView, TabView};
 use crate::protocol::CallId;
 use crate::session::state::Call;
 use crate::tui::component::{AppEvents, Ctx, Handled, Hint};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::Action;
 use crate::tui::theme::Role;
-use crate::tui::widgets::{fmt_tokens, section, wrap};
+use crate::tui::widgets::{call_label, fmt_tokens, section, wrap};
 
 #[derive(Debug)]
 pub struct LlmTab {
@@ -153,10 +154,20 @@ impl TabView for LlmTab {
         let width = area.width as usize;
         let mut lines: Vec<Line<'static>> = Vec::new();
         let status = match call.ok {
-            None => Span::styled("streaming…", cx.theme.get(Role::Running)),
-            Some(true) => Span::styled("✓ done", cx.theme.get(Role::Ok)),
+            None => Span::styled(
+                format!("streaming{}", Glyph::Cut.text()),
+                cx.theme.get(Role::Running),
+            ),
+            Some(true) => Span::styled(
+                format!("{} done", Glyph::Correct.text()),
+                cx.theme.get(Role::Ok),
+            ),
             Some(false) => Span::styled(
-                format!("✗ {}", call.error.clone().unwrap_or_default()),
+                format!(
+                    "{} {}",
+                    Glyph::Failed.text(),
+                    call.error.clone().unwrap_or_default()
+                ),
                 cx.theme.get(Role::Fail),
             ),
         };
@@ -176,7 +187,7 @@ impl TabView for LlmTab {
         };
         lines.push(Line::from(vec![
             Span::styled(
-                format!("call #{} {} ", call.id, call.kind.word()),
+                format!("call #{} {} ", call.id, call_label(call)),
                 cx.theme.get(Role::Accent),
             ),
             Span::styled(
@@ -235,6 +246,16 @@ impl TabView for LlmTab {
         );
         let (resp_file, reason_file) = llm_files(&call.prompt_file, call.id);
         lines.push(section(cx, &format!("prompt  {}", call.prompt_file)));
+        // A prompt the person rewrote at its gate is theirs, not the template's.
+        if let Some(gate) = cx.rewritten_prompt(call.id) {
+            lines.push(Line::styled(
+                format!(
+                    "{} rewritten by you at gate {gate}: this is the prompt that was sent",
+                    Glyph::Edited.text()
+                ),
+                cx.theme.get(Role::Marked),
+            ));
+        }
         match cx.docs.text(&call.prompt_file) {
             Some(p) => lines.extend(wrap(&p, width).into_iter().map(Line::from)),
             None if cx.docs.loading(&call.prompt_file) => {
@@ -274,7 +295,10 @@ impl TabView for LlmTab {
             Some(a) => {
                 lines.extend(wrap(&a, width).into_iter().map(Line::from));
                 if call.ok.is_none() {
-                    lines.push(Line::styled("▌", cx.theme.get(Role::Running)));
+                    lines.push(Line::styled(
+                        Glyph::Streaming.text(),
+                        cx.theme.get(Role::Running),
+                    ));
                 }
             }
             None => lines.push(Line::styled("(no answer)", cx.theme.get(Role::Muted))),

@@ -178,7 +178,7 @@ impl DetailPane {
     fn search_input(&self, cx: &Ctx) -> Overlay {
         Overlay::Input(InputView::new(
             format!(
-                "search the {} tab (enter finds; {}/{} next/previous; esc in the pane clears)",
+                "search the {} tab (enter finds, esc cancels; {}/{} next/previous)",
                 self.tab.title(),
                 cx.keymap.hint(Action::NextHunk),
                 cx.keymap.hint(Action::PrevHunk)

@@ -141,7 +141,8 @@ pub fn evidence_lines(cx: &Ctx, c: &Candidate) -> Vec<Line<'static>> {
         } else {
             Role::Text
         };
-        lines.push(row(cx, "light", sol.describe(), role));
+        // The word the Eval tab and the tree use (`40%SoL`).
+        lines.push(row(cx, "SoL", sol.describe(), role));
     }
     if let Some(p) = &r.precision {
         let role = if p.is_reduced() {

@@ -10,8 +10,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
-use super::{ConfirmKind, ConfirmView, InputView, Overlay};
-use crate::protocol::{Command, Decision, GateId, GateKind};
+use super::{ChoiceView, ConfirmKind, ConfirmView, InputView, Overlay};
+use crate::protocol::{CandidateId, Command, Decision, GateId, GateKind};
 use crate::session::state::Gate;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint};
 use crate::tui::diff::{self, Diff, RowKind};
@@ -23,6 +23,12 @@ use crate::tui::theme::Role;
 use crate::tui::widgets::{
     centered, code_lines, dialog, diff_sign, outcome, seg_spans, wrap, wrap_line,
 };
+
+/// Whether "approve all of this kind for the session" means anything: not for the final
+/// gate, asked once per session.
+fn approvable_always(kind: GateKind) -> bool {
+    kind != GateKind::FinalBest
+}
 
 #[derive(Debug, Clone)]
 pub struct GateView {
@@ -46,6 +52,13 @@ impl GateView {
     /// The gate, while it still waits.
     pub fn waiting<'a>(&self, cx: &'a Ctx) -> Option<&'a Gate> {
         cx.state.gates.get(&self.gate).filter(|g| g.is_waiting())
+    }
+
+    /// The parent of the gate's candidate (what an evaluation gate's diff is against).
+    fn parent(gate: &Gate, cx: &Ctx) -> Option<CandidateId> {
+        gate.candidate
+            .and_then(|c| cx.state.candidates.get(&c))
+            .and_then(|c| c.parent)
     }
 
     /// What approving sends or evaluates: the gate's file, else the candidate's code.
@@ -104,10 +117,7 @@ impl GateView {
         let Some(file) = Self::shown_file(gate, cx) else {
             return (Vec::new(), 0);
         };
-        let parent = gate
-            .candidate
-            .and_then(|c| cx.state.candidates.get(&c))
-            .and_then(|c| c.parent);
+        let parent = Self::parent(gate, cx);
         let Some(text) = cx.docs.text(&file) else {
             let what = if cx.docs.loading(&file) {
                 "loading…"
@@ -215,11 +225,11 @@ impl Component for GateView {
     }
 
     fn hints(&self, cx: &Ctx, out: &mut Vec<Hint>) {
-        out.extend([
-            Hint::new(Action::Approve, "approve"),
-            Hint::new(Action::ApproveAlways, "approve all of this kind"),
-            Hint::new(Action::Reject, "reject"),
-        ]);
+        out.push(Hint::new(Action::Approve, "approve"));
+        if self.waiting(cx).is_some_and(|g| approvable_always(g.kind)) {
+            out.push(Hint::new(Action::ApproveAlways, "approve all of this kind"));
+        }
+        out.push(Hint::new(Action::Reject, "reject"));
         if self.waiting(cx).is_some_and(|g| g.rewritable()) {
             out.extend([
                 Hint::new(Action::Rewrite, "rewrite"),
@@ -256,24 +266,29 @@ impl Component for GateView {
                 gate: gate.id,
                 decision: Decision::Approve,
             }),
+            // Asked once per session: there is no "all of them" to approve.
+            Action::ApproveAlways if !approvable_always(gate.kind) => out.flash(format!(
+                "this gate is asked once per session: {} approves it",
+                cx.keymap.hint(Action::Approve)
+            )),
             Action::ApproveAlways => {
                 out.push(AppEvent::Send {
                     command: Command::ApproveAlways { kind: gate.kind },
                     done: format!(
-                        "all {} approved for this session (switch to step mode to be asked again)",
-                        gate.kind.plural()
+                        "all {} approved for this session ({} takes it back)",
+                        gate.kind.plural(),
+                        cx.keymap.hint(Action::Revoke)
                     ),
                 });
                 out.push(AppEvent::CloseGate);
             }
-            // Switching from here answers this gate too when the new mode does not ask it.
-            Action::SwitchMode => {
-                let mode = cx.state.mode.next();
-                out.push(AppEvent::Send {
-                    command: Command::SetMode { mode },
-                    done: format!("switching to {} mode", mode.word()),
-                });
+            // The list of modes, over the dialog: a switch that would answer this gate
+            // asks first.
+            Action::SwitchMode => out.push(AppEvent::Open(Overlay::Choice(ChoiceView::mode(cx)))),
+            Action::Revoke if cx.state.standing.is_empty() => {
+                out.flash("no approval to take back")
             }
+            Action::Revoke => out.push(AppEvent::Open(Overlay::Choice(ChoiceView::revoke()))),
             Action::Reject => out.push(AppEvent::Open(Overlay::Confirm(ConfirmView::new(
                 ConfirmKind::RejectGate(gate.id),
             )))),
@@ -284,7 +299,16 @@ impl Component for GateView {
             Action::Rewrite | Action::RewriteInline => {
                 self.rewrite(gate, action == Action::RewriteInline, cx, out)
             }
-            Action::GateDiff if gate.kind == GateKind::Evaluation => {
+            Action::GateDiff if gate.kind != GateKind::Evaluation => out.flash(format!(
+                "{} shows a kernel's diff against its parent at an evaluation gate; this gate is {}",
+                cx.keymap.hint(Action::GateDiff),
+                gate.kind.describe()
+            )),
+            Action::GateDiff if Self::parent(gate, cx).is_none() => out.flash(format!(
+                "#{} has no parent to diff against",
+                gate.candidate.map_or("?".into(), |c| c.to_string())
+            )),
+            Action::GateDiff => {
                 self.diff = !self.diff;
                 self.scroll = 0;
             }
@@ -350,12 +374,20 @@ impl Component for GateView {
                 .into_iter()
                 .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
         );
-        let always = format!("approve all {} this session   ", gate.kind.plural());
-        let mode = format!(
-            "{} mode -> {}   ",
-            cx.state.mode.word(),
-            cx.state.mode.next().word()
+        // Why it is asked, and where that is changed: the mode (`M`), not a button here.
+        head.extend(
+            wrap(
+                &format!(
+                    "Asked because the run is in {} mode ({} changes the mode).",
+                    cx.state.mode.word(),
+                    cx.keymap.hint(Action::SwitchMode)
+                ),
+                w,
+            )
+            .into_iter()
+            .map(|l| Line::styled(l, cx.theme.get(Role::Muted))),
         );
+        let always = format!("approve all {} this session   ", gate.kind.plural());
         let button = |a: Action, label: &str, role: Role| {
             [
                 Span::styled(
@@ -365,16 +397,15 @@ impl Component for GateView {
                 Span::styled(label.to_string(), cx.theme.get(role)),
             ]
         };
-        let mut buttons = vec![
-            button(Action::Approve, "approve   ", Role::Ok),
-            button(Action::ApproveAlways, &always, Role::Ok),
-            button(Action::Reject, "reject…   ", Role::Fail),
-        ];
+        let mut buttons = vec![button(Action::Approve, "approve   ", Role::Ok)];
+        if approvable_always(gate.kind) {
+            buttons.push(button(Action::ApproveAlways, &always, Role::Ok));
+        }
+        buttons.push(button(Action::Reject, "reject…   ", Role::Fail));
         if gate.rewritable() {
             buttons.push(button(Action::Rewrite, "rewrite in $EDITOR   ", Role::Text));
             buttons.push(button(Action::RewriteInline, "inline   ", Role::Text));
         }
-        buttons.push(button(Action::SwitchMode, &mode, Role::Text));
         buttons.push(button(
             Action::Later,
             "close (it keeps waiting)",

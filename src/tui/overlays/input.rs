@@ -52,6 +52,9 @@ impl InputView {
     }
 }
 
+/// The narrowest a filter's or a search's box is drawn, whatever its pane's width.
+const MIN_ANCHORED_WIDTH: u16 = 56;
+
 impl Component for InputView {
     fn hints(&self, _cx: &Ctx, out: &mut Vec<Hint>) {
         // Its keys are fixed (typing takes every other key): said in its title.
@@ -103,13 +106,19 @@ impl Component for InputView {
         } else {
             3
         };
+        // Over the last lines of the pane it acts on, wide enough for its title (a narrow
+        // pane's box reaches over its neighbour), within the screen.
         let r = match self.anchor {
-            Some(c) => Rect::new(
-                c.x,
-                (c.y + c.height).saturating_sub(3),
-                c.width,
-                3.min(c.height),
-            ),
+            Some(c) => {
+                let width = c.width.max(MIN_ANCHORED_WIDTH).min(area.width);
+                let x = c.x.min(area.x + area.width - width);
+                Rect::new(
+                    x,
+                    (c.y + c.height).saturating_sub(3),
+                    width,
+                    3.min(c.height),
+                )
+            }
             None => centered(area, area.width.saturating_sub(8).min(100), h),
         };
         frame.render_widget(Clear, r);

@@ -1,7 +1,9 @@
-//! Dialogs over the panes: help, confirmations, inline input, and the gate dialog. Each
+//! Dialogs over the panes: help, confirmations, inline input, lists of choices (the mode,
+//! the approval to take back), and the gate dialog. Each
 //! has the keyboard while it is open (nothing reaches the panes behind it), its own keys,
 //! hints and drawing; it closes itself with `AppEvent::Close`.
 
+mod choice;
 mod confirm;
 mod evidence;
 mod gate;
@@ -17,7 +19,7 @@ use super::component::{AppEvents, Component, Ctx, Hint};
 
 pub use evidence::evidence_lines;
 pub use gate::GateView;
-pub use state::{ConfirmKind, ConfirmView, HelpView, InputView, Overlay};
+pub use state::{ChoiceKind, ChoiceView, ConfirmKind, ConfirmView, HelpView, InputView, Overlay};
 
 impl Overlay {
     fn inner(&mut self) -> &mut dyn Component {
@@ -25,6 +27,7 @@ impl Overlay {
             Overlay::Help(v) => v,
             Overlay::Confirm(v) => v,
             Overlay::Input(v) => v,
+            Overlay::Choice(v) => v,
         }
     }
 
@@ -38,6 +41,7 @@ impl Overlay {
             Overlay::Help(v) => v.hints(cx, out),
             Overlay::Confirm(v) => v.hints(cx, out),
             Overlay::Input(v) => v.hints(cx, out),
+            Overlay::Choice(v) => v.hints(cx, out),
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 
-use crate::protocol::{CandidateId, GateId};
+use crate::protocol::{CandidateId, GateId, Mode};
 use crate::tui::editor::TextBuf;
 use crate::tui::keymap::Action;
 use crate::tui::shared::{EditPurpose, Focus};
@@ -21,6 +21,7 @@ pub enum Overlay {
     Help(HelpView),
     Confirm(ConfirmView),
     Input(InputView),
+    Choice(ChoiceView),
 }
 
 /// The help dialog (its keys and drawing: `help.rs`).
@@ -44,7 +45,12 @@ impl HelpView {
 /// What a confirmation asks (its keys and drawing: `confirm.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfirmKind {
-    Quit,
+    /// `interrupt`: asked by Ctrl-C (`kforge run` then exits 130 when it stops the run).
+    Quit {
+        interrupt: bool,
+    },
+    /// A switch to a mode that does not ask some of the gates waiting: it approves them.
+    SwitchMode(Mode),
     MarkFinal(CandidateId),
     /// Rejecting a gate skips a step or drops a candidate: asked first.
     RejectGate(GateId),
@@ -60,6 +66,35 @@ pub struct ConfirmView {
 impl ConfirmView {
     pub fn new(kind: ConfirmKind) -> ConfirmView {
         ConfirmView { kind }
+    }
+}
+
+/// What a list of choices offers (its keys and drawing: `choice.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceKind {
+    /// The mode to switch to.
+    Mode,
+    /// The standing approval to take back (or all of them).
+    Revoke,
+}
+
+/// A list of choices, one selected; what each offers is read from the session when drawn
+/// and when chosen, so it is never stale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceView {
+    pub kind: ChoiceKind,
+    pub(super) at: usize,
+}
+
+impl ChoiceView {
+    /// The list, the selection on `at`.
+    pub fn new(kind: ChoiceKind, at: usize) -> ChoiceView {
+        ChoiceView { kind, at }
+    }
+
+    /// The selected choice's index.
+    pub fn selected(&self) -> usize {
+        self.at
     }
 }
 

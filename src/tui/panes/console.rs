@@ -10,11 +10,12 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::LogLevel;
 
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
+use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::overlays::{InputView, Overlay};
 use crate::tui::shared::Focus;
 use crate::tui::theme::Role;
-use crate::tui::widgets::pane_block;
+use crate::tui::widgets::{filtered, pane_block};
 
 #[derive(Debug, Default)]
 pub struct ConsolePane {
@@ -157,14 +158,15 @@ impl Component for ConsolePane {
         self.area = area;
         let total = cx.state.log.len();
         let shown = self.index.len();
-        let mut title = format!(" Console {shown}");
-        if !self.filter.is_empty() {
-            title.push_str(&format!("/{total}  filter: {}", self.filter));
-        }
-        title.push_str(if self.offset == 0 {
-            "  ⇣ "
+        let mut title = if self.filter.is_empty() {
+            format!(" Console {shown}")
         } else {
-            "  (scrolled) "
+            format!(" Console {}", filtered(shown, total, &self.filter))
+        };
+        title.push_str(&if self.offset == 0 {
+            format!("  {} ", Glyph::Following.text())
+        } else {
+            "  (scrolled) ".to_string()
         });
         let block = pane_block(cx, title, Focus::Console);
         let inner = block.inner(area);
@@ -180,8 +182,8 @@ impl Component for ConsolePane {
             let l = &cx.state.log[i];
             let (lvl, role) = match l.level {
                 LogLevel::Info => (" ", Role::LogInfo),
-                LogLevel::Warn => ("!", Role::LogWarn),
-                LogLevel::Error => ("✗", Role::LogError),
+                LogLevel::Warn => (Glyph::Warning.text(), Role::LogWarn),
+                LogLevel::Error => (Glyph::Failed.text(), Role::LogError),
             };
             lines.push(Line::from(vec![
                 Span::styled(

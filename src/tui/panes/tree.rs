@@ -12,6 +12,7 @@ use ratatui::widgets::Paragraph;
 use crate::protocol::{CallAnswer, CandidateId};
 use crate::session::state::{Candidate, CandidateStatus};
 
+use crate::protocol::figures::duration_text;
 use crate::tui::component::{AppEvent, AppEvents, Component, Ctx, Handled, Hint, inside};
 use crate::tui::glyphs::Glyph;
 use crate::tui::keymap::{Action, Context};
@@ -64,10 +65,11 @@ impl TreePane {
     /// The first row the filter matches (not an ancestor shown for context).
     pub fn first_match(&mut self, cx: &Ctx) -> Option<CandidateId> {
         let needle = self.filter.trim().to_lowercase();
+        let edited = cx.rewritten_kernels();
         self.rows(cx)
             .iter()
             .map(|r| r.id)
-            .find(|id| row_text(cx, &cx.state.candidates[id]).contains(&needle))
+            .find(|id| row_text(cx, &cx.state.candidates[id], &edited).contains(&needle))
     }
 
     pub fn set_filter(&mut self, filter: String) {
@@ -81,7 +83,7 @@ impl TreePane {
     pub fn filter_input(&self) -> Overlay {
         Overlay::Input(InputView::filter(
             Focus::Tree,
-            "filter the candidates: #id, kind, status (enter keeps, esc clears)",
+            "filter the candidates (enter keeps, esc clears)",
             &self.filter,
         ))
     }
@@ -120,9 +122,25 @@ impl TreePane {
     }
 }
 
+/// The marks after a candidate's label: ` final`, ` shapes✗`, ` ✎` (its kernel rewritten
+/// by the person at its gate: in `edited`, `Ctx::rewritten_kernels`).
+fn marks(cx: &Ctx, c: &Candidate, edited: &HashSet<CandidateId>) -> String {
+    let mut out = String::new();
+    if cx.state.is_final(c.id) {
+        out.push_str(&format!(" {}", Glyph::Final.text()));
+    }
+    if c.shapes.as_ref().is_some_and(|s| s.fails()) {
+        out.push_str(&format!(" {}", Glyph::ShapesWrong.text()));
+    }
+    if edited.contains(&c.id) {
+        out.push_str(&format!(" {}", Glyph::Edited.text()));
+    }
+    out
+}
+
 /// What the tree's filter looks through: `#9 stage 3 memory_and_tuning correct best
 /// 1.83x`.
-fn row_text(cx: &Ctx, c: &Candidate) -> String {
+fn row_text(cx: &Ctx, c: &Candidate, edited: &HashSet<CandidateId>) -> String {
     let status = match c.status {
         CandidateStatus::Pending => "pending",
         CandidateStatus::Evaluating => "evaluating",
@@ -135,16 +153,16 @@ fn row_text(cx: &Ctx, c: &Candidate) -> String {
     } else {
         ""
     };
-    let fin = if cx.state.is_final(c.id) {
-        " final"
+    let word = if edited.contains(&c.id) {
+        " edited"
     } else {
         ""
     };
-    let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
     format!(
-        "#{} {} {status}{best}{fin}{shapes} {}",
+        "#{} {} {status}{best}{}{word} {}",
         c.id,
         c.kind.label(),
+        marks(cx, c, edited),
         outcome(cx, c)
     )
     .to_lowercase()
@@ -161,8 +179,9 @@ fn build_rows(cx: &Ctx, collapsed: &HashSet<CandidateId>, filter: &str) -> Vec<T
     let needle = filter.trim().to_lowercase();
     let shown: Option<HashSet<CandidateId>> = (!needle.is_empty()).then(|| {
         let mut keep = HashSet::new();
+        let edited = cx.rewritten_kernels();
         for c in cx.state.candidates.values() {
-            if row_text(cx, c).contains(&needle) {
+            if row_text(cx, c, &edited).contains(&needle) {
                 let mut cur = Some(c.id);
                 while let Some(id) = cur {
                     if !keep.insert(id) {
@@ -305,6 +324,7 @@ impl Component for TreePane {
     fn draw(&mut self, cx: &Ctx, frame: &mut Frame, area: Rect) {
         self.area = area;
         let total = cx.state.candidates.len();
+        let edited = cx.rewritten_kernels();
         // Filtered: `Candidates 3/9 /stage` (the matches, not their ancestors).
         let shown = if self.filter.trim().is_empty() {
             total.to_string()
@@ -314,11 +334,16 @@ impl Component for TreePane {
                 .state
                 .candidates
                 .values()
-                .filter(|c| row_text(cx, c).contains(&needle))
+                .filter(|c| row_text(cx, c, &edited).contains(&needle))
                 .count();
-            format!("{n}/{total} /{}", self.filter)
+            crate::tui::widgets::filtered(n, total, &self.filter)
         };
-        let title = format!(" Candidates {shown}{} ", if cx.follow { " ⇣" } else { "" });
+        let follow = if cx.follow {
+            format!(" {}", Glyph::Following.text())
+        } else {
+            String::new()
+        };
+        let title = format!(" Candidates {shown}{follow} ");
         let block = pane_block(cx, title, Focus::Tree);
         let inner = block.inner(area);
         frame.render_widget(block, area);
@@ -344,11 +369,11 @@ impl Component for TreePane {
             };
             let indent = "  ".repeat(row.depth.min(8));
             let fold = if !row.has_children {
-                "  "
+                "  ".to_string()
             } else if row.collapsed {
-                "▸ "
+                format!("{} ", Glyph::Folded.text())
             } else {
-                "▾ "
+                format!("{} ", Glyph::Unfolded.text())
             };
             let (g, role) = glyph(cx, c);
             let marked = if cx.marked == Some(c.id) {
@@ -356,19 +381,26 @@ impl Component for TreePane {
             } else {
                 ""
             };
-            let fin = if cx.state.is_final(c.id) {
-                " final"
-            } else {
-                ""
+            let mark = format!("{}{marked}", marks(cx, c, &edited));
+            // A pending candidate's `○` says it all: its label keeps the room.
+            let right = match c.status {
+                CandidateStatus::Pending => String::new(),
+                _ => outcome(cx, c),
             };
-            let shapes = c.shapes.as_ref().map_or("", |s| s.tree_mark());
-            let mark = format!("{fin}{shapes}{marked}");
-            let right = outcome(cx, c);
             let left_fixed = format!("{indent}{fold}");
-            let label = format!(" #{} {}{mark}", c.id, c.kind.short_label());
             let room =
                 width.saturating_sub(left_fixed.chars().count() + 1 + right.chars().count() + 1);
-            let label = truncate(&label, room);
+            // Where room is short the kind's label gives way, not the marks after it.
+            let head = format!(" #{} ", c.id);
+            let keep = head.chars().count() + mark.chars().count();
+            let label = if room > keep + 1 {
+                format!(
+                    "{head}{}{mark}",
+                    truncate(&c.kind.short_label(), room - keep)
+                )
+            } else {
+                truncate(&format!("{head}{}{mark}", c.kind.short_label()), room)
+            };
             let pad = width.saturating_sub(
                 left_fixed.chars().count() + 1 + label.chars().count() + right.chars().count(),
             );
@@ -415,7 +447,12 @@ impl Component for TreePane {
                 .map(|p| format!(" of #{p}"))
                 .unwrap_or_default();
             let secs = (now - call.started).num_seconds().max(0);
-            let text = format!(" ◌ {}{of}: being written ({secs}s)", call.kind.word());
+            let text = format!(
+                " {} {}{of}: being written ({})",
+                Glyph::Writing.text(),
+                call.kind.word(),
+                duration_text(secs as f64)
+            );
             lines.push(Line::styled(
                 truncate(&text, width),
                 cx.theme.get(Role::Pending),
