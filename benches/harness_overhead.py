@@ -2,18 +2,22 @@
 harness versions can be compared on one machine without building kforge twice:
 
     python benches/harness_overhead.py HARNESS_DIR TASK KERNEL [--runs N] [--device cpu|cuda:0]
+                                       [--set KEY=JSON]...
 
 HARNESS_DIR holds the `kforge_harness` package (src/eval/harness in a checkout; an older one
 from `git archive REV src/eval/harness | tar -x -C /tmp/old`). One server is started (its
 start-up and first evaluation reported apart: the zygotes start then), then N evaluations of
 the same correct kernel run through it; the medians of the wall time per evaluation (as the
 caller sees it), of the kernel's own work (`phases_s.correctness + timing + recheck`) and of
-the rest (the overhead) are printed, with each server phase's median.
+the rest (the overhead) are printed, with each server phase's median, and the CPU time of
+every process of the run (two runs with different --runs give the CPU time of one
+evaluation, which a machine loaded by other work changes far less than its wall time).
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,6 +37,8 @@ def main():
     parser.add_argument("kernel")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="a job setting, e.g. static_checks=false or trials=2")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.harness), PYTHONDONTWRITEBYTECODE="1",
                TRITON_INTERPRET="1" if args.device == "cpu" else "0")
@@ -43,6 +49,7 @@ def main():
     print("server hello after %.2f s (sandbox %s)" % (time.time() - started, (hello.get("sandbox") or {}).get("kind")))
     job = dict(JOB, task_path=os.path.abspath(args.task), kernel_path=os.path.abspath(args.kernel),
                device=args.device, timing=args.device != "cpu", compile_baseline=False)
+    job.update({k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)})
     walls, works, phases = [], [], {}
     for i in range(args.runs + 1):
         begun = time.time()
@@ -67,6 +74,11 @@ def main():
     server.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
     server.stdin.flush()
     server.wait(timeout=30)
+    # Every process of the run (server, zygotes, judges, workers) was reaped up the tree:
+    # their CPU time, which a loaded machine changes far less than the wall time.
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print("CPU time of the whole run (start-up and %d evaluations): %.2f s" % (args.runs + 1,
+                                                                              usage.ru_utime + usage.ru_stime))
     overheads = [w - k for w, k in zip(walls, works)]
     print("%d evaluations: wall %.3f s, kernel work %.3f s, overhead %.3f s (medians)" % (
         args.runs, statistics.median(walls), statistics.median(works), statistics.median(overheads)))

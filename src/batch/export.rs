@@ -120,6 +120,14 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         metadata["error_category"] = json!(category.as_str());
         metadata["error"] = json!(eval.summary);
     }
+    if let Some(verdict) = &task.shapes {
+        // KernelBench's `correctness` is on the task's own sizes; beside it, whether the
+        // kernel was shown right on unseen ones (a check that did not run never was).
+        metadata["kforge_unseen_shapes"] = serde_json::to_value(verdict).map_or(Value::Null, |v| {
+            v.get("verdict").cloned().unwrap_or(Value::Null)
+        });
+        metadata["kforge_generalizes"] = json!(task.generalizes());
+    }
     (
         json!({
             "sample_id": 0,
