@@ -136,10 +136,9 @@ impl Host {
                     &file.display().to_string(),
                     &String::from_utf8_lossy(&bytes),
                 );
-                assert!(
-                    !file
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy() == self.marker),
+                assert_ne!(
+                    file.file_name().map(|n| n.to_string_lossy().into_owned()),
+                    Some(self.marker.clone()),
                     "the task wrote {}",
                     file.display()
                 );
