@@ -9,15 +9,12 @@ from `git archive REV src/eval/harness | tar -x -C /tmp/old`). One server is sta
 start-up and first evaluation reported apart: the zygotes start then), then N evaluations of
 the same correct kernel run through it; the medians of the wall time per evaluation (as the
 caller sees it), of the kernel's own work (`phases_s.correctness + timing + recheck`) and of
-the rest (the overhead) are printed, with each server phase's median, and the CPU time of
-every process of the run (two runs with different --runs give the CPU time of one
-evaluation, which a machine loaded by other work changes far less than its wall time).
+the rest (the overhead) are printed, with each server phase's median.
 """
 
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -74,11 +71,6 @@ def main():
     server.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
     server.stdin.flush()
     server.wait(timeout=30)
-    # Every process of the run (server, zygotes, judges, workers) was reaped up the tree:
-    # their CPU time, which a loaded machine changes far less than the wall time.
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print("CPU time of the whole run (start-up and %d evaluations): %.2f s" % (args.runs + 1,
-                                                                              usage.ru_utime + usage.ru_stime))
     overheads = [w - k for w, k in zip(walls, works)]
     print("%d evaluations: wall %.3f s, kernel work %.3f s, overhead %.3f s (medians)" % (
         args.runs, statistics.median(walls), statistics.median(works), statistics.median(overheads)))
