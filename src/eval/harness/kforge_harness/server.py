@@ -377,7 +377,7 @@ class Server:
             outcome["profile"] = run_ncu(job, self.sandbox, self.policy(), self.private_root)
         return outcome
 
-    def start_worker(self, rid, job, result, server_s):
+    def start_worker(self, rid, job, result):
         """The worker forked by the kernels' zygote: (the judge's end of its channel, its log)."""
         spec = job["_wire"]
         spawn = spec.settings.executor == "spawn"
@@ -421,6 +421,9 @@ class Server:
         """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
         judge_end: its end of the worker's channel (None: a task check)."""
         judges = self.ensure_judges()
+        if judges.hello.get("preimport_error"):
+            job["_result"]["notes"].append("the judge's process could not preload its modules (%s): each judge "
+                                           "imports them itself, slower" % judges.hello["preimport_error"])
         server_end, judge_server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judge_log = LogTail()
         fds = [judge_server_end.fileno(), judge_log.write_fd] + ([judge_end.fileno()] if judge_end else [])
@@ -451,7 +454,7 @@ class Server:
         zygote = judge_end = worker_log = None
         if with_worker:
             try:
-                zygote, judge_end, worker_log = self.start_worker(rid, job, result, server_s)
+                zygote, judge_end, worker_log = self.start_worker(rid, job, result)
             except (HarnessError, OSError) as e:
                 return fail(result, "harness", "cannot start the kernel's process: %s" % e)
             server_s["worker_start"] = time.time() - mark
