@@ -151,8 +151,9 @@ pub struct EvalConfig {
     /// defenses (sandbox, judge, audit) stand: for testing them, or for research on what
     /// kernels attempt.
     pub static_checks: bool,
-    /// Refuse to run a kernel when no sandbox can be set up (default true: generated code
-    /// is hostile, and running it with the user's rights must be an explicit choice).
+    /// Refuse to run a kernel or a task's code (a task check too) when no sandbox can be set
+    /// up (default true: generated code and task files are hostile, and running them with
+    /// the user's rights must be an explicit choice).
     pub require_sandbox: bool,
     /// Reuse reference timings measured earlier under the same conditions.
     pub baseline_cache: bool,

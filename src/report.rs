@@ -411,10 +411,11 @@ pub fn render_report(state: &SessionState) -> String {
         .and_then(|id| state.candidates.get(&id))
         .and_then(|c| c.shapes.as_ref())
     {
-        let mark = if shapes.fails() {
-            "**not a win**: "
-        } else {
+        // Wrong on an unseen shape, or a check that did not run: never a win.
+        let mark = if shapes.verdict.passes() {
             ""
+        } else {
+            "**not a win**: "
         };
         let _ = writeln!(out, "| Unseen shapes | {mark}{} |", cell(&shapes.line, 300));
     }
@@ -958,6 +959,47 @@ mod tests {
         .push(timed(2, 1.45, 1.43, 1.47, false))
         .push(third);
         SessionState::from_records(&log.0)
+    }
+
+    /// Issue 34, item 3: a best kernel whose unseen-shapes check did not run (every variant
+    /// skipped) is no more a win than one shown wrong on a shape.
+    #[test]
+    fn a_best_whose_shape_check_did_not_run_is_not_a_win() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let report_with = |verdict: ShapeVerdict, line: &str| {
+            let mut state = interval_session(timed(3, 1.2, 1.1, 1.3, false));
+            let best = state.best.expect("a best");
+            let mut log = Log(Vec::new());
+            log.push(Event::ShapesChecked {
+                candidate: best,
+                result_file: format!("shapes/{}.json", best.0),
+                verdict,
+                line: line.into(),
+            });
+            state.apply(&log.0[0]);
+            render_report(&state)
+        };
+        let not_run = report_with(
+            ShapeVerdict::NotRun {
+                why: "every variant was skipped".into(),
+            },
+            "not run: every variant was skipped",
+        );
+        assert!(
+            not_run.contains("| Unseen shapes | **not a win**: not run: every variant was skipped |"),
+            "{not_run}"
+        );
+        let passed = report_with(
+            ShapeVerdict::Generalizes {
+                passed: 5,
+                checked: 5,
+            },
+            "correct on 5 of 5 unseen shapes",
+        );
+        assert!(
+            passed.contains("| Unseen shapes | correct on 5 of 5 unseen shapes |"),
+            "{passed}"
+        );
     }
 
     /// A best whose reference was timed under torch.compile too: the report's header and

@@ -120,6 +120,9 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         metadata["error_category"] = json!(category.as_str());
         metadata["error"] = json!(eval.summary);
     }
+    if let Value::Object(m) = &mut metadata {
+        m.extend(shapes_metadata(task.shapes.as_ref(), task.generalizes()));
+    }
     (
         json!({
             "sample_id": 0,
@@ -132,6 +135,25 @@ fn entry(batch: &Path, task: &TaskResult) -> (Value, Option<String>) {
         }),
         kernel,
     )
+}
+
+/// KernelBench's `correctness` is on the task's own sizes; beside it, the unseen-shapes
+/// check's verdict and whether the kernel was shown right on unseen sizes (`generalizes`: a
+/// check that did not run never was). Nothing where the kernel was not checked.
+fn shapes_metadata(
+    verdict: Option<&crate::protocol::shapes::ShapeVerdict>,
+    generalizes: bool,
+) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(verdict) = verdict {
+        let word = serde_json::to_value(verdict)
+            .ok()
+            .and_then(|v| v.get("verdict").cloned())
+            .unwrap_or(Value::Null);
+        m.insert("kforge_unseen_shapes".into(), word);
+        m.insert("kforge_generalizes".into(), json!(generalizes));
+    }
+    m
 }
 
 /// The precision the kernel was held to (the result's policy, else the session's) and, where
@@ -292,6 +314,26 @@ mod tests {
         let old: Timing =
             serde_json::from_value(json!({"meaningful": true, "score": 1.5})).unwrap();
         assert!(timing_metadata(&old).is_empty());
+    }
+
+    #[test]
+    fn the_export_says_whether_the_kernel_was_shown_right_on_unseen_shapes() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let not_run = ShapeVerdict::NotRun {
+            why: "every variant was skipped".into(),
+        };
+        let m = shapes_metadata(Some(&not_run), false);
+        assert_eq!(m["kforge_unseen_shapes"], "not_run");
+        assert_eq!(m["kforge_generalizes"], false);
+        let passed = ShapeVerdict::Generalizes {
+            passed: 5,
+            checked: 5,
+        };
+        assert_eq!(
+            shapes_metadata(Some(&passed), true)["kforge_unseen_shapes"],
+            "generalizes"
+        );
+        assert!(shapes_metadata(None, false).is_empty());
     }
 
     #[test]

@@ -839,6 +839,29 @@ mod tests {
         assert_eq!(marks, ["5/5", "FAIL 4/5", "n/a", ""]);
     }
 
+    /// Issue 34, item 3: a kernel whose unseen-shapes check did not run (every variant
+    /// skipped: a kernel that forged "out of memory, not loaded" on each used to get here) is
+    /// never counted as generalizing; KernelBench's own fast_p, on the task's sizes, keeps it.
+    #[test]
+    fn a_shape_check_that_did_not_run_never_counts_as_generalizing() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let not_run = TaskResult {
+            shapes: Some(ShapeVerdict::NotRun {
+                why: "every variant was skipped".into(),
+            }),
+            shapes_line: Some("not run: every variant was skipped".into()),
+            ..task("forged", Some(1), true, Some(3.0))
+        };
+        assert!(!not_run.generalizes());
+        let g = summarize_group("level 1", &[&not_run]);
+        let fast = g.fast_p.unwrap();
+        assert!(fast.iter().all(|f| f.count == 1), "{fast:?}");
+        assert!(
+            fast.iter().all(|f| f.generalizing_count == Some(0)),
+            "{fast:?}"
+        );
+    }
+
     /// Issue 25: the tasks table shows the best kernel's share of the speed of light beside
     /// its speedup, and `FTL` where it was flagged faster than light.
     #[test]

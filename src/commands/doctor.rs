@@ -204,18 +204,28 @@ fn sandbox_check(hello: &eval::protocol::Hello, config: &Config, r: &mut Report)
         if !sandbox.reason.is_empty() {
             r.line("", sandbox.reason.clone());
         }
+        match &sandbox.task {
+            Some(task) => r.line("task sandbox", task.detail.clone()),
+            None => r.problem(
+                "the harness runs tasks outside the sandbox",
+                "reinstall kforge: the harness is older than this binary",
+            ),
+        }
         return;
     }
     r.line("sandbox", format!("NONE: {}", sandbox.reason));
+    if let Some(task) = &sandbox.task {
+        r.line("task sandbox", task.detail.clone());
+    }
     let fix = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`) or enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04)";
     if config.eval.require_sandbox {
         r.problem(
-            "no sandbox can be set up, so every evaluation is refused ([eval] require_sandbox = true)",
+            "no sandbox can be set up, so every evaluation and task check is refused ([eval] require_sandbox = true)",
             fix,
         );
     } else {
         r.problem(
-            "no sandbox: generated kernels run with your rights ([eval] require_sandbox = false)",
+            "no sandbox: generated kernels and tasks run with your rights ([eval] require_sandbox = false)",
             fix,
         );
     }

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::eval::verdict::{self, Style};
 use crate::eval::{self, EvalProgress};
 use crate::launch::evaluate::{EvalArgs, EvalOutcome, check_inputs, evaluate};
+use crate::protocol::EvalResult;
 use crate::shapes::{self, ShapeCheck};
 
 pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode> {
@@ -69,13 +70,68 @@ pub async fn run(args: EvalArgs, config_file: Option<&Path>) -> Result<ExitCode>
             print!("{}", shapes::describe(check));
         }
     }
-    // A kernel shown wrong on an unseen shape is not a win: it fails like a wrong kernel.
-    let generalizes = !shapes.as_ref().is_some_and(ShapeCheck::fails);
-    Ok(if result.correct && generalizes {
-        ExitCode::SUCCESS
+    Ok(ExitCode::from(exit_code(&result, shapes.as_ref())))
+}
+
+/// `kforge eval`'s exit code (docs/eval-result.md): 0 for a correct kernel whose unseen-shapes
+/// check, when asked for, passes. A kernel shown wrong on an unseen shape is not a win, and
+/// neither is one whose check did not run (`not_run`): it fails like a wrong kernel.
+fn exit_code(result: &EvalResult, shapes: Option<&ShapeCheck>) -> u8 {
+    if result.correct && shapes.is_none_or(ShapeCheck::passes) {
+        0
     } else if result.is_task_fault() {
-        ExitCode::from(2)
+        2
     } else {
-        ExitCode::from(1)
-    })
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::shapes::ShapeVerdict;
+
+    fn check(verdict: ShapeVerdict) -> ShapeCheck {
+        ShapeCheck {
+            verdict,
+            original: Default::default(),
+            kept: Default::default(),
+            variants: Vec::new(),
+            line: String::new(),
+            family_seed: None,
+        }
+    }
+
+    #[test]
+    fn a_shape_check_that_did_not_run_is_never_a_pass() {
+        let correct = EvalResult {
+            correct: true,
+            ..EvalResult::default()
+        };
+        assert_eq!(exit_code(&correct, None), 0);
+        let passing = [
+            ShapeVerdict::Generalizes {
+                passed: 5,
+                checked: 5,
+            },
+            ShapeVerdict::NotVariable { why: "none".into() },
+        ];
+        for verdict in passing {
+            assert_eq!(exit_code(&correct, Some(&check(verdict))), 0);
+        }
+        let failing = [
+            ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+            // Every variant skipped: a kernel that forged "out of memory before I was loaded"
+            // on every variant got here, and exit code 0.
+            ShapeVerdict::NotRun {
+                why: "every variant was skipped".into(),
+            },
+        ];
+        for verdict in failing {
+            assert_eq!(exit_code(&correct, Some(&check(verdict))), 1);
+        }
+    }
 }

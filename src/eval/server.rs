@@ -19,6 +19,60 @@ use super::protocol::Hello;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(300);
 const STDERR_LINES: usize = 200;
 
+/// Names of kforge's environment the harness server gets, whole: what Python, torch,
+/// Triton, CUDA and a C compiler read. Everything else stays in kforge: API keys under any
+/// name, kforge's own settings (`KFORGE_*`, but for `KFORGE_NCU`, which the server reads).
+const HARNESS_ENV_EXACT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+    "LD_LIBRARY_PATH",
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "CC",
+    "CXX",
+    "XDG_CACHE_HOME",
+    "KFORGE_NCU",
+];
+
+/// Name prefixes passed to the harness server (locale, CUDA, the NVIDIA container runtime's,
+/// Triton's and torch's knobs). Both sandboxes filter again with their own allow-list.
+const HARNESS_ENV_PREFIXES: &[&str] = &[
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "TRITON_",
+    "TORCH_",
+    "PYTORCH_",
+    "TORCHINDUCTOR_",
+];
+
+/// Values shaped like credentials (the harness's `sandbox.SECRET_VALUE`): dropped whatever
+/// the variable's name.
+static SECRET_VALUE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r"(?:^|[^A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{8,}|sk_(?:live|test)_|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_|xox[abprs]-|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{30,}|hf_[A-Za-z0-9]{20,}|eyJ[A-Za-z0-9_-]{8,}\.|-----BEGIN)",
+    )
+    .expect("valid regex")
+});
+
+/// Whether kforge passes the variable `name=value` on to the harness server: an allow-list
+/// of names, never one that looks like a credential, never a value that does.
+pub fn passes_to_harness(name: &str, value: &str) -> bool {
+    let allowed = HARNESS_ENV_EXACT.contains(&name)
+        || HARNESS_ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+    allowed && !is_secret_env(name) && !SECRET_VALUE.is_match(value)
+}
+
 /// Environment variable names that look like credentials. They are removed from every
 /// process that may run generated code.
 pub fn is_secret_env(name: &str) -> bool {
@@ -63,7 +117,11 @@ impl HarnessServer {
         command
             .current_dir(harness)
             .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| !k.to_str().is_some_and(is_secret_env)))
+            .envs(std::env::vars_os().filter(|(k, v)| {
+                k.to_str()
+                    .zip(v.to_str())
+                    .is_some_and(|(k, v)| passes_to_harness(k, v))
+            }))
             .env("PYTHONUNBUFFERED", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONPATH", harness)
@@ -248,6 +306,41 @@ mod tests {
         }
         for name in ["PATH", "HOME", "CUDA_VISIBLE_DEVICES", "TRITON_INTERPRET"] {
             assert!(!is_secret_env(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_harness_gets_an_allow_listed_environment() {
+        for (name, value) in [
+            ("PATH", "/usr/local/bin:/usr/bin"),
+            ("HOME", "/home/me"),
+            ("LD_LIBRARY_PATH", "/usr/local/cuda/lib64"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("LC_ALL", "C.UTF-8"),
+            ("TRITON_PTXAS_PATH", "/usr/local/cuda/bin/ptxas"),
+            ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+            ("KFORGE_NCU", "/opt/nvidia/ncu"),
+        ] {
+            assert!(passes_to_harness(name, value), "{name}");
+        }
+        for (name, value) in [
+            // Keys and tokens under names no denylist knows.
+            ("MISTRAL_API_KEY", "abc"),
+            ("GROQ_API_KEY", "abc"),
+            ("ANTHROPIC_AUTH_TOKEN", "abc"),
+            ("OPENROUTER_CREDENTIALS", "abc"),
+            ("LLM_ACCESS", "sk-proj-abcdefghijklmnop"),
+            ("SERVICE_BEARER", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0"),
+            // kforge's own settings: the provider, the model, the config and cache paths.
+            ("KFORGE_PROVIDER", "openai"),
+            ("KFORGE_CONFIG_DIR", "/home/me/.config/kforge"),
+            ("KFORGE_PLANTED", "value"),
+            // An allowed name holding a credential.
+            ("TRITON_DEBUG", "ghp_0123456789abcdefABCDEF"),
+            ("PATH", "/usr/bin:sk-live-0123456789abcdef"),
+            ("SSH_AUTH_SOCK", "/run/user/1000/ssh"),
+        ] {
+            assert!(!passes_to_harness(name, value), "{name}={value}");
         }
     }
 }

@@ -90,6 +90,15 @@ pub fn render(result: &EvalResult, log_path: Option<&std::path::Path>, style: St
                 ))
             );
         }
+        match &sandbox.task {
+            Some(task) if task.enforced => {
+                let _ = writeln!(out, "{} {}", style.dim("task   "), task.detail);
+            }
+            Some(task) => {
+                let _ = writeln!(out, "{} {}", style.bad("TASK:"), style.bad(&task.detail));
+            }
+            None => {}
+        }
     }
 
     if result.correct {

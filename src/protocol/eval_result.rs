@@ -436,7 +436,7 @@ pub struct Footprint {
     pub total_bytes: u64,
 }
 
-/// Which sandbox held the kernel's process.
+/// Which sandbox held the kernel's process, and the task's (`task`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct SandboxInfo {
@@ -446,6 +446,18 @@ pub struct SandboxInfo {
     /// Why the sandbox is weaker than bubblewrap, or absent.
     pub reason: String,
     pub enforced: bool,
+    /// Where the task's code (its module, `Model`, `get_inputs`) ran: a sandbox of the same
+    /// kind, apart from the kernel's. None in results from before tasks were sandboxed.
+    pub task: Option<TaskSandbox>,
+}
+
+/// The task's sandbox (docs/security.md, "The task sandbox").
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TaskSandbox {
+    pub enforced: bool,
+    /// What it guarantees in a sentence, or why there is none.
+    pub detail: String,
 }
 
 /// What did the work in one audited forward of `ModelNew`.

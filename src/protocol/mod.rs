@@ -33,7 +33,8 @@ pub use eval_result::{
     Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
     KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OutputCheck,
     OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
-    Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial, Versions,
+    TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial,
+    Versions,
 };
 pub use events::{
     BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,

@@ -9,31 +9,47 @@ use serde::{Deserialize, Serialize};
 
 use super::Category;
 
-/// The rule that made a variant from the task's sizes (`crate::shapes` applies it).
+/// The rule that made a variant from the task's sizes (`crate::shapes` applies it). Each
+/// draws every varied size at random (its own draw per size) from a range of the task's
+/// value, with the check's family seed: the kernel cannot know the sizes it will meet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VariantRule {
-    /// Every varied size halved.
-    Half,
-    /// Every varied size near a quarter, made odd (at least 3).
-    OddQuarter,
-    /// Every varied size near three quarters, made odd: no multiple of 8, 16 or 32.
-    OddThreeQuarters,
-    /// Every varied size near five quarters, made odd: larger than the task's.
-    OddFiveQuarters,
-    /// The batch-like sizes set to 1, the others kept.
+    /// Any size from a quarter of the task's to one less than it.
+    Below,
+    /// An odd size from a quarter of the task's to one less than it: no multiple of 8, 16
+    /// or 32.
+    OddBelow,
+    /// An odd size from 3 to a quarter of the task's.
+    OddSmall,
+    /// An odd size above the task's, up to a quarter more: larger than the task's.
+    OddAbove,
+    /// The batch-like sizes set to 1, the others drawn as `Below` draws them.
     BatchOne,
+    /// Every varied size halved (the fixed variants of earlier kforge versions, read back
+    /// from their sessions; never derived now).
+    Half,
+    /// Every varied size near a quarter, made odd (earlier versions).
+    OddQuarter,
+    /// Every varied size near three quarters, made odd (earlier versions).
+    OddThreeQuarters,
+    /// Every varied size near five quarters, made odd (earlier versions).
+    OddFiveQuarters,
 }
 
 impl VariantRule {
     /// What the rule does, for docs, verdicts and reports.
     pub fn describe(self) -> &'static str {
         match self {
+            VariantRule::Below => "random sizes below the task's",
+            VariantRule::OddBelow => "random odd sizes below the task's",
+            VariantRule::OddSmall => "random odd sizes under a quarter of the task's",
+            VariantRule::OddAbove => "random odd sizes above the task's (larger)",
+            VariantRule::BatchOne => "batch of 1, other sizes random below the task's",
             VariantRule::Half => "half of each size",
             VariantRule::OddQuarter => "an odd size near a quarter",
             VariantRule::OddThreeQuarters => "an odd size near three quarters",
             VariantRule::OddFiveQuarters => "an odd size near five quarters (larger)",
-            VariantRule::BatchOne => "batch of 1",
         }
     }
 }
@@ -48,8 +64,9 @@ pub enum VariantOutcome {
         category: Category,
         summary: String,
     },
-    /// Not counted for or against the kernel: the variant's own reference failed or its
-    /// memory plan does not fit (the task's fault), or the evaluation was not run.
+    /// Not counted for or against the kernel: what the judge saw before the kernel's code
+    /// ran (the variant's own reference failed, its memory plan does not fit, the harness
+    /// failed), or the evaluation was not run.
     Skipped {
         why: String,
     },
@@ -104,6 +121,16 @@ impl ShapeVerdict {
         matches!(self, ShapeVerdict::FailsOn { .. })
     }
 
+    /// Whether the check lets the kernel count as a win: right on every variant that ran,
+    /// or the task's sizes cannot be varied. A check that did not run (`not_run`: every
+    /// variant skipped, or no check made) never passes.
+    pub fn passes(&self) -> bool {
+        matches!(
+            self,
+            ShapeVerdict::Generalizes { .. } | ShapeVerdict::NotVariable { .. }
+        )
+    }
+
     /// A short mark for tables and the tree: `5/5`, `FAIL 1/5`, `n/a`, `not run`.
     pub fn mark(&self) -> String {
         match self {
@@ -129,12 +156,22 @@ pub struct ShapeCheck {
     pub variants: Vec<VariantCheck>,
     /// One line: `correct on 5 of 5 shapes`, or the first shape that fails and how.
     pub line: String,
+    /// The seed the variants' sizes and inputs were drawn with: chosen for each check by
+    /// kforge when the check starts, after the kernel exists, and recorded here (None in
+    /// checks of earlier versions, whose variants were fixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_seed: Option<u64>,
 }
 
 impl ShapeCheck {
     /// Whether the kernel was shown wrong on some variant.
     pub fn fails(&self) -> bool {
         self.verdict.fails()
+    }
+
+    /// Whether the check lets the kernel count as a win (`ShapeVerdict::passes`).
+    pub fn passes(&self) -> bool {
+        self.verdict.passes()
     }
 }
 

@@ -1,9 +1,12 @@
 //! Re-checks a kernel on the task's shape variants: each variant's task file written beside
 //! the others, each evaluated for correctness only with its own seed through whatever
 //! evaluates kernels (the engine's `EvalPort`, the CLI's `Evaluator`), each in its own
-//! process as every evaluation is. The judge decides every variant; a variant whose own
-//! reference fails or does not fit is the task's fault and is skipped, not counted against
-//! the kernel.
+//! process as every evaluation is. The variants' sizes and seeds come from a family seed
+//! kforge draws when the check starts (after the kernel exists) and records in the check.
+//! The judge decides every variant; a variant is skipped (not counted against the kernel)
+//! only for what the judge saw before the kernel's code ran: its own reference failing, its
+//! memory plan not fitting, the harness failing. Whatever the kernel's process reports about
+//! itself is the kernel's.
 
 use std::path::{Path, PathBuf};
 
@@ -20,9 +23,37 @@ use crate::protocol::{Category, EvalResult};
 pub type Evaluate<'a> =
     dyn Fn(EvalRequest) -> BoxFuture<'a, Result<EvalResult, EvalError>> + Send + Sync + 'a;
 
-/// The seed of the `k`-th variant (0-based): fresh for each, never the task's own.
-pub fn variant_seed(base: u64, k: usize) -> u64 {
-    base.wrapping_add(k as u64 + 1)
+/// The seed of the `k`-th variant's inputs and parameters (0-based), from the check's family
+/// seed: fresh for each, below 2^31 (the harness adds offsets to it).
+pub fn variant_seed(family_seed: u64, k: usize) -> u64 {
+    let mut draw = super::Draw::new(family_seed ^ 0x5EED_0F1A_7E57);
+    let mut seed = 0;
+    for _ in 0..=k {
+        seed = draw.next_u64();
+    }
+    seed % (1 << 31)
+}
+
+/// A family seed for a check: from the operating system's randomness, so that no kernel
+/// written before the check can know the sizes it will meet.
+pub fn fresh_family_seed() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok()
+    {
+        return u64::from_le_bytes(bytes);
+    }
+    // No /dev/urandom: the standard library's per-process random keys, and the time.
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
 }
 
 /// One variant ready to evaluate: its task file on disk.
@@ -42,9 +73,10 @@ pub enum Plan {
     Finished(ShapeCheck),
 }
 
-/// Derives the variants of `task_source` and writes each as `dir/shape<k>_task.py`.
-pub fn prepare(task_source: &str, dir: &Path, base_seed: u64) -> Result<Plan> {
-    let (original, kept, variants) = match derive(task_source) {
+/// Derives the variants of `task_source` with `family_seed` and writes each as
+/// `dir/shape<k>_task.py`.
+pub fn prepare(task_source: &str, dir: &Path, family_seed: u64) -> Result<Plan> {
+    let (original, kept, variants) = match derive(task_source, family_seed) {
         Derivation::NotVariable { why } => {
             return Ok(Plan::Finished(finish(ShapeCheck {
                 verdict: ShapeVerdict::NotVariable { why },
@@ -52,6 +84,7 @@ pub fn prepare(task_source: &str, dir: &Path, base_seed: u64) -> Result<Plan> {
                 kept: Default::default(),
                 variants: Vec::new(),
                 line: String::new(),
+                family_seed: Some(family_seed),
             })));
         }
         Derivation::Variable {
@@ -70,7 +103,7 @@ pub fn prepare(task_source: &str, dir: &Path, base_seed: u64) -> Result<Plan> {
             check: VariantCheck {
                 rule: v.rule,
                 sizes: v.sizes,
-                seed: variant_seed(base_seed, k),
+                seed: variant_seed(family_seed, k),
                 outcome: VariantOutcome::Skipped {
                     why: "not evaluated".into(),
                 },
@@ -86,6 +119,7 @@ pub fn prepare(task_source: &str, dir: &Path, base_seed: u64) -> Result<Plan> {
         kept,
         variants: Vec::new(),
         line: String::new(),
+        family_seed: Some(family_seed),
     };
     Ok(Plan::Run {
         template,
@@ -108,23 +142,26 @@ pub fn request(
     request
 }
 
-/// What a variant's evaluation says of the kernel.
+/// What a variant's evaluation says of the kernel. Skipped only for what the judge saw
+/// before the kernel's code ran (`details.kernel_loaded: false`, which the judge sets from
+/// its own knowledge, never from the kernel's process): the variant's own reference failing
+/// (`task`), its memory plan not fitting (`oom`), the harness failing. Any other failure,
+/// whatever the kernel's process said about it, is the kernel's.
 pub fn outcome(result: &EvalResult) -> VariantOutcome {
     if result.correct {
         return VariantOutcome::Correct;
     }
     let summary = first_line(&result.summary);
+    let before_kernel =
+        result.details.get("kernel_loaded") == Some(&serde_json::Value::Bool(false));
     match result.category {
-        _ if result.is_task_fault() && result.category == Some(Category::Oom) => {
-            VariantOutcome::Skipped {
-                why: format!("does not fit: {summary}"),
-            }
-        }
-        _ if result.is_task_fault() => VariantOutcome::Skipped {
+        Some(Category::Task) => VariantOutcome::Skipped {
             why: format!("the task's own reference fails on these sizes: {summary}"),
         },
-        // The harness itself broke: no verdict on the kernel either way.
-        Some(Category::Harness) => VariantOutcome::Skipped {
+        Some(Category::Oom) if before_kernel => VariantOutcome::Skipped {
+            why: format!("does not fit: {summary}"),
+        },
+        Some(Category::Harness) if before_kernel => VariantOutcome::Skipped {
             why: format!("the evaluator gave no verdict: {summary}"),
         },
         Some(category) => VariantOutcome::Wrong { category, summary },
@@ -167,7 +204,8 @@ pub async fn run(
     Ok(finish(check))
 }
 
-/// Derives, writes into `dir` and evaluates: the whole check of one kernel.
+/// Derives (with a fresh family seed), writes into `dir` and evaluates: the whole check of
+/// one kernel.
 pub async fn check_kernel(
     task_source: &str,
     kernel: &Path,
@@ -176,7 +214,30 @@ pub async fn check_kernel(
     settings: &EvalConfig,
     evaluate: &Evaluate<'_>,
 ) -> Result<ShapeCheck, EvalError> {
-    let plan = match prepare(task_source, dir, settings.seed) {
+    let family_seed = fresh_family_seed();
+    check_kernel_seeded(
+        task_source,
+        kernel,
+        dir,
+        device,
+        settings,
+        evaluate,
+        family_seed,
+    )
+    .await
+}
+
+/// `check_kernel` with a given family seed: a recorded check derived again.
+pub async fn check_kernel_seeded(
+    task_source: &str,
+    kernel: &Path,
+    dir: &Path,
+    device: Device,
+    settings: &EvalConfig,
+    evaluate: &Evaluate<'_>,
+    family_seed: u64,
+) -> Result<ShapeCheck, EvalError> {
+    let plan = match prepare(task_source, dir, family_seed) {
         Ok(plan) => plan,
         Err(e) => {
             return Ok(not_run(format!("the variants could not be written: {e:#}")));
@@ -193,6 +254,7 @@ pub fn not_run(why: String) -> ShapeCheck {
         kept: Default::default(),
         variants: Vec::new(),
         line: String::new(),
+        family_seed: None,
     })
 }
 
@@ -251,7 +313,7 @@ pub fn line(check: &ShapeCheck) -> String {
         .filter(|v| matches!(v.outcome, VariantOutcome::Skipped { .. }))
         .count();
     let skipped_note = if skipped > 0 {
-        format!(" ({skipped} skipped: the task's fault, not the kernel's)")
+        format!(" ({skipped} skipped: failed before the kernel ran)")
     } else {
         String::new()
     };

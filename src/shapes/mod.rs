@@ -7,12 +7,14 @@
 //! assigned once is a size, and is varied, when its value is at least 8 and its name is not
 //! structural (kernel, stride, padding, dilation, groups, layers, heads, axes, pooling
 //! windows, reduction dims, indices). Small values are kept because they are axes and
-//! counts (`dim = 1` of a reduction is an axis), not sizes. Variants, in order, de-duplicated:
-//! half; an odd size near a quarter (at least 3); an odd size near three quarters; an odd
-//! size near five quarters (larger than the task's, refused by the judge's memory plan when
-//! it does not fit); batch-like sizes (`batch_size`, `batch`, `bs`, `n_batch`, `num_batches`) set to 1, the others kept.
-//! Odd sizes are never multiples of 8, 16 or 32, so a kernel that assumes its block size
-//! divides the data is caught.
+//! counts (`dim = 1` of a reduction is an axis), not sizes. Variants, in order, each size
+//! drawn on its own with the check's family seed (issue 34: fixed variants let a kernel
+//! that handles only the task's sizes and those few pass): any size below the task's (from
+//! a quarter of it); an odd one below it; an odd one under a quarter of it (at least 3); an
+//! odd one above it, up to a quarter more (refused by the judge's memory plan when it does
+//! not fit); batch-like sizes (`batch_size`, `batch`, `bs`, `n_batch`, `num_batches`) set to
+//! 1, the others drawn below the task's. Odd sizes are never multiples of 8, 16 or 32, so a
+//! kernel that assumes its block size divides the data is caught.
 
 pub mod check;
 
@@ -196,39 +198,74 @@ fn is_batch(name: &str) -> bool {
     BATCH_NAMES.contains(&lower.as_str())
 }
 
-/// `n` made odd (one more when even), at least `floor`.
-fn odd(n: u64, floor: u64) -> u64 {
-    let n = n.max(floor);
-    if n.is_multiple_of(2) { n + 1 } else { n }
+/// A small deterministic generator (SplitMix64): the same family seed draws the same
+/// variants, so a recorded check can be derived again.
+pub struct Draw(u64);
+
+impl Draw {
+    pub fn new(seed: u64) -> Draw {
+        Draw(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `low..=high` (`low` where the range is empty).
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        if high <= low {
+            return low;
+        }
+        low + self.next_u64() % (high - low + 1)
+    }
+
+    /// An odd value in `low..=high`; the odd number at or above `low` where there is none.
+    pub fn odd_between(&mut self, low: u64, high: u64) -> u64 {
+        let low = low | 1;
+        if high <= low {
+            return low;
+        }
+        low + 2 * self.between(0, (high - low) / 2)
+    }
 }
 
-/// The size a rule gives a task size `v` (>= `MIN_SIZE`).
-fn apply(rule: VariantRule, name: &str, v: u64) -> u64 {
+/// The size a rule draws for a task size `v` (>= `MIN_SIZE`).
+fn apply(rule: VariantRule, name: &str, v: u64, draw: &mut Draw) -> u64 {
+    let quarter = (v / 4).max(3);
     match rule {
+        VariantRule::Below => draw.between(quarter, v - 1),
+        VariantRule::OddBelow => draw.odd_between(quarter, v - 1),
+        VariantRule::OddSmall => draw.odd_between(3, quarter),
+        VariantRule::OddAbove => draw.odd_between(v + 1, v + v / 4),
+        VariantRule::BatchOne if is_batch(name) => 1,
+        VariantRule::BatchOne => draw.between(quarter, v - 1),
+        // The fixed rules of earlier versions, kept for the records they left.
         VariantRule::Half => v / 2,
-        VariantRule::OddQuarter => odd(v / 4, 3),
-        VariantRule::OddThreeQuarters => odd(v * 3 / 4, 3),
-        VariantRule::OddFiveQuarters => odd(v * 5 / 4, 3),
-        VariantRule::BatchOne => {
-            if is_batch(name) {
-                1
-            } else {
-                v
-            }
-        }
+        VariantRule::OddQuarter => (v / 4).max(3) | 1,
+        VariantRule::OddThreeQuarters => (v * 3 / 4).max(3) | 1,
+        VariantRule::OddFiveQuarters => (v * 5 / 4).max(3) | 1,
     }
 }
 
 const RULES: [VariantRule; 5] = [
-    VariantRule::Half,
-    VariantRule::OddQuarter,
-    VariantRule::OddThreeQuarters,
-    VariantRule::OddFiveQuarters,
+    VariantRule::Below,
+    VariantRule::OddBelow,
+    VariantRule::OddSmall,
+    VariantRule::OddAbove,
     VariantRule::BatchOne,
 ];
 
-/// The variants of a task's source (at most five, none equal to the task or to another).
-pub fn derive(source: &str) -> Derivation {
+/// Draws a rule gets before it gives up on a variant unlike the others (tiny sizes leave
+/// few values to draw from).
+const DRAWS_PER_RULE: usize = 8;
+
+/// The variants of a task's source drawn with `family_seed` (at most five, none equal to the
+/// task or to another; a batch-of-1 variant only where the task has a batch-like size).
+pub fn derive(source: &str, family_seed: u64) -> Derivation {
     let constants = constants(source);
     let mut kept = BTreeMap::new();
     let mut sizes = Vec::new();
@@ -255,23 +292,30 @@ pub fn derive(source: &str) -> Derivation {
         return Derivation::NotVariable { why };
     }
     let original: BTreeMap<String, u64> = sizes.iter().map(|c| (c.name.clone(), c.value)).collect();
+    let has_batch = sizes.iter().any(|c| is_batch(&c.name));
+    let mut draw = Draw::new(family_seed);
     let mut variants: Vec<Variant> = Vec::new();
     for rule in RULES {
-        let varied: BTreeMap<String, u64> = sizes
-            .iter()
-            .map(|c| (c.name.clone(), apply(rule, &c.name, c.value)))
-            .collect();
-        if varied == original || variants.iter().any(|v| v.sizes == varied) {
+        if rule == VariantRule::BatchOne && !has_batch {
             continue;
         }
-        let Some(text) = replace_literals(source, &sizes, &varied) else {
-            continue;
-        };
-        variants.push(Variant {
-            rule,
-            sizes: varied,
-            source: text,
-        });
+        for _ in 0..DRAWS_PER_RULE {
+            let varied: BTreeMap<String, u64> = sizes
+                .iter()
+                .map(|c| (c.name.clone(), apply(rule, &c.name, c.value, &mut draw)))
+                .collect();
+            if varied == original || variants.iter().any(|v| v.sizes == varied) {
+                continue;
+            }
+            if let Some(text) = replace_literals(source, &sizes, &varied) {
+                variants.push(Variant {
+                    rule,
+                    sizes: varied,
+                    source: text,
+                });
+            }
+            break;
+        }
     }
     Derivation::Variable {
         original,

@@ -1,7 +1,7 @@
 """Entry points:
 
     python -m kforge_harness serve [--hide PATH]...   the long-lived server kforge talks to
-    python -m kforge_harness zygote FD SCRATCH SANDBOXED   (started by the server, in the sandbox)
+    python -m kforge_harness zygote FD SCRATCH SANDBOXED ROLE   (started by the server, in a sandbox)
     python -m kforge_harness sandbox-init POLICY -- ARGV...   (the namespaces sandbox's setup)
     python -m kforge_harness profile JOB               one forward under Nsight Compute
     python -m kforge_harness static-check FILE [--reject-torch-ops]
@@ -18,10 +18,11 @@ def main(argv):
 
         hidden = [argv[i + 1] for i in range(2, len(argv) - 1) if argv[i] == "--hide"]
         return serve(hidden)
-    if command == "zygote" and len(argv) == 5:
-        from .zygote import serve
+    if command == "zygote" and len(argv) == 6:
+        from .zygote import ROLES, serve
 
-        return serve(int(argv[2]), argv[3], argv[4] == "1")
+        if argv[5] in ROLES:
+            return serve(int(argv[2]), argv[3], argv[4] == "1", argv[5])
     if command == "sandbox-init":
         from .sandbox import main_sandbox_init
 

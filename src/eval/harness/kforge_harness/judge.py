@@ -1,6 +1,8 @@
-"""The judge: one trusted process per evaluation. It loads the task, builds the reference,
-draws every input, lends the worker its buffers, compares outputs, times both models and
-decides the verdict. The reference model and its outputs exist only here.
+"""The judge: one process per evaluation, in the tasks' sandbox (judgeproc.py). It loads
+the task, builds the reference, draws every input, lends the worker its buffers, compares
+outputs, times both models and decides the verdict. The reference model and its outputs
+exist only here, out of the kernel's reach; the task's code runs here too, so the judge
+holds no secret and no host path it could write (docs/security.md, "The task sandbox").
 """
 
 import os
@@ -9,7 +11,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, launchpath, peaks, protocol, sol, timing
+from . import audit_rules, baselines, cachekeeper, kbprotocol, launchpath, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
@@ -79,6 +81,10 @@ class WorkerLink:
             summary = str(message.get("summary") or category)[:500]
             text = str(message.get("message") or summary)[-protocol.LOG_LIMIT:]
             details = message.get("details") if isinstance(message.get("details"), dict) else {}
+            # Whether the kernel had been loaded is the judge's knowledge, never the process's
+            # word: a kernel that says "out of memory before I was loaded" would pass for a task
+            # that does not fit (the unseen-shapes check skips those).
+            details = dict(details, kernel_loaded=self.kernel_loaded, reported_by_process=True)
             raise KernelFailure(category, summary, text, details)
         if kind != expected:
             self._crash("the kernel's process sent %r where %r was due" % (kind, expected))
@@ -295,6 +301,9 @@ class Evaluation:
         self.seed = int(self.settings.seed)
         self.progress = progress
         self.link = WorkerLink(channel, lambda: self.result.get("phase") or "start-up") if channel else None
+        # What later evaluations reuse (the reference's timing, the compile baseline, the
+        # launch-path floor) and the device's peaks, kept by the server (cachekeeper.py).
+        self.store = job.get("_store")
         self.meter = Meter(self.device, self.result["memory"])
         self.lender = None
         self.gate = None
@@ -518,11 +527,10 @@ class Evaluation:
         return reference_forward(self.ref, inputs, self.device)
 
     def device_peaks(self):
-        """The device's measured peaks (peaks.py): cached per device, else measured now."""
+        """The device's measured peaks (peaks.py), from the server: cached per device, else
+        measured now, in a process of the server's where no task's code runs."""
         self.progress("device peaks")
-        return peaks.device_peaks(self.device, self.result["device"], peaks.driver_version(self.result["device"]),
-                                  self.result["versions"].get("torch"),
-                                  peaks.cache_dir_beside(self.spec.baseline_cache_dir))
+        return self.store.peaks()
 
     def record_speed_of_light(self):
         """result["speed_of_light"]: the reference's work and, on a GPU with timing, the bound
@@ -1047,9 +1055,8 @@ class Evaluation:
         record in the timing's environment."""
         if self.draws is None:
             info = self.result.get("device") or {}
-            floor = launchpath.Floor(peaks.cache_dir_beside(self.spec.baseline_cache_dir),
-                                     "%s %s" % (info.get("name"), info.get("uuid")),
-                                     peaks.driver_version(info))
+            floor = cachekeeper.Floor(self.store, "%s %s" % (info.get("name"), info.get("uuid")),
+                                      peaks.driver_version(info))
             self.draws = launchpath.Draws(floor)
         request = self.draws.request()
         self.draws.take(who, request, link.call(request, "drawn"))
@@ -1058,17 +1065,17 @@ class Evaluation:
         """A task check's timing: the reference alone (cached per task, inputs, device and
         method, or measured now)."""
         spec = self.spec
-        key = self.baseline_key(base)
+        device, inputs = self.result["device"], self.input_signature(base)
+        key, cached = self.store.reference_timing(device, inputs)
         # Rounds time the reference again in its process: it must not be let go for a cache hit.
         use_cache = spec.settings.baseline_cache and spec.kernelbench_rounds <= 1
-        cached = timing.read_baseline(spec.baseline_cache_dir, key) if use_cache else None
-        if cached is not None:
+        if cached is not None and use_cache:
             cached["cached"] = True
             figures = cached
         else:
             figures = self.time_reference(flush)
             if spec.settings.baseline_cache:
-                timing.write_baseline(spec.baseline_cache_dir, key, figures)
+                self.store.keep_reference_timing(device, inputs, figures)
             figures["cached"] = False
         result = TimingRecord({"meaningful": True, "method": timing.METHOD_NAME, "kernel": {}, "score": None,
                                "baseline_key": key, "reference": figures, "flush_l2_bytes": tensor_bytes(flush),
@@ -1076,14 +1083,13 @@ class Evaluation:
                                "environment": self.environment(None)})
         return result
 
-    def baseline_key(self, base):
-        """The cached reference figures' key for the task on these inputs (timing.py)."""
+    def input_signature(self, base):
+        """The inputs as the cached figures' keys read them (timing.baseline_key): each
+        tensor's path, shape and dtype; the server computes the keys (cachekeeper.py)."""
         import torch
 
-        signature = [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
-                     if isinstance(v, torch.Tensor)]
-        return timing.baseline_key(self.job["task_source"], self.result["device"], self.result["versions"],
-                                   signature, self.job)
+        return [[p, list(v.shape), str(v.dtype)] for p, v in flatten_outputs(base, "in")
+                if isinstance(v, torch.Tensor)]
 
     def against_compile(self, result):
         """The timing with the compile baseline's figures, the score against them and the
@@ -1114,10 +1120,9 @@ class Evaluation:
         Sets self.compiled; the compiled process is gone when it returns."""
         mode = self.settings.compile_mode or "default"
         # The inputs' shapes and dtypes are all the key reads of them.
-        key = baselines.cache_key(self.baseline_key(input_shapes), mode)
-        cache_dir = self.spec.baseline_cache_dir
-        cached = baselines.read_cached(cache_dir, key) if self.settings.baseline_cache else None
-        if cached is not None:
+        device, inputs = self.result["device"], self.input_signature(input_shapes)
+        _, cached = self.store.compile_baseline(device, inputs, mode)
+        if cached is not None and self.settings.baseline_cache:
             self.close_compiled()
             self.compiled = dict(cached, cached=True)
             return
@@ -1144,7 +1149,8 @@ class Evaluation:
             record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
         finally:
             self.close_compiled()
-        baselines.write_cached(cache_dir, key, record)
+        if self.settings.baseline_cache:
+            self.store.keep_compile_baseline(device, inputs, mode, record)
         self.compiled = dict(record, cached=False)
 
     def measure_compiled(self, flush, first, mode, input_shapes, output_shapes):

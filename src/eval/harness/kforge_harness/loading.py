@@ -1,4 +1,5 @@
-"""Loading the task (judge only) and the kernel (worker only), seeding, and drawing inputs."""
+"""Loading the task (the judge and its timing processes only, in the tasks' sandbox) and the
+kernel (worker only), seeding, and drawing inputs."""
 
 import importlib.util
 import sys

@@ -1,10 +1,11 @@
 """The harness's shared vocabulary: failure categories, the result skeleton, limits, and the
 framing of messages between processes.
 
-Three roles never share a process (docs/security.md): the server (trusted, long-lived),
-the judge (trusted, one per evaluation: reference, inputs, comparison, timing, verdict) and
-the worker (untrusted, sandboxed: imports the kernel and runs ModelNew). Only the judge
-decides; what a worker sends can make its own kernel fail, never pass.
+Three roles never share a process (docs/security.md): the server (trusted, long-lived,
+runs no task's or kernel's code), the judge (one per evaluation: reference, inputs,
+comparison, timing, verdict; it runs the task's code, so it lives in the tasks' sandbox) and
+the worker (untrusted, in the kernels' sandbox: imports the kernel and runs ModelNew). Only
+the judge decides; what a worker sends can make its own kernel fail, never pass.
 """
 
 import array

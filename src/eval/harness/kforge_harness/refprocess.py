@@ -4,10 +4,11 @@ A score divides two figures; they mean the same thing only if both come out of t
 measurement. So the reference runs, for its timed runs, in a process of its own that serves
 the worker's protocol (worker.py) with the task's Model as its "kernel": the judge lends it
 buffers, calibrates its null runs, and times its windows (window.py) exactly as it does the
-kernel's. The process is trusted (it runs the task, as the judge does), unsandboxed, and
-forked by the judge before the judge's CUDA context exists (a CUDA context does not survive
-a fork); until asked to serve it waits, and a judge whose reference timing is cached lets
-it go without it ever touching the GPU.
+kernel's. The process runs the task's code, as the judge does, so it lives where the judge
+does, in the tasks' sandbox (zygote.py), never in the kernels'; the judge forks it before
+its own CUDA context exists (a CUDA context does not survive a fork); until asked to serve
+it waits, and a judge whose reference timing is cached lets it go without it ever touching
+the GPU.
 """
 
 import os

@@ -96,6 +96,10 @@ SECBITS_LOCKED_NOROOT = 0b101111  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, a
 # the switch to a non-zero uid clears every capability, and nothing brings them back.
 SECBITS_LOCKED_SETUID_CLEARS = 0b101011
 UNPRIVILEGED_BASE = 0x7F000000  # host uids/gids for sandboxes started by root (see unprivileged_id)
+# The two sandboxes of a server: the kernels' (the worker zygote and its workers) and the
+# tasks' (the judge zygote, its judges and their timing processes). Run by root each gets a
+# host uid of its own, so neither shares the other's process budget (RLIMIT_NPROC).
+ROLES = {"kernel": 0, "task": 1}
 PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
 
 
@@ -175,10 +179,10 @@ def address_space_limit(ram):
     return min(ram // 2 + (4 << 30), ram * 3 // 4)
 
 
-def unprivileged_id():
+def unprivileged_id(role="kernel"):
     """The host uid (= gid) a sandbox started by root becomes: in a range no account uses,
-    one per server process, so each server's RLIMIT_NPROC budget is its own."""
-    return UNPRIVILEGED_BASE + (os.getpid() & 0xFFFF)
+    one per server process and role (ROLES), so each one's RLIMIT_NPROC budget is its own."""
+    return UNPRIVILEGED_BASE + ROLES[role] * 0x10000 + (os.getpid() & 0xFFFF)
 
 
 def python_paths():
@@ -191,10 +195,11 @@ def python_paths():
     return [p for p in paths if os.path.exists(p)]
 
 
-def default_policy(harness_dir, hidden_paths, interpret, device_env):
-    """The zygote's policy. device_env is the environment to filter (the server's). Nothing
-    of the host is writable: the zygote gives each worker a directory in the private /tmp
-    (its Triton cache included) and empties it afterwards."""
+def default_policy(harness_dir, hidden_paths, interpret, device_env, role="kernel"):
+    """A zygote's policy; `role` (ROLES) says whose: the kernels' or the tasks'. Both are
+    alike but for the uid a root server gives them. device_env is the environment to filter
+    (the server's). Nothing of the host is writable: the zygote gives each worker or judge a
+    directory in the private /tmp (its Triton cache included) and empties it afterwards."""
     env = allowed_env(device_env, SANDBOX_TMP, SANDBOX_TMP, interpret, harness_dir=harness_dir)
     home = os.path.realpath(os.path.expanduser("~"))
     readonly = [d for d in SYSTEM_DIRS if os.path.exists(d)] + python_paths() + [harness_dir]
@@ -207,7 +212,7 @@ def default_policy(harness_dir, hidden_paths, interpret, device_env):
     # exposed again (they are deeper), the rest of it stays invisible.
     hidden = list(hidden_paths) + [home] + [p for p in ETC_SECRETS if os.path.lexists(p)]
     devices = [] if interpret else sorted({d for pat in GPU_DEVICES for d in glob.glob(pat)})
-    uid = unprivileged_id() if os.geteuid() == 0 else None
+    uid = unprivileged_id(role) if os.geteuid() == 0 else None
     return Policy(readonly, [], hidden, env, SANDBOX_TMP, default_limits(interpret), interpret, devices,
                   uid=uid, gid=uid)
 

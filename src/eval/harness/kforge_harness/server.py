@@ -1,6 +1,7 @@
 """The server: a long-lived trusted process that kforge talks to over JSON lines. It
-imports torch and triton once, never initializes CUDA itself, and for each evaluation forks
-a judge and asks its sandboxed zygote for a worker.
+imports torch and triton once, never initializes CUDA itself, never runs a task's or a
+kernel's code, and for each evaluation asks its two sandboxed zygotes for a judge (the
+tasks' zygote: the task's code runs only in there) and a worker (the kernels' zygote).
 
 Protocol with kforge (one JSON object per line):
   -> {"op": "eval", "id": ID, "job": {...}}       <- {"event": "progress", "id", "phase"}...
@@ -27,34 +28,37 @@ import tempfile
 import time
 import traceback
 
-from . import protocol, sandbox, wire
+from . import cachekeeper, protocol, sandbox, wire
 from .device import device_description, versions
-from .errors import clean_text, evaluation_log, exception_text, first_line, tail_bytes
-from .protocol import PROTOCOL, HarnessError, KernelFailure, TaskFailure, fail, new_result
+from .errors import clean_text, evaluation_log, first_line, tail_bytes
+from .protocol import PROTOCOL, HarnessError, fail, new_result
 from .compare import audit_tolerance
 from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_JUDGE_LINE = 64 << 20  # bytes of one line from a judge (its result, with its trials)
 ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
 WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
-# The judge's phases before it loads the kernel (judge.py's progress lines).
-TASK_PHASES = {"start-up", "loading task", "drawing inputs", "reference forward", "starting the kernel's process",
-               "calibrating the timing exchange"}
+# The judge's progress line when it hands the kernel to its process (judge.py): the phases
+# before it run no code of the kernel's.
+KERNEL_LOADING = "loading kernel"
 
 
 class Zygote:
-    """The sandboxed process that forks workers (zygote.py), and its control channel."""
+    """A sandboxed process that forks an evaluation's processes (zygote.py), and its control
+    channel: the kernels' zygote forks workers, the tasks' zygote judges (`role`)."""
 
-    def __init__(self, info, policy, scratch):
-        """scratch: where the zygote gives workers their directories: the sandbox's private
-        /tmp, or (no sandbox) a directory of the server's own."""
+    def __init__(self, info, policy, scratch, role="kernel"):
+        """scratch: where the zygote gives its processes their directories: the sandbox's
+        private /tmp, or (no sandbox) a directory of the server's own, one per zygote."""
         self.info = info
+        self.role = role
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sandboxed = info.kind != "none"
         argv = sandbox.launch_argv(info, policy, [sys.executable, "-m", "kforge_harness", "zygote",
                                                   str(theirs.fileno()), sandbox.SANDBOX_TMP if sandboxed else scratch,
-                                                  "1" if sandboxed else "0"])
+                                                  "1" if sandboxed else "0", role])
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),),
                                         start_new_session=True, env=None if info.kind != "none" else policy.env)
@@ -77,8 +81,9 @@ class Zygote:
                 err = self.process.stderr.read() if self.process.poll() is not None else b""
             except OSError:
                 pass
-            raise HarnessError("the sandboxed worker process did not start (%s): %s" % (
-                self.info.kind, (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
+            raise HarnessError("the sandboxed %s process did not start (%s): %s" % (
+                "judge" if self.role == "task" else "worker", self.info.kind,
+                (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
         self.hello = hello
 
     def read(self):
@@ -95,14 +100,43 @@ class Zygote:
     def alive(self):
         return self.process.poll() is None
 
-    def fork(self, rid, job, channel, log_fd):
-        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, [channel.fileno(), log_fd])
+    def fork(self, rid, job, fds):
+        """Has the zygote fork the evaluation's process with `fds` (zygote.py says which)."""
+        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, list(fds))
         while True:
             message = self.read()
             if message is None:
-                raise HarnessError("the sandboxed worker process stopped answering")
+                raise HarnessError("the sandboxed %s process stopped answering"
+                                   % ("judge" if self.role == "task" else "worker"))
             if message.get("type") == "forked" and message.get("id") == rid:
                 return
+
+    def await_exit(self, rid, logs, kill_after_s):
+        """The zygote's word that process `rid` and everything it started are gone, its
+        status and strays (None if the zygote stopped answering); `logs` (LogTails) drained
+        meanwhile: a process blocked on a full pipe would never end. Killed after
+        `kill_after_s` (at once: 0), and given up on WORKER_EXIT_GRACE_S after that."""
+        import select
+
+        deadline = time.time() + kill_after_s
+        killed = False
+        while rid not in self.exited:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                if killed:
+                    return None
+                self.kill(rid)
+                killed = True
+                deadline = time.time() + WORKER_EXIT_GRACE_S
+                continue
+            open_logs = [log for log in logs if log is not None and log.open]
+            ready, _, _ = select.select([self.control] + [log.fd for log in open_logs], [], [], remaining)
+            for log in open_logs:
+                if log.fd in ready:
+                    log.drain()
+            if self.control in ready and self.read() is None:
+                return None
+        return self.exited.pop(rid)
 
     def kill(self, rid):
         try:
@@ -136,12 +170,13 @@ class Server:
         self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
         self.hidden_paths = hidden_paths
         self.sandbox = sandbox.detect()
-        # The judge's own files (the task it loads, its log): never visible to a worker.
+        # Without a sandbox each zygote gives its processes their directories here, one root
+        # each (in a sandbox they live in its private /tmp); ncu's inputs go to the first.
         self.private_root = tempfile.mkdtemp(prefix="kforge-judge-")
-        # Without a sandbox the zygote's workers get their directories here (in a sandbox
-        # they live in its private /tmp).
         self.scratch_root = tempfile.mkdtemp(prefix="kforge-scratch-")
-        self.zygote = None
+        self.zygote = None  # the kernels' (workers)
+        self.judges = None  # the tasks' (judges)
+        self.peaks = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
 
     def send(self, obj):
         self.proto.write(json.dumps(obj, default=str) + "\n")
@@ -207,28 +242,40 @@ class Server:
                     self.send({"event": "error", "id": rid, "error": "%s: %s" % (type(e).__name__, e),
                                "traceback": traceback.format_exc()})
         finally:
-            if self.zygote:
-                self.zygote.stop()
+            for zygote in (self.zygote, self.judges):
+                if zygote:
+                    zygote.stop()
             shutil.rmtree(self.private_root, ignore_errors=True)
             shutil.rmtree(self.scratch_root, ignore_errors=True)
 
     def sandbox_record(self):
-        return {"kind": self.sandbox.kind, "detail": self.sandbox.detail, "reason": self.sandbox.reason,
-                "enforced": self.sandbox.kind != "none"}
+        return sandbox_record(self.sandbox)
 
-    def policy(self):
+    def policy(self, role="kernel"):
         return sandbox.default_policy(harness_dir=HARNESS_DIR, hidden_paths=self.hidden_paths,
-                                      interpret=self.interpret, device_env=dict(os.environ))
+                                      interpret=self.interpret, device_env=dict(os.environ), role=role)
 
     def start_zygote(self):
-        """Starts the zygote without waiting for it (see Zygote.wait_ready)."""
+        """Starts the kernels' zygote without waiting for it (see Zygote.wait_ready)."""
         if self.zygote:
             self.zygote.stop()
-        self.zygote = Zygote(self.sandbox, self.policy(), self.scratch_root)
+        self.zygote = Zygote(self.sandbox, self.policy("kernel"), self.scratch_for("kernel"), "kernel")
+
+    def start_judges(self):
+        """Starts the tasks' zygote without waiting for it."""
+        if self.judges:
+            self.judges.stop()
+        self.judges = Zygote(self.sandbox, self.policy("task"), self.scratch_for("task"), "task")
+
+    def scratch_for(self, role):
+        path = os.path.join(self.scratch_root, role)
+        os.makedirs(path, exist_ok=True)
+        return path
 
     def ensure_zygote(self, fresh):
-        """The running zygote, started when needed; and, when the last one had died (a kernel
-        cannot do that: it is its pid namespace's init and ignores signals), how it ended."""
+        """The running kernels' zygote, started when needed; and, when the last one had died
+        (a kernel cannot do that: it is its pid namespace's init and ignores signals), how it
+        ended."""
         lost = None
         if self.zygote is not None and not self.zygote.alive():
             lost = describe_exit(self.zygote.process.returncode, None, "it")  # Popen's returncode: reap()'s terms
@@ -241,6 +288,38 @@ class Server:
             raise
         return self.zygote, lost
 
+    def ensure_judges(self):
+        """The running tasks' zygote, started again when it has died."""
+        if self.judges is None or not self.judges.alive():
+            self.start_judges()
+        try:
+            self.judges.wait_ready()
+        except HarnessError:
+            self.judges = None
+            raise
+        return self.judges
+
+    def measured_peaks(self, device, cache_dir):
+        """The device's peaks (peaks.py), read from the cache or measured, in a forked child
+        of this server's (no task's code runs there: a task could otherwise forge the peaks
+        every task's bound is taken against); once per device for the server's life."""
+        if device not in self.peaks:
+            def query():
+                import torch
+
+                from . import peaks
+
+                torch.cuda.set_device(device)
+                info = device_description(device)
+                return peaks.device_peaks(device, info, peaks.driver_version(info), torch.__version__,
+                                          peaks.cache_dir_beside(cache_dir))
+
+            found = in_child(query, "peaks measurement", 300)
+            if "error" in found:
+                return found  # not kept: a later evaluation tries again
+            self.peaks[device] = found
+        return dict(self.peaks[device])
+
     # -- evaluation ---------------------------------------------------------
 
     def run_eval(self, rid, job):
@@ -248,14 +327,16 @@ class Server:
         # Checked once, before anything runs: a job this harness does not know how to read
         # (a kforge of another version) is an error naming the key, never a default.
         spec = wire.Job.parse(job)
+        raw = job
         job = dict(job)
         job["id"] = rid
-        job["_wire"] = spec  # what the judge reads the job through
+        job["_wire"] = spec
         result = new_result(job)
         result["versions"] = versions()  # imported already; no CUDA involved
         result["sandbox"] = self.sandbox_record()
         if not result["sandbox"]["enforced"]:
-            result["notes"].append("NO SANDBOX: the kernel ran with this user's rights (%s)" % self.sandbox.reason)
+            result["notes"].append("NO SANDBOX: the %s ran with this user's rights (%s)" % (
+                "task" if spec.reference_only else "task and the kernel", self.sandbox.reason))
         try:
             kernel_source = open(spec.kernel_path, encoding="utf-8", errors="replace").read()
             task_source = open(spec.task_path, encoding="utf-8", errors="replace").read()
@@ -279,25 +360,16 @@ class Server:
             fail_static(result, category, report, syntax)
             result["duration_s"] = time.time() - started
             return result
-        if spec.settings.require_sandbox and not result["sandbox"]["enforced"] and not spec.reference_only:
+        if spec.settings.require_sandbox and not result["sandbox"]["enforced"]:
+            # The task's code is as untrusted as a kernel's: a task check runs it too.
             fail(result, "harness", "no sandbox could be set up (%s); [eval] require_sandbox = true refuses to "
-                 "run the kernel" % self.sandbox.reason)
+                 "run the %s" % (self.sandbox.reason, "task" if spec.reference_only else "task and the kernel"))
             result["duration_s"] = time.time() - started
             return result
-
-        private = tempfile.mkdtemp(prefix="eval-", dir=self.private_root)
-        try:
-            # The task stays in the judge's private dir, out of the worker's sight; the kernel's
-            # source reaches the worker in the judge's "load" request (the worker writes its
-            # only copy in its own directory).
-            task_file = os.path.join(private, "task.py")
-            with open(task_file, "w", encoding="utf-8") as f:
-                f.write(task_source)
-            job.update({"task_file": task_file, "task_source": task_source, "kernel_source": kernel_source,
-                        "_result": result})
-            outcome = self.run_judge_and_worker(rid, job, private)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+        job.update({"task_source": task_source, "kernel_source": kernel_source, "_result": result, "_raw": raw})
+        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], job,
+                                    peaks=lambda: self.measured_peaks(spec.device, spec.baseline_cache_dir))
+        outcome = self.run_judge(rid, job, keeper, with_worker=not spec.reference_only)
         outcome["duration_s"] = time.time() - started
         if outcome.get("correct") and spec.profile and spec.device != "cpu":
             from .ncu import run_ncu
@@ -305,18 +377,11 @@ class Server:
             outcome["profile"] = run_ncu(job, self.sandbox, self.policy(), self.private_root)
         return outcome
 
-    def run_judge_and_worker(self, rid, job, private):
-        result, spec = job["_result"], job["_wire"]
+    def start_worker(self, rid, job, result):
+        """The worker forked by the kernels' zygote: (the judge's end of its channel, its log)."""
+        spec = job["_wire"]
         spawn = spec.settings.executor == "spawn"
-        if spec.reference_only:
-            return self.run_judge_alone(rid, job, private)
-        # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
-        server_s = result.setdefault("server_phases_s", {})
-        mark = time.time()
-        try:
-            zygote, lost = self.ensure_zygote(fresh=spawn)
-        except HarnessError as e:
-            return fail(result, "harness", str(e))
+        zygote, lost = self.ensure_zygote(fresh=spawn)
         if lost:
             zygote_restarted(result, lost)
         if zygote.hello.get("warm_error"):
@@ -325,7 +390,6 @@ class Server:
         if zygote.hello.get("preimport_error"):
             result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
                                    "the audit imports them itself, slower" % zygote.hello["preimport_error"])
-        judge_log = os.path.join(private, "judge.log")
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # The worker's output goes into a pipe this process drains, never a file by name.
         worker_log = LogTail()
@@ -335,7 +399,7 @@ class Server:
                       "precision": spec.settings.precision or DEFAULT_POLICY}
         try:
             try:
-                zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
+                zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
             except (HarnessError, OSError) as e:
                 # The zygote died between two evaluations (its launcher may not have been reaped
                 # yet, so it looked alive): a new one, once, and the result says so.
@@ -343,52 +407,101 @@ class Server:
                     raise
                 zygote, _ = self.ensure_zygote(fresh=True)  # stops the old one first
                 zygote_restarted(result, e)
-                zygote.fork(rid, worker_job, worker_end, worker_log.write_fd)
-        except (HarnessError, OSError) as e:
+                zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
+        except BaseException:
             judge_end.close()
-            worker_end.close()
             worker_log.close()
-            return fail(result, "harness", "cannot start the kernel's process: %s" % e)
-        worker_end.close()
+            raise
+        finally:
+            worker_end.close()
         worker_log.writer_gone()
-        server_s["worker_start"] = time.time() - mark
+        return zygote, judge_end, worker_log
+
+    def start_judge(self, rid, job, judge_end):
+        """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
+        judge_end: its end of the worker's channel (None: a task check)."""
+        judges = self.ensure_judges()
+        if judges.hello.get("preimport_error"):
+            job["_result"]["notes"].append("the judge's process could not preload its modules (%s): each judge "
+                                           "imports them itself, slower" % judges.hello["preimport_error"])
+        server_end, judge_server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        judge_log = LogTail()
+        fds = [judge_server_end.fileno(), judge_log.write_fd] + ([judge_end.fileno()] if judge_end else [])
+        try:
+            judges.fork(rid, {}, fds)
+        except BaseException:
+            server_end.close()
+            judge_log.close()
+            raise
+        finally:
+            judge_server_end.close()
+        judge_log.writer_gone()
+        result = job["_result"]
+        request = {"job": job["_raw"], "id": rid, "task_source": job["task_source"],
+                   "kernel_source": job["kernel_source"], "result": dict(result)}
+        try:
+            server_end.sendall(json.dumps(request, default=str).encode() + b"\n")
+        except OSError:
+            pass  # the judge is gone already: its end says how
+        return judges, server_end, judge_log
+
+    def run_judge(self, rid, job, keeper, with_worker):
+        """One evaluation's judge (and, `with_worker`, its worker) from start to result."""
+        result, spec = job["_result"], job["_wire"]
+        # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
+        server_s = result.setdefault("server_phases_s", {})
         mark = time.time()
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the judge
+        zygote = judge_end = worker_log = None
+        if with_worker:
             try:
-                os.close(read_fd)
-                os.close(worker_log.fd)
-                os.setsid()
-                self.proto.close()
-                zygote.control.close()
-                redirect_output(judge_log)
-                judge_main(job, write_fd, judge_end)
-            finally:
-                os._exit(71)
-        judge_end.close()
-        os.close(write_fd)
-        self.send({"event": "started", "id": rid, "pid": pid, "executor": "spawn" if spawn else "fork",
+                zygote, judge_end, worker_log = self.start_worker(rid, job, result)
+            except (HarnessError, OSError) as e:
+                return fail(result, "harness", "cannot start the kernel's process: %s" % e)
+            server_s["worker_start"] = time.time() - mark
+            mark = time.time()
+        try:
+            judges, server_end, judge_log = self.start_judge(rid, job, judge_end)
+        except (HarnessError, OSError) as e:
+            if zygote is not None:
+                zygote.kill(rid)
+                zygote.await_exit(rid, [worker_log], 0)
+                worker_log.close()
+            return fail(result, "harness", "cannot start the task's process: %s" % e,
+                        details={"kernel_loaded": False})
+        finally:
+            if judge_end is not None:
+                judge_end.close()
+        server_s["judge_start"] = time.time() - mark
+        mark = time.time()
+        self.send({"event": "started", "id": rid, "executor": "spawn" if spec.settings.executor == "spawn" else "fork",
                    "sandbox": self.sandbox.kind})
-        final, ended_by = self.watch(rid, job, read_fd, worker_log)
+        final, ended_by = self.watch(rid, job, server_end, keeper, [judge_log, worker_log])
         server_s["judge"] = time.time() - mark
         mark = time.time()
-        kill_group(pid)
-        status = reap(pid)
-        if ended_by or final is None or not final.get("correct"):
-            zygote.kill(rid)
-        worker = self.await_worker(zygote, rid, worker_log)
-        worker_log.drain()
-        worker_log.close()
+        server_end.close()
+        # A judge that sent its result has nothing left to do; one that did not is given
+        # the grace to end by itself, so that its status says how it ended.
+        judge = judges.await_exit(rid, [judge_log, worker_log],
+                                  0 if final is not None or ended_by else WORKER_EXIT_GRACE_S)
+        worker = None
+        if zygote is not None:
+            worker = zygote.await_exit(rid, [worker_log],
+                                       0 if ended_by or final is None or not final.get("correct")
+                                       else WORKER_EXIT_GRACE_S)
+        log = judge_log.text()
+        judge_log.close()
+        if worker_log is not None:
+            worker_log.drain()
+            log += worker_log.text()
+            worker_log.close()
         server_s["teardown"] = time.time() - mark
-        if final is not None:
-            final["server_phases_s"] = server_s
-        log = read_log(judge_log) + worker_log.text()
-        if spawn:
+        if zygote is not None and spec.settings.executor == "spawn":
             zygote.stop()
             self.zygote = None
-
-        out = ending(job, final, ended_by, status, log)
+        if final is not None:
+            final = self.checked(final, result)
+            final["server_phases_s"] = server_s
+        out = ending(job, final, ended_by, (judge or {}).get("status"), log)
         if final is not None and out is final and out.get("category") == "crash" \
                 and worker_death_explains(worker, out.get("details")):
             # The worker died: say how (the judge only saw its channel close).
@@ -396,50 +509,48 @@ class Server:
             out["summary"] = describe_exit(worker["status"], phase)
             out["message"] = "%s\n%s" % (out["summary"], clean_text(log))
             out["details"] = dict(out.get("details") or {}, **exit_details(worker["status"]))
-        if worker and worker.get("strays"):
-            out["notes"].append("%d process(es) the kernel left behind were killed" % worker["strays"])
-            out["flags"].append("stray_processes")
+        for who, ended in (("the task", judge), ("the kernel", worker)):
+            if ended and ended.get("strays"):
+                out["notes"].append("%d process(es) %s left behind were killed" % (ended["strays"], who))
+                out["flags"].append("stray_processes")
         add_log(out, job, log)
         if out.get("category") not in (None, "syntax", "static_check") and out.get("message"):
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
         return out
 
-    def run_judge_alone(self, rid, job, private):
-        """A task check: the judge builds and times the reference; no kernel, no worker."""
-        judge_log = os.path.join(private, "judge.log")
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.close(read_fd)
-                os.setsid()
-                self.proto.close()
-                if self.zygote:
-                    self.zygote.control.close()
-                redirect_output(judge_log)
-                judge_main(job, write_fd, None)
-            finally:
-                os._exit(71)
-        os.close(write_fd)
-        self.send({"event": "started", "id": rid, "pid": pid, "executor": "fork", "sandbox": "none needed"})
-        final, ended_by = self.watch(rid, job, read_fd, None)
-        kill_group(pid)
-        status = reap(pid)
-        log = read_log(judge_log)
-        out = ending(job, final, ended_by, status, log)
-        add_log(out, job, log)
+    def checked(self, final, result):
+        """The judge's result as the server passes it on: a result record (only the fields
+        kforge reads; anything else is a `harness` failure), with what only the server knows
+        (the sandbox, the versions) set again by the server: the judge runs the task's code,
+        which could have written anything into it."""
+        try:
+            if not isinstance(final, dict):
+                raise KeyError("the judge's result is not an object")
+            out = wire.ResultRecord(final)
+        except KeyError as e:
+            return fail(result, "harness", "the judge sent a malformed result: %s" % first_line(str(e)),
+                        details={"kernel_loaded": True})
+        out["sandbox"] = self.sandbox_record()
+        out["versions"] = result["versions"]
+        for key in ("notes", "flags"):
+            if not isinstance(out.get(key), list):
+                out[key] = []
         return out
 
-    def watch(self, rid, job, read_fd, worker_log):
-        """Relays the judge's progress until its result; enforces the deadline and cancels;
-        drains the worker's log (None: no worker) so that it never blocks on a full pipe."""
+    def watch(self, rid, job, channel, keeper, logs):
+        """Relays the judge's progress until its result; answers its requests (`keeper`:
+        what the server keeps for it); enforces the deadline and cancels; drains the logs
+        (LogTails or None) so that no process blocks on a full pipe. Returns (the judge's
+        result or None, what ended it: None, "timeout", "cancelled", "shutdown")."""
         result = job["_result"]
         started = time.time()
         timeline = job.setdefault("_timeline", [])
         deadline = started + job["_wire"].settings.timeout_s
+        read_fd = channel.fileno()
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
-        if worker_log is not None:
-            self.selector.register(worker_log.fd, selectors.EVENT_READ, "worker_log")
+        logs = [log for log in logs if log is not None]
+        for log in logs:
+            self.selector.register(log.fd, selectors.EVENT_READ, log)
         data = b""
         final = None
         ended_by = None
@@ -458,57 +569,43 @@ class Server:
                                 self.pending.remove(req)
                                 ended_by = "cancelled"
                         continue
-                    if key.data == "worker_log":
-                        if not worker_log.drain():
-                            self.selector.unregister(worker_log.fd)
+                    if isinstance(key.data, LogTail):
+                        if not key.data.drain():
+                            self.selector.unregister(key.data.fd)
                         continue
-                    chunk = os.read(read_fd, 1 << 16)
+                    try:
+                        chunk = os.read(read_fd, 1 << 16)
+                    except OSError:
+                        chunk = b""
                     if not chunk:
                         return final, ended_by
                     data += chunk
+                    if len(data) > MAX_JUDGE_LINE:
+                        return final, ended_by  # a judge that floods its channel ends without a result
                     while b"\n" in data:
                         line, data = data.split(b"\n", 1)
                         try:
                             message = json.loads(line)
                         except ValueError:
                             continue
+                        if not isinstance(message, dict):
+                            continue
                         if "progress" in message:
-                            result["phase"] = message["progress"]
-                            timeline.append((time.time() - started, message["progress"]))
-                            self.send({"event": "progress", "id": rid, "phase": message["progress"]})
+                            phase = str(message["progress"])[:200]
+                            result["phase"] = phase
+                            timeline.append((time.time() - started, phase))
+                            self.send({"event": "progress", "id": rid, "phase": phase})
+                        elif "ask" in message:
+                            answer(channel, keeper.answer(message))
                         elif "result" in message:
                             final = message["result"]
                 if ended_by:
                     return final, ended_by
         finally:
             self.selector.unregister(read_fd)
-            if worker_log is not None and worker_log.fd in self.selector.get_map():
-                self.selector.unregister(worker_log.fd)
-            os.close(read_fd)
-
-    def await_worker(self, zygote, rid, worker_log):
-        """The zygote's word that the worker and everything it started are gone (its log
-        drained meanwhile: a worker blocked on a full pipe would never end)."""
-        import select
-
-        deadline = time.time() + WORKER_EXIT_GRACE_S
-        killed = False
-        while rid not in zygote.exited:
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                if killed:
-                    return None
-                zygote.kill(rid)
-                killed = True
-                deadline = time.time() + WORKER_EXIT_GRACE_S
-                continue
-            ready, _, _ = select.select([zygote.control] + ([worker_log.fd] if worker_log.open else []), [], [],
-                                        remaining)
-            if worker_log.fd in ready:
-                worker_log.drain()
-            if zygote.control in ready and zygote.read() is None:
-                return None
-        return zygote.exited.pop(rid)
+            for log in logs:
+                if log.fd is not None and log.fd in self.selector.get_map():
+                    self.selector.unregister(log.fd)
 
     def device_info(self):
         """Runs in a forked child: the server must never initialize CUDA."""
@@ -579,6 +676,25 @@ def in_child(query, what, timeout_s):
         return {"error": describe_exit(status, what, "the " + what)}
 
 
+def sandbox_record(info):
+    """The result's and the hello's `sandbox`: the mechanism, and that tasks and kernels
+    each run in one of their own (`task`: docs/security.md, "The task sandbox")."""
+    enforced = info.kind != "none"
+    return {"kind": info.kind, "detail": info.detail, "reason": info.reason, "enforced": enforced,
+            "task": {"enforced": enforced,
+                     "detail": "sandboxed apart from the kernel (%s): no secret, nothing of the host writable, no "
+                               "host process in view" % info.kind if enforced else
+                               "NO SANDBOX: the task's code ran with your rights (%s)" % info.reason}}
+
+
+def answer(channel, reply):
+    """The server's answer to a judge's request (judgeproc.ServerLink.ask)."""
+    try:
+        channel.sendall(json.dumps({"answer": reply}, default=str).encode() + b"\n")
+    except OSError:
+        pass  # the judge is gone: its end says how
+
+
 def zygote_restarted(result, why):
     result["flags"].append("zygote_restarted")
     result["notes"].append("the sandbox's worker-forking process had died since the last evaluation (%s) "
@@ -610,16 +726,23 @@ def ending(job, final, ended_by, status, log):
                         timeout_s, phase, clean_text(log, 40)))
     if final is not None:
         return final
+    loaded = kernel_loaded(job)
     if status == -signal.SIGKILL:
         # Nothing of kforge's SIGKILLs a judge it still waits for (a timeout or a cancel ends
         # above), and a kernel cannot reach it: the host's out-of-memory killer does that.
-        before = phase in TASK_PHASES or phase.startswith("timing reference")
         return fail(result, "oom", "the judge was killed (SIGKILL) during %s, most likely by the host's "
                     "out-of-memory killer: %s" % (
-                        phase, "the task does not fit in host memory (before any kernel ran)" if before
-                        else "the evaluation needed more host memory than was free"),
-                    clean_text(log), {"phase": phase, "kernel_loaded": not before, "signal": "SIGKILL"})
-    return fail(result, "harness", describe_exit(status, result.get("phase"), "the judge"), clean_text(log))
+                        phase, "the evaluation needed more host memory than was free" if loaded
+                        else "the task does not fit in host memory (before any kernel ran)"),
+                    clean_text(log), {"phase": phase, "kernel_loaded": loaded, "signal": "SIGKILL"})
+    return fail(result, "harness", describe_exit(status, result.get("phase"), "the judge"), clean_text(log),
+                {"kernel_loaded": loaded})
+
+
+def kernel_loaded(job):
+    """Whether the judge had begun loading the kernel into its process (its progress said
+    so): before that, nothing the kernel wrote had run."""
+    return any(phase == KERNEL_LOADING for _, phase in job.get("_timeline", []))
 
 
 def fail_static(result, category, report, syntax):
@@ -648,58 +771,16 @@ def worker_death_explains(worker, details):
     return bool((details or {}).get("channel_closed"))
 
 
-def judge_main(job, result_fd, channel):
-    """Body of the judge process. Never returns."""
-    status = 0
-    writer = os.fdopen(result_fd, "w", buffering=1)
-    started = time.time()
-    result = job["_result"]
-
-    def progress(phase):
-        result["phase"] = phase
-        try:
-            writer.write(json.dumps({"progress": phase}) + "\n")
-        except OSError:
-            pass
-
-    try:
-        from .judge import Evaluation  # a broken import is a `harness` result, not a silent exit
-
-        Evaluation(job, progress, channel).run()
-    except KernelFailure as f:
-        fail(result, f.category, f.summary, f.message, f.details)
-    except TaskFailure as f:
-        fail(result, "task", str(f))
-    except HarnessError as e:
-        fail(result, "harness", str(e))
-    except BaseException as e:  # noqa: BLE001 -- a harness bug must still produce a result
-        fail(result, "harness", "harness error: %s: %s" % (type(e).__name__, first_line(str(e))),
-             clean_text(exception_text(e)))
-    result["child_s"] = time.time() - started
-    try:
-        writer.write(json.dumps({"result": result}, default=str) + "\n")
-        writer.flush()
-    except BaseException:  # noqa: BLE001
-        status = 70
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
-
-
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
 def scrub_environment(env):
-    """The trusted processes' own hygiene (the sandbox builds the kernel's environment from
-    an allow-list; this only keeps credentials out of the judge, which runs the task)."""
+    """The server's own hygiene (kforge already starts it with an allow-listed environment;
+    both sandboxes build theirs from an allow-list again): no credential-like variable stays
+    in a process that forks, whatever reaches it."""
     for name in list(env):
         if any(word in name.upper() for word in SECRET_WORDS) or sandbox.looks_secret(env[name]):
             del env[name]
-
-
-def redirect_output(log_path):
-    scrub_environment(os.environ)
-    sandbox.redirect_stdio(log_path)
 
 
 class LogTail:
@@ -790,17 +871,6 @@ def describe_exit(status, phase, who="the kernel's process"):
                    "SIGBUS": "bus error", "SIGFPE": "floating-point exception", "SIGILL": "illegal instruction"}
         return "%s died from %s (%s)%s" % (who, name, meaning.get(name, "signal"), where)
     return "%s exited with code %d without a result%s" % (who, status, where)
-
-
-def read_log(path):
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - protocol.LOG_LIMIT))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def serve(hidden_paths):

@@ -1,23 +1,32 @@
-"""The zygote: a long-lived process inside the sandbox that imports torch and triton once
-and forks a worker per evaluation, so that isolation does not cost an interpreter start
-(2.5-3 s) per evaluation.
+"""The zygotes: long-lived processes inside the sandbox that import torch and triton once
+and fork an evaluation's process each, so that isolation does not cost an interpreter start
+(2.5-3 s) per evaluation. A server has two, each in a sandbox of its own (`role`):
+
+- the kernels' zygote forks a worker per evaluation (worker.py: imports the kernel);
+- the tasks' zygote forks a judge per evaluation (judgeproc.py: loads the task, builds the
+  reference, compares and times). A task's code is as untrusted as a kernel's (the user,
+  a batch directory or an agent over MCP chose it), so it never runs outside a sandbox
+  either, and never in the kernels' sandbox, where a kernel could reach it.
 
 Control channel (a SOCK_SEQPACKET socket from the server, fd given on the command line):
-  <- {"op": "fork", "id": ID, "job": {...}} with the worker's end of its judge channel and
-     the write end of its log pipe attached
+  <- {"op": "fork", "id": ID, "job": {...}} with the process's descriptors attached: for a
+     worker its end of the judge channel and the write end of its log pipe; for a judge its
+     end of the server channel, the write end of its log pipe and, unless it checks a task
+     alone, its end of the worker channel
   -> {"type": "forked", "id": ID}
-  -> {"type": "exited", "id": ID, "status": N, "strays": K}   when the worker has ended and
+  -> {"type": "exited", "id": ID, "status": N, "strays": K}   when the process has ended and
                                                               every process it left is dead
-  <- {"op": "kill", "id": ID}                                 kills the worker now
-The zygote never initializes CUDA (a forked CUDA context is unusable) and never imports a
-kernel. It makes itself non-dumpable, so a worker running as the same user cannot ptrace it
-or read its memory through /proc, and ignores every signal a worker could send it (in the
-sandbox it is the pid namespace's init, which receives only signals it handles).
+  <- {"op": "kill", "id": ID}                                 kills the process now
+A zygote never initializes CUDA (a forked CUDA context is unusable), never imports a kernel
+and never loads a task. It makes itself non-dumpable, so a process it forked running as the
+same user cannot ptrace it or read its memory through /proc, and ignores every signal such a
+process could send it (in the sandbox it is the pid namespace's init, which receives only
+signals it handles: SIGCHLD, which only wakes it to reap).
 
-Each worker gets a fresh private directory under the scratch root (its cwd, TMPDIR, the
-kernel's source file and its own Triton cache). When a worker has ended and every process it
-left is dead, the zygote empties the scratch root (and, in a sandbox, /dev/shm): nothing a
-kernel writes reaches a later evaluation.
+Each process gets a fresh private directory under the scratch root (its cwd, TMPDIR, the
+kernel's or the task's source file and its own Triton cache). When it has ended and every
+process it left is dead, the zygote empties the scratch root (and, in a sandbox, /dev/shm):
+nothing a kernel or a task writes reaches a later evaluation.
 """
 
 import importlib
@@ -32,47 +41,65 @@ import time
 from . import protocol, sandbox
 
 
-def serve(control_fd, scratch, sandboxed):
+ROLES = ("kernel", "task")
+# Modules each role's processes use, imported once here, before the fork. A Triton launch
+# under a dispatch mode (the audit, the judge's work counter) makes torch import its tracing
+# machinery (dynamo, sympy, fsdp): 4-6 s on an H100 host, paid by every fresh process unless
+# it is imported once here. (Not dynamo and inductor in the kernels' zygote: the audit's
+# modes opt out of the wrapper that imported them (audit.no_dynamo). Imported before the fork
+# they made every Triton launch in the worker ~80 us slower on an H100, torch 2.11, which the
+# timing cross-check flagged.)
+PREIMPORTS = {
+    "kernel": ("torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap"),
+    "task": ("torch.utils._python_dispatch", "kforge_harness.judge"),
+}
+# The descriptors a fork request carries: (fewest, most).
+FORK_FDS = {"kernel": (2, 2), "task": (2, 3)}
+
+
+def serve(control_fd, scratch, sandboxed, role="kernel"):
     """scratch: the directory whose contents belong to the evaluations (the sandbox's private
-    /tmp, or a directory of the server's without a sandbox); sandboxed: /dev/shm is private too."""
+    /tmp, or a directory of the server's without a sandbox); sandboxed: /dev/shm is private too;
+    role: whose processes it forks (ROLES)."""
     ignore_signals()
     control = socket.socket(fileno=control_fd)
     try:
-        import torch  # noqa: F401 -- imported once here, inherited by every worker
+        import torch  # noqa: F401 -- imported once here, inherited by every process forked
         import triton  # noqa: F401
     except BaseException as e:  # noqa: BLE001
         protocol.send(control, {"type": "hello", "ok": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 3
-    # A Triton launch under a dispatch mode (the audit) makes torch import its tracing
-    # machinery (dynamo, sympy, fsdp): 4-6 s on an H100 host, paid by every fresh worker
-    # unless it is imported once here, before the fork.
     started, preimport_error = time.time(), None
-    # (Not dynamo and inductor: the audit's modes opt out of the wrapper that imported them
-    # (audit.no_dynamo). Imported before the fork they made every Triton launch in the
-    # worker ~80 us slower on an H100, torch 2.11, which the timing cross-check flagged.)
-    for name in ("torch.utils._python_dispatch", "torch._higher_order_ops.triton_kernel_wrap"):
+    for name in PREIMPORTS[role]:
         try:
             importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 -- only a cost: the audit imports what it needs itself
+        except Exception as e:  # noqa: BLE001 -- only a cost: the process imports what it needs itself
             preimport_error = "%s: %s" % (type(e).__name__, e)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
-    warm_error = warm_triton_driver()
+    warm_error = warm_triton_driver() if role == "kernel" else None
     sandbox.harden_zygote()
     wipe(scratch, sandboxed)
+    woken = child_wakeup()
     protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(), "warm_error": warm_error,
                             "preimport_s": time.time() - started, "preimport_error": preimport_error})
     running = {}  # pid -> id
+    fewest, most = FORK_FDS[role]
     while True:
-        readable, _, _ = select.select([control], [], [], 0.2)
-        if readable:
+        readable, _, _ = select.select([control, woken], [], [], 1.0)
+        if woken in readable:
+            drain(woken)
+        # Ended processes first: the next one is forked only once the last one's strays are
+        # gone (kill_strays spares nothing but this process).
+        reap(running, control, scratch, sandboxed)
+        if control in readable:
             try:
                 message, fds = protocol.recv_with_fds(control)
             except (OSError, protocol.ProtocolViolation):
                 message, fds = None, []
             if message is None:
                 break  # the server went away: everything in the sandbox dies with us
-            if message.get("op") == "fork" and len(fds) == 2:
-                pid = spawn_worker(message["job"], fds[0], fds[1], control, scratch)
+            if message.get("op") == "fork" and fewest <= len(fds) <= most:
+                pid = spawn(role, message["job"], fds, control, woken, scratch)
                 for fd in fds:
                     os.close(fd)
                 running[pid] = message.get("id")
@@ -87,13 +114,31 @@ def serve(control_fd, scratch, sandboxed):
             else:
                 for fd in fds:
                     os.close(fd)
-        reap(running, control, scratch, sandboxed)
     for pid in running:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     return 0
+
+
+def child_wakeup():
+    """A descriptor that becomes readable when a child ends (SIGCHLD through Python's wakeup
+    fd), so an ended process is reaped and reported at once instead of at the next poll."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(write_fd)
+    return read_fd
+
+
+def drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, OSError):
+        pass
 
 
 def reap(running, control, scratch, sandboxed):
@@ -161,27 +206,39 @@ def warm_triton_driver():
         return "%s: %s" % (type(e).__name__, str(e)[:300])
 
 
-def spawn_worker(job, channel_fd, log_fd, control, scratch):
+def spawn(role, job, fds, control, woken, scratch):
+    """Forks the role's process: a worker (fds: its judge channel, its log pipe) or a judge
+    (fds: its server channel, its log pipe, and its worker channel unless it checks a task
+    alone). Returns the child's pid in the parent."""
     pid = os.fork()
     if pid:
         return pid
     try:
         control.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(woken)
         os.setsid()
-        sandbox.redirect_stdio(log_fd)
-        channel = os.dup(channel_fd)
-        sandbox.harden_worker(keep_fds=[0, 1, 2, channel], limits=job.get("limits") or {})
+        sandbox.redirect_stdio(fds[1])
+        channels = [os.dup(fd) for fd in fds[:1] + fds[2:]]
+        sandbox.harden_worker(keep_fds=[0, 1, 2] + channels, limits=job.get("limits") or {})
         workdir = tempfile.mkdtemp(prefix="eval-", dir=scratch)
         os.chdir(workdir)
-        # The kernel's Triton cache is its own: a fresh, empty directory emptied again after
-        # the evaluation, so no entry a kernel plants reaches another evaluation.
+        # The process's Triton cache is its own: a fresh, empty directory emptied again after
+        # the evaluation, so no entry a kernel (or a task) plants reaches another evaluation.
         os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
         os.environ["TMPDIR"] = workdir
         tempfile.tempdir = workdir
         job = dict(job, workdir=workdir)
-        from . import worker
+        if role == "kernel":
+            from . import worker
 
-        worker.main(channel, job)
+            worker.main(channels[0], job)
+        else:
+            from . import judgeproc
+
+            server = socket.socket(fileno=channels[0])
+            judgeproc.main(server, socket.socket(fileno=channels[1]) if len(channels) > 1 else None, workdir)
     finally:
         os._exit(71)
-

@@ -6,22 +6,26 @@ never the evaluation."""
 import pytest
 
 from kforge_harness import baselines, judge
+from kforge_harness.cachekeeper import Keeper
 from kforge_harness.protocol import HarnessError, KernelFailure, TaskFailure
 
-from jobs import job
+from jobs import JOB, job
 
 
 def stand_in(tmp_path, measure):
     e = judge.Evaluation.__new__(judge.Evaluation)
-    e.spec = job(compile_mode="default", baseline_cache=True, baseline_cache_dir=str(tmp_path),
-                 compile_baseline=True, baseline="best")
+    changes = dict(compile_mode="default", baseline_cache=True, baseline_cache_dir=str(tmp_path),
+                   compile_baseline=True, baseline="best")
+    e.spec = job(**changes)
     e.settings = e.spec.settings
-    e.result = {"notes": []}
+    e.result = {"notes": [], "device": {"name": "a GPU", "uuid": "GPU-0"}}
     e.gpu = False
     e.gate = None
     e.compiled = None
     e.compiled_side = e.compiled_lender = e.compiled_process = None
-    e.baseline_key = lambda shapes: "key-of-the-task"
+    # The server's keeper, as the judge's store (judgeproc.Remote forwards to one).
+    e.store = Keeper(str(tmp_path), "the task's source", {"torch": "2.x"}, dict(JOB, **changes))
+    e.input_signature = lambda shapes: [["in[0]", [4, 4], "torch.float32"]]
     e.progress = lambda text: None
     e.measure_compiled = measure
     return e

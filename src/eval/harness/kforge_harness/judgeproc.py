@@ -1,0 +1,152 @@
+"""The judge's process: forked by the tasks' zygote, inside the tasks' sandbox
+(zygote.py), one per evaluation. The task's code runs here and in the processes the judge
+forks (the reference's and the compiled reference's timing processes), never anywhere else.
+
+The server and the judge talk over one stream socket, one JSON object a line each way:
+  <- {"job": JOB, "id": ID, "task_source", "kernel_source", "result": RESULT}   first, once
+  -> {"progress": PHASE}                                        as the judge moves on
+  -> {"ask": ..., ...}    <- {"answer": {...}}                  what the server keeps for it
+  -> {"result": RESULT}                                         last
+The task's source arrives in the job and is written into the judge's own directory (its
+private /tmp): the task file kforge named is never opened in here. What the judge asks for
+(cachekeeper.Keeper) is all it gets of kforge's cache, under keys the server computes.
+"""
+
+import json
+import os
+import sys
+import time
+
+from . import wire
+from .errors import clean_text, exception_text, first_line
+from .protocol import HarnessError, KernelFailure, TaskFailure, fail
+
+MAX_LINE = 64 << 20  # bytes of one line from the server (the job carries both sources)
+
+
+class ServerLink:
+    """The judge's end of its channel to the server."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def send(self, message):
+        try:
+            self.sock.sendall(json.dumps(message, default=str).encode() + b"\n")
+        except OSError as e:
+            raise HarnessError("the server stopped listening: %s" % e)
+
+    def receive(self):
+        line = self.reader.readline(MAX_LINE)
+        if not line.endswith(b"\n"):
+            raise HarnessError("the server's channel ended" if not line else "an oversized line from the server")
+        return json.loads(line)
+
+    def ask(self, ask, **fields):
+        """The server's answer to a request (cachekeeper.Keeper.answer)."""
+        self.send(dict(fields, ask=ask))
+        message = self.receive()
+        answer = message.get("answer") if isinstance(message, dict) else None
+        if not isinstance(answer, dict):
+            raise HarnessError("the server answered %r with %r" % (ask, message))
+        return answer
+
+
+class Remote:
+    """The store the judge sees (the methods of cachekeeper.Keeper it uses), each a request to
+    the server. What the server refuses is nothing cached and nothing kept."""
+
+    def __init__(self, link):
+        self.link = link
+
+    def reference_timing(self, device, inputs):
+        answer = self.link.ask("reference_timing", device=device, inputs=inputs)
+        return answer.get("key"), answer.get("cached")
+
+    def keep_reference_timing(self, device, inputs, figures):
+        return self.link.ask("keep_reference_timing", device=device, inputs=inputs, record=figures).get("key")
+
+    def compile_baseline(self, device, inputs, mode):
+        answer = self.link.ask("compile_baseline", device=device, inputs=inputs, mode=mode)
+        return answer.get("key"), answer.get("cached")
+
+    def keep_compile_baseline(self, device, inputs, mode, record):
+        return self.link.ask("keep_compile_baseline", device=device, inputs=inputs, mode=mode,
+                             record=record).get("key")
+
+    def floor_samples(self, gpu, driver):
+        samples = self.link.ask("floor", gpu=gpu, driver=driver).get("samples")
+        return samples if isinstance(samples, list) else []
+
+    def keep_floor(self, gpu, driver, samples):
+        self.link.ask("keep_floor", gpu=gpu, driver=driver, samples=samples)
+
+    def peaks(self):
+        answer = self.link.ask("peaks")
+        peaks = answer.get("peaks")
+        return peaks if isinstance(peaks, dict) else {"error": answer.get("error") or "the server sent no peaks"}
+
+
+def kernel_was_loaded(evaluation):
+    """Whether the kernel's code had been given to its process when the evaluation ended."""
+    link = getattr(evaluation, "link", None)
+    return bool(link is not None and link.kernel_loaded)
+
+
+def main(server, channel, workdir):
+    """Body of the judge process (server: its channel to the server; channel: to the worker,
+    None for a task check). Never returns."""
+    status = 0
+    started = time.time()
+    link = ServerLink(server)
+    try:
+        request = link.receive()
+        raw = request["job"]
+        task_file = os.path.join(workdir, "task.py")
+        with open(task_file, "w", encoding="utf-8") as f:
+            f.write(request["task_source"])
+        job = dict(raw, id=request["id"], task_file=task_file, task_source=request["task_source"],
+                   kernel_source=request["kernel_source"], _wire=wire.Job.parse(raw),
+                   _result=wire.ResultRecord(request["result"]), _store=Remote(link))
+    except BaseException:  # noqa: BLE001 -- the server says the judge ended without a result
+        os._exit(70)
+    result = job["_result"]
+
+    def progress(phase):
+        result["phase"] = phase
+        try:
+            link.send({"progress": phase})
+        except HarnessError:
+            pass
+
+    evaluation = None
+    try:
+        from .judge import Evaluation  # a broken import is a `harness` result, not a silent exit
+
+        evaluation = Evaluation(job, progress, channel)
+        evaluation.run()
+    except KernelFailure as f:
+        fail(result, f.category, f.summary, f.message, f.details)
+    except TaskFailure as f:
+        fail(result, "task", str(f))
+    except HarnessError as e:
+        fail(result, "harness", str(e))
+    except BaseException as e:  # noqa: BLE001 -- a harness bug must still produce a result
+        fail(result, "harness", "harness error: %s: %s" % (type(e).__name__, first_line(str(e))),
+             clean_text(exception_text(e)))
+    if result.get("category") in ("harness", "oom") and isinstance(result.get("details"), dict):
+        # Whether the kernel's code had run: only a failure the judge saw before it had can
+        # be the task's or the harness's alone (the unseen-shapes check skips only those).
+        result["details"].setdefault("kernel_loaded", kernel_was_loaded(evaluation))
+    result["child_s"] = time.time() - started
+    try:
+        link.send({"result": result})
+    except BaseException:  # noqa: BLE001
+        status = 70
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
