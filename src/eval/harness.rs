@@ -35,6 +35,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "peaks.py",
     "precision.py",
     "protocol.py",
+    "reach.py",
     "refprocess.py",
     "sandbox.py",
     "server.py",
