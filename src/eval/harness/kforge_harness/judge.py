@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, launchpath, peaks, protocol, sol, timing
+from . import audit_rules, baselines, kbprotocol, launchpath, peaks, protocol, seal, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
@@ -53,6 +53,13 @@ class WorkerLink:
         # Until the kernel is imported the worker runs only harness code: a failure then is
         # the harness's (or its environment's), not the kernel's.
         self.kernel_loaded = False
+        self.opener = None  # from the kernel's import on, messages are sealed (seal.py)
+
+    def seal(self):
+        """A key for the worker's messages from here on (it goes in the "load" request)."""
+        key = seal.new_key()
+        self.opener = seal.Opener(key)
+        return key.hex()
 
     def _crash(self, what, closed=False):
         """`closed`: the channel ended (the process died or shut it), which its exit status
@@ -62,13 +69,21 @@ class WorkerLink:
         raise KernelFailure("crash", "%s (during %s)" % (what, self.phase()),
                             details={"protocol": what, "channel_closed": closed})
 
-    def receive(self, expected, run=None):
+    def next_message(self):
+        """The next message (unsealed once the kernel is imported, seal.py), or None when the
+        channel ended between messages; a violation is the kernel's crash."""
         try:
-            message = protocol.recv(self.sock)
-        except ProtocolViolation as e:
+            data = protocol.recv_payload(self.sock)
+            if data is not None and self.opener is not None:
+                data = self.opener.open(data)
+            return None if data is None else protocol.decode(data)
+        except (ProtocolViolation, ValueError) as e:
             self._crash("the kernel's process broke the protocol: %s" % e)
         except OSError as e:
             self._crash("the kernel's process channel failed: %s" % e, closed=True)
+
+    def receive(self, expected, run=None):
+        message = self.next_message()
         if message is None:
             self._crash("the kernel's process ended without answering", closed=True)
         kind = message.get("type")
@@ -99,10 +114,7 @@ class WorkerLink:
     def send(self, request, fds=()):
         # An unsolicited message waiting before a request is sent is an early message.
         if select.select([self.sock], [], [], 0)[0]:
-            try:
-                early = protocol.recv(self.sock)
-            except (ProtocolViolation, OSError):
-                early = None
+            early = self.next_message()
             if early is not None:
                 self._crash("the kernel's process sent %r before it was asked" % early.get("type"))
         try:
@@ -457,8 +469,11 @@ class Evaluation:
         init_buffers, init_desc, fds = self.lender.like(init_inputs)
         copy_into(init_buffers, init_inputs)
         self.link.kernel_loaded = True  # from here on the worker runs the kernel's code
+        # The key that seals the worker's messages and the run-time guard (guard.py, which goes
+        # with the static checks) are set up before the kernel's first line runs.
         loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
-                                 "source": job["kernel_source"]}, "loaded", fds)
+                                 "source": job["kernel_source"], "seal": self.link.seal(),
+                                 "guard": bool(self.settings.static_checks)}, "loaded", fds)
         self.kernel_settings = loaded.get("tf32")
         self.describe_precision()
         clock.mark("load")

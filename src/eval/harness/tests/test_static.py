@@ -970,6 +970,9 @@ REFUSED_ROUND_3 = {
 # The hostile fixtures of issue 34: libraries that call getattr, exec or import for the kernel.
 REFUSED_ISSUE_34 = {
     "hack_fx_forge_audit.py": {"reach"},
+    "hack_fx_forge_failure.py": {"reach"},
+    "hack_fx_reach.py": {"reach"},
+    "hack_jit_compilation_unit.py": {"reach"},
 }
 STRUCTURAL = {"syntax", "no_modelnew", "no_triton", "no_launch", "no_forward", "fallback", "torch_op"}
 
