@@ -368,6 +368,11 @@ class Worker:
         slots = dict(flatten_outputs(self.outputs if slots is None else slots))
         copied = True
         for path, value in flatten_outputs(out):
+            if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+                # A subclass's __torch_function__ would run in the copy below and in the audit's
+                # digests: the kernel's code deciding what the harness reads.
+                raise TypeError("forward returned a %s at %s, a subclass of torch.Tensor: outputs must be plain "
+                                "tensors" % (type(value).__name__, path))
             slot = slots.get(path)
             if isinstance(slot, torch.Tensor) and isinstance(value, torch.Tensor) \
                     and tuple(value.shape) == tuple(slot.shape) and value.dtype == slot.dtype:

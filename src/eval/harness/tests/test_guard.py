@@ -257,3 +257,20 @@ def test_memory_files():
 
 def test_signal_module_is_left_alone_in_this_process():
     assert callable(signal.signal)
+
+
+def test_outputs_must_be_plain_tensors():
+    """A tensor subclass's __torch_function__ would run in the worker's copy into the judge's slot
+    and in the audit's digests of the output: the kernel deciding what the harness reads."""
+
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    w = worker.Worker.__new__(worker.Worker)
+    w.outputs = torch.zeros(4)
+    out = torch.ones(4).as_subclass(Liar)
+    with pytest.raises(TypeError, match="outputs must be plain tensors"):
+        w.copy_outputs(out)
+    assert w.copy_outputs(torch.ones(4)) and torch.equal(w.outputs, torch.ones(4))
