@@ -1532,6 +1532,28 @@ class _Audit:
                 "digest": tensor_digest(t, seed)}
 
 
+# Namespaces of PyTorch's own operators; an operator of any other one was registered by the kernel.
+BUILTIN_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "c10d_functional", "_c10d", "c10d", "profiler",
+                                "_quantized", "quantized", "rngprims", "debugprims", "fbgemm", "_test"})
+
+
+def custom_implementation(func):
+    """The Python implementation of an operator the kernel registered with torch.library
+    (triton_op, custom_op), to run inside the dispatch mode instead of the operator: its
+    own PyTorch ops and Triton launches are then audited like the rest of the forward,
+    where the operator as a whole would be one opaque PyTorch op. None for PyTorch's own
+    operators and for operators without a Python implementation."""
+    namespace = getattr(func, "namespace", "aten")
+    if namespace in BUILTIN_NAMESPACES:
+        return None
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:
+        return None
+    definition = OPDEFS.get(func._schema.name)
+    return getattr(definition, "_init_fn", None)
+
+
 def no_dynamo():
     """False: the dispatch modes here must not be wrapped in `torch._disable_dynamo`, whose
     first call imports torch._dynamo and inductor (1.3 s on the CPU, ~3 s in a fresh GPU
@@ -1616,6 +1638,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            implementation = custom_implementation(func)
+            if implementation is not None:
+                with self:  # its own ops and launches are the forward's, seen one by one
+                    return implementation(*args, **kwargs)
             before = None
             if not audit.paused:
                 try:
@@ -1729,6 +1755,10 @@ def gpu_time(model, inputs, triton_names):
                 return no_dynamo()
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                implementation = custom_implementation(func)
+                if implementation is not None:
+                    with self:
+                        return implementation(*args, **(kwargs or {}))
                 name = func.overloadpacket.__name__
                 kind = op_kind(name)
                 if kind in ("alloc", "view"):

@@ -67,14 +67,20 @@ ALLOWED: Dict[str, FrozenSet[Site]] = {
     "object.__getattr__": frozenset({
         ("stdlib:inspect.py", "_signature_from_function"), ("stdlib:inspect.py", "getfile"),
         ("stdlib:inspect.py", "findsource"), ("stdlib:inspect.py", "unwrap"), ("site:triton/runtime/jit.py", "__init__"),
-        ("site:triton/runtime/jit.py", "get_capture_scope")}),
+        ("site:triton/runtime/jit.py", "get_capture_scope"), ("stdlib:inspect.py", "getclosurevars"),
+        # torch.library.triton_op finds the kernels its function launches by their code's names
+        ("site:torch/_library/triton.py", "find_triton_kernels"),
+        ("site:torch/_library/triton.py", "resolve_names_to_kernels"), ("site:torch/_library/triton.py", "build_namespace")}),
     "exec": frozenset({IMPORT_EXEC, _TRITON_INTERPRETER, _TRITON_BINDER, _DATACLASS, _NAMEDTUPLE}),
     "compile": frozenset({_TRITON_INTERPRETER, _TRITON_BINDER, _DATACLASS, _NAMEDTUPLE, ("stdlib:ast.py", "parse"),
                           ("stdlib:typing.py", "__init__")}),
     "marshal.loads": frozenset({("<frozen importlib._bootstrap_external>", "_compile_bytecode")}),
     "sys._getframe": frozenset({_NAMEDTUPLE, ("stdlib:typing.py", "_caller"), ("stdlib:enum.py", "_make_class_unpicklable"),
                                 ("site:typing_extensions.py", "_has_generic_or_protocol_as_origin"),
-                                ("site:typing_extensions.py", "_caller"), ("stdlib:logging/__init__.py", "<lambda>")}),
+                                ("site:typing_extensions.py", "_caller"), ("stdlib:logging/__init__.py", "<lambda>"),
+                                # torch.library notes where an operator was registered (a file and line)
+                                ("site:torch/library.py", "__init__"), ("site:torch/library.py", "_register_fake"),
+                                ("site:torch/_library/utils.py", "get_source")}),
     "object.__setattr__": frozenset({_NAMEDTUPLE, ("stdlib:typing.py", "__new__")}),  # NamedTuple's __bases__
     "ctypes": frozenset({("site:triton/backends/nvidia/driver.py", "*"), ("site:torch/cuda/__init__.py", "*")}),
 }
@@ -250,8 +256,8 @@ def _hook(kernel_file, refused, trace, known, trusted):
 
 # Modules whose functions and classes the harness relies on in the kernel's process: its own, and
 # the parts of torch and triton the audit hooks into (WATCHED_CLASSES: their methods too).
-WATCHED_MODULES: Tuple[str, ...] = ("torch", "torch.utils._python_dispatch", "triton.runtime.jit",
-                                    "triton.runtime.interpreter")
+# (Not torch itself: importing torch._dynamo, as torch.library does, wraps torch.manual_seed.)
+WATCHED_MODULES: Tuple[str, ...] = ("torch.utils._python_dispatch", "triton.runtime.jit", "triton.runtime.interpreter")
 WATCHED_CLASSES: Tuple[str, ...] = ("torch.Tensor", "triton.runtime.jit.JITFunction",
                                     "triton.runtime.interpreter.InterpretedFunction")
 

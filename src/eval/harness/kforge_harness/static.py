@@ -338,6 +338,20 @@ def dotted(node):
     return None
 
 
+# torch.library's wrappers of a @triton.jit kernel for a launch inside a triton_op:
+# `wrap_triton(kernel)[grid](...)` launches `kernel` (capture_triton is its older name).
+LAUNCH_WRAPPERS = {"wrap_triton", "capture_triton"}
+
+
+def launched(node):
+    """The kernel a launch's subscripted expression names: `kernel` in `kernel[grid]` and in
+    `wrap_triton(kernel)[grid]`."""
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and \
+            (dotted(node.func) or "").split(".")[-1] in LAUNCH_WRAPPERS:
+        return node.args[0]
+    return node
+
+
 def decorator_is_jit(dec):
     target = dec.func if isinstance(dec, ast.Call) else dec
     name = dotted(target) or ""
@@ -413,11 +427,11 @@ def _static_rules(tree, report, reject_torch_ops):
     def is_launch(call):
         if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
             return False
-        name = dotted(call.func.value) or ""
+        name = dotted(launched(call.func.value)) or ""
         return name.split(".")[-1] in jit
 
     launches = [n for n in ast.walk(tree) if is_launch(n)]
-    report.launches = sorted({(dotted(n.func.value) or "?") for n in launches})
+    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
     launching_functions = {
         name for name, fn in functions.items() if name not in jit and any(is_launch(n) for n in ast.walk(fn))
     }
