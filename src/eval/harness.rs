@@ -22,6 +22,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "audit_rules.py",
     "baselines.py",
     "compare.py",
+    "compiled.py",
     "device.py",
     "digest.py",
     "errors.py",

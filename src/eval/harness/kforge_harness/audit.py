@@ -1606,12 +1606,13 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
             + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
-def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=()):
+def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=(), launches=None):
     """Runs model(*inputs) once under audit under torch.no_grad(); returns (outputs, record).
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     seed: the judge's nonce for the outputs' digests (record["outputs"][k]["digest"]: tensor_digest of
     the values the labels describe, as they are when the forward has returned). harness: the worker's
-    own tensors, left out of the inventory (take_inventory).
+    own tensors, left out of the inventory (take_inventory). launches: a compiled.Launches that
+    notes each Triton launch (its kernel, argument types and constexprs; on a GPU its code).
     The GPU time split comes from gpu_time(), in a separate forward."""
     import contextlib
     import torch
@@ -1664,7 +1665,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
             audit.paused = True  # the interpreter's tensor traffic and our snapshots are not the model's
             try:
                 with unmode():
-                    return audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
+                    result = audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
+                if launches is not None:
+                    launches.note(fn, args, kwargs, result)
+                return result
             finally:
                 audit.paused = False
         return run

@@ -322,6 +322,8 @@ class Evaluation:
         self.task_dtypes = []
         self.reference_settings = None
         self.kernel_settings = None
+        self.source_math = None  # the kernel source's precision findings (the server's scan)
+        self.compiled_reading = None  # what the launched kernels' compiled code computes in (compiled.py)
         self.draws = None  # launchpath.Draws, once a timing process is drawn
 
     def run(self):
@@ -486,6 +488,8 @@ class Evaluation:
         self.meter.enter("audit")
         self.audit(clock)
         clock.mark("audit_gpu_time" if self.gpu else "audit")
+        self.read_compiled()
+        clock.mark("precision")
         if self.timing():
             self.progress("timing")
             self.meter.enter("kernel timing")
@@ -864,15 +868,50 @@ class Evaluation:
         process had in force once imported) as it applies to the task's dtypes, and the
         settings the reference ran under."""
         settings = self.settings
-        static = [f for f in (self.result.get("precision") or {}).get("kernel_math", []) if not f.get("dynamic")]
-        found = static + precision.dynamic_findings(self.policy, self.kernel_settings)
+        if self.source_math is None:
+            self.source_math = [f for f in (self.result.get("precision") or {}).get("kernel_math", [])
+                                if not f.get("dynamic") and not f.get("compiled")]
+        found = self.source_math + precision.dynamic_findings(self.policy, self.kernel_settings)
+        found, reading = precision.with_compiled(found, self.compiled_reading)
         mode = settings.tolerance or DEFAULT_MODE
         table = {d: list(tolerance_for(d, settings.atol, settings.rtol, mode, self.policy))
                  for d in self.task_dtypes}
         record = precision.summarize(self.policy, found, self.task_dtypes, table)
         record["reference_settings"] = self.reference_settings
         record["kernel_settings"] = self.kernel_settings
+        record["reading"] = reading
         self.result["precision"] = record
+
+    def read_compiled(self):
+        """What the audited forwards' launches compute in, from their compiled code (the
+        worker's compiled.read; on the CPU compiled up to TTIR for a CUDA target), into the
+        precision record; on the CPU a kernel whose math the policy refuses there is refused
+        (refuse_blind_precision)."""
+        self.progress("reading the compiled kernels")
+        self.compiled_reading = self.link.call({"op": "precision"}, "precision").get("reading")
+        self.describe_precision()
+        if not self.gpu:
+            self.refuse_blind_precision()
+
+    def refuse_blind_precision(self):
+        """Issue 36, item 7: Triton's interpreter computes tl.dot in float32 whatever its input
+        precision, and PyTorch's CPU matmuls never use TF32, so a kernel the policy would refuse on
+        a GPU for TF32 math passes every trial here. Its CPU verdict is not `correct` but a
+        `mismatch` that says so, with what was seen, so that the pipeline repairs it before a GPU
+        runs it."""
+        record = self.result.get("precision") or {}
+        blind = [c for c in record.get("reduced") or [] if c in precision.CPU_BLIND]
+        if not blind:
+            return
+        seen = [f["text"] for f in record.get("kernel_math") or [] if f.get("category") in blind]
+        summary = "would fail under %s on a GPU: %s" % (self.policy, "; ".join(seen[:3]) + ("; ..." if len(seen) > 3
+                                                                                                else ""))
+        message = ("%s. On the CPU the trials cannot show it (Triton's interpreter computes tl.dot in float32 "
+                   "whatever input_precision says, and PyTorch's CPU matmuls never use TF32); on a GPU the %s "
+                   "policy holds float32 outputs to float32's tolerance. Pass input_precision=\"ieee\" (or "
+                   "\"tf32x3\") to tl.dot, and leave TF32 off." % (summary, self.policy))
+        raise KernelFailure("mismatch", summary, message,
+                            {"precision": blind, "would_fail_on": "gpu", "kernel_math": seen})
 
     def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
         """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`

@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from . import guard, launchpath, protocol, seal
+from . import compiled, guard, launchpath, protocol, seal
 from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
@@ -45,6 +45,8 @@ class Worker:
         self.seal = None  # seals every message once the kernel is imported (seal.py)
         self.changed = None  # what the kernel changed of the harness's code (guard.snapshot)
         self.audited_forward = self.gpu_time = None  # the audit's entry points, taken before the import
+        self.launches = compiled.Launches()  # the audited forwards' Triton launches (op_precision)
+        self.source = None
 
     def reply(self, message):
         data = protocol.payload(message)
@@ -170,6 +172,7 @@ class Worker:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(request["source"])
         self.ctx["kernel_file"] = kernel_file
+        self.source = request["source"]
         if not self.gpu:
             interpret_autotune()
         self.protect(request, kernel_file)
@@ -250,6 +253,15 @@ class Worker:
             return False
         self.reply({"type": "relocated", "bytes": moved})
 
+    def op_precision(self, request, mappings):
+        """What the audited forwards' Triton launches compute in, from their compiled code
+        (compiled.py): the judge reads it (precision.with_compiled)."""
+        try:
+            reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu)
+        except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
+            reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}
+        self.reply({"type": "precision", "reading": reading})
+
     def op_clock(self, request, mappings):
         """The flags the judge lends to order timed runs (window.py)."""
         from .window import FLAG_A, FLAG_EARLY, FLAG_END
@@ -276,7 +288,8 @@ class Worker:
                                                   atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2),
                                                   seed=int(request.get("nonce") or 0),
                                                   harness=[t for _, t in flatten_outputs(self.outputs)
-                                                           if isinstance(t, torch.Tensor)])
+                                                           if isinstance(t, torch.Tensor)],
+                                                  launches=self.launches)
                 else:
                     out = self.model(*self.inputs)
             if self.gpu:
