@@ -973,6 +973,7 @@ REFUSED_ISSUE_34 = {
     "hack_fx_forge_failure.py": {"reach"},
     "hack_fx_reach.py": {"reach"},
     "hack_jit_compilation_unit.py": {"reach"},
+    "hack_window_batching.py": {"introspection"},
 }
 STRUCTURAL = {"syntax", "no_modelnew", "no_triton", "no_launch", "no_forward", "fallback", "torch_op"}
 
