@@ -932,11 +932,15 @@ mod tests {
         let p: PrecisionRecord = serde_json::from_value(written).unwrap();
         assert!(p.kernel_math[0].compiled);
         let reading = p.reading.clone().unwrap();
-        assert_eq!((reading.read.as_str(), reading.kernels.len()), ("compiled", 1));
+        assert_eq!(
+            (reading.read.as_str(), reading.kernels.len()),
+            ("compiled", 1)
+        );
         let back = serde_json::to_value(&p).unwrap();
         assert_eq!(back["reading"]["for"], "CUDA sm_90");
         assert_eq!(back["kernel_math"][0]["compiled"], true);
-        let older: PrecisionRecord = serde_json::from_value(serde_json::json!({"policy": "strict"})).unwrap();
+        let older: PrecisionRecord =
+            serde_json::from_value(serde_json::json!({"policy": "strict"})).unwrap();
         assert!(older.reading.is_none());
     }
 }

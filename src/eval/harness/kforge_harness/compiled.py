@@ -33,6 +33,9 @@ TARGET = ("cuda", 90, 32)  # the CPU's reading compiles for an H100/H200's archi
 _RELEVANT = re.compile(r"tt\.dot|truncf|fp_to_fp|scf\.for|^\s*#loc|\"tt\.reduce\"|arith\.addf .*: b?f16 |"
                        r"mma|cvt\.rn\.(f16|bf16)|\.tf32")
 _KEEP_IMPORTS = ("triton", "math")
+# What a module constant kept for the compiler may call besides what is kept before it.
+_CONSTANT_BUILTINS = ("int", "float", "bool", "str", "min", "max", "abs", "round", "len", "range", "tuple", "list",
+                      "dict", "pow", "sum", "True", "False", "None")
 
 
 def _constexpr_names(fn) -> List[str]:
@@ -97,7 +100,7 @@ class Launches:
             if text not in self.keys and len(self.keys) < MAX_KEYS:
                 self.keys[text] = key
             asm = getattr(result, "asm", None)
-            if isinstance(asm, dict) and text not in self.code:
+            if isinstance(asm, dict) and text in self.keys and text not in self.code:
                 self.code[text] = {"kernel": key["kernel"], "ttir": relevant(asm.get("ttir")),
                                    "ptx": relevant(asm.get("ptx"))}
         except Exception as e:  # noqa: BLE001 -- a launch the reading cannot describe: said so
@@ -117,7 +120,9 @@ def read(launches: Launches, source: str, workdir: str, gpu: bool) -> dict:
     """{"kernels": [{"kernel", "ttir", "ptx", "error"}], "errors": [...]}: on a GPU the
     launched kernels' own code; on the CPU each launch compiled up to TTIR in a fresh process."""
     if gpu or launches.code:
-        kernels = [dict(v, error=None) for v in launches.code.values()]
+        kernels = [dict(launches.code[k], error=None) if k in launches.code else
+                   {"kernel": key["kernel"], "ttir": None, "ptx": None, "error": "its launch returned no compiled kernel"}
+                   for k, key in launches.keys.items()]
         return {"kernels": kernels, "errors": launches.errors, "compiled_for": "the GPU it ran on"}
     if not launches.keys:
         return {"kernels": [], "errors": launches.errors, "compiled_for": None}
@@ -169,14 +174,12 @@ def _kept_import(node) -> bool:
 
 def jit_module(source: str) -> str:
     """The kernel's source with only its imports of triton and math, its module constants (names
-    bound to expressions of what is kept before them) and its @triton.jit functions (other
-    decorators dropped), every kept line where it was: the rest is blank lines."""
-    import builtins
-
+    bound to expressions of what is kept before them and a few builtins) and its @triton.jit
+    functions (other decorators dropped), every kept line where it was: the rest is blank lines."""
     tree = ast.parse(source)
     lines = source.splitlines()
     keep = [""] * len(lines)
-    defined = set(dir(builtins))
+    defined = set(_CONSTANT_BUILTINS)
     for node in tree.body:
         first, last = node.lineno - 1, node.end_lineno
         if _kept_import(node):

@@ -5,7 +5,6 @@ import importlib.util
 import os
 import sys
 import tempfile
-import textwrap
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # the worker's CPU setting, before triton
 
@@ -114,3 +113,19 @@ def test_a_kernel_that_does_not_compile_alone_falls_back_with_a_reason():
     reading = compiled.read(launches, source, workdir, gpu=False)
     found, how = precision.with_compiled([], reading)
     assert how["read"] == "source" and "SCALE" in how["why"], how
+
+
+def test_only_constants_reach_the_compilers_process():
+    """A module constant that calls something beyond the kept names and a few builtins stays
+    out: the compiler's process runs the kernel's jit functions and constants, nothing else."""
+    text = compiled.jit_module(KERNEL + "\nHOST = __import__('os').getpid()\nN = max(2, 3)\n")
+    assert "HOST" not in text and "N = max(2, 3)" in text
+
+
+def test_a_gpu_launch_without_its_compiled_kernel_is_said():
+    launches = compiled.Launches()
+    launches.keys["k"] = {"kernel": "gemm", "signature": {}, "constexprs": {}}
+    reading = compiled.read(launches, KERNEL, tempfile.mkdtemp(), gpu=True)
+    assert reading["kernels"] == [{"kernel": "gemm", "ttir": None, "ptx": None,
+                                   "error": "its launch returned no compiled kernel"}]
+    assert precision.with_compiled([], reading)[1]["read"] == "source"
