@@ -163,7 +163,7 @@ for _names, _rule, _why in [
      "dump warn_explicit showwarning formatwarning",
      "files", _FILES),
     ("ctypes _ctypes ctypeslib data_as from_address _as_parameter_ pythonapi cdll CDLL PyDLL pydll dlopen "
-     "load_library load_inline _create_jit_fn cudart CUDAPluggableAllocator change_current_allocator "
+     "load_library load_inline load_binary _create_jit_fn cudart CUDAPluggableAllocator change_current_allocator "
      "caching_allocator_delete _new_with_weak_ptr _set_cdata _cdata _swap_data_ptr_ _shared_incref "
      "_shared_decref string_at memmove memset addressof __array_interface__ __array_struct__ "
      "_load_global_deps _preload_cuda_deps _preload_cuda_lib", "native", _NATIVE),

@@ -541,6 +541,7 @@ BYPASSES = [
     ("triton_backends", "import triton.backends.nvidia.driver", "", "triton.backends builds and loads"),
     ("numpy_lib", "import numpy as np", "np.lib.npyio.DataSource()", "numpy.lib"),
     ("numpy_info", "import numpy as np", "np.info(np)", "numpy.info"),
+    ("triton_load_binary", "", "triton.runtime.driver.active.utils.load_binary('k', b'', 0, 0)", "load_binary"),
     ("stdlib_outside_allowlist", "import shlex", "", "shlex is not among the standard modules"),
     ("stdlib_weakref_callbacks", "import weakref", "weakref.finalize(x, print)", "weakref is not among"),
     ("stdlib_codecs_lookup", "import codecs", "", "codecs"),
