@@ -72,8 +72,8 @@ ALLOWED: Dict[str, FrozenSet[Site]] = {
         ("site:torch/_library/triton.py", "find_triton_kernels"),
         ("site:torch/_library/triton.py", "resolve_names_to_kernels"), ("site:torch/_library/triton.py", "build_namespace")}),
     "exec": frozenset({IMPORT_EXEC, _TRITON_INTERPRETER, _TRITON_BINDER, _DATACLASS, _NAMEDTUPLE}),
-    "compile": frozenset({_TRITON_INTERPRETER, _TRITON_BINDER, _DATACLASS, _NAMEDTUPLE, ("stdlib:ast.py", "parse"),
-                          ("stdlib:typing.py", "__init__")}),
+    "compile": frozenset({IMPORT_EXEC, _TRITON_INTERPRETER, _TRITON_BINDER, _DATACLASS, _NAMEDTUPLE,
+                          ("stdlib:ast.py", "parse"), ("stdlib:typing.py", "__init__")}),
     "marshal.loads": frozenset({("<frozen importlib._bootstrap_external>", "_compile_bytecode")}),
     "sys._getframe": frozenset({_NAMEDTUPLE, ("stdlib:typing.py", "_caller"), ("stdlib:enum.py", "_make_class_unpicklable"),
                                 ("site:typing_extensions.py", "_has_generic_or_protocol_as_origin"),
@@ -117,9 +117,16 @@ def roots() -> Tuple[Tuple[str, str], ...]:
 
 
 def trusted_roots() -> Tuple[str, ...]:
-    """Directories of the Python installation (its standard library and site-packages, read-only
-    in the sandbox)."""
-    return tuple(sorted({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}))
+    """Directories of the Python installation (its standard library and site-packages) and of the
+    harness, read-only in the sandbox; with the paths they are reached by."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.__file__), here)
+    found = {os.path.abspath(p) + "/" for p in paths} | {os.path.realpath(p) + "/" for p in paths}
+    for module in ("torch", "triton", "numpy"):
+        loaded = sys.modules.get(module)
+        if loaded is not None and getattr(loaded, "__file__", None):
+            found.add(os.path.dirname(os.path.dirname(os.path.abspath(loaded.__file__))) + "/")
+    return tuple(sorted(found))
 
 
 def site_of(filename: str, known: Tuple[Tuple[str, str], ...]) -> str:
@@ -144,13 +151,16 @@ def memory_file(path: object, realpath: Callable[[str], str] = os.path.realpath)
 
 def kernel_line(raiser, kernel_file: str, trusted: Tuple[str, ...], importing: FrozenSet[str] = IMPORTING,
                 startswith=str.startswith) -> Optional[int]:
-    """The line of the kernel's file the stack above `raiser` runs, or None: none is there, or a
+    """The line of the kernel's code the stack above `raiser` runs, or None: none is there, or a
     module of the installation is being imported in between (its body, not the kernel, raised the
-    event)."""
+    event). The kernel's code is its file's, and that of any other file outside the installation
+    and the harness (one the kernel wrote and imported); code built from a string (`<string>`:
+    a namedtuple's or a dataclass's methods) is neither."""
     frame = raiser
     while frame is not None:
         code = frame.f_code
-        if code.co_filename == kernel_file:
+        name = code.co_filename
+        if name == kernel_file or (startswith(name, "/") and not startswith(name, trusted)):
             return frame.f_lineno
         back = frame.f_back
         if code.co_name == "<module>" and back is not None and back.f_code.co_filename in importing and \
@@ -184,9 +194,10 @@ def permitted(event: str, args: tuple, frame, known, trusted, allowed=ALLOWED, o
     if where in only_from:
         back = frame.f_back
         return back is not None and back.f_code.co_name == only_from[where]
-    if where == IMPORT_EXEC:  # the module importlib runs must come from the installation
-        code = args[0] if args else None
-        return startswith(getattr(code, "co_filename", ""), trusted)
+    if where == IMPORT_EXEC:  # the module importlib compiles or runs must come from the installation
+        source = args[1] if event == "compile" and len(args) > 1 else getattr(args[0] if args else None,
+                                                                              "co_filename", "")
+        return isinstance(source, str) and startswith(source, trusted)
     return True
 
 

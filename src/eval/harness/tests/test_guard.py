@@ -8,6 +8,7 @@ import signal
 import socket
 import tempfile
 import textwrap
+import threading
 
 import pytest
 import torch  # noqa: F401 -- imported once here, inherited by every forked worker
@@ -54,7 +55,13 @@ def load(source, guarded=True, sealed=True):
     pid = os.fork()
     if pid == 0:
         ours.close()
-        worker.main(theirs.fileno(), {"device": "cpu", "workdir": workdir, "jit_kernels": ["relu_kernel"]})
+        # On a thread of its own, as in the zygote's worker: none of this test's frames (files
+        # outside the installation, which the guard takes for the kernel's) is on its stack.
+        job = {"device": "cpu", "workdir": workdir, "jit_kernels": ["relu_kernel"]}
+        thread = threading.Thread(target=worker.main, args=(theirs.fileno(), job))
+        thread.start()
+        thread.join()
+        os._exit(70)
     theirs.close()
     link = judge.WorkerLink(ours, lambda: "loading kernel")
     link.receive("hello")
@@ -94,6 +101,11 @@ REACHES = [
      "g = fx.Graph()\nx = g.placeholder('x')\ng.output(g.call_method('__getattribute__', (x, 'f_back')))\n"
      "fx.GraphModule(nn.Module(), g)", "exec"),
     ("jit_compilation_unit", "", "torch.jit.CompilationUnit('def f(x):\\n    return x\\n')", "sys._getframe"),
+    ("a_module_the_kernel_wrote", "import importlib\nimport os\nimport sys",
+     "here = os.path.dirname(os.path.abspath(__file__))\n"
+     "with open(os.path.join(here, 'helper_mod.py'), 'w') as f:\n"
+     "    f.write('import sys\\ndef frame():\\n    return sys._getframe(0)\\n')\n"
+     "sys.path.insert(0, here)\nimportlib.import_module('helper_mod').frame()", "compile"),
 ]
 
 
@@ -274,3 +286,20 @@ def test_outputs_must_be_plain_tensors():
     with pytest.raises(TypeError, match="outputs must be plain tensors"):
         w.copy_outputs(out)
     assert w.copy_outputs(torch.ones(4)) and torch.equal(w.outputs, torch.ones(4))
+
+
+def test_importlib_compiles_and_runs_modules_of_the_installation_only():
+    """A module imported while the kernel runs is compiled (no .pyc) and run by importlib: allowed
+    for a file of the installation, refused for one elsewhere (the kernel's own)."""
+    from types import SimpleNamespace
+
+    frame = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>",
+                                                   co_name="_call_with_frames_removed"), f_back=None)
+    known, trusted = guard.roots(), guard.trusted_roots()
+    installed = os.path.join(os.path.dirname(os.__file__), "statistics.py")
+    assert guard.permitted("compile", (b"x = 1", installed), frame, known, trusted)
+    assert not guard.permitted("compile", (b"x = 1", "/tmp/eval-x/helper_mod.py"), frame, known, trusted)
+    code = compile("x = 1", installed, "exec")
+    assert guard.permitted("exec", (code,), frame, known, trusted)
+    assert not guard.permitted("exec", (compile("x = 1", "/tmp/eval-x/helper_mod.py", "exec"),), frame, known,
+                               trusted)
