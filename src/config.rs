@@ -147,9 +147,9 @@ pub struct EvalConfig {
     /// `tf32`: TF32 allowed, the reference runs in TF32 too; `pytorch`: the reference under
     /// PyTorch's defaults (cuDNN TF32 on), as KernelBench runs it.
     pub precision: PrecisionPolicy,
-    /// Run the static filter before a kernel runs (default true). Off, only the dynamic
-    /// defenses (sandbox, judge, audit) stand: for testing them, or for research on what
-    /// kernels attempt.
+    /// Run the static filter before a kernel runs, and the run-time guard while it runs
+    /// (default true). Off, only the dynamic defenses (sandbox, judge, audit, the sealed
+    /// channel) stand: for testing them, or for research on what kernels attempt.
     pub static_checks: bool,
     /// Refuse to run a kernel or a task's code (a task check too) when no sandbox can be set
     /// up (default true: generated code and task files are hostile, and running them with

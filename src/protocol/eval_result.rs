@@ -548,6 +548,25 @@ pub struct MathFinding {
     /// Seen in the kernel's process (its torch settings), not in its source.
     #[serde(default)]
     pub dynamic: bool,
+    /// Read from the launched kernel's compiled code (its TTIR or PTX), not its source.
+    #[serde(default)]
+    pub compiled: bool,
+}
+
+/// Where the precision record's findings about Triton code come from (`precision.py`,
+/// `with_compiled`): the launched kernels' compiled code, or their source and why.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PrecisionReading {
+    /// `compiled` or `source`.
+    pub read: String,
+    /// Why the source was read (a kernel that did not compile alone, no launch read).
+    pub why: Option<String>,
+    /// What the code was compiled for (`CUDA sm_90 (compiled on the CPU up to TTIR)`).
+    #[serde(rename = "for")]
+    pub compiled_for: Option<String>,
+    /// The kernels read.
+    pub kernels: Vec<String>,
 }
 
 /// The result's `precision` record (docs/eval-result.md).
@@ -569,6 +588,8 @@ pub struct PrecisionRecord {
     /// once its module was imported and its model built.
     pub reference_settings: Option<TorchPrecision>,
     pub kernel_settings: Option<TorchPrecision>,
+    /// Where the findings about Triton code come from (absent in older results).
+    pub reading: Option<PrecisionReading>,
 }
 
 impl PrecisionRecord {
@@ -908,5 +929,30 @@ mod tests {
         let kb = new.kernelbench.unwrap();
         assert_eq!((kb.median_ms, kb.runs, kb.warmup), (2.1, 100, 5));
         assert_eq!(kb.l2_thrash_bytes, 256 << 20);
+    }
+
+    /// What the compiled kernels compute in survives `kforge eval --json` and eval/<id>.json:
+    /// the findings' `compiled` and the record's `reading` (issue 34, item 8).
+    #[test]
+    fn precision_read_from_compiled_code_round_trips() {
+        let written = serde_json::json!({
+            "policy": "strict", "reduced": ["tf32_dot"],
+            "kernel_math": [{"category": "tf32_dot", "line": 24, "text": "tl.dot at line 24 (compiled)",
+                             "where": "kernel k", "lowers": true, "dynamic": false, "compiled": true}],
+            "reading": {"read": "compiled", "for": "CUDA sm_90", "kernels": ["k"]}
+        });
+        let p: PrecisionRecord = serde_json::from_value(written).unwrap();
+        assert!(p.kernel_math[0].compiled);
+        let reading = p.reading.clone().unwrap();
+        assert_eq!(
+            (reading.read.as_str(), reading.kernels.len()),
+            ("compiled", 1)
+        );
+        let back = serde_json::to_value(&p).unwrap();
+        assert_eq!(back["reading"]["for"], "CUDA sm_90");
+        assert_eq!(back["kernel_math"][0]["compiled"], true);
+        let older: PrecisionRecord =
+            serde_json::from_value(serde_json::json!({"policy": "strict"})).unwrap();
+        assert!(older.reading.is_none());
     }
 }

@@ -5,6 +5,7 @@
     python -m kforge_harness sandbox-init POLICY -- ARGV...   (the namespaces sandbox's setup)
     python -m kforge_harness profile JOB               one forward under Nsight Compute
     python -m kforge_harness static-check FILE [--reject-torch-ops]
+    python -m kforge_harness ttir                      (compiled.py: a kernel's launches to TTIR, on the CPU)
 """
 
 import json
@@ -32,6 +33,10 @@ def main(argv):
 
         profile_main(argv[2])
         return 0
+    if command == "ttir":
+        from .compiled import compile_main
+
+        return compile_main(sys.stdin, sys.stdout)
     if command == "static-check" and len(argv) >= 3:
         from .static import static_check
 

@@ -1532,6 +1532,28 @@ class _Audit:
                 "digest": tensor_digest(t, seed)}
 
 
+# Namespaces of PyTorch's own operators; an operator of any other one was registered by the kernel.
+BUILTIN_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "c10d_functional", "_c10d", "c10d", "profiler",
+                                "_quantized", "quantized", "rngprims", "debugprims", "fbgemm", "_test"})
+
+
+def custom_implementation(func):
+    """The Python implementation of an operator the kernel registered with torch.library
+    (triton_op, custom_op), to run inside the dispatch mode instead of the operator: its
+    own PyTorch ops and Triton launches are then audited like the rest of the forward,
+    where the operator as a whole would be one opaque PyTorch op. None for PyTorch's own
+    operators and for operators without a Python implementation."""
+    namespace = getattr(func, "namespace", "aten")
+    if namespace in BUILTIN_NAMESPACES:
+        return None
+    try:
+        from torch._library.custom_ops import OPDEFS
+    except ImportError:
+        return None
+    definition = OPDEFS.get(func._schema.name)
+    return getattr(definition, "_init_fn", None)
+
+
 def no_dynamo():
     """False: the dispatch modes here must not be wrapped in `torch._disable_dynamo`, whose
     first call imports torch._dynamo and inductor (1.3 s on the CPU, ~3 s in a fresh GPU
@@ -1584,12 +1606,13 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
             + _chunk_cost(CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
-def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=()):
+def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=(), launches=None):
     """Runs model(*inputs) once under audit under torch.no_grad(); returns (outputs, record).
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     seed: the judge's nonce for the outputs' digests (record["outputs"][k]["digest"]: tensor_digest of
     the values the labels describe, as they are when the forward has returned). harness: the worker's
-    own tensors, left out of the inventory (take_inventory).
+    own tensors, left out of the inventory (take_inventory). launches: a compiled.Launches that
+    notes each Triton launch (its kernel, argument types and constexprs; on a GPU its code).
     The GPU time split comes from gpu_time(), in a separate forward."""
     import contextlib
     import torch
@@ -1616,6 +1639,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            implementation = custom_implementation(func)
+            if implementation is not None:
+                with self:  # its own ops and launches are the forward's, seen one by one
+                    return implementation(*args, **kwargs)
             before = None
             if not audit.paused:
                 try:
@@ -1638,7 +1665,10 @@ def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-
             audit.paused = True  # the interpreter's tensor traffic and our snapshots are not the model's
             try:
                 with unmode():
-                    return audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
+                    result = audit.on_launch(name, args, kwargs, lambda: original(fn, *args, **kwargs))
+                if launches is not None:
+                    launches.note(fn, args, kwargs, result)
+                return result
             finally:
                 audit.paused = False
         return run
@@ -1729,6 +1759,10 @@ def gpu_time(model, inputs, triton_names):
                 return no_dynamo()
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                implementation = custom_implementation(func)
+                if implementation is not None:
+                    with self:
+                        return implementation(*args, **(kwargs or {}))
                 name = func.overloadpacket.__name__
                 kind = op_kind(name)
                 if kind in ("alloc", "view"):

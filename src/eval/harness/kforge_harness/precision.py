@@ -21,6 +21,7 @@ The judge adds what the kernel's process really had in force once it was importe
 """
 
 import ast
+import re
 
 from .static import dotted
 
@@ -46,6 +47,9 @@ AUTOCAST = "autocast"
 LOWERING = (TF32_DOT, LOW_PRECISION_CAST, LOW_PRECISION_ACCUMULATOR, TF32_ENABLED, AUTOCAST)
 CATEGORIES = (TF32_DOT, TF32X3_DOT, IEEE_DOT, DOT_UNKNOWN, LOW_PRECISION_CAST, LOW_PRECISION_ACCUMULATOR,
               TF32_ENABLED, AUTOCAST)
+# What the CPU's trials cannot show: the interpreter computes tl.dot in float32 whatever its input
+# precision, and PyTorch's CPU matmuls never use TF32 (half casts and accumulators are real there).
+CPU_BLIND = (TF32_DOT, TF32_ENABLED)
 
 HALF_NAMES = {"float16", "half", "bfloat16", "float8e4nv", "float8e5", "float8e4b15", "float8e4b8", "float8e5b16",
               "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}
@@ -113,7 +117,9 @@ class _Scan:
     def __init__(self, tree):
         self.tree = tree
         self.constants = {}  # module-level NAME = "string"
+        self.aliases = {}  # module-level NAME = tl.float16: NAME -> "float16"
         self.launch_values = {}  # keyword name -> set of constant values at launch sites
+        self.launch_dynamic = set()  # keyword names some call passes a value computed at run time
         self.findings = []
         self.f32_default = None
 
@@ -123,11 +129,17 @@ class _Scan:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         self.constants[target.id] = node.value.value
+            elif isinstance(node, ast.Assign) and _dtype_leaf(node.value):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.aliases[target.id] = _dtype_leaf(node.value)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call):
                 for kw in node.keywords:
                     if kw.arg and isinstance(kw.value, ast.Constant):
                         self.launch_values.setdefault(kw.arg, set()).add(kw.value.value)
+                    elif kw.arg:
+                        self.launch_dynamic.add(kw.arg)
             self.environment(node)
         jit = set()
         for node in ast.walk(self.tree):
@@ -165,7 +177,8 @@ class _Scan:
                          % where, where)
             elif isinstance(node, ast.Call):
                 name = dotted(node.func) or ""
-                leaf = name.split(".")[-1]
+                # (a * b).to(...): a method of an expression, which has no dotted name
+                leaf = node.func.attr if isinstance(node.func, ast.Attribute) else name.split(".")[-1]
                 if leaf == "dot":
                     self.dot(node, defaults, where)
                 elif leaf in ("to", "cast"):
@@ -174,22 +187,31 @@ class _Scan:
                     for kw in node.keywords:
                         if kw.arg == "dtype":
                             target = kw.value
-                    half = _dtype_leaf(target) if target is not None else None
+                    half = self.dtype_of(target) if target is not None else None
                     if half:
                         self.add(LOW_PRECISION_CAST, node, "%s casts to %s in %s" % (
                             ast.unparse(node.func), half, where), where)
                 elif leaf in ("zeros", "full") and name.startswith(("tl.", "triton.language.")):
                     for kw in node.keywords:
-                        if kw.arg == "dtype" and _dtype_leaf(kw.value):
+                        if kw.arg == "dtype" and self.dtype_of(kw.value):
                             self.add(LOW_PRECISION_ACCUMULATOR, node, "%s allocates a %s tile in %s (an accumulator "
-                                     "there sums in %s)" % (name, _dtype_leaf(kw.value), where,
-                                                            _dtype_leaf(kw.value)), where)
+                                     "there sums in %s)" % (name, self.dtype_of(kw.value), where,
+                                                            self.dtype_of(kw.value)), where)
+
+    def dtype_of(self, node):
+        """The half type a dtype expression names (tl.float16, "float16", an alias of one)."""
+        if isinstance(node, ast.Name) and node.id in self.aliases:
+            return self.aliases[node.id]
+        return _dtype_leaf(node)
 
     def resolve(self, node, defaults):
         """A constant's value: literal, module constant, parameter default, or the one
-        constant value every launch site passes for that parameter. (value, known)."""
+        constant value every launch site passes for that parameter (unknown when some call
+        passes it a value computed at run time). (value, known)."""
         if isinstance(node, ast.Constant):
             return node.value, True
+        if isinstance(node, ast.Name) and node.id in self.launch_dynamic:
+            return None, False
         if isinstance(node, ast.Name):
             if node.id in self.constants:
                 return self.constants[node.id], True
@@ -216,9 +238,9 @@ class _Scan:
             elif kw.arg == "out_dtype":
                 out_dtype = kw.value
         call = "tl.dot at line %d of %s" % (node.lineno, where.split(" ", 1)[1])
-        if out_dtype is not None and _dtype_leaf(out_dtype):
+        if out_dtype is not None and self.dtype_of(out_dtype):
             self.add(LOW_PRECISION_ACCUMULATOR, node, "%s accumulates in %s (out_dtype)" % (
-                call, _dtype_leaf(out_dtype)), where)
+                call, self.dtype_of(out_dtype)), where)
         if precision is not None and not (isinstance(precision, ast.Constant) and precision.value is None):
             value, known = self.resolve(precision, defaults)
             if not known or not isinstance(value, str):
@@ -347,3 +369,150 @@ def summarize(policy, findings, task_dtypes, tolerance):
         parts.append("the kernel's GEMMs compute in %s" % " and ".join(words[k] for k in kinds))
     return {"policy": policy, "task_dtypes": list(task_dtypes), "tolerance": tolerance, "kernel_math": findings,
             "reduced": reduced, "statement": "; ".join(parts)}
+
+
+# -- what the compiled kernels compute in (compiled.py reads them in the kernel's process) --------
+
+_LOC_FILE = re.compile(r'^#(loc\d*) = loc\("([^"]*)":(\d+):\d+\)')
+_LOC_NAMED = re.compile(r'^#(loc\d*) = loc\("[^"]*"\(#(loc\d*)\)\)')
+_LOC_CALLSITE = re.compile(r'^#(loc\d*) = loc\(callsite\(#(loc\d*) at #(loc\d*)\)\)')
+_OP_LOC = re.compile(r'loc\(#(loc\d*)\)\s*$')
+_ELEMENT = re.compile(r"tensor<(?:[^<>]*?x)?([a-zA-Z]\w*)>|\b(f16|bf16|f32|f64|f8\w*)\b")
+_KERNEL_FILES = ("kernel.py", "kernel_jit.py")  # the kernel file, and its jit functions alone (compiled.py)
+_HALF_TYPES = {"f16": "float16", "bf16": "bfloat16"}
+
+
+def _half(mlir_type):
+    """float16 / bfloat16 / float8 for an MLIR element type below float32, else None."""
+    if mlir_type in _HALF_TYPES:
+        return _HALF_TYPES[mlir_type]
+    return "float8" if mlir_type.lower().startswith("f8") else None
+
+
+def _elements(text):
+    return [a or b for a, b in _ELEMENT.findall(text)]
+
+
+class _Locations:
+    """The TTIR's #loc table: an operation's line in the kernel's file (an inlined helper's own
+    line where it is the kernel's, else the line that called it)."""
+
+    def __init__(self, lines):
+        self.table = {}
+        for line in lines:
+            for pattern in (_LOC_FILE, _LOC_NAMED, _LOC_CALLSITE):
+                m = pattern.match(line.strip())
+                if m:
+                    self.table[m.group(1)] = m.groups()[1:] if pattern is not _LOC_FILE else (m.group(2), m.group(3))
+                    break
+
+    def line(self, loc, depth=0):
+        entry = self.table.get(loc)
+        if entry is None or depth > 50:
+            return None
+        if len(entry) == 2 and entry[1].isdigit():  # a file and a line
+            return int(entry[1]) if entry[0].rsplit("/", 1)[-1] in _KERNEL_FILES else None
+        if len(entry) == 1:  # a named location
+            return self.line(entry[0], depth + 1)
+        return self.line(entry[0], depth + 1) or self.line(entry[1], depth + 1)  # callee, else caller
+
+    def of(self, op_line):
+        m = _OP_LOC.search(op_line)
+        return self.line(m.group(1)) if m else None
+
+
+def _dot_finding(kernel, text, line):
+    """The finding a tt.dot line makes."""
+    types = _elements(text.split(" : ", 1)[-1])
+    precision = re.search(r"inputPrecision = (\w+)", text)
+    precision = precision.group(1) if precision else "ieee"
+    call = "tl.dot at line %s of kernel %s" % (line if line is not None else "?", kernel)
+    where = "kernel %s" % kernel
+    a, result = (types[0], types[-1]) if types else ("f32", "f32")
+    if _half(result):
+        return finding(LOW_PRECISION_ACCUMULATOR, line, "%s accumulates in %s (compiled)" % (call, _half(result)),
+                       where)
+    if _half(a):
+        return finding(LOW_PRECISION_CAST, line, "%s multiplies %s operands (compiled)" % (call, _half(a)), where)
+    if precision == "ieee":
+        return finding(IEEE_DOT, line, "%s computes in full float32 (compiled)" % call, where)
+    if precision == "tf32x3":
+        return finding(TF32X3_DOT, line, "%s computes in TF32x3, close to float32 (compiled)" % call, where)
+    name = precision.upper() if precision == "tf32" else precision
+    return finding(TF32_DOT, line, "%s computes in %s on float32 operands (compiled)" % (call, name), where)
+
+
+def _ttir_finding(kernel, text, line):
+    """The finding one relevant TTIR line makes, or None."""
+    where = "kernel %s" % kernel
+    at = "line %s of kernel %s" % (line if line is not None else "?", kernel)
+    if "tt.dot" in text:
+        return _dot_finding(kernel, text, line)
+    if "truncf" in text or "fp_to_fp" in text:
+        target = _half((_elements(text.rsplit(" to ", 1)[-1]) or ["f32"])[0])
+        return finding(LOW_PRECISION_CAST, line, "a cast to %s at %s (compiled)" % (target, at), where) \
+            if target else None
+    if "scf.for" in text:
+        carried = [_half(t) for t in _elements(text.split("->", 1)[-1])] if "->" in text else []
+        half = next((h for h in carried if h), None)
+        return finding(LOW_PRECISION_ACCUMULATOR, line, "a loop at %s carries a %s value from one iteration to the "
+                       "next (an accumulator in %s, compiled)" % (at, half, half), where) if half else None
+    if "arith.addf" in text:
+        half = _half((_elements(text.split(" : ", 1)[-1]) or ["f32"])[0])
+        return finding(LOW_PRECISION_ACCUMULATOR, line, "a sum at %s adds in %s (compiled)" % (at, half), where) \
+            if half else None
+    return None
+
+
+def ttir_findings(kernel, text):
+    """Findings about one launched kernel from the relevant lines of its TTIR (compiled.relevant)."""
+    lines = (text or "").splitlines()
+    locations = _Locations(lines)
+    found, seen = [], set()
+    for op in lines:
+        if op.strip().startswith("#loc"):
+            continue
+        line = locations.of(op)
+        f = _ttir_finding(kernel, op, line)
+        if f is not None and (f["category"], f["line"], f["text"]) not in seen:
+            seen.add((f["category"], f["line"], f["text"]))
+            f["compiled"] = True
+            found.append(f)
+    return found
+
+
+def ptx_findings(kernel, text):
+    """Findings from a kernel's PTX alone (where its TTIR is missing): its tensor-core
+    instructions' operand types and its conversions to half types."""
+    where, found = "kernel %s" % kernel, []
+    if re.search(r"mma\S*\.tf32", text or ""):
+        found.append(finding(TF32_DOT, None, "kernel %s multiplies on tensor cores in TF32 (PTX)" % kernel, where))
+    if re.search(r"mma\S*\.(f16|bf16)\.(f16|bf16)", text or "") or re.search(r"cvt\.rn\.(bf16|f16)", text or ""):
+        found.append(finding(LOW_PRECISION_CAST, None, "kernel %s converts to a half type (PTX)" % kernel, where))
+    for f in found:
+        f["compiled"] = True
+    return found
+
+
+def with_compiled(found, reading):
+    """(findings, how): where every launched kernel's compiled code was read, the source's findings
+    about Triton code (and about jit functions that never ran) give way to the compiled code's;
+    otherwise the source's stay, and `how` says why. reading: the worker's answer (compiled.read)."""
+    if not isinstance(reading, dict):
+        return found, {"read": "source", "why": "the compiled kernels were not read"}
+    kernels = [k for k in reading.get("kernels") or [] if isinstance(k, dict)]
+    problems = [str(e) for e in reading.get("errors") or []]
+    problems += ["%s: %s" % (k.get("kernel"), k.get("error")) for k in kernels if k.get("error")]
+    problems += ["%s: no code" % k.get("kernel") for k in kernels if not (k.get("ttir") or k.get("ptx"))
+                 and not k.get("error")]
+    if not kernels or problems:
+        why = "; ".join(problems) if problems else "no Triton launch was read"
+        return found, {"read": "source", "why": why[:500]}
+    compiled = []
+    for k in kernels:
+        name = str(k.get("kernel"))[:200]
+        compiled += ttir_findings(name, k["ttir"]) if k.get("ttir") else ptx_findings(name, k.get("ptx"))
+    kept = [f for f in found if not str(f.get("where", "")).startswith("kernel ")]
+    how = {"read": "compiled", "for": reading.get("compiled_for"),
+           "kernels": sorted({str(k.get("kernel"))[:200] for k in kernels})}
+    return kept + compiled, how

@@ -98,7 +98,15 @@ def fail(result, category, summary, message="", details=None):
 # A message is a 4-byte big-endian length and that many bytes of UTF-8 JSON (an object).
 
 def encode(message):
-    data = json.dumps(message, default=str, allow_nan=True).encode()
+    return frame(payload(message))
+
+
+def payload(message):
+    """A message's bytes, unframed (what a seal covers, seal.py)."""
+    return json.dumps(message, default=str, allow_nan=True).encode()
+
+
+def frame(data):
     if len(data) > MAX_MESSAGE:
         raise ProtocolViolation("message of %d bytes exceeds the %d-byte limit" % (len(data), MAX_MESSAGE))
     return struct.pack(">I", len(data)) + data
@@ -125,6 +133,12 @@ def _recv_exact(sock, n):
 def recv(sock):
     """The next message as a dict, or None when the peer closed the connection cleanly
     between messages. Raises ProtocolViolation for anything else."""
+    data = recv_payload(sock)
+    return None if data is None else decode(data)
+
+
+def recv_payload(sock):
+    """The next message's bytes, unframed and not decoded (recv), or None like recv."""
     header = _recv_exact(sock, 4)
     if header is None:
         return None
@@ -134,10 +148,10 @@ def recv(sock):
     data = _recv_exact(sock, length)
     if data is None:
         raise ProtocolViolation("connection closed in the middle of a message")
-    return _decode(data)
+    return data
 
 
-def _decode(data):
+def decode(data):
     try:
         message = json.loads(data.decode())
     except (UnicodeDecodeError, ValueError) as e:
@@ -181,7 +195,7 @@ def recv_message(sock, max_fds=8):
         data = _recv_exact(sock, length)
         if data is None:
             raise ProtocolViolation("connection closed in the middle of a message")
-        return _decode(data), fds
+        return decode(data), fds
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -203,4 +217,4 @@ def recv_with_fds(sock, max_fds=4):
         if not more:
             raise ProtocolViolation("connection closed in the middle of a message")
         body += more
-    return _decode(body), fds
+    return decode(body), fds

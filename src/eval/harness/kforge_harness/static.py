@@ -86,6 +86,8 @@ import re
 import string
 import sys
 
+from . import reach
+
 _PROCESS = "signals, threads and processes are not allowed"
 _INTROSPECT = "frame and object introspection is not allowed (it reaches the harness and the reference)"
 _NATIVE = "native code and raw memory access are not allowed"
@@ -155,10 +157,13 @@ for _names, _rule, _why in [
      "_new_using_filename_cpu _share_filename_cpu_ _new_shared_fd_cpu _new_using_fd_cpu _share_fd_cpu_ "
      "_get_shared_fd download_url_to_file load_state_dict_from_url urlopen urlretrieve GdsFile "
      "export_chrome_trace export_stacks export_memory_timeline export_memory_timeline_html "
-     "export_memory_timeline_raw tensorboard_trace_handler read_text read_bytes write_text write_bytes",
+     "export_memory_timeline_raw tensorboard_trace_handler read_text read_bytes write_text write_bytes "
+     # ndarray.dump pickles to a file; warn_explicit, showwarning and formatwarning read a line of any file
+     # (linecache) into the log
+     "dump warn_explicit showwarning formatwarning",
      "files", _FILES),
     ("ctypes _ctypes ctypeslib data_as from_address _as_parameter_ pythonapi cdll CDLL PyDLL pydll dlopen "
-     "load_library load_inline _create_jit_fn cudart CUDAPluggableAllocator change_current_allocator "
+     "load_library load_inline load_binary _create_jit_fn cudart CUDAPluggableAllocator change_current_allocator "
      "caching_allocator_delete _new_with_weak_ptr _set_cdata _cdata _swap_data_ptr_ _shared_incref "
      "_shared_decref string_at memmove memset addressof __array_interface__ __array_struct__ "
      "_load_global_deps _preload_cuda_deps _preload_cuda_lib", "native", _NATIVE),
@@ -333,6 +338,20 @@ def dotted(node):
     return None
 
 
+# torch.library's wrappers of a @triton.jit kernel for a launch inside a triton_op:
+# `wrap_triton(kernel)[grid](...)` launches `kernel` (capture_triton is its older name).
+LAUNCH_WRAPPERS = {"wrap_triton", "capture_triton"}
+
+
+def launched(node):
+    """The kernel a launch's subscripted expression names: `kernel` in `kernel[grid]` and in
+    `wrap_triton(kernel)[grid]`."""
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and \
+            (dotted(node.func) or "").split(".")[-1] in LAUNCH_WRAPPERS:
+        return node.args[0]
+    return node
+
+
 def decorator_is_jit(dec):
     target = dec.func if isinstance(dec, ast.Call) else dec
     name = dotted(target) or ""
@@ -408,11 +427,11 @@ def _static_rules(tree, report, reject_torch_ops):
     def is_launch(call):
         if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
             return False
-        name = dotted(call.func.value) or ""
+        name = dotted(launched(call.func.value)) or ""
         return name.split(".")[-1] in jit
 
     launches = [n for n in ast.walk(tree) if is_launch(n)]
-    report.launches = sorted({(dotted(n.func.value) or "?") for n in launches})
+    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
     launching_functions = {
         name for name, fn in functions.items() if name not in jit and any(is_launch(n) for n in ast.walk(fn))
     }
@@ -661,6 +680,12 @@ def _forbidden_rooted(parts):
     root, attr = parts[0], (parts[1] if len(parts) > 1 else None)
     if root == OPAQUE:
         return None  # a call's result: checked attribute by attribute (check_attr), with the names it may hold
+    if root in LIBRARIES and not _on_the_way_to(".".join(parts), PRIVATE_OK):
+        hit = reach.library_refusal(parts, _is_library_module)
+        if hit:
+            return hit
+    elif root in STDLIB_NAMES and root not in reach.STDLIB_ALLOWED:
+        return reach.import_refusal(root, STDLIB_NAMES, _installed)
     if root != "@" and any(p in BANNED_ATTRS for p in parts[1:]):
         return "introspection", ".".join(parts), _INTROSPECT
     if root != "@":
@@ -709,11 +734,25 @@ def _rerooted(parts):
     is os.fork, torch.storage.np.load is numpy.load), those first."""
     found = []
     for i, part in enumerate(parts):
-        if i and part in REROOT:
+        if i and (part in REROOT or part in LIBRARIES):
             found.append(parts[i:])
         elif i and part in MODULE_ALIASES:
             found.append(MODULE_ALIASES[part].split(".") + parts[i + 1:])
+        elif i and _stdlib_on_the_way(parts, i):
+            found.append(parts[i:])
     return found + [parts]
+
+
+def _on_the_way_to(name, allowed):
+    """name is one of `allowed`, below one, or a chain on the way to one (torch._C on the way to
+    torch._C._cuda_getCurrentRawStream)."""
+    return reach.under(name, allowed) or any(p.startswith(name + ".") for p in allowed)
+
+
+def _stdlib_on_the_way(parts, i):
+    """parts[i] is a standard module reached through torch, numpy or triton (torch.fx.graph_module.linecache),
+    not a module of the library of the same name (torch.random, torch.signal)."""
+    return parts[0] in LIBRARIES and parts[i] in STDLIB_MODULES and ".".join(parts[:i + 1]) not in library_modules()
 
 
 def forbidden(q):
@@ -726,6 +765,24 @@ def forbidden(q):
 
 
 _LIBRARY_MODULES = None
+STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
+_INSTALLED = {}
+
+
+def _is_library_module(name):
+    return name in library_modules()
+
+
+def _installed(root):
+    """A top-level module of that name can be imported here (a builtin module or one on the path):
+    found, not imported."""
+    if root not in _INSTALLED:
+        try:
+            found = root in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(root) is not None
+        except (ImportError, ValueError, OSError):
+            found = False
+        _INSTALLED[root] = found
+    return _INSTALLED[root]
 
 
 def library_modules():
@@ -1253,6 +1310,117 @@ def _string_annotations(node, depth=0):
                 yield from _string_annotations(expr, depth + 1)
 
 
+# Special methods a class of the kernel may define. Any other one is a hook that Python, numpy or
+# torch call behind the check's back, on objects the harness handles too: __getattr__ answers
+# numpy's lookup of __array_interface__ (an array over any address), __reduce__ hands copy and
+# pickle a callable and its arguments (getattr(module, name)), __torch_function__ and
+# __torch_dispatch__ see every torch call on the object (the audit's and the worker's included),
+# __class__ lies to isinstance, __del__ runs the kernel's code whenever the object is freed.
+SPECIAL_METHODS_OK = frozenset(
+    "__init__ __new__ __init_subclass__ __set_name__ __post_init__ __call__ __repr__ __str__ __format__ __len__ "
+    "__length_hint__ __getitem__ __setitem__ __delitem__ __missing__ __iter__ __next__ __reversed__ __contains__ "
+    "__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __bool__ __enter__ __exit__ __get__ __set__ __delete__ "
+    "__add__ __radd__ __iadd__ __sub__ __rsub__ __isub__ __mul__ __rmul__ __imul__ __truediv__ __rtruediv__ "
+    "__itruediv__ __floordiv__ __rfloordiv__ __ifloordiv__ __mod__ __rmod__ __imod__ __pow__ __rpow__ __ipow__ "
+    "__matmul__ __rmatmul__ __imatmul__ __neg__ __pos__ __abs__ __invert__ __and__ __rand__ __iand__ __or__ "
+    "__ror__ __ior__ __xor__ __rxor__ __ixor__ __lshift__ __rlshift__ __rshift__ __rrshift__ __divmod__ "
+    "__rdivmod__ __index__ __int__ __float__ __complex__ __round__ __trunc__ __floor__ __ceil__ __sizeof__ "
+    "__copy__ __deepcopy__ __class_getitem__ __slots__ __doc__ __module__ __qualname__ __constants__ "
+    "__match_args__".split())
+_SPECIAL_WHY = ("a class may define only ordinary special methods (construction, calls, containers, comparisons, "
+                "arithmetic): %s is a hook Python, numpy or torch call on the object behind the check's back "
+                "(attribute lookups, pickling and copying, torch's dispatch, isinstance, finalization)")
+# Bases that make a class a tensor: its __torch_function__ runs the kernel's code in every torch call
+# on its instances, the audit's and the worker's included.
+TENSOR_BASES = {"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer",
+                "torch.nn.parameter.Buffer", "torch._C.TensorBase", "torch._C._TensorBase"}
+# Calls that build a class at run time: its namespace (a dict, a callback) defines special methods no
+# check sees.
+CLASS_BUILDERS = {"types.new_class", "dataclasses.make_dataclass", "enum.EnumMeta", "enum.EnumType"}
+_CLASS_BUILT = ("classes built at run time are not allowed: their special methods (__getattr__, __reduce__, "
+                "__torch_function__, ...) are named in a dict no check sees; write a class statement")
+_FORMAT_ATTRS = ("format", "format_map")
+
+
+def _defined_names(item):
+    """Names a statement of a class body (or module) defines."""
+    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [item.name]
+    targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
+    return [t.id for t in targets if isinstance(t, ast.Name)]
+
+
+def _forwards_to_super(fn):
+    """`def __getattr__(self, name): return super().__getattr__(name)` (nn.Module subclasses)."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if not isinstance(fn, ast.FunctionDef) or len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    call = body[0].value
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == fn.name \
+        and _is_super(call.func.value) and len(call.args) == 1 and not call.keywords
+
+
+def _special_method_rules(names, refuse):
+    """Special methods outside SPECIAL_METHODS_OK, in a class body or at module level (a module's
+    __getattr__ answers every attribute looked up on it), and classes deriving from torch.Tensor."""
+    for node in names.nodes:
+        if isinstance(node, ast.ClassDef):
+            body, where = node.body, "class %s" % node.name
+            for base in node.bases:
+                tensor = sorted(q for q in names.resolved(base) if q in TENSOR_BASES)
+                if tensor:
+                    refuse("dispatch", "class %s derives from %s" % (node.name, tensor[0]),
+                           "tensor subclasses are not allowed: their __torch_function__ runs in every torch call on "
+                           "their instances, the harness's included (return plain tensors)", node.lineno)
+        elif isinstance(node, ast.Module):
+            body, where = node.body, "the module"
+        else:
+            continue
+        for item in body:
+            for name in _defined_names(item):
+                if _refused_special(name, item, module=isinstance(node, ast.Module)):
+                    refuse("hook", "%s defines %s" % (where, name), _SPECIAL_WHY % name, getattr(item, "lineno", None))
+
+
+def _refused_special(name, item, module):
+    """`name`, defined by `item` in a class body (or at module level), is a hook no kernel may define."""
+    if module:
+        return name in ("__getattr__", "__getattribute__")
+    if not (name.startswith("__") and name.endswith("__") and len(name) > 4):
+        return False
+    if name in SPECIAL_METHODS_OK or name in NAMED:  # NAMED ones have their own rule
+        return False
+    return not (name == "__getattr__" and _forwards_to_super(item))
+
+
+def _class_builder_call(node, names):
+    """The call builds a class at run time: type(name, bases, namespace), type.__new__ / __call__,
+    types.new_class, dataclasses.make_dataclass. Returns what it is written as, else None."""
+    func = names.qual(node.func)
+    if "@.type" in func and len(node.args) + len(node.keywords) >= 2:
+        return "type(...) with a namespace"
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("__new__", "__call__", "__init__") and \
+            "@.type" in names.qual(node.func.value):
+        return "type.%s" % node.func.attr
+    built = sorted(q for q in func if q in CLASS_BUILDERS)
+    return built[0] if built else None
+
+
+def _computed_format(node, names):
+    """str.format / format_map with a format string built at run time: its fields read attributes and
+    items by name ("{0.__class__}"), which no check sees. Returns the call as written, else None."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _FORMAT_ATTRS:
+        return None
+    if isinstance(func.value, ast.Name) and func.value.id == "str" and "@.str" in names.qual(func.value):
+        fmt = node.args[0] if node.args else None  # str.format(fmt, ...)
+    else:
+        fmt = func.value
+    if fmt is None or names.strings(fmt) is not None or names.resolved(fmt):
+        return None
+    return _src(node.func)
+
+
 def _security_rules(tree, report):
     names = Names(tree)
     selves = Selves(tree, names)
@@ -1261,11 +1429,14 @@ def _security_rules(tree, report):
         report.error(rule, "%s (line %s): %s" % (what, line, why), line)
 
     seen = set()
+    _special_method_rules(names, refuse)
 
-    def check_name(q, how, line, node=None):
+    def check_name(q, how, line, node=None, presence=False):
         hit = forbidden(q)
-        if not hit:
-            return
+        if not hit and how == "imports":
+            hit = reach.import_refusal(q, STDLIB_NAMES, _installed)
+        if not hit or (presence and hit[0] == reach.RULE):
+            return  # hasattr(torch, "compile") reaches nothing
         rule, subject, why = hit
         # One error per name and line: `gc.get_objects` is not also reported as `gc`.
         if any(l == line and (s == subject or s.startswith(subject + ".") or subject.startswith(s + "."))
@@ -1390,6 +1561,14 @@ def _security_rules(tree, report):
         if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
             refuse("introspection", "uses %s" % node.id, _INTROSPECT, line)
 
+        if isinstance(node, ast.Call):
+            built, fmt = _class_builder_call(node, names), _computed_format(node, names)
+            if built:
+                refuse("dynamic_code", "builds a class at run time (%s)" % built, _CLASS_BUILT, line)
+            if fmt:
+                refuse("computed_name", "%s with a format string built at run time" % fmt,
+                       "its fields read attributes and items by name ({0.__class__}), which no check sees: use an "
+                       "f-string or a literal format string", line)
         if isinstance(node, ast.Call):  # before the names: `__import__("gc")` is reported as an import
             _check_call(node, names, selves, refuse, check_name, check_attr, report, line)
 
@@ -1399,9 +1578,11 @@ def _security_rules(tree, report):
             quals = names.qual(node)
             parent = names.parent.get(node)
             called_import = isinstance(parent, ast.Call) and parent.func is node and "@.__import__" in quals
+            # torch.jit in torch.jit.is_scripting: which modules a kernel may reach is ruled on the whole chain
+            inner = isinstance(parent, ast.Attribute) and parent.value is node
             for q in sorted(quals):
                 if not (called_import and q == "@.__import__"):  # the call was checked above
-                    check_name(q, "uses", line, node)
+                    check_name(q, "uses", line, node, presence=inner)
             if not value_use_allowed(node):
                 for q in sorted(quals):
                     if q.startswith("@.") and show(q) in ATTR_FUNCS and not (
@@ -1517,7 +1698,7 @@ def _check_call(node, names, selves, refuse, check_name, check_attr, report, lin
                + (" (this one is %r)" % name if isinstance(name, str) else ""), line)
     elif modules and kind == "hasattr":
         for q in modules:
-            check_name(q + "." + attr.value, "uses", line)
+            check_name(q + "." + attr.value, "uses", line, presence=True)
     elif strings is None and not own:
         refuse("computed_name", call,
                "an attribute name built at run time is only allowed on self and on the kernel's own objects "

@@ -44,6 +44,15 @@ TAIL_SHARE = 0.5
 # placements, which a forward of small launches is sensitive to (docs/benchmarks.md, round 4).
 RELOCATE_EVERY = 4
 PLACEMENTS = 6
+# After timed windows of several forwards: this many rounds of single-forward windows (a null of
+# the reference's process, the reference, the kernel, in a random order; every kernel run
+# checked). In a window of several forwards every input set is written before the first forward
+# starts, so a kernel that finds the later sets in its process could compute them all in one
+# launch; alone, a forward has nothing to batch with. Its gain from windows beyond the
+# reference's (window_gain) bounds the score.
+SINGLE_ROUNDS = 7
+# The gain's lower bound must exceed 1 by this much before the score is bounded.
+GAIN_SLACK = 0.05
 
 
 class Side:
@@ -194,6 +203,7 @@ class Outcome:
         self.checked = []
         self.precision_reached = False
         self.budget_limited = False
+        self.single = None  # SingleForward: single-forward windows after windows of several
 
     def add(self, run):
         self.windows.append(run.window_ms)
@@ -318,25 +328,11 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
         side = ref if what == "ref" else kernel
         out = outcomes[id(side)]
         keep = keep or (check is not None and side is kernel and rng.random() < timing.CHECK_RATE)
-        write, privates = side.refresh(i, keep, side.input_sets(forwards))
-        snapshot = snapshotter(side.slot_sets(forwards)) if keep and side is kernel else None
-        run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot, forwards=forwards)
-        floor = side.null["tail_floor_ms"]
-        if run.tail_ms < TAIL_SHARE * floor:
-            message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the "
-                       "window's start flag to its close, null runs never under %.3f ms): the process wrote the "
-                       "flags that order it ahead of its work" % (i, side.name, run.tail_ms, floor))
-            if side.trusted:
-                raise HarnessError(message)
-            raise KernelFailure("crash", message, details={"tail_ms": run.tail_ms, "tail_floor_ms": floor, "run": i})
-        event = run.done.get("event_ms")
-        if not isinstance(event, (int, float)) or not event >= 0:
-            raise KernelFailure("crash", "%s's process reported an invalid time %r for run %d" % (side.name, event, i))
+        run = timed_window(side, i, flush, forwards, check if keep and side is kernel else None)
         out.add(run)
-        out.reported.append(float(event))
+        out.reported.append(float(run.done["event_ms"]))
         if keep and side is kernel:
             out.checked.append(i)
-            check(i, run, privates, side.slot_sets(forwards))
 
     def precise():
         null = timing.quantile(nulls, 0.5)
@@ -370,7 +366,85 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
     for out in outcomes.values():
         out.budget_limited = budget_limited
         out.precision_reached = reached
+    if kernel is not None and forwards > 1:
+        outcomes[id(kernel)].single = single_forward_windows(ref, kernel, flush, check, rng)
     return nulls, outcomes[id(ref)], outcomes[id(kernel)] if kernel is not None else None
+
+
+def timed_window(side, i, flush, forwards, check=None):
+    """One timed run of `side` (its inputs refreshed): a window that closed without the
+    process in it, or a time the process reported that is no time, is its crash. `check`
+    (a checked run of the kernel) compares its snapshot. Returns the Run."""
+    write, privates = side.refresh(i, check is not None, side.input_sets(forwards))
+    snapshot = snapshotter(side.slot_sets(forwards)) if check is not None else None
+    run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot, forwards=forwards)
+    floor = side.null["tail_floor_ms"]
+    if run.tail_ms < TAIL_SHARE * floor:
+        message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the "
+                   "window's start flag to its close, null runs never under %.3f ms): the process wrote the "
+                   "flags that order it ahead of its work" % (i, side.name, run.tail_ms, floor))
+        if side.trusted:
+            raise HarnessError(message)
+        raise KernelFailure("crash", message, details={"tail_ms": run.tail_ms, "tail_floor_ms": floor, "run": i})
+    event = run.done.get("event_ms")
+    if not isinstance(event, (int, float)) or not event >= 0:
+        raise KernelFailure("crash", "%s's process reported an invalid time %r for run %d" % (side.name, event, i))
+    if check is not None:
+        check(i, run, privates, side.slot_sets(forwards))
+    return run
+
+
+class SingleForward:
+    """Single-forward windows taken after the timed windows of several forwards: whole windows
+    (ms) of the reference's process's nulls (less their one fill), of the reference and of the
+    kernel."""
+
+    def __init__(self, fill_ms):
+        self.fill_ms = fill_ms
+        self.nulls, self.reference, self.kernel = [], [], []
+
+
+def single_forward_windows(ref, kernel, flush, check, rng, first=100000):
+    """SINGLE_ROUNDS rounds of single-forward windows (every kernel run checked: a kernel that
+    told them apart could answer them wrong and fast otherwise)."""
+    single = SingleForward(fill_time(ref.slots, ref.clock.gate, 1))
+    for r in range(SINGLE_ROUNDS):
+        order = ["null", "ref", "kernel"]
+        rng.shuffle(order)
+        for what in order:
+            i = first + r
+            if what == "null":
+                write, _ = ref.refresh(i, False, ref.input_sets(1), null=True)
+                single.nulls.append(null_run(ref, i, write, flush, 1)[0] - single.fill_ms)
+            elif what == "ref":
+                single.reference.append(timed_window(ref, i, flush, 1).window_ms)
+            else:
+                single.kernel.append(timed_window(kernel, i, flush, 1, check).window_ms)
+    return single
+
+
+def window_gain(single, offset, per_forward_reference_ms, per_forward_kernel_ms, forwards):
+    """How much faster per forward each model ran in windows of `forwards` forwards than alone
+    (single-forward windows, SingleForward), and the kernel's gain beyond the reference's:
+    `gain` = (kernel alone / kernel in windows) / (reference alone / reference in windows),
+    with `gain_low` from the single medians' 95% intervals. An honest kernel gains what the
+    reference gains from sharing a window (gain ~1); one that computes several of a window's
+    forwards in one launch gains more, and alone it cannot. `bounded` when gain_low exceeds
+    1 + GAIN_SLACK: the score is then the single-forward one (the caller divides it by `gain`)."""
+    null = timing.quantile(single.nulls, 0.5)
+    floor = timing.FLOOR_MS
+    reference = [max(w - null, floor) for w in single.reference]
+    kernel = [max(w - null - offset, floor) for w in single.kernel]
+    ref_ms, kernel_ms = timing.quantile(reference, 0.5), timing.quantile(kernel, 0.5)
+    ref_low, ref_high = timing.median_interval(reference)
+    kernel_low, _ = timing.median_interval(kernel)
+    per_ref, per_kernel = max(per_forward_reference_ms, floor), max(per_forward_kernel_ms, floor)
+    gain = (kernel_ms / per_kernel) / (ref_ms / per_ref)
+    gain_low = (max(kernel_low, floor) / per_kernel) / (max(ref_high, floor) / per_ref)
+    return {"forwards": forwards, "runs": len(kernel), "null_ms": null,
+            "single_forward_ms": {"reference": ref_ms, "kernel": kernel_ms},
+            "per_forward_ms": {"reference": per_forward_reference_ms, "kernel": per_forward_kernel_ms},
+            "gain": gain, "gain_low": gain_low, "bounded": gain_low > 1.0 + GAIN_SLACK}
 
 
 def relocating(round_index):

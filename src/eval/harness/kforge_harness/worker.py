@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from . import launchpath, protocol
+from . import compiled, guard, launchpath, protocol, seal
 from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
@@ -22,7 +22,8 @@ from .memory import RELOCATE_LIMIT_BYTES, RELOCATE_SPACER_BYTES, storages_bytes
 from .tensors import describe, flatten_outputs, model_tensors
 
 # Failure categories a worker may report about its own kernel.
-WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom"}
+# (static_check: the run-time guard refused what the kernel did, guard.py.)
+WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime", "cuda_error", "oom", "static_check"}
 
 
 class Worker:
@@ -41,9 +42,44 @@ class Worker:
         self.context_error = None
         self.cuda_attached = False
         self.relocated = []  # what op_relocate moved away from, kept alive
+        self.seal = None  # seals every message once the kernel is imported (seal.py)
+        self.changed = None  # what the kernel changed of the harness's code (guard.snapshot)
+        self.audited_forward = self.gpu_time = None  # the audit's entry points, taken before the import
+        self.launches = compiled.Launches()  # the audited forwards' Triton launches (op_precision)
+        self.source = None
 
     def reply(self, message):
-        protocol.send(self.sock, message)
+        data = protocol.payload(message)
+        if self.seal is not None:
+            data = self.seal(data)
+        self.sock.sendall(protocol.frame(data), socket.MSG_NOSIGNAL)
+
+    def refused_at_run_time(self, text):
+        """The guard's verdict on the kernel's code (guard.py): the process ends after it."""
+        self.reply({"type": "failure", "category": "static_check", "summary": text})
+
+    def harness_changed(self):
+        """A failure to report when the kernel replaced a function or class the harness relies on,
+        else None."""
+        names = self.changed() if self.changed is not None else []
+        if not names:
+            return None
+        return {"type": "failure", "category": "static_check",
+                "summary": "the kernel's process replaced the harness's own code (%s%s): refused at run time"
+                           % (", ".join(names[:3]), ", ..." if len(names) > 3 else "")}
+
+    def protect(self, request, kernel_file):
+        """Before the kernel's first line: the seal of every later message, the harness's entry
+        points and a note of its code (held by this instance alone), and the run-time guard."""
+        from .audit import audited_forward, gpu_time
+
+        key = request.pop("seal", None)
+        if key:
+            self.seal = seal.signer(bytes.fromhex(key))
+        self.audited_forward, self.gpu_time = audited_forward, gpu_time
+        if request.get("guard"):
+            self.changed = guard.snapshot()
+            guard.install(kernel_file, self.refused_at_run_time)
 
     def failure(self, exc, stage):
         f = classify(exc, stage, self.ctx)
@@ -136,8 +172,10 @@ class Worker:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(request["source"])
         self.ctx["kernel_file"] = kernel_file
+        self.source = request["source"]
         if not self.gpu:
             interpret_autotune()
+        self.protect(request, kernel_file)
         try:
             kernel = load_module(kernel_file, "kforge_kernel")
         except SystemExit as e:
@@ -165,6 +203,10 @@ class Worker:
         if isinstance(model, torch.nn.Module):
             state = [[name, list(t.shape), str(t.dtype).replace("torch.", "")]
                      for name, t in model.state_dict().items()]
+        changed = self.harness_changed()
+        if changed:
+            self.reply(changed)
+            return False
         # The precision settings in force once the module ran its import (a task or kernel may
         # set them): the reference's go into the timing's environment.
         tf32 = settings()
@@ -211,6 +253,15 @@ class Worker:
             return False
         self.reply({"type": "relocated", "bytes": moved})
 
+    def op_precision(self, request, mappings):
+        """What the audited forwards' Triton launches compute in, from their compiled code
+        (compiled.py): the judge reads it (precision.with_compiled)."""
+        try:
+            reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu)
+        except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
+            reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}
+        self.reply({"type": "precision", "reading": reading})
+
     def op_clock(self, request, mappings):
         """The flags the judge lends to order timed runs (window.py)."""
         from .window import FLAG_A, FLAG_EARLY, FLAG_END
@@ -230,18 +281,15 @@ class Worker:
         try:
             with torch.no_grad():
                 if mode == "gpu_time":
-                    from .audit import gpu_time
-
                     out = None
-                    record = gpu_time(self.model, self.inputs, self.ctx["jit_kernels"])
+                    record = self.gpu_time(self.model, self.inputs, self.ctx["jit_kernels"])
                 elif mode == "audit":
-                    from .audit import audited_forward
-
-                    out, record = audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
+                    out, record = self.audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
                                                   atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2),
                                                   seed=int(request.get("nonce") or 0),
                                                   harness=[t for _, t in flatten_outputs(self.outputs)
-                                                           if isinstance(t, torch.Tensor)])
+                                                           if isinstance(t, torch.Tensor)],
+                                                  launches=self.launches)
                 else:
                     out = self.model(*self.inputs)
             if self.gpu:
@@ -261,6 +309,10 @@ class Worker:
         message = {"type": "done", "run": request.get("run"), "copied": copied, "outputs": description}
         if record is not None:
             message["gpu" if mode == "gpu_time" else "audit"] = record
+            changed = self.harness_changed()
+            if changed:
+                self.reply(changed)
+                return False
         self.reply(message)
 
     def windowed(self, request):
@@ -329,6 +381,11 @@ class Worker:
         slots = dict(flatten_outputs(self.outputs if slots is None else slots))
         copied = True
         for path, value in flatten_outputs(out):
+            if isinstance(value, torch.Tensor) and type(value) not in (torch.Tensor, torch.nn.Parameter):
+                # A subclass's __torch_function__ would run in the copy below and in the audit's
+                # digests: the kernel's code deciding what the harness reads.
+                raise TypeError("forward returned a %s at %s, a subclass of torch.Tensor: outputs must be plain "
+                                "tensors" % (type(value).__name__, path))
             slot = slots.get(path)
             if isinstance(slot, torch.Tensor) and isinstance(value, torch.Tensor) \
                     and tuple(value.shape) == tuple(slot.shape) and value.dtype == slot.dtype:

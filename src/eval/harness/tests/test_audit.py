@@ -1357,3 +1357,30 @@ def test_values_taken_from_the_harness_own_buffers_are_unseen(signed):
     assert rec["outputs"][0]["shares"]["unseen"] == 1.0 and result["verdict"] == "torch_fallback", rec
     _, rec = audit.audited_forward(Model(from_the_slot), [signed], "cpu", [])
     assert rec["outputs"][0]["shares"]["input"] == 1.0  # the control: inventoried, it is "from before"
+
+
+def test_an_operator_registered_with_triton_op_is_audited_through(signed):
+    """Issue 34, item 9: a kernel registered with torch.library.triton_op (its launches through
+    wrap_triton) reached the audit as one opaque PyTorch op writing the output: torch_fallback.
+    Its implementation now runs inside the audit, launch by launch."""
+    _, rec, result = run(fixture("relu_triton_op_ok"), signed)
+    assert result["verdict"] == "ok", result["summary"]
+    assert rec["outputs"][0]["shares"]["triton"] == 1.0
+    assert not [op for op in rec["aten_ops"] if op["kind"] == "compute"], rec["aten_ops"]
+
+
+def test_an_operator_registered_with_custom_op_that_computes_with_torch_is_still_pytorch(signed):
+    """The implementation runs inside the audit: what PyTorch computes there is PyTorch's."""
+    name = "kforge_tests::relu_by_torch"
+
+    @torch.library.custom_op(name, mutates_args=())
+    def relu_by_torch(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return relu_by_torch(x)
+
+    _, rec, result = run(Model(), signed)
+    assert result["verdict"] == "torch_fallback", result["summary"]
+    assert any(op["name"] == "relu" and op["kind"] == "compute" for op in rec["aten_ops"]), rec["aten_ops"]

@@ -175,3 +175,71 @@ def test_summary_applies_findings_to_the_tasks_dtypes():
     ieee = findings('tl.dot(a, b, input_precision="ieee")')
     assert precision.summarize("strict", ieee, ["float32"], {})["statement"] == \
         "the kernel's GEMMs compute in full float32"
+
+
+# -- issue 34, item 8: what the source reading missed, and the compiled kernel -------------------
+
+def test_casts_of_expressions_and_dtype_aliases_are_read():
+    assert LOW_PRECISION_CAST in categories(findings('tl.dot((a * 2.0).to(tl.float16), b, input_precision="ieee")'))
+    alias = 'LOW = tl.float16\n'
+    source = GEMM.format(dot='tl.dot(a.to(LOW), b, input_precision="ieee")', acc="LOW", params="", launch="")
+    found = precision.scan(source.replace("PRECISION = ", alias + "PRECISION = "))
+    assert LOW_PRECISION_CAST in categories(found) and LOW_PRECISION_ACCUMULATOR in categories(found), found
+
+
+def test_a_precision_some_launch_computes_at_run_time_is_unknown_not_the_default():
+    found = findings("tl.dot(a, b, input_precision=PREC)", params=', PREC: tl.constexpr = "ieee"',
+                     launch=", PREC=choose(a)")
+    assert categories(found) == [DOT_UNKNOWN], found
+
+
+TTIR = '''
+    %c_8 = tt.dot %a_7, %b_7, %c, inputPrecision = tf32 : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32> loc(#loc12)
+    %d_8 = tt.dot %a_7, %b_7, %c : tensor<32x32xf32> * tensor<32x32xf32> -> tensor<32x32xf32> loc(#loc13)
+    %m = arith.truncf %x_3 : tensor<64xf32> to tensor<64xf16> loc(#loc33)
+    %acc:2 = scf.for %k = %c0 to %K step %c32 iter_args(%a = %z, %i = %c0) -> (tensor<32x32xf16>, i32)  : i32 {
+      %s_10 = arith.addf %s_8, %s_9 : f16 loc(#loc40)
+#loc5 = loc("/tmp/eval-x/kernel_jit.py":9:12)
+#loc6 = loc("/tmp/eval-x/kernel.py":14:16)
+#loc7 = loc("/site-packages/triton/language/standard.py":212:25)
+#loc12 = loc("c"(#loc6))
+#loc13 = loc("/tmp/eval-x/kernel.py":20:5)
+#loc27 = loc("m"(#loc6))
+#loc33 = loc(callsite(#loc5 at #loc27))
+#loc40 = loc(callsite(#loc7 at #loc27))
+'''
+
+
+def test_the_compiled_code_names_dots_casts_and_half_accumulators_by_their_lines():
+    found = precision.ttir_findings("k", TTIR)
+    by = {(f["category"], f["line"]) for f in found}
+    assert (TF32_DOT, 14) in by and (IEEE_DOT, 20) in by
+    assert (LOW_PRECISION_CAST, 9) in by, "an inlined helper's cast is at the helper's own line"
+    assert (LOW_PRECISION_ACCUMULATOR, None) in by, "a loop carrying float16"
+    assert (LOW_PRECISION_ACCUMULATOR, 14) in by, "a float16 sum in a library reduction: the calling line"
+    assert all(f["compiled"] and f["where"] == "kernel k" for f in found)
+    assert precision.ttir_findings("k", "") == []
+
+
+def test_compiled_findings_replace_the_sources_about_triton_code_only_when_every_launch_was_read():
+    source = findings(extra="x = 1\n") + precision.scan("import torch\nclass M:\n    def f(self, x):\n"
+                                                        "        return x.half()\n")
+    ok = {"kernels": [{"kernel": "gemm", "ttir": TTIR, "ptx": None, "error": None}], "errors": [],
+          "compiled_for": "CUDA sm_90"}
+    found, how = precision.with_compiled(source, ok)
+    assert how["read"] == "compiled" and how["kernels"] == ["gemm"]
+    assert not [f for f in found if f["where"].startswith("kernel ") and not f.get("compiled")]
+    assert [f for f in found if f["where"] == "module"], "host findings stay"
+    failed = dict(ok, kernels=[dict(ok["kernels"][0], ttir=None, error="CompilationError: at 3:4")])
+    found, how = precision.with_compiled(source, failed)
+    assert found == source and how["read"] == "source" and "CompilationError" in how["why"]
+    assert precision.with_compiled(source, None) == (source, {"read": "source",
+                                                              "why": "the compiled kernels were not read"})
+    found, how = precision.with_compiled(source, {"kernels": [], "errors": []})
+    assert found == source and how["why"] == "no Triton launch was read"
+
+
+def test_ptx_alone_says_tf32_and_half_conversions():
+    ptx = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1}\ncvt.rn.f16.f32 %h1, %f2;"
+    assert sorted(categories(precision.ptx_findings("k", ptx))) == [LOW_PRECISION_CAST, TF32_DOT]
+    assert precision.ptx_findings("k", "fma.rn.f32 %f1, %f2, %f3, %f4;") == []

@@ -523,6 +523,62 @@ BYPASSES = [
     ("importlib_through_spec_loader", "", "torch.__spec__.loader", "__spec__"),
     ("importlib_through_loader", "", "torch.__loader__", "__loader__"),
     ("builtins_through_init_globals", "", "torch.nn.Module.__init__.__globals__['__builtins__']", "__globals__"),
+    # --- issue 34, item 2: libraries that call getattr, eval, exec, compile or import for their caller
+    ("fx_graph_call_method", "import torch.fx as fx", "g = fx.Graph()\ng.call_method(str(x.shape), ())",
+     "torch.fx builds Python code"),
+    ("fx_from_import", "from torch.fx import GraphModule", "", "imports torch.fx (written torch.fx.GraphModule)"),
+    ("fx_symbolic_trace", "", "torch.fx.symbolic_trace(self)", "torch.fx builds Python code"),
+    ("fx_through_a_module_alias", "", "torch.nn.modules.module.torch.fx.Graph()", "torch.fx"),
+    ("jit_compilation_unit", "", "cu = torch.jit.CompilationUnit(str(x.shape))", "torch.jit compiles code"),
+    ("jit_script", "", "torch.jit.script(self)", "torch.jit compiles code"),
+    ("torch_compile", "", "f = torch.compile(lambda t: t)", "torch.compile generates"),
+    ("torch_compiler_module", "", "torch.compiler.disable(lambda t: t)", "torch.compiler drives"),
+    ("torch_export", "", "torch.export.export(self, (x,))", "torch.export"),
+    ("torch_cond", "", "torch.cond(x.sum() > 0, lambda t: t, lambda t: t, (x,))", "torch.cond traces"),
+    ("torch_utils_other", "import torch.utils.hooks", "", "of torch.utils only torch.utils.checkpoint"),
+    ("triton_compiler", "from triton.compiler import ASTSource", "", "triton.compiler compiles code"),
+    ("triton_knobs", "", "hooks = triton.knobs.runtime", "launch hooks"),
+    ("triton_backends", "import triton.backends.nvidia.driver", "", "triton.backends builds and loads"),
+    ("numpy_lib", "import numpy as np", "np.lib.npyio.DataSource()", "numpy.lib"),
+    ("numpy_info", "import numpy as np", "np.info(np)", "numpy.info"),
+    ("triton_load_binary", "", "triton.runtime.driver.active.utils.load_binary('k', b'', 0, 0)", "load_binary"),
+    ("stdlib_outside_allowlist", "import shlex", "", "shlex is not among the standard modules"),
+    ("stdlib_weakref_callbacks", "import weakref", "weakref.finalize(x, print)", "weakref is not among"),
+    ("stdlib_codecs_lookup", "import codecs", "", "codecs"),
+    ("installed_package_outside_allowlist", "import markupsafe", "", "markupsafe is installed here"),
+    ("stdlib_reached_through_torch", "", "torch.serialization.pickle.loads(b'')", "pickle"),
+    ("copy_with_reduce", "import copy\nclass R:\n    def __reduce__(self):\n        return (print, ())",
+     "copy.deepcopy(R())", "class R defines __reduce__"),
+    ("getattr_hook_answers_array_interface", "class A:\n    def __getattr__(self, name):\n        return {}",
+     "", "class A defines __getattr__"),
+    ("getattribute_hook", "class A:\n    def __getattribute__(self, name):\n        return 1", "",
+     "defines __getattribute__"),
+    ("module_getattr_hook", "def __getattr__(name):\n    return name", "", "the module defines __getattr__"),
+    ("torch_function_hook", "class W:\n    def __torch_function__(self, f, t, a=(), k=None):\n        return f(*a)",
+     "", "defines __torch_function__"),
+    ("finalizer", "class W:\n    def __del__(self):\n        pass", "", "defines __del__"),
+    ("class_attribute_lies_to_isinstance", "class W:\n    __class__ = torch.Tensor", "", "defines __class__"),
+    ("cuda_array_interface", "class W:\n    __cuda_array_interface__ = {}", "", "defines __cuda_array_interface__"),
+    ("tensor_subclass", "class T(torch.Tensor):\n    pass", "", "derives from torch.Tensor"),
+    ("parameter_subclass", "class P(nn.Parameter):\n    pass", "", "derives from torch.nn.Parameter"),
+    ("type_with_a_namespace", "", "A = type('A', (), {str(x.shape): print})", "builds a class at run time"),
+    ("type_new", "", "A = type.__new__(type, 'A', (), {})", "builds a class at run time (type.__new__)"),
+    ("types_new_class", "import types", "types.new_class('A')", "builds a class at run time"),
+    ("make_dataclass", "import dataclasses", "dataclasses.make_dataclass('A', [])", "builds a class at run time"),
+    ("format_string_built_at_run_time", "", "fmt = str(x.shape)\nfmt.format(x)",
+     "format string built at run time"),
+    ("str_format_built_at_run_time", "", "str.format(str(x.shape), x)", "format string built at run time"),
+    ("format_map_built_at_run_time", "", "str(x.shape).format_map({'a': x})", "format string built at run time"),
+    # --- issue 34, item 7
+    ("ndarray_dump", "import numpy as np", "np.zeros(3).dump('out.pkl')", "uses .dump on np.zeros(3)"),
+    ("warn_explicit_reads_a_file", "import warnings",
+     "warnings.warn_explicit('m', UserWarning, '/proc/self/environ', 1)", "warnings.warn_explicit"),
+    ("formatwarning_reads_a_file", "import warnings", "warnings.formatwarning('m', UserWarning, '/etc/passwd', 1)",
+     "warnings.formatwarning"),
+    ("dataloader_workers", "from torch.utils.data import DataLoader", "DataLoader([x], num_workers=2)",
+     "DataLoader starts worker processes"),
+    ("dataloader_pin_memory", "", "torch.utils.data.DataLoader([x], pin_memory=True)",
+     "DataLoader starts worker processes and a pin-memory thread"),
 ]
 
 
@@ -651,6 +707,25 @@ LEGIT = [
      "    model.forward(x)"),
     ("activation_function_values", "import torch.nn.functional as F\nACTS = {'relu': F.relu, 'gelu': F.gelu}",
      "act = ACTS['relu']\nself.act = F.silu"),
+    ("queries_of_refused_modules", "", "torch.jit.is_scripting()\ntorch.compiler.is_compiling()\n"
+     "hasattr(torch, 'compile')"),
+    ("checkpoint_and_allowed_torch_modules", "from torch.utils.checkpoint import checkpoint\nimport torch.fft",
+     "torch.random.manual_seed(0)\ntorch.signal.windows.hann(4)\ntorch.linalg.norm(x)\n"
+     "torch.nn.functional.relu(x)\ntorch.cuda.is_available()\ntorch.backends.cudnn.enabled"),
+    ("allowed_standard_modules",
+     "import math, functools, itertools, collections, dataclasses, typing, enum, operator, re, struct, time\n"
+     "import warnings, json, copy, abc, heapq, bisect, numbers, random, contextlib, types\n"
+     "from typing_extensions import Self", "copy.copy([1])\nwarnings.warn('x')"),
+    ("ordinary_special_methods",
+     "class Cfg:\n    __slots__ = ('a',)\n    def __init__(self):\n        self.a = 1\n"
+     "    def __repr__(self):\n        return 'Cfg'\n    def __eq__(self, o):\n        return True\n"
+     "    def __hash__(self):\n        return 1\n    def __getitem__(self, k):\n        return k\n"
+     "    def __call__(self, t):\n        return t\n    def __enter__(self):\n        return self\n"
+     "    def __exit__(self, *a):\n        return None", "with Cfg() as c:\n    c(x)"),
+    ("literal_format_strings", "FMT = '{:.3f}'", "'{} {}'.format(1, 2)\nFMT.format(2.0)\nformat(2.0, '.2f')"),
+    ("class_statement_and_namedtuple", "from collections import namedtuple\nclass K(nn.Module):\n    pass\n"
+     "P = namedtuple('P', ['a'])", "K()\ntype(x)"),
+    ("numpy_allowed_modules", "import numpy as np", "np.random.default_rng(0).random(3)\nnp.linalg.norm(np.ones(2))"),
 ]
 
 
@@ -893,9 +968,15 @@ REFUSED_ROUND_3 = {
     "hack_early_end.py": {"introspection"},
     "hack_flags_ahead.py": {"introspection"},
 }
-# Issue 34's hostile fixtures that tests run with the filter off (the unseen-shapes forger).
+# Issue 34's hostile fixtures: libraries that call getattr, exec or import for the kernel, and the
+# unseen-shapes forger (tests run it with the filter off).
 REFUSED_ISSUE_34 = {
     "hack_forged_oom_on_shapes.py": {"introspection"},
+    "hack_fx_forge_audit.py": {"reach"},
+    "hack_fx_forge_failure.py": {"reach"},
+    "hack_fx_reach.py": {"reach"},
+    "hack_jit_compilation_unit.py": {"reach"},
+    "hack_window_batching.py": {"introspection"},
 }
 STRUCTURAL = {"syntax", "no_modelnew", "no_triton", "no_launch", "no_forward", "fallback", "torch_op"}
 

@@ -1,0 +1,263 @@
+"""What the launched Triton kernels compute in, read from their compiled code (precision.py
+reads the source too, and prefers this where it is there).
+
+Worker side. The audit notes every launch of its forwards (`Launches.note`): the kernel, the
+types of its arguments and the values of its constexprs, as the launch had them (autotune's
+and heuristics' choices included). On a GPU the launch returns the compiled kernel, whose
+TTIR and PTX are kept. Under the CPU interpreter nothing is compiled, so `read` has a fresh
+Python process (no TRITON_INTERPRET: the interpreter's own state gets in the compiler's way)
+compile each noted launch up to TTIR for a fixed CUDA target, GPUTarget("cuda", 90, 32); that
+needs no GPU. The process imports only the kernel's @triton.jit functions, its imports of
+triton and math and its module constants (`jit_module`), at their own lines, so the TTIR's
+locations are the kernel file's.
+
+What goes to the judge are the lines of the TTIR (and PTX) that matter (`relevant`): the judge
+parses them itself (precision.compiled_findings). They come from the kernel's process, like
+the audit's record: docs/security.md says what that means.
+"""
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+MAX_KEYS = 16  # distinct launches read per evaluation
+MAX_TEXT = 256 * 1024  # characters of one kernel's relevant lines sent to the judge
+COMPILE_TIMEOUT_S = 120.0
+TARGET = ("cuda", 90, 32)  # the CPU's reading compiles for an H100/H200's architecture
+# TTIR: dots, casts, loops (their carried types), reductions' combine steps in half types, and the
+# locations; PTX: the tensor-core instructions and conversions.
+_RELEVANT = re.compile(r"tt\.dot|truncf|fp_to_fp|scf\.for|^\s*#loc|\"tt\.reduce\"|arith\.addf .*: b?f16 |"
+                       r"mma|cvt\.rn\.(f16|bf16)|\.tf32")
+_KEEP_IMPORTS = ("triton", "math")
+# What a module constant kept for the compiler may call besides what is kept before it.
+_CONSTANT_BUILTINS = ("int", "float", "bool", "str", "min", "max", "abs", "round", "len", "range", "tuple", "list",
+                      "dict", "pow", "sum", "True", "False", "None")
+
+
+def _constexpr_names(fn) -> List[str]:
+    """Parameters of the Python function annotated tl.constexpr (or "tl.constexpr")."""
+    import inspect
+
+    names = []
+    for name, param in inspect.signature(fn).parameters.items():
+        note = param.annotation
+        if "constexpr" in (note if isinstance(note, str) else getattr(note, "__name__", "")):
+            names.append(name)
+    return names
+
+
+def _plain(value):
+    """A constexpr's value as JSON (a Triton dtype by its name)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {"dtype": str(value)} if hasattr(value, "primitive_bitwidth") else {"repr": repr(value)[:200]}
+
+
+def launch_key(fn, args, kwargs) -> Optional[dict]:
+    """{"kernel", "signature", "constexprs"} of a launch of `fn` (a JITFunction or the
+    interpreter's InterpretedFunction) with these arguments, or None."""
+    import inspect
+
+    from triton.runtime.jit import mangle_type
+
+    py = getattr(fn, "fn", None)
+    if py is None:
+        return None
+    params = inspect.signature(py).parameters
+    bound = inspect.signature(py).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+    bound.apply_defaults()
+    constexprs = set(_constexpr_names(py))
+    signature, values = {}, {}
+    for name, value in bound.arguments.items():
+        if name in constexprs or value is None:
+            signature[name] = "constexpr"
+            values[name] = _plain(value.value if hasattr(value, "value") and not hasattr(value, "dtype") else value)
+        else:
+            signature[name] = mangle_type(value)
+    return {"kernel": py.__name__, "signature": signature, "constexprs": values}
+
+
+class Launches:
+    """The launches of the audited forwards: their keys (distinct, at most MAX_KEYS) and, on a
+    GPU, the compiled kernels' TTIR and PTX."""
+
+    def __init__(self):
+        self.keys: Dict[str, dict] = {}
+        self.code: Dict[str, dict] = {}
+        self.errors: List[str] = []
+
+    def note(self, fn, args, kwargs, result) -> None:
+        """Bookkeeping only: never raises."""
+        try:
+            key = launch_key(fn, args, kwargs)
+            if key is None:
+                return
+            text = json.dumps(key, sort_keys=True, default=str)
+            if text not in self.keys and len(self.keys) < MAX_KEYS:
+                self.keys[text] = key
+            asm = getattr(result, "asm", None)
+            if isinstance(asm, dict) and text in self.keys and text not in self.code:
+                self.code[text] = {"kernel": key["kernel"], "ttir": relevant(asm.get("ttir")),
+                                   "ptx": relevant(asm.get("ptx"))}
+        except Exception as e:  # noqa: BLE001 -- a launch the reading cannot describe: said so
+            if len(self.errors) < 4:
+                self.errors.append("%s: %s" % (type(e).__name__, str(e)[:200]))
+
+
+def relevant(text) -> Optional[str]:
+    """The lines of a TTIR or PTX text the precision reading needs, capped."""
+    if not isinstance(text, str):
+        return None
+    lines = [line for line in text.splitlines() if _RELEVANT.search(line)]
+    return "\n".join(lines)[:MAX_TEXT]
+
+
+def read(launches: Launches, source: str, workdir: str, gpu: bool) -> dict:
+    """{"kernels": [{"kernel", "ttir", "ptx", "error"}], "errors": [...]}: on a GPU the
+    launched kernels' own code; on the CPU each launch compiled up to TTIR in a fresh process."""
+    if gpu or launches.code:
+        kernels = [dict(launches.code[k], error=None) if k in launches.code else
+                   {"kernel": key["kernel"], "ttir": None, "ptx": None, "error": "its launch returned no compiled kernel"}
+                   for k, key in launches.keys.items()]
+        return {"kernels": kernels, "errors": launches.errors, "compiled_for": "the GPU it ran on"}
+    if not launches.keys:
+        return {"kernels": [], "errors": launches.errors, "compiled_for": None}
+    module = os.path.join(workdir, "kernel_jit.py")
+    with open(module, "w", encoding="utf-8") as f:
+        f.write(jit_module(source))
+    request = {"module": module, "launches": list(launches.keys.values()), "target": TARGET}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        done = subprocess.run([sys.executable, "-m", "kforge_harness", "ttir"], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, env=env, cwd=workdir)
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        answer, done = None, None
+        launches.errors.append("the compiler's process: %s: %s" % (type(e).__name__, str(e)[:200]))
+    if not isinstance(answer, dict):
+        why = (done.stderr.strip().splitlines() or ["no answer"])[-1][:300] if done is not None else "no answer"
+        return {"kernels": [], "errors": launches.errors + ["the compiler's process failed: %s" % why],
+                "compiled_for": None}
+    answer["errors"] = launches.errors + list(answer.get("errors") or [])
+    answer["compiled_for"] = "CUDA sm_%d (compiled on the CPU up to TTIR)" % TARGET[1]
+    return answer
+
+
+# -- the kernel's @triton.jit functions alone --------------------------------------------------
+
+
+def _is_jit_decorator(node) -> bool:
+    target = node.func if isinstance(node, ast.Call) else node
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+    return bool(parts) and parts[0] == "jit"
+
+
+def _names_loaded(node) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _kept_import(node) -> bool:
+    if isinstance(node, ast.Import):
+        return all(a.name.split(".")[0] in _KEEP_IMPORTS for a in node.names)
+    return isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in _KEEP_IMPORTS
+
+
+def jit_module(source: str) -> str:
+    """The kernel's source with only its imports of triton and math, its module constants (names
+    bound to expressions of what is kept before them and a few builtins) and its @triton.jit
+    functions (other decorators dropped), every kept line where it was: the rest is blank lines."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    keep = [""] * len(lines)
+    defined = set(_CONSTANT_BUILTINS)
+    for node in tree.body:
+        first, last = node.lineno - 1, node.end_lineno
+        if _kept_import(node):
+            keep[first:last] = lines[first:last]
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and getattr(node, "value", None) is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if all(isinstance(t, ast.Name) for t in targets) and _names_loaded(node.value) <= defined:
+                keep[first:last] = lines[first:last]
+                defined |= {t.id for t in targets}
+        elif isinstance(node, ast.FunctionDef) and any(_is_jit_decorator(d) for d in node.decorator_list):
+            start = node.decorator_list[0].lineno - 1
+            keep[start:last] = lines[start:last]
+            for dec in node.decorator_list:
+                for n in range(dec.lineno - 1, dec.end_lineno):
+                    keep[n] = ""
+            keep[node.decorator_list[-1].lineno - 1] = " " * node.col_offset + "@triton.jit"
+            defined.add(node.name)
+    # `triton` for the decorators, on the first free line (a docstring's or an import of torch's)
+    free = next((i for i, line in enumerate(keep) if not line), None)
+    if free is not None:
+        keep[free] = "import triton"
+    return "\n".join(keep) + "\n"
+
+
+# -- the compiler's process ---------------------------------------------------------------------
+
+
+def compile_main(stream_in, stream_out) -> int:
+    """`python -m kforge_harness ttir`: compiles each launch of the request to TTIR; prints
+    {"kernels": [{"kernel", "ttir", "error"}], "errors": []} as one JSON line."""
+    request = json.loads(stream_in.read())
+    kernels, errors = [], []
+    try:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("kforge_kernel_jit", request["module"])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kforge_kernel_jit"] = module
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 -- said in the answer: the judge falls back to the source
+        errors.append("the kernel's jit functions alone do not import: %s: %s" % (type(e).__name__, str(e)[:300]))
+        module = None
+    for launch in request["launches"] if module is not None else ():
+        entry = {"kernel": launch["kernel"], "ttir": None, "ptx": None, "error": None}
+        try:
+            entry["ttir"] = relevant(_ttir(getattr(module, launch["kernel"]), launch, tuple(request["target"])))
+        except Exception as e:  # noqa: BLE001
+            entry["error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300] if str(e).strip()
+                                         else "")
+        kernels.append(entry)
+    stream_out.write(json.dumps({"kernels": kernels, "errors": errors}) + "\n")
+    return 0
+
+
+def _constexpr_value(value):
+    import triton.language as tl
+
+    if isinstance(value, dict) and "dtype" in value:
+        return tl.dtype(value["dtype"])
+    return value
+
+
+def _ttir(fn, launch, target) -> str:
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+
+    gpu = GPUTarget(*target)
+    backend = CUDABackend(gpu)
+    constexprs = {k: _constexpr_value(v) for k, v in launch["constexprs"].items()}
+    src = ASTSource(fn, launch["signature"], constexprs=constexprs)
+    options = backend.parse_options({})
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    module = src.make_ir(gpu, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
+    stages = {}
+    backend.add_stages(stages, options, src.language)
+    return str(stages["ttir"](module, {}))

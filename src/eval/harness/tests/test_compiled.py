@@ -1,0 +1,131 @@
+"""compiled.py: the launched kernels' compiled code, read on the CPU by compiling each launch up
+to TTIR for a CUDA target in a fresh process (issue 34, item 8)."""
+
+import importlib.util
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # the worker's CPU setting, before triton
+
+import torch  # noqa: E402
+import triton  # noqa: E402,F401
+
+from kforge_harness import compiled, precision  # noqa: E402
+
+KERNEL = '''"""A kernel whose dot precision and half path the host picks at run time."""
+import torch
+import triton
+import triton.language as tl
+
+LOW = tl.float16
+SCALE = tl.constexpr(2.0)
+
+
+def pick(k):
+    return "tf32" if k >= 16 else "ieee"
+
+
+@triton.jit
+def helper(x):
+    return x.to(LOW)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def gemm(a_ptr, c_ptr, n, BLOCK: tl.constexpr, PRECISION: tl.constexpr = "ieee", HALF: tl.constexpr = False):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs[:, None] * BLOCK + offs[None, :])
+    if HALF:
+        a = helper(a).to(tl.float32)
+    c = tl.dot(a, a, input_precision=PRECISION) * SCALE
+    tl.store(c_ptr + offs[:, None] * BLOCK + offs[None, :], c)
+'''
+
+
+def load(source):
+    path = os.path.join(tempfile.mkdtemp(prefix="compiled-"), "kernel.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location("kforge_compiled_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kforge_compiled_kernel"] = module
+    spec.loader.exec_module(module)
+    return module, os.path.dirname(path)
+
+
+def test_the_jit_functions_alone_keep_their_lines():
+    text = compiled.jit_module(KERNEL)
+    original, alone = KERNEL.splitlines(), text.splitlines()
+    assert len(alone) == len(original)
+    for n, line in enumerate(alone):
+        assert not line or line == original[n] or line.strip() in ("@triton.jit", "import triton"), (n, line)
+    assert "def pick" not in text and "autotune" not in text and "import torch" not in text
+    assert "LOW = tl.float16" in text and "SCALE = tl.constexpr(2.0)" in text and "def helper" in text
+
+
+def launched(half):
+    """The keys of one launch of the kernel (through autotune) under the audit's note."""
+    module, workdir = load(KERNEL)
+    launches = compiled.Launches()
+    import triton.runtime.interpreter as interpreter
+
+    original = interpreter.InterpretedFunction.run
+
+    def run(fn, *args, **kwargs):
+        result = original(fn, *args, **kwargs)
+        launches.note(fn, args, kwargs, result)
+        return result
+
+    interpreter.InterpretedFunction.run = run
+    try:
+        a, c = torch.randn(32, 32), torch.empty(32, 32)
+        module.gemm[(1,)](a, c, 32, PRECISION=module.pick(32), HALF=half)
+    finally:
+        interpreter.InterpretedFunction.run = original
+    return launches, workdir
+
+
+def test_a_launch_is_noted_with_its_types_and_constexprs():
+    launches, _ = launched(False)
+    (key,) = launches.keys.values()
+    assert key["kernel"] == "gemm"
+    assert key["signature"] == {"a_ptr": "*fp32", "c_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr",
+                                "PRECISION": "constexpr", "HALF": "constexpr"}
+    assert key["constexprs"] == {"BLOCK": 32, "PRECISION": "tf32", "HALF": False}, "autotune's choice included"
+
+
+def test_what_ran_is_read_from_the_code_compiled_on_the_cpu():
+    for half in (False, True):
+        launches, workdir = launched(half)
+        reading = compiled.read(launches, KERNEL, workdir, gpu=False)
+        assert not reading["errors"], reading
+        found, how = precision.with_compiled([], reading)
+        assert how["read"] == "compiled", how
+        kinds = {(f["category"], f["line"]) for f in found}
+        assert (precision.TF32_DOT, 26) in kinds, found
+        assert ((precision.LOW_PRECISION_CAST, 16) in kinds) == half, found  # the helper's line
+
+
+def test_a_kernel_that_does_not_compile_alone_falls_back_with_a_reason():
+    source = KERNEL.replace("SCALE = tl.constexpr(2.0)", "SCALE = tl.constexpr(pick(3) and 2.0)")  # a constant that needs a host function
+    launches, workdir = launched(False)
+    reading = compiled.read(launches, source, workdir, gpu=False)
+    found, how = precision.with_compiled([], reading)
+    assert how["read"] == "source" and "SCALE" in how["why"], how
+
+
+def test_only_constants_reach_the_compilers_process():
+    """A module constant that calls something beyond the kept names and a few builtins stays
+    out: the compiler's process runs the kernel's jit functions and constants, nothing else."""
+    text = compiled.jit_module(KERNEL + "\nHOST = __import__('os').getpid()\nN = max(2, 3)\n")
+    assert "HOST" not in text and "N = max(2, 3)" in text
+
+
+def test_a_gpu_launch_without_its_compiled_kernel_is_said():
+    launches = compiled.Launches()
+    launches.keys["k"] = {"kernel": "gemm", "signature": {}, "constexprs": {}}
+    reading = compiled.read(launches, KERNEL, tempfile.mkdtemp(), gpu=True)
+    assert reading["kernels"] == [{"kernel": "gemm", "ttir": None, "ptx": None,
+                                   "error": "its launch returned no compiled kernel"}]
+    assert precision.with_compiled([], reading)[1]["read"] == "source"
