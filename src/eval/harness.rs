@@ -32,6 +32,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "loading.py",
     "memory.py",
     "ncu.py",
+    "oracle.py",
     "peaks.py",
     "precision.py",
     "protocol.py",

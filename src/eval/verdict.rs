@@ -287,35 +287,48 @@ fn render_precision(out: &mut String, p: &PrecisionRecord, style: Style) {
     }
 }
 
-/// The tolerances the comparison used: `float32 atol=rtol 1e-4` per dtype, or the explicit
-/// ones; the mode where it is not the default.
+/// The tolerances the comparison used: per output under the `oracle` rule its error as a
+/// multiple of the honest error (`out: error 4.6x the honest error (limit 128x; float64
+/// oracle)`), `float32 atol=rtol 1e-4` per dtype under the others, or the explicit ones;
+/// the mode where it is not the default, and why an output fell back.
 fn tolerance_text(result: &EvalResult) -> String {
     let Some(t) = &result.tolerance else {
         return "tolerance unknown".into();
     };
-    let mut per_dtype: Vec<String> = t
+    let mut parts: Vec<String> = t
         .outputs
-        .values()
-        .map(|o| {
-            if o.atol == o.rtol {
-                format!("{} atol=rtol {:e}", o.dtype, o.atol)
+        .iter()
+        .map(|(path, o)| {
+            if o.is_oracle() {
+                format!("{path} {}", o.describe())
             } else {
-                format!("{} atol {:e}, rtol {:e}", o.dtype, o.atol, o.rtol)
+                o.describe()
             }
         })
         .collect();
-    per_dtype.sort();
-    per_dtype.dedup();
-    let mut text = if !per_dtype.is_empty() {
-        per_dtype.join("; ")
+    parts.sort();
+    parts.dedup();
+    let mut text = if !parts.is_empty() {
+        parts.join("; ")
     } else {
         match (t.atol, t.rtol) {
             (Some(a), Some(r)) => format!("atol {a:e}, rtol {r:e}"),
             _ => "exact".into(),
         }
     };
-    if t.mode != "dtype" && !t.mode.is_empty() {
+    if t.mode != "oracle" && !t.mode.is_empty() {
         text.push_str(&format!("; tolerance {}", t.mode));
+    }
+    let fallbacks: Vec<String> = t
+        .outputs
+        .iter()
+        .filter_map(|(path, o)| o.fallback.as_ref().map(|why| format!("{path}: {why}")))
+        .collect();
+    if t.mode == "oracle" && !fallbacks.is_empty() {
+        text.push_str(&format!(
+            "; no float64 oracle ({}): the dtype rule",
+            fallbacks.join("; ")
+        ));
     }
     text
 }
@@ -329,7 +342,7 @@ fn scaled_tolerance(result: &EvalResult) -> String {
         .effective_atol
         .iter()
         .filter(|(output, v)| {
-            let given = t.outputs.get(*output).map(|o| o.atol).or(t.atol);
+            let given = t.outputs.get(*output).and_then(|o| o.atol).or(t.atol);
             given.is_some_and(|a| **v < a)
         })
         .map(|(output, v)| format!("{v:.1e} on {output}"))
@@ -949,7 +962,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         );
         let text = render(&r, None, Style::plain());
         assert!(
-            text.contains("(float32 atol=rtol 1e-2)"),
+            text.contains("(float32 atol=rtol 1e-2; tolerance dtype)"),
             "the tolerance per dtype: {text}"
         );
         assert!(
@@ -987,6 +1000,49 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         let text = render(&explicit, None, Style::plain());
         assert!(
             text.contains("(atol 1e-2, rtol 1e-2; tolerance kernelbench)"),
+            "{text}"
+        );
+    }
+
+    /// Issue 35: under the `oracle` rule the verdict says each output's error as a multiple
+    /// of the honest error, against its limit, and why an output fell back to `dtype`.
+    #[test]
+    fn the_oracle_rule_shows_each_outputs_margin_and_fallbacks() {
+        let mut r = correct_gpu();
+        r.tolerance = Some(
+            serde_json::from_value(serde_json::json!({
+                "mode": "oracle", "atol": null, "rtol": null, "effective_atol": {},
+                "outputs": {
+                    "out[0]": {"dtype": "float32", "rule": "oracle", "limit": 128.0, "error_ratio": 4.62,
+                               "honest_rms": 1.9e-5, "oracle": "float64 oracle"},
+                    "out[1]": {"dtype": "float64", "rule": "dtype", "atol": 1e-9, "rtol": 1e-9,
+                               "fallback": "a float64 output: there is no wider oracle"}},
+                "oracle": {"kind": "float64", "rule": "r", "factor": {"float32": 128.0}}
+            }))
+            .unwrap(),
+        );
+        let mut precision: PrecisionRecord =
+            serde_json::from_value(tf32_record("strict", false)).unwrap();
+        precision.rule = Some("oracle".into());
+        precision.factor = [("float32".to_string(), 128.0)].into();
+        r.precision = Some(precision);
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains(
+                "out[0] float32: error 4.62x the honest error (limit 128x; float64 oracle)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("float64 atol=rtol 1e-9"), "{text}");
+        assert!(
+            text.contains("no float64 oracle (out[1]: a float64 output: there is no wider oracle): the dtype rule"),
+            "{text}"
+        );
+        assert!(!text.contains("tolerance oracle"), "{text}");
+        assert!(
+            text.contains(
+                "precision strict (float32 within 128x the honest error, float64 oracle)"
+            ),
             "{text}"
         );
     }

@@ -19,8 +19,9 @@ use crate::config::EvalConfig;
 use crate::eval::protocol::Job;
 use crate::protocol::{
     Alignment, Audit, Baseline, Calibration, Category, CompileFigures, DeviceInfo, EvalResult,
-    Footprint, KernelBenchTiming, PrecisionRecord, ProtocolRound, SandboxInfo, StaticReport,
-    Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed, Trial, Versions,
+    Footprint, KernelBenchTiming, OracleUsed, OutputTolerance, PrecisionRecord, ProtocolRound,
+    SandboxInfo, StaticReport, Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed,
+    Trial, Versions,
 };
 
 /// Field name to JSON type (`string`, `integer`, `number`, `boolean`, `object`, `array`),
@@ -28,10 +29,11 @@ use crate::protocol::{
 pub type Shape = BTreeMap<String, String>;
 
 /// `{"Job": .., "EvalSettings": .., "EvalResult": .., "Timing": .., "TimingStats": ..,
-/// "CompileFigures": ..}`: the job's own fields, the `[eval]` settings flattened into it,
-/// the result's top-level fields, its timing's, one model's figures (the timing's
-/// `reference` and `kernel`) and the compile baseline's (its `compile`); wire.py's record
-/// names. A record's `extra` (fields kforge keeps without reading) is empty here: what the
+/// "CompileFigures": .., "Tolerance": .., "OutputTolerance": .., "Oracle": ..}`: the job's
+/// own fields, the `[eval]` settings flattened into it, the result's top-level fields, its
+/// timing's, one model's figures (the timing's `reference` and `kernel`), the compile
+/// baseline's (its `compile`) and the result's `tolerance`, one output's entry in it and its
+/// `oracle`; wire.py's record names. A record's `extra` (fields kforge keeps without reading) is empty here: what the
 /// harness writes into it is wire.py's `PASSED_THROUGH`, not compared.
 pub fn schema() -> BTreeMap<&'static str, Shape> {
     let full_job = to_object(job(&settings_all_set(), Some("/cache/baselines".into())));
@@ -62,7 +64,67 @@ pub fn schema() -> BTreeMap<&'static str, Shape> {
                 &to_object(compile_all_unset()),
             ),
         ),
+        (
+            "Tolerance",
+            shape(
+                &to_object(tolerance_all_set()),
+                &to_object(ToleranceUsed::default()),
+            ),
+        ),
+        (
+            "OutputTolerance",
+            shape(
+                &to_object(output_tolerance_all_set()),
+                &to_object(OutputTolerance::default()),
+            ),
+        ),
+        (
+            "Oracle",
+            shape(
+                &to_object(oracle_all_set()),
+                &to_object(OracleUsed::default()),
+            ),
+        ),
     ])
+}
+
+fn tolerance_all_set() -> ToleranceUsed {
+    ToleranceUsed {
+        mode: "oracle".into(),
+        precision: Some("strict".into()),
+        atol: Some(1e-4),
+        rtol: Some(1e-4),
+        oracle: Some(oracle_all_set()),
+        ..ToleranceUsed::default()
+    }
+}
+
+fn output_tolerance_all_set() -> OutputTolerance {
+    OutputTolerance {
+        dtype: "float32".into(),
+        rule: Some("oracle".into()),
+        atol: Some(1e-4),
+        rtol: Some(1e-4),
+        limit: Some(128.0),
+        error_ratio: Some(4.5),
+        honest_rms: Some(1e-5),
+        max_allowed: Some(1e-3),
+        oracle: Some("float64 oracle".into()),
+        worst_at: Some(vec![1, 2]),
+        fallback: Some("why".into()),
+    }
+}
+
+fn oracle_all_set() -> OracleUsed {
+    OracleUsed {
+        kind: "float64".into(),
+        rule: "r".into(),
+        twin: Some("t".into()),
+        twin_error: Some("e".into()),
+        reason: Some("why".into()),
+        seconds: Some(0.5),
+        ..OracleUsed::default()
+    }
 }
 
 fn job(settings: &EvalConfig, baseline_cache_dir: Option<PathBuf>) -> Job {

@@ -80,9 +80,27 @@ pub struct OutputCheck {
     pub max_abs_ref: Option<f64>,
     pub bad_elements: Option<u64>,
     pub numel: Option<u64>,
-    /// The configured atol and the one applied to this output.
+    /// The configured atol and the one applied to this output (the `dtype` rule).
     pub atol: Option<f64>,
     pub atol_effective: Option<f64>,
+    /// `oracle` (against the float64 oracle, within `limit` times the honest error),
+    /// `dtype`, `kernelbench` or `scaled` (None: a result from before the oracle rule).
+    pub rule: Option<String>,
+    /// The `oracle` rule: the worst element's error over the honest error there.
+    pub error_ratio: Option<f64>,
+    /// The `oracle` rule: the multiple of the honest error allowed (the output dtype's factor).
+    pub limit: Option<f64>,
+    /// The `oracle` rule: the output's RMS honest error.
+    pub honest_rms: Option<f64>,
+    /// The `oracle` rule: the largest deviation allowed at any element.
+    pub max_allowed: Option<f64>,
+    /// What the kernel was compared with: `float64 oracle`, or the float32 reference under
+    /// the honest error measured on an earlier comparison.
+    pub oracle: Option<String>,
+    /// The worst element's index.
+    pub worst_at: Option<Vec<i64>>,
+    /// Why an output of the `oracle` rule fell back to `dtype`.
+    pub fallback: Option<String>,
 }
 
 /// `random` (seeded inputs), `signed` (standard-normal inputs), `post_timing` (fresh values
@@ -465,15 +483,20 @@ pub struct Audit {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ToleranceUsed {
-    /// `dtype`, `kernelbench` or `scaled`.
+    /// `oracle`, `dtype`, `kernelbench` or `scaled`.
     pub mode: String,
+    /// The precision policy the table's float32 entry follows.
+    pub precision: Option<String>,
     /// The person's explicit tolerances (None: each output's dtype's).
     pub atol: Option<f64>,
     pub rtol: Option<f64>,
     /// Per output: the absolute tolerance after scaling to the output's own magnitude.
     pub effective_atol: std::collections::BTreeMap<String, f64>,
-    /// Per floating output: its dtype and the atol and rtol it was held to.
+    /// Per floating output: its dtype and the rule it was held to (the `oracle` rule's
+    /// entry is the comparison where its error ratio was worst).
     pub outputs: std::collections::BTreeMap<String, OutputTolerance>,
+    /// The `oracle` rule's float64 oracle (None: another rule, or no oracle could run).
+    pub oracle: Option<OracleUsed>,
 }
 
 /// The tolerance of one output.
@@ -481,8 +504,92 @@ pub struct ToleranceUsed {
 #[serde(default)]
 pub struct OutputTolerance {
     pub dtype: String,
-    pub atol: f64,
-    pub rtol: f64,
+    /// `oracle`, `dtype`, `kernelbench` or `scaled` (None: a result from before the oracle).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The `dtype`-like rules: atol and rtol.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    /// The `oracle` rule: the allowed multiple of the honest error, the worst error ratio
+    /// met (the margin: below `limit` passes), the RMS honest error, the largest allowed
+    /// deviation, what the kernel was compared with and the worst element.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub honest_rms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_allowed: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_at: Option<Vec<i64>>,
+    /// Why an output under the `oracle` mode was held to the `dtype` rule instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl OutputTolerance {
+    /// Whether the output was judged against the float64 oracle.
+    pub fn is_oracle(&self) -> bool {
+        self.rule.as_deref() == Some("oracle")
+    }
+
+    /// `float32: error 4.6x the honest float32 error (limit 128x)`, or `float32 atol=rtol 1e-4`.
+    pub fn describe(&self) -> String {
+        if self.is_oracle() {
+            let ratio = self
+                .error_ratio
+                .map_or("?".to_string(), |r| format!("{}x", ratio_text(r)));
+            let limit = self.limit.map_or("?".to_string(), |l| format!("{l}x"));
+            return format!(
+                "{}: error {ratio} the honest error (limit {limit}; float64 oracle)",
+                self.dtype
+            );
+        }
+        match (self.atol, self.rtol) {
+            (Some(a), Some(r)) if a == r => format!("{} atol=rtol {a:e}", self.dtype),
+            (Some(a), Some(r)) => format!("{} atol {a:e}, rtol {r:e}", self.dtype),
+            _ => format!("{} exact", self.dtype),
+        }
+    }
+}
+
+/// An error ratio in three significant figures: `0.617`, `4.62`, `13.9`, `3640`, `2.93e4`.
+pub fn ratio_text(r: f64) -> String {
+    if !r.is_finite() || r >= 1e5 {
+        format!("{r:.2e}")
+    } else if r >= 100.0 {
+        format!("{r:.0}")
+    } else if r >= 10.0 {
+        format!("{r:.1}")
+    } else if r >= 1.0 {
+        format!("{r:.2}")
+    } else {
+        format!("{r:.3}")
+    }
+}
+
+/// The `oracle` rule's oracle (`tolerance.oracle`; compare.py, oracle.py).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct OracleUsed {
+    /// `float64`.
+    pub kind: String,
+    /// The rule in words.
+    pub rule: String,
+    /// The allowed multiple of the honest error per output dtype.
+    pub factor: std::collections::BTreeMap<String, f64>,
+    /// The sequential twin in words (None: it did not run, `twin_error` says why).
+    pub twin: Option<String>,
+    pub twin_error: Option<String>,
+    /// Why there is no oracle (outputs then fall back to `dtype`).
+    pub reason: Option<String>,
+    /// Seconds the float64 and twin forwards took in this evaluation.
+    pub seconds: Option<f64>,
 }
 
 /// `torch.backends` precision settings in one process.
@@ -545,8 +652,13 @@ pub struct PrecisionRecord {
     pub policy: PrecisionPolicy,
     /// The floating dtypes of the task's inputs and outputs.
     pub task_dtypes: Vec<String>,
-    /// Per task dtype: [atol, rtol] held to.
+    /// Per task dtype: [atol, rtol] held to (under the `oracle` rule: an output without
+    /// an oracle).
     pub tolerance: std::collections::BTreeMap<String, Vec<f64>>,
+    /// `oracle` where outputs are held to the float64 oracle (None: the `dtype`-like rules).
+    pub rule: Option<String>,
+    /// The `oracle` rule: per task dtype, the allowed multiple of the honest error.
+    pub factor: std::collections::BTreeMap<String, f64>,
     /// What the kernel computes in: its source's findings, then its process's.
     pub kernel_math: Vec<MathFinding>,
     /// The kinds of `kernel_math` below the task's precision under the policy.
@@ -565,8 +677,17 @@ impl PrecisionRecord {
         !self.reduced.is_empty()
     }
 
-    /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype.
+    /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype; under
+    /// the `oracle` rule `strict (float32 within 128x the honest error, float64 oracle)`.
     pub fn headline(&self) -> String {
+        if self.rule.as_deref() == Some("oracle") && !self.factor.is_empty() {
+            let factors: Vec<String> = self
+                .factor
+                .iter()
+                .map(|(dtype, f)| format!("{dtype} within {f}x the honest error"))
+                .collect();
+            return format!("{} ({}, float64 oracle)", self.policy, factors.join(", "));
+        }
         let tolerances: Vec<String> = self
             .tolerance
             .iter()

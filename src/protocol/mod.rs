@@ -31,9 +31,10 @@ pub use commands::Command;
 pub use decision::Decision;
 pub use eval_result::{
     Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
-    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OutputCheck,
-    OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
-    Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial, Versions,
+    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OracleUsed,
+    OutputCheck, OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo,
+    StaticReport, Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision,
+    Trial, Versions, ratio_text,
 };
 pub use events::{
     BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,

@@ -9,10 +9,11 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, launchpath, peaks, protocol, sol, timing
+from . import audit_rules, baselines, kbprotocol, launchpath, oracle, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
-from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
+from .compare import (DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, merge_tolerance, tolerance_for,
+                      weak_outputs)
 from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
@@ -24,7 +25,7 @@ from .refprocess import ALIAS, ReferenceProcess
 from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map
 from .timed import Side, calibrate, time_runs
 from .window import GateUnavailable, HostGate
-from .wire import TimingRecord
+from .wire import OracleRecord, TimingRecord
 from .worker import WORKER_CATEGORIES
 
 SLOW_DRAW_MS = 50.0  # above this per draw, timed runs refresh inputs by rotation instead
@@ -202,6 +203,12 @@ def kernel_outputs(done, slots):
     return walk(tree, "out")
 
 
+def trial_label(kind, index):
+    """How a comparison is named where an oracle measured on it is cited."""
+    return {"random": "trial %d" % (index + 1), "signed": "the signed-input trial",
+            "audit": "the audited forward", "post_timing": "the re-check"}.get(kind, kind)
+
+
 def between_evaluations(settings):
     return max(settings.between_evaluations, 0.0)
 
@@ -311,6 +318,9 @@ class Evaluation:
         self.reference_settings = None
         self.kernel_settings = None
         self.draws = None  # launchpath.Draws, once a timing process is drawn
+        self.oracles = {}  # input family ("random", "signed") -> oracle.Oracle (compare.py's `oracle` rule)
+        self.oracle_trials = set()  # the families whose oracle a trial measured
+        self.oracle_seconds = 0.0
 
     def run(self):
         try:
@@ -713,7 +723,7 @@ class Evaluation:
             request["nonce"] = nonce
         return self.link.call(request, "done")
 
-    def check(self, kind, index, draw, needs=None, provenance=False):
+    def check(self, kind, index, draw, needs=None, provenance=False, family="random"):
         """One correctness trial, audited. `draw()` makes the judge's private inputs; they go
         into the lent buffers first (the reference may change its inputs in place), then the
         reference runs on the private copy, which is dropped before the worker runs: at the
@@ -727,15 +737,20 @@ class Evaluation:
         from a writer the audit did not see, and the kernel's Triton code must run (the same
         kernels in every forward, checked in audit()). Who computed each element is ruled on
         the signed-input forward (`provenance`): on the task's own inputs an honest kernel
-        can look like a copy (a ReLU of non-negative inputs is one). Returns the answer."""
+        can look like a copy (a ReLU of non-negative inputs is one). `family` names the
+        draw's distribution (`random`: the task's get_inputs(), `signed`): the float64 oracle
+        is measured on the first comparison of each (compare.py, oracle.py). Returns the
+        answer."""
         private = draw()
         copy_into(self.inputs, private)
         sync(self.device)
+        pending = self.prepare_oracle(family, trial_label(kind, index), private) if self.oracle_due(family) else None
         ref_out = reference_forward(self.ref, private, self.device)
         private = None
         self.meter.sample()
         if needs is not None and not needs(ref_out):
             return None
+        compared_with = self.oracle_of(family, pending, ref_out)
         nonce = secrets.randbelow(1 << 31)
         done = self.forward("audit", nonce=nonce)
         outputs = self.freeze(done)
@@ -746,7 +761,7 @@ class Evaluation:
             raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
                                 % verdict.get("summary", "malformed"), details=verdict)
         self.match_audit(record, outputs, nonce)
-        self.compare_frozen(kind, index, ref_out, outputs)
+        self.compare_frozen(kind, index, ref_out, outputs, oracle=compared_with)
         self.audit_records.append((kind, record, provenance))
         if verdict.get("verdict") != "ok" and (provenance or audit_rules.unseen_outputs(record)
                                               or not record["triton_launches"]):
@@ -813,12 +828,12 @@ class Evaluation:
                     "judge's output buffer after the forward (another thread or process of the kernel's)" % path,
                     details={"output": path})
 
-    def compare_frozen(self, kind, index, ref_out, outputs, record=True, forward=None):
+    def compare_frozen(self, kind, index, ref_out, outputs, record=True, forward=None, oracle=None):
         """Compares the frozen outputs; then checks that the slots still hold what was frozen:
         a kernel that writes its outputs after saying "done" is a `crash` whatever the
         comparison said (on a GPU such a write would move work out of the timed window)."""
         try:
-            self.compare(kind, index, ref_out, outputs.values, record, forward)
+            self.compare(kind, index, ref_out, outputs.values, record, forward, oracle)
         except KernelFailure:
             outputs.check_unchanged()
             raise
@@ -855,17 +870,28 @@ class Evaluation:
         table = {d: list(tolerance_for(d, settings.atol, settings.rtol, mode, self.policy))
                  for d in self.task_dtypes}
         record = precision.summarize(self.policy, found, self.task_dtypes, table)
+        if self.honest_rule():
+            # The table stays the fallback's (an output without an oracle).
+            record["rule"] = "oracle"
+            record["factor"] = {d: oracle.FACTOR[d] for d in self.task_dtypes if oracle.covers(d)}
         record["reference_settings"] = self.reference_settings
         record["kernel_settings"] = self.kernel_settings
         self.result["precision"] = record
 
-    def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
+    def compare(self, kind, index, ref_out, new_out, record=True, forward=None, oracle=None):
         """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`
-        is (k, count) for the k-th of a timed window's forwards."""
+        is (k, count) for the k-th of a timed window's forwards; `oracle` the float64
+        oracle of its inputs (else the latest of the task's own draws, compare.py)."""
         settings = self.settings
+        if oracle is None:
+            oracle = self.reused_oracle("random")
         passed, outputs, reason, tolerance = compare_outputs(
-            ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.policy)
-        self.result["tolerance"] = tolerance
+            ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.policy, oracle)
+        merged = merge_tolerance(self.result.get("tolerance"), tolerance)
+        if merged.get("oracle") is not None:
+            merged["oracle"] = OracleRecord(dict(merged["oracle"], seconds=self.oracle_seconds))
+            self.result["phases_s"]["oracle"] = self.oracle_seconds  # within correctness
+        self.result["tolerance"] = merged
         if not passed and (self.result.get("precision") or {}).get("reduced"):
             # A mismatch of a kernel that computes below the task's precision: say so with it.
             reason = "%s; %s (precision policy %s)" % (reason, self.result["precision"]["statement"], self.policy)
@@ -881,6 +907,61 @@ class Evaluation:
             raise KernelFailure("mismatch", "%s: %s" % (label, reason), "%s: %s" % (label, reason),
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
 
+    # -- the float64 oracle (oracle.py) -------------------------------------------------
+
+    def honest_rule(self):
+        """Whether comparisons use the `oracle` rule (the default, without explicit atol/rtol)."""
+        settings = self.settings
+        return (settings.tolerance or DEFAULT_MODE) == "oracle" and settings.atol is None and settings.rtol is None
+
+    def oracle_due(self, family):
+        """Whether this comparison measures its own oracle: the first of its family in the
+        trials (a compile baseline's check may have measured one on another draw before)."""
+        return self.honest_rule() and family not in self.oracle_trials
+
+    def prepare_oracle(self, family, label, inputs):
+        """The float64 and sequential-twin forwards on `inputs`, before the reference runs
+        on them; only where the memory the plan leaves has room for them."""
+        free, _ = self.meter.state()
+        if self.gpu:
+            import torch
+
+            free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        room = (oracle.room_needed(self.result.get("footprint")), int(free * 0.9))
+        self.progress("float64 oracle (%s)" % label)
+        return oracle.prepare(family, label, self.ref, inputs, self.device, room)
+
+    def oracle_of(self, family, pending, ref_out):
+        """The oracle a comparison is judged with: its own (from `pending`), which becomes
+        its family's, or its family's measured earlier (None: the dtype rule)."""
+        if pending is None:
+            return self.reused_oracle(family)
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        self.oracle_trials.add(family)
+        if measured.reason is not None and family in self.oracles:
+            return self.reused_oracle(family)  # the family's earlier oracle still stands
+        self.oracles[family] = measured
+        return measured
+
+    def reused_oracle(self, family):
+        """The family's oracle scales without exact values (None: there is none)."""
+        known = self.oracles.get(family)
+        return known.reused() if known is not None else None
+
+    def oracle_on(self, family, label, inputs):
+        """Measures the family's oracle on `inputs` alone (the float32 reference runs on a
+        copy): where a comparison needs one before any trial (the compile baseline's)."""
+        from .tensors import clone_tree
+
+        if not self.honest_rule() or family in self.oracles:
+            return
+        pending = self.prepare_oracle(family, label, inputs)
+        ref_out = reference_forward(self.ref, clone_tree(inputs), self.device)
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        self.oracles[family] = measured
+
     def correctness(self):
         """The random trials, then the signed-input trial (on the task's [0, 1) inputs an
         honest ReLU equals its input, which says nothing about who computed it); every one
@@ -893,7 +974,7 @@ class Evaluation:
         if settings.signed_trial:
             self.progress("signed-input trial")
             done = self.check("signed", settings.trials, self.signed_draw(self.seed + 1000), needs=all_finite,
-                              provenance=True)
+                              provenance=True, family="signed")
             if done is None:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
 
@@ -907,7 +988,7 @@ class Evaluation:
         if not any(provenance for _, _, provenance in self.audit_records):
             self.progress("audit of one forward")
             done = self.check("audit", self.settings.trials + 2, self.signed_draw(self.seed + 500), needs=all_finite,
-                              provenance=True)
+                              provenance=True, family="signed")
             if done is None:
                 self.check("audit", self.settings.trials + 2, lambda: self.source.draw(self.seed + 502),
                            provenance=True)
@@ -1155,6 +1236,9 @@ class Evaluation:
         proc = self.compiled_process
         if proc is None:
             raise CompileUnavailable("its process was not started")
+        # Its outputs are checked against eager's under the task's rule: the oracle's scale
+        # of the task's own draws, measured on `first` (kept for the trials' comparisons).
+        self.oracle_on("random", "the compile baseline's check", first)
         # One refresher for both sides, begun anew: the reference's timing left its last
         # draw in the one it had, and each draw is the task's inputs' size.
         self.reference_side.refresh = self.refresher(self.base)
@@ -1207,7 +1291,8 @@ class Evaluation:
         ref_out = kernel_outputs(eager.done, ref.slots)
         settings = self.settings
         passed, _, reason, _ = compare_outputs(ref_out, outputs, settings.atol, settings.rtol,
-                                               settings.tolerance or DEFAULT_MODE, self.policy)
+                                               settings.tolerance or DEFAULT_MODE, self.policy,
+                                               self.reused_oracle("random"))
         if not passed:
             raise CompileUnavailable("under torch.compile the task computes another result (%s)" % reason)
         del ref_out, outputs

@@ -3,7 +3,7 @@
 `Job` (with its `EvalSettings`, the `[eval]` section flattened beside the job's own fields)
 mirrors `eval::protocol::Job`; `Result` lists the top-level fields of `EvalResult`
 (docs/eval-result.md), `Timing`, `TimingStats` and `CompileFigures` those of its timing and
-the figures inside it. `schema()` describes them in the terms of kforge's
+the figures inside it, `Tolerance`, `OutputTolerance` and `Oracle` those of its tolerance. `schema()` describes them in the terms of kforge's
 `eval::wire_schema`, and tests/harness_wire.rs checks that the two sides agree, field by
 field, both ways. The judge builds each result record in a `Record` of its dataclass,
 which refuses a key the dataclass does not declare.
@@ -207,6 +207,53 @@ class Timing:
     PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs_score_low", "runs_score_high"})
 
 
+@dataclass
+class Tolerance:
+    """The result's `tolerance` (`ToleranceUsed`), as compare.py's `compare_outputs()` and
+    `merge_tolerance()` build it: `outputs` maps each floating output to an
+    `OutputTolerance`, `oracle` is an `Oracle` (null outside the `oracle` rule)."""
+
+    mode: str
+    precision: Optional[str]
+    atol: Optional[float]
+    rtol: Optional[float]
+    effective_atol: dict
+    outputs: dict
+    oracle: Optional[dict]
+
+
+@dataclass
+class OutputTolerance:
+    """One floating output's entry in the tolerance (`OutputTolerance`): the rule it was held
+    to and, under `oracle`, its margin; under `dtype`, its atol and rtol."""
+
+    dtype: str
+    rule: Optional[str] = None
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    limit: Optional[float] = None
+    error_ratio: Optional[float] = None
+    honest_rms: Optional[float] = None
+    max_allowed: Optional[float] = None
+    oracle: Optional[str] = None
+    worst_at: Optional[list] = None
+    fallback: Optional[str] = None
+
+
+@dataclass
+class Oracle:
+    """The float64 oracle of the `oracle` rule (`OracleUsed`), as oracle.py's
+    `Oracle.record()` builds it and the judge completes (`seconds`)."""
+
+    kind: str
+    rule: str
+    factor: dict
+    twin: Optional[str]
+    twin_error: Optional[str]
+    reason: Optional[str]
+    seconds: Optional[float]
+
+
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
 
 
@@ -274,6 +321,27 @@ class CompileFiguresRecord(Record):
 
     DECLARED = CompileFigures
     WHAT = "the compile baseline's figures"
+
+
+class ToleranceRecord(Record):
+    """The result's tolerance as compare.py builds it (`Tolerance`)."""
+
+    DECLARED = Tolerance
+    WHAT = "a tolerance"
+
+
+class OutputToleranceRecord(Record):
+    """One output's entry in the tolerance (`OutputTolerance`)."""
+
+    DECLARED = OutputTolerance
+    WHAT = "an output's tolerance"
+
+
+class OracleRecord(Record):
+    """The oracle's description (`Oracle`)."""
+
+    DECLARED = Oracle
+    WHAT = "the oracle's description"
 
 
 # -- checking ------------------------------------------------------------------------
@@ -348,4 +416,5 @@ def schema():
         return out
 
     return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result), "Timing": of(Timing),
-            "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures)}
+            "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures), "Tolerance": of(Tolerance),
+            "OutputTolerance": of(OutputTolerance), "Oracle": of(Oracle)}
