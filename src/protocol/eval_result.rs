@@ -480,7 +480,7 @@ pub struct Audit {
 }
 
 /// The tolerance the comparison used.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct ToleranceUsed {
     /// `oracle`, `dtype`, `kernelbench` or `scaled`.
@@ -538,7 +538,8 @@ impl OutputTolerance {
         self.rule.as_deref() == Some("oracle")
     }
 
-    /// `float32: error 4.6x the honest float32 error (limit 128x)`, or `float32 atol=rtol 1e-4`.
+    /// `float32: error 4.62x the honest error (limit 128x; float64 oracle)`, or `float32
+    /// atol=rtol 1e-4`.
     pub fn describe(&self) -> String {
         if self.is_oracle() {
             let ratio = self
@@ -555,6 +556,70 @@ impl OutputTolerance {
             (Some(a), Some(r)) => format!("{} atol {a:e}, rtol {r:e}", self.dtype),
             _ => format!("{} exact", self.dtype),
         }
+    }
+}
+
+/// The file in a session's directory holding the tolerance the task check measured
+/// (`ToleranceUsed` as JSON): the prompts state the judge's figures from it.
+pub const TASK_TOLERANCE_FILE: &str = "tolerance.json";
+
+/// The oracle rule's allowed multiple of the honest error for float32 outputs, and for
+/// float16/bfloat16 ones (`oracle.py`'s FACTOR; a result's `tolerance.oracle.factor` is the
+/// harness's own word).
+pub const ORACLE_FACTOR_FLOAT32: f64 = 128.0;
+pub const ORACLE_FACTOR_HALF: f64 = 16.0;
+
+impl ToleranceUsed {
+    /// The oracle rule in numbers for this task's outputs, as the prompts state it: per
+    /// output judged against the float64 oracle, the typical and the largest deviation the
+    /// judge allows on the measured inputs; per output that fell back, its atol and rtol.
+    /// None outside the `oracle` mode or without figures.
+    pub fn prompt_statement(&self) -> Option<String> {
+        if self.mode != "oracle" {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .outputs
+            .iter()
+            .filter_map(|(path, o)| {
+                if o.is_oracle() {
+                    let (limit, rms) = (o.limit?, o.honest_rms?);
+                    let most = o
+                        .max_allowed
+                        .map(|m| format!(", at most +-{m:.2e} at any element"))
+                        .unwrap_or_default();
+                    Some(format!(
+                        "`{path}` ({}) may differ from the exact result by about +-{:.2e} ({limit}x its RMS \
+                         honest error {rms:.2e}){most}",
+                        o.dtype,
+                        limit * rms
+                    ))
+                } else {
+                    let why = o
+                        .fallback
+                        .as_ref()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default();
+                    Some(format!("`{path}` is held to {}{why}", o.describe()))
+                }
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The oracle's allowed multiple for float32 and for half outputs (the record's, else
+    /// the constants).
+    pub fn oracle_factors(&self) -> (f64, f64) {
+        let factor = |dtype: &str, default: f64| {
+            self.oracle
+                .as_ref()
+                .and_then(|o| o.factor.get(dtype).copied())
+                .unwrap_or(default)
+        };
+        (
+            factor("float32", ORACLE_FACTOR_FLOAT32),
+            factor("float16", ORACLE_FACTOR_HALF),
+        )
     }
 }
 
@@ -675,6 +740,28 @@ impl PrecisionRecord {
     /// Whether the kernel computes below what the policy accepts.
     pub fn is_reduced(&self) -> bool {
         !self.reduced.is_empty()
+    }
+
+    /// How float32 outputs are held, for a hint: `within 128x the error honest float32
+    /// arithmetic makes (against a float64 oracle)` under the `oracle` rule, else `within
+    /// 1e-4` (the float32 entry of the table, or the policy's).
+    pub fn float32_within(&self) -> String {
+        if self.rule.as_deref() == Some("oracle") {
+            let factor = self
+                .factor
+                .get("float32")
+                .copied()
+                .unwrap_or(ORACLE_FACTOR_FLOAT32);
+            return format!(
+                "within {factor}x the error honest float32 arithmetic makes (measured against a float64 oracle)"
+            );
+        }
+        let tolerance = self
+            .tolerance
+            .get("float32")
+            .and_then(|t| t.first().copied())
+            .unwrap_or_else(|| self.policy.float32_tolerance());
+        format!("within {tolerance:e}")
     }
 
     /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype; under

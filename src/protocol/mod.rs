@@ -31,9 +31,10 @@ pub use commands::Command;
 pub use decision::Decision;
 pub use eval_result::{
     Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
-    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OracleUsed,
-    OutputCheck, OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo,
-    StaticReport, Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision,
+    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding,
+    ORACLE_FACTOR_FLOAT32, ORACLE_FACTOR_HALF, OracleUsed, OutputCheck, OutputTolerance,
+    PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
+    TASK_TOLERANCE_FILE, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision,
     Trial, Versions, ratio_text,
 };
 pub use events::{

@@ -441,6 +441,7 @@ class Evaluation:
                     self.close_reference()
                     self.kernelbench_timing()
             self.record_speed_of_light()
+            self.task_tolerance()
             return self.reference_only(output_shapes)
         if self.gpu:
             torch.cuda.empty_cache()
@@ -948,6 +949,31 @@ class Evaluation:
         """The family's oracle scales without exact values (None: there is none)."""
         known = self.oracles.get(family)
         return known.reused() if known is not None else None
+
+    def task_tolerance(self):
+        """A task check's statement of the rule in numbers (the prompts state it): per
+        floating output, the honest error and the largest deviation allowed on one draw of
+        the task's own inputs, with the reference's own error ratio against its float64
+        oracle. Never fails the task check: without an oracle the reason is recorded."""
+        if not self.honest_rule():
+            return
+        self.progress("float64 oracle of the task's outputs")
+        inputs = self.source.draw(self.seed + 1)
+        pending = self.prepare_oracle("random", "the task check", inputs)
+        ref_out = reference_forward(self.ref, inputs, self.device)
+        del inputs
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        try:
+            _, _, _, tolerance = compare_outputs(ref_out, ref_out, None, None, "oracle", self.policy, measured)
+        except Exception as e:  # noqa: BLE001 -- the figures are information: the task stands
+            if is_out_of_memory(e):
+                self.result["notes"].append("the task's tolerance figures were not measured: out of memory")
+                return
+            raise
+        tolerance["oracle"] = OracleRecord(dict(tolerance["oracle"] or measured.record(),
+                                                seconds=self.oracle_seconds))
+        self.result["tolerance"] = tolerance
 
     def oracle_on(self, family, label, inputs):
         """Measures the family's oracle on `inputs` alone (the float32 reference runs on a
