@@ -160,7 +160,7 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         lines.extend(kv_wrapped(cx, "precision", &text, width, role));
     }
     if let Some(sol) = &r.speed_of_light {
-        let role = if sol.faster_than_light {
+        let role = if sol.beyond_light() {
             Role::Warn
         } else {
             Role::Text
