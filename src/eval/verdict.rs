@@ -440,6 +440,9 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
             "vs compile"
         );
     }
+    if let Some(line) = t.defaults_line() {
+        let _ = writeln!(out, "  {:<10} {line}", "vs defaults");
+    }
     if let Some(reason) = &t.baseline_reason {
         let _ = writeln!(
             out,
@@ -851,6 +854,45 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         ] {
             assert!(text.contains(needle), "{needle:?} in\n{text}");
         }
+    }
+
+    /// Issue 35: under `strict` a convolution's reference runs with cuDNN TF32 off; the
+    /// verdict also gives the score against the reference under PyTorch's defaults, beside
+    /// the headline, and says which one fast_p and selection use.
+    #[test]
+    fn a_verdict_shows_the_score_against_pytorchs_defaults() {
+        let mut r = correct_gpu();
+        r.timing = Some(
+            serde_json::from_value(serde_json::json!({
+                "meaningful": true, "method": "judge_window",
+                "reference": {"median_ms": 9.5, "runs": 100}, "kernel": {"median_ms": 9.05, "runs": 100},
+                "score": 1.05, "score_low": 1.03, "score_high": 1.07,
+                "defaults": {"error": null, "differs": "float32 convolutions: TF32 cuDNN convolutions off (PyTorch's default: on)",
+                             "pytorch_settings": {"matmul": false, "cudnn": true, "float32_matmul_precision": "highest"},
+                             "policy_settings": {"matmul": false, "cudnn": false, "float32_matmul_precision": "highest"},
+                             "median_ms": 3.9, "reference_median_ms": 9.5, "speedup_over_reference": 2.44,
+                             "speedup_low": 2.41, "speedup_high": 2.47, "noisy": false, "cached": true,
+                             "used_for": "u"},
+                "score_vs_defaults": 0.43, "score_vs_defaults_low": 0.42, "score_vs_defaults_high": 0.44
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains(
+                "  vs defaults 0.43x [0.42-0.44] (float32 convolutions: TF32 cuDNN convolutions off (PyTorch's \
+                 default: on): the reference runs 2.44x [2.41-2.47] as fast under them; the headline, fast_p and \
+                 selection use the policy's reference)"
+            ),
+            "{text}"
+        );
+        assert_eq!(r.score(), Some(1.05), "the headline stays the policy's");
+        let summary = r.timing.as_ref().unwrap().defaults_score().unwrap();
+        assert_eq!(summary.score.score, Some(0.43));
+        assert_eq!(
+            summary.text(),
+            "0.43x [0.42-0.44] vs PyTorch's defaults (the reference runs 2.44x as fast under them)"
+        );
     }
 
     /// With the compile baseline: the compiled reference's line, both scores, and which

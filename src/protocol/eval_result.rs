@@ -305,6 +305,19 @@ pub struct Timing {
     pub baseline: Option<Baseline>,
     /// Why that baseline: the choice in force and, for `best`, which was faster.
     pub baseline_reason: Option<String>,
+    /// The reference under PyTorch's default precision settings, where the policy's differ
+    /// for the task's work (GPU): its figures, or why there are none. None: not measured
+    /// (the settings agree, the CPU, results from before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<DefaultsFigures>,
+    /// The score against it: `score` x defaults median / the policy reference's median,
+    /// with its interval. Shown beside the headline; fast_p and selection use the headline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults_high: Option<f64>,
     /// Fields this version does not know (a newer harness's, an older one's), kept so that
     /// `kforge eval --json` and `eval/<id>.json` pass them through.
     #[serde(flatten)]
@@ -312,6 +325,55 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// The score against the reference under PyTorch's defaults, for the session's
+    /// summary (None where it was not measured or has no figure).
+    pub fn defaults_score(&self) -> Option<super::events::DefaultsScore> {
+        let d = self.defaults.as_ref().filter(|d| d.error.is_none())?;
+        Some(super::events::DefaultsScore {
+            score: super::events::ScoreFigure::new(
+                self.score_vs_defaults,
+                self.score_vs_defaults_interval(),
+            ),
+            reference_speedup: d.speedup_over_reference,
+            differs: d.differs.clone(),
+        })
+    }
+
+    /// The interval of the score against the reference under PyTorch's defaults.
+    pub fn score_vs_defaults_interval(&self) -> Option<(f64, f64)> {
+        Some((self.score_vs_defaults_low?, self.score_vs_defaults_high?))
+    }
+
+    /// `vs PyTorch defaults 0.43x [0.42-0.44] (cuDNN TF32 on there: the reference runs
+    /// 2.41x faster; the headline, fast_p and selection use the policy's reference)`, or
+    /// why there is no such figure; None where it was not measured.
+    pub fn defaults_line(&self) -> Option<String> {
+        let d = self.defaults.as_ref()?;
+        if let Some(error) = &d.error {
+            return Some(format!("no figure under PyTorch's defaults: {error}"));
+        }
+        let score = self.score_vs_defaults.map(|s| {
+            format!(
+                "{} ",
+                super::figures::score_with_interval(s, self.score_vs_defaults_interval())
+            )
+        });
+        let speed = d
+            .speedup_over_reference
+            .map(|r| {
+                format!(
+                    "the reference runs {} as fast under them",
+                    super::figures::score_with_interval(r, d.speedup_low.zip(d.speedup_high))
+                )
+            })
+            .unwrap_or_default();
+        let differs = d.differs.clone().unwrap_or_default();
+        Some(format!(
+            "{}({differs}: {speed}; the headline, fast_p and selection use the policy's reference)",
+            score.unwrap_or_default()
+        ))
+    }
+
     /// The score's 95% interval, when the harness gave one.
     pub fn score_interval(&self) -> Option<(f64, f64)> {
         Some((self.score_low?, self.score_high?))
@@ -334,6 +396,35 @@ impl Timing {
             Baseline::Compile => (self.score_vs_compile, self.score_vs_compile_interval()),
         }
     }
+}
+
+/// The reference under PyTorch's default precision settings, timed against the policy's
+/// reference in one interleaved measurement (once per task and device; cached).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DefaultsFigures {
+    /// Why there is no figure (its process failed); None when measured.
+    pub error: Option<String>,
+    /// The defaults' settings and the policy's (`TorchPrecision`).
+    pub pytorch_settings: TorchPrecision,
+    pub policy_settings: TorchPrecision,
+    /// What differs for the task's work, in words.
+    pub differs: Option<String>,
+    pub median_ms: Option<f64>,
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    pub noisy: bool,
+    /// The policy's reference median in the same measurement.
+    pub reference_median_ms: Option<f64>,
+    /// The policy reference's median / the defaults' (how much faster the defaults run),
+    /// with its 95% bootstrap interval.
+    pub speedup_over_reference: Option<f64>,
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
+    /// Read from the cache rather than measured in this evaluation.
+    pub cached: bool,
+    /// Which figure the headline, fast_p and selection use, in words.
+    pub used_for: String,
 }
 
 /// The reference under `torch.compile`, timed against the eager reference in one

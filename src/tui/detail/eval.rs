@@ -93,6 +93,10 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
             ),
         ));
     }
+    // Against what the person's PyTorch runs by default, where the policy's settings differ.
+    if let Some(d) = &summary.vs_defaults {
+        lines.push(kv(cx, "defaults", d.text()));
+    }
     // Whether the measurements can tell this candidate from the best at all.
     if let Some(best) = cx
         .state
@@ -358,6 +362,14 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
             figures::score_with_interval(score, t.score_vs_compile_interval()),
             Role::Text,
         ));
+    }
+    if let Some(line) = t.defaults_line() {
+        let role = if t.defaults.as_ref().is_some_and(|d| d.error.is_some()) {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.extend(kv("vs defaults", line, role));
     }
     if let Some(reason) = &t.baseline_reason {
         lines.extend(kv(

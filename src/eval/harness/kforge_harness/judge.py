@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, kbprotocol, launchpath, oracle, peaks, protocol, sol, timing
+from . import audit_rules, baselines, defaults, kbprotocol, launchpath, oracle, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import (DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, merge_tolerance, tolerance_for,
@@ -324,6 +324,10 @@ class Evaluation:
         self.compiled_side = None
         self.compiled_lender = None
         self.compiled = None  # the compile baseline's record (baselines.py), once known
+        self.defaults_process = None
+        self.defaults_side = None
+        self.defaults_lender = None
+        self.defaults = None  # the defaults baseline's record (defaults.py), once known
         self.clock = None
         self.policy = self.settings.precision or precision.DEFAULT_POLICY
         self.task_dtypes = []
@@ -347,6 +351,7 @@ class Evaluation:
             if self.gate is not None and self.gate.held:
                 self.gate.release()  # a stream held at the gate would hang the judge's teardown
             self.close_compiled()
+            self.close_defaults()
             self.close_reference()
             if self.lender is not None:
                 self.lender.close()
@@ -383,6 +388,10 @@ class Evaluation:
                 # asked to serve only when the compile baseline is not cached: until then it
                 # waits without a CUDA context.
                 self.compiled_process = ReferenceProcess.fork()
+            if defaults.differences(self.policy):
+                # The reference under PyTorch's defaults, a process forked now for the same
+                # reason, served only where the task's work is affected and not cached.
+                self.defaults_process = ReferenceProcess.fork()
         server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
         if self.gpu == server_interprets:
             raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
@@ -436,6 +445,7 @@ class Evaluation:
             # could load the GPU while they are taken). A task check measures them after its
             # own figures (below); a session's evaluations read them from the cache.
             self.compile_phase(flush, lambda base=first: base)
+            self.defaults_phase(flush, lambda base=first: base)
         if spec.reference_only:
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
@@ -447,7 +457,9 @@ class Evaluation:
                 # Last of what uses the reference's process: the task check's own figures
                 # stand whatever becomes of it while torch.compile runs beside it.
                 self.compile_phase(flush, lambda base=first: base)
+                self.defaults_phase(flush, lambda base=first: base)
                 self.against_compile(result["timing"])
+                self.against_defaults(result["timing"])
                 if rounds == 1:
                     del first, flush  # KernelBench draws its own inputs and allocates its own flush
                     self.close_reference()
@@ -1137,12 +1149,13 @@ class Evaluation:
         self.reference_side = side
         return side
 
-    def start_model(self, proc, name, source, input_shapes, output_shapes, link_class, side_class):
+    def start_model(self, proc, name, source, input_shapes, output_shapes, link_class, side_class, who=None):
         """A trusted model process (refprocess.py) ready to time: buffers lent, `source`'s
-        ModelNew loaded with the judge's parameters. Returns (side, lender)."""
+        ModelNew loaded with the judge's parameters. `who` names its context draw (by
+        default `reference` or `compiled`). Returns (side, lender)."""
         link = link_class(proc.sock, lambda: self.result.get("phase") or "reference timing")
         link.receive("hello")
-        self.draw_context(link, "reference" if link_class is ReferenceLink else "compiled")
+        self.draw_context(link, who or ("reference" if link_class is ReferenceLink else "compiled"))
         lender = Lender("cuda_ipc", self.device)
         (inputs, slots), (input_desc, slot_desc), fds = lender.like([input_shapes, output_shapes])
         link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
@@ -1245,23 +1258,26 @@ class Evaluation:
             # Whatever went wrong (the compiled process, the reference's beside it, memory
             # the judge could not get for the comparison) costs the compile baseline only:
             # the task's and the kernel's own figures are measured before it.
-            if self.gate is not None and self.gate.held:
-                self.gate.release()
-            if self.gpu and is_out_of_memory(e):
-                import torch
-
-                torch.cuda.empty_cache()
-            if isinstance(e, KernelFailure):
-                why = e.summary
-            elif isinstance(e, (CompileUnavailable, HarnessError, TaskFailure)):
-                why = str(e)
-            else:
-                why = "%s%s: %s" % (type(e).__name__, where_raised(e), e)
-            record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
+            record = baselines.unavailable(mode, self.baseline_lost(e)[:500], time.perf_counter() - started)
         finally:
             self.close_compiled()
         baselines.write_cached(cache_dir, key, record)
         self.compiled = dict(record, cached=False)
+
+    def baseline_lost(self, error):
+        """Why a second reference (compiled, or under PyTorch's defaults) has no figures,
+        after its measurement raised: the gate let go and the memory returned first."""
+        if self.gate is not None and self.gate.held:
+            self.gate.release()
+        if self.gpu and is_out_of_memory(error):
+            import torch
+
+            torch.cuda.empty_cache()
+        if isinstance(error, KernelFailure):
+            return error.summary
+        if isinstance(error, (CompileUnavailable, HarnessError, TaskFailure)):
+            return str(error)
+        return "%s%s: %s" % (type(error).__name__, where_raised(error), error)
 
     def measure_compiled(self, flush, first, mode, input_shapes, output_shapes):
         """Starts the compiled reference, compiles it on one forward (timed apart: the
@@ -1357,6 +1373,96 @@ class Evaluation:
             self.compiled_process.close()
             self.compiled_process = None
 
+    # -- the reference under PyTorch's defaults (defaults.py) ----------------------------
+
+    def defaults_phase(self, flush, base_of):
+        """The defaults baseline, its phase marked apart: where the policy's settings differ
+        from PyTorch's defaults for the task's work, cached per task, inputs, device and
+        versions, else measured now (before any kernel is imported). Sets self.defaults."""
+        proc_wanted = self.defaults_process is not None and self.timing()
+        if not proc_wanted:
+            return
+        work = getattr(self, "work", None)
+        applies, why = defaults.applies(self.policy, work if work and "error" not in work else None)
+        if not applies:
+            self.close_defaults()
+            return
+        self.meter.enter("defaults baseline")
+        key = defaults.cache_key(self.baseline_key(self.input_shapes))
+        cache_dir = self.spec.baseline_cache_dir
+        cached = defaults.read_cached(cache_dir, key) if self.settings.baseline_cache else None
+        if cached is not None:
+            self.close_defaults()
+            self.defaults = dict(cached, cached=True)
+            self.clock.mark("defaults_baseline")
+            return
+        self.progress("timing the reference under PyTorch's defaults (%s)" % why)
+        try:
+            record = self.measure_defaults(flush, base_of(), why)
+        except Exception as e:  # noqa: BLE001 -- a baseline never decides a verdict
+            record = defaults.unavailable(self.policy, self.baseline_lost(e)[:500])
+        finally:
+            self.close_defaults()
+        defaults.write_cached(cache_dir, key, record)
+        self.defaults = dict(record, cached=False)
+        self.clock.mark("defaults_baseline")
+
+    def measure_defaults(self, flush, first, why):
+        """The reference under PyTorch's defaults in its own process, timed interleaved with
+        the policy's reference (timed.py), as the compile baseline is."""
+        proc = self.defaults_process
+        self.reference_side.refresh = self.refresher(self.base)
+        if self.gpu:
+            import torch
+
+            torch.cuda.empty_cache()
+        proc.serve(dict(self.reference_job(), precision=defaults.DEFAULTS))
+        side, self.defaults_lender = self.start_model(
+            proc, "the reference under PyTorch's defaults", self.job["task_source"] + ALIAS, self.input_shapes,
+            self.output_shapes, CompiledLink, CompiledSide, who="defaults")
+        self.defaults_side = side
+        ref = self.reference_side
+        kept = (ref.null, ref.armed_s, ref.clock.timeouts, ref.clock.in_a_row)
+        try:
+            calibrate([(ref, lambda base=first: copy_into(ref.inputs, base)),
+                       (side, lambda base=first: copy_into(side.inputs, base))], flush, self.progress)
+            side.refresh = ref.refresh
+            nulls, ref_out, other_out = time_runs(ref, side, flush, self.job, self.progress,
+                                                  draw_ms=self.draw_cost_ms)
+            self.meter.sample()
+            null_ms = timing.quantile(nulls, 0.5)
+            offset = side.null["overhead_ms"] - ref.null["overhead_ms"]
+            reference = ref_out.figures(null_ms, 0.0, ref.null, self.job)
+            other = other_out.figures(null_ms, offset, side.null, self.job)
+            interval = timing.bootstrap_score(ref_out.windows, other_out.windows, nulls, offset, seed=self.seed)
+            return defaults.figures(self.policy, why, reference, other, interval)
+        finally:
+            ref.null, ref.armed_s, ref.clock.timeouts, ref.clock.in_a_row = kept
+
+    def against_defaults(self, result):
+        """The timing with the defaults figures and the score against them, where measured."""
+        if self.defaults is None:
+            return result
+        defaults.against_defaults(result, self.defaults)
+        if self.defaults.get("error"):
+            self.result["notes"].append("no figure under PyTorch's default settings: %s" % self.defaults["error"])
+        return result
+
+    def close_defaults(self):
+        """Ends the defaults reference's process and frees what was lent to it."""
+        if self.defaults_side is not None:
+            try:
+                self.defaults_side.link.call({"op": "exit"}, "bye")
+            except (CompileUnavailable, KernelFailure, TaskFailure, HarnessError):
+                pass
+            self.defaults_side = None
+        if self.defaults_lender is not None:
+            self.defaults_lender.close()
+            self.defaults_lender = None
+        if self.defaults_process is not None:
+            self.defaults_process.close()
+            self.defaults_process = None
+
     def time_reference(self, flush):
         """The reference's timed runs alone, beside null runs of its process."""
         try:
@@ -1447,6 +1553,7 @@ class Evaluation:
             result["reported_score"] = reported_ref / kernel["reported_median_ms"]
         result["noisy"] = bool(reference.get("noisy") or kernel.get("noisy"))
         self.against_compile(result)
+        self.against_defaults(result)
         notes, flags = self.result["notes"], self.result["flags"]
         if result["noisy"]:
             flags.append("noisy_timing")

@@ -174,9 +174,31 @@ class CompileFigures:
 
 
 @dataclass
+class DefaultsFigures:
+    """The reference under PyTorch's default precision settings (`DefaultsFigures`: the
+    timing's `defaults`), as defaults.py's `figures()` and `unavailable()` build it."""
+
+    error: Optional[str]
+    pytorch_settings: dict
+    policy_settings: dict
+    differs: Optional[str]
+    median_ms: Optional[float]
+    ci_low_ms: Optional[float]
+    ci_high_ms: Optional[float]
+    noisy: bool
+    reference_median_ms: Optional[float]
+    speedup_over_reference: Optional[float]
+    speedup_low: Optional[float]
+    speedup_high: Optional[float]
+    cached: bool
+    used_for: str
+
+
+@dataclass
 class Timing:
     """The result's `timing` (`Timing`), as the judge builds it: `reference` and `kernel`
-    are `TimingStats`, `compile` a `CompileFigures`; `calibration`, `environment`,
+    are `TimingStats`, `compile` a `CompileFigures`, `defaults` a `DefaultsFigures`;
+    `calibration`, `environment`,
     `kernelbench` and `rounds` are not typed here."""
 
     meaningful: bool
@@ -202,6 +224,10 @@ class Timing:
     score_vs_compile_high: Optional[float]
     baseline: Optional[str]
     baseline_reason: Optional[str]
+    defaults: Optional[dict] = None
+    score_vs_defaults: Optional[float] = None
+    score_vs_defaults_low: Optional[float] = None
+    score_vs_defaults_high: Optional[float] = None
     # Kept by kforge in `extra`: the bootstrap interval alone, before the
     # between-evaluations term widens it into score_low/score_high.
     PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs_score_low", "runs_score_high"})
@@ -323,6 +349,13 @@ class CompileFiguresRecord(Record):
     WHAT = "the compile baseline's figures"
 
 
+class DefaultsFiguresRecord(Record):
+    """The defaults baseline's record as defaults.py builds it (`DefaultsFigures`)."""
+
+    DECLARED = DefaultsFigures
+    WHAT = "the defaults baseline's figures"
+
+
 class ToleranceRecord(Record):
     """The result's tolerance as compare.py builds it (`Tolerance`)."""
 
@@ -417,4 +450,4 @@ def schema():
 
     return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result), "Timing": of(Timing),
             "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures), "Tolerance": of(Tolerance),
-            "OutputTolerance": of(OutputTolerance), "Oracle": of(Oracle)}
+            "OutputTolerance": of(OutputTolerance), "Oracle": of(Oracle), "DefaultsFigures": of(DefaultsFigures)}
