@@ -211,19 +211,27 @@ def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, p
 
 def merge_tolerance(previous, latest):
     """The evaluation's tolerance summary after one more comparison: the latest's, with each
-    `oracle` output's entry the one of the comparison where its error ratio was worst (the
-    margin the result reports) and the oracle's description kept from whichever had one."""
+    `oracle` output's entry the one of the comparison where its error ratio against the
+    float64 oracle was worst (the margin the result reports; a comparison under a reused
+    scale, against the float32 reference, counts only where no float64 one was made) and the
+    oracle's description kept from whichever had one."""
     if not previous or previous.get("mode") != latest.get("mode"):
         return latest
     merged = ToleranceRecord(dict(latest, outputs=dict(latest.get("outputs") or {}), effective_atol=dict(
         previous.get("effective_atol") or {}, **(latest.get("effective_atol") or {}))))
     for path, entry in (previous.get("outputs") or {}).items():
         now = merged["outputs"].get(path)
-        if now is None or (entry.get("error_ratio") or 0.0) > (now.get("error_ratio") or 0.0):
+        if now is None or _margin_rank(entry) > _margin_rank(now):
             merged["outputs"][path] = entry
     if merged.get("oracle") is None and previous.get("oracle") is not None:
         merged["oracle"] = previous["oracle"]
     return merged
+
+
+def _margin_rank(entry):
+    """How an output's entry ranks as the reported margin: float64 comparisons first, then
+    the larger error ratio."""
+    return (entry.get("oracle") == "float64 oracle", entry.get("error_ratio") or 0.0)
 
 
 def honest_summary(report):

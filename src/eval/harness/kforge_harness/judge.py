@@ -9,7 +9,7 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, defaults, kbprotocol, launchpath, oracle, peaks, protocol, sol, timing
+from . import audit_rules, baselines, defaults, kbprotocol, knobs, launchpath, oracle, peaks, protocol, sol, timing
 from .alignment import plan_alignment
 from . import precision
 from .compare import (DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, merge_tolerance, tolerance_for,
@@ -1061,6 +1061,10 @@ class Evaluation:
     def open_gate(self):
         """The gate that keeps host latency out of timed windows (window.py); without one the
         windows include the worker's host time, and the result says so."""
+        if knobs.on("KFORGE_DIAG_NO_GATE"):
+            self.gate = None
+            self.result["notes"].append("timed windows are not gated: diagnostic switch KFORGE_DIAG_NO_GATE")
+            return
         try:
             self.gate = HostGate()
         except GateUnavailable as e:
@@ -1090,6 +1094,9 @@ class Evaluation:
 
         rng = random.SystemRandom()
         fresh = self.draws_fresh()
+        same = knobs.on("KFORGE_DIAG_SAME_INPUTS")
+        if same:
+            self.result["input_refresh"] = "the same values every timed run (diagnostic KFORGE_DIAG_SAME_INPUTS)"
         if fresh:
             self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed forward")
         else:
@@ -1100,6 +1107,12 @@ class Evaluation:
         def refresh(i, keep, input_sets, null=False):
             writes, privates = [], []
             for buffers in input_sets:
+                if same:
+                    if not drawn:
+                        drawn.append(base if base is not None else self.source.draw(self.seed + 10000))
+                    writes.append(lambda b=buffers, v=drawn[0]: copy_into(b, v))
+                    privates.append(clone_tree(drawn[0]) if keep else None)
+                    continue
                 if not fresh:
                     private = None
                     if keep:
@@ -1174,6 +1187,8 @@ class Evaluation:
         """Has a timing process draw its CUDA context (launchpath.py) while the GPU is quiet:
         before the process gets buffers and before any kernel is imported. `who` names its
         record in the timing's environment."""
+        if knobs.on("KFORGE_DIAG_NO_CONTEXT_DRAW"):
+            return
         if self.draws is None:
             info = self.result.get("device") or {}
             floor = launchpath.Floor(peaks.cache_dir_beside(self.spec.baseline_cache_dir),
@@ -1514,6 +1529,7 @@ class Evaluation:
                           getattr(self, "reference_tf32", None), before,
                           timing.METHOD_TEXT, self.result.get("input_refresh"))
         env["precision"] = self.policy  # the policy the reference's settings (tf32_*) came from
+        env["diagnostics"] = knobs.active()
         env["launch_path"] = self.draws.environment() if self.draws is not None else None
         return env
 

@@ -220,16 +220,20 @@ def test_half_tasks_are_held_to_their_own_units():
     assert not passed and reports[0]["error_ratio"] > 4 * 16
 
 
-def test_the_summary_keeps_each_outputs_worst_comparison():
-    first = {"mode": "oracle", "outputs": {"out": {"rule": "oracle", "error_ratio": 9.0}}, "effective_atol": {},
-             "oracle": {"kind": "float64"}}
-    later = {"mode": "oracle", "outputs": {"out": {"rule": "oracle", "error_ratio": 2.0}}, "effective_atol": {},
-             "oracle": None}
-    merged = merge_tolerance(first, later)
+def test_the_summary_keeps_each_outputs_worst_float64_comparison():
+    def summary(ratio, against, oracle=None):
+        return {"mode": "oracle", "outputs": {"out": {"rule": "oracle", "error_ratio": ratio, "oracle": against}},
+                "effective_atol": {}, "oracle": oracle}
+
+    first = summary(9.0, "float64 oracle", {"kind": "float64"})
+    merged = merge_tolerance(first, summary(2.0, "float64 oracle"))
     assert merged["outputs"]["out"]["error_ratio"] == 9.0
     assert merged["oracle"] == {"kind": "float64"}
-    worse = {"mode": "oracle", "outputs": {"out": {"rule": "oracle", "error_ratio": 20.0}}, "effective_atol": {}}
-    assert merge_tolerance(merged, worse)["outputs"]["out"]["error_ratio"] == 20.0
+    assert merge_tolerance(merged, summary(20.0, "float64 oracle"))["outputs"]["out"]["error_ratio"] == 20.0
+    # A reused scale's comparison (against the float32 reference) is not the margin beside a float64 one.
+    assert merge_tolerance(merged, summary(30.0, "the float32 reference"))["outputs"]["out"]["error_ratio"] == 9.0
+    reused = merge_tolerance(summary(3.0, "the float32 reference"), summary(4.0, "the float32 reference"))
+    assert reused["outputs"]["out"]["error_ratio"] == 4.0
 
 
 def test_room_needed_follows_the_plan():
