@@ -1537,11 +1537,11 @@ mod tests {
             .get_mut(&CandidateId(2))
             .and_then(|c| c.eval.as_mut())
         {
-            e.vs_defaults = Some(crate::protocol::DefaultsScore {
+            e.vs_defaults = Some(Box::new(crate::protocol::DefaultsScore {
                 score: crate::protocol::ScoreFigure::new(Some(0.59), Some((0.58, 0.60))),
                 reference_speedup: Some(2.44),
                 differs: Some("float32 convolutions: TF32 cuDNN convolutions off".into()),
-            });
+            }));
         }
         let r = render_report(&state);
         let line = "| PyTorch defaults | 0.59x [0.58-0.60] vs PyTorch's defaults (the reference runs 2.44x as fast \

@@ -349,7 +349,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
             result.kernel_ms = eval.kernel_ms;
             result.device = eval.device.clone();
             result.baselines = eval.baselines.clone();
-            result.vs_defaults = eval.vs_defaults.clone();
+            result.vs_defaults = eval.vs_defaults.as_deref().cloned();
         }
         result.sol_pct = best.sol_pct();
         result.faster_than_light = best.faster_than_light();

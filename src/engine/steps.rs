@@ -976,7 +976,8 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
             .timing
             .as_ref()
             .filter(|t| t.meaningful && result.correct)
-            .and_then(|t| t.defaults_score()),
+            .and_then(|t| t.defaults_score())
+            .map(Box::new),
     }
 }
 

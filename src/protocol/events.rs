@@ -234,7 +234,7 @@ pub struct EvalSummary {
     /// the policy's differ for the task's work (shown beside the headline, which fast_p and
     /// selection use).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vs_defaults: Option<DefaultsScore>,
+    pub vs_defaults: Option<Box<DefaultsScore>>,
 }
 
 /// A score against the reference under PyTorch's default settings (`timing.defaults`).

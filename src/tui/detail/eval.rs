@@ -187,10 +187,18 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
                         (Some(a), Some(r)) => format!(" abs {a:.1e} rel {r:.1e}"),
                         _ => String::new(),
                     };
+                    // The oracle rule's margin: the error over the honest error, its limit.
+                    let margin = match (o.error_ratio, o.limit) {
+                        (Some(ratio), Some(limit)) => {
+                            format!(" {}x/{limit}x", crate::protocol::ratio_text(ratio))
+                        }
+                        _ => String::new(),
+                    };
                     format!(
-                        "{}{}{}",
+                        "{}{}{}{}",
                         o.output,
                         err,
+                        margin,
                         o.reason
                             .as_ref()
                             .map(|r| format!(" ({r})"))
