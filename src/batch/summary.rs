@@ -386,7 +386,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {:.0}s | {} |",
+            "| [{}]({}) | {} | {} | {}{}{} | {} | {} | {} | {} | {} | {:.0}s | {} |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -396,6 +396,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             best.replace('|', "\\|"),
             crate::protocol::figures::score_text(t.score, t.score_interval()),
             crate::protocol::sol::pct_suffix(t.sol_pct, t.faster_than_light),
+            defaults_suffix(t),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -406,6 +407,15 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         );
     }
     md
+}
+
+/// ` (0.43x vs PyTorch's defaults)` beside a task's headline speedup, where its reference was
+/// timed under PyTorch's default settings too.
+fn defaults_suffix(t: &TaskResult) -> String {
+    match t.score_vs_defaults() {
+        (Some(score), _) => format!(" ({score:.2}x vs PyTorch's defaults)"),
+        _ => String::new(),
+    }
 }
 
 /// The table of fast_p and geomean against each baseline, where any task's reference was
@@ -691,6 +701,7 @@ mod tests {
             md.contains("fast_p above and the sessions' selection use the headline"),
             "{md}"
         );
+        assert!(md.contains(" (0.43x vs PyTorch's defaults) |"), "{md}");
         let csv = results_csv(&summary);
         assert!(
             csv.lines()
