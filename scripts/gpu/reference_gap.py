@@ -20,8 +20,7 @@ finishes (one failure is reported and the rest goes on):
 2. kforge's own protocol via `kforge bench kernelbench` on the same tasks, once per variant:
    `shipped` (as is), then each suspect switched off alone (`no_relocate`: weights never moved
    between rounds; `same_inputs`: no fresh input values per run; `no_flush`: no L2 flush;
-   `no_gate`: windows not gated; `no_early`: the close does not wait for the worker's early
-   flag; `no_context_draw`: the first CUDA context kept), then `all_off` (every switch).
+   `no_gate`: windows not gated; `no_context_draw`: the first CUDA context kept), then `all_off` (every switch).
    Every variant runs the reference under PyTorch's default precision settings
    (`precision = "pytorch"`, KernelBench's), no compile baseline, a 4 s budget per task. Per
    task: kforge's median, KernelBench's protocol timed in the same judge (`KB in judge`) and
@@ -54,10 +53,9 @@ VARIANTS = {
     "same_inputs": ({"KFORGE_DIAG_SAME_INPUTS": "1"}, True),
     "no_flush": ({}, False),
     "no_gate": ({"KFORGE_DIAG_NO_GATE": "1"}, True),
-    "no_early": ({"KFORGE_DIAG_NO_EARLY": "1"}, True),
     "no_context_draw": ({"KFORGE_DIAG_NO_CONTEXT_DRAW": "1"}, True),
     "all_off": ({"KFORGE_DIAG_NO_RELOCATE": "1", "KFORGE_DIAG_SAME_INPUTS": "1", "KFORGE_DIAG_NO_GATE": "1",
-                 "KFORGE_DIAG_NO_EARLY": "1", "KFORGE_DIAG_NO_CONTEXT_DRAW": "1"}, False),
+                 "KFORGE_DIAG_NO_CONTEXT_DRAW": "1"}, False),
 }
 
 # KernelBench's measure_ref_program_time + time_execution_with_cuda_event + clear_l2_cache

@@ -11,7 +11,6 @@ KNOBS = {
     "KFORGE_DIAG_NO_RELOCATE": "the models' weights are not moved between rounds of timed runs",
     "KFORGE_DIAG_SAME_INPUTS": "every timed run gets the same input values (no fresh draw or rotation)",
     "KFORGE_DIAG_NO_GATE": "timed windows are not gated (the worker's host latency is inside them)",
-    "KFORGE_DIAG_NO_EARLY": "the window's close does not wait for the worker's early flag",
     "KFORGE_DIAG_NO_CONTEXT_DRAW": "the timing processes keep the first CUDA context they get",
 }
 
