@@ -345,6 +345,23 @@ fn baselines_line(state: &SessionState) -> Option<String> {
     ))
 }
 
+/// The best's score against the reference under PyTorch's default settings, where its
+/// policy's differ: `0.43x [0.42-0.44] vs PyTorch's defaults (the reference runs 2.41x as
+/// fast under them); the headline, fast_p and selection use the policy's reference`.
+fn defaults_line(state: &SessionState) -> Option<String> {
+    let best = state.candidates.get(&state.best?)?;
+    let d = best.eval.as_ref()?.vs_defaults.as_ref()?;
+    let differs = d
+        .differs
+        .as_ref()
+        .map(|w| format!(" ({w})"))
+        .unwrap_or_default();
+    Some(format!(
+        "{}{differs}; the headline, fast_p and selection use the policy's reference",
+        d.text()
+    ))
+}
+
 /// The report's markdown text.
 pub fn render_report(state: &SessionState) -> String {
     let mut out = String::new();
@@ -405,6 +422,9 @@ pub fn render_report(state: &SessionState) -> String {
     let _ = writeln!(out, "| Best | {} |", best_line(state));
     if let Some(line) = baselines_line(state) {
         let _ = writeln!(out, "| Baselines | {line} |");
+    }
+    if let Some(line) = defaults_line(state) {
+        let _ = writeln!(out, "| PyTorch defaults | {line} |");
     }
     if let Some(shapes) = state
         .best
@@ -1538,5 +1558,38 @@ mod tests {
         assert_eq!(s["best"]["sol_pct"], 41.6);
         let third = &s["candidates"].as_array().unwrap()[2];
         assert_eq!(third["faster_than_light"], true);
+    }
+
+    /// Issue 35: where the policy's reference settings differ from PyTorch's defaults, the
+    /// report shows the best's score against the reference under the defaults beside the
+    /// headline, and says which one selection uses.
+    #[test]
+    fn the_report_shows_the_score_against_pytorchs_defaults() {
+        let plain = Event::EvalFinished {
+            candidate: CandidateId(3),
+            result_file: "eval/3.json".into(),
+            summary: EvalSummary {
+                correct: false,
+                summary: "mismatch".into(),
+                ..Default::default()
+            },
+        };
+        let mut state = interval_session(plain);
+        if let Some(e) = state
+            .candidates
+            .get_mut(&CandidateId(2))
+            .and_then(|c| c.eval.as_mut())
+        {
+            e.vs_defaults = Some(Box::new(crate::protocol::DefaultsScore {
+                score: crate::protocol::ScoreFigure::new(Some(0.59), Some((0.58, 0.60))),
+                reference_speedup: Some(2.44),
+                differs: Some("float32 convolutions: TF32 cuDNN convolutions off".into()),
+            }));
+        }
+        let r = render_report(&state);
+        let line = "| PyTorch defaults | 0.59x [0.58-0.60] vs PyTorch's defaults (the reference runs 2.44x as fast \
+                    under them) (float32 convolutions: TF32 cuDNN convolutions off); the headline, fast_p and \
+                    selection use the policy's reference |";
+        assert!(has_line(&r, line), "missing {line:?} in\n{r}");
     }
 }

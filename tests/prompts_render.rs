@@ -486,6 +486,51 @@ fn the_user_dir_comes_from_the_config_else_the_working_directory() {
     );
 }
 
+/// Issue 36 (5): under the default `oracle` rule the prompts state the rule the judge
+/// applies, in the figures the task check measured for this task's outputs (never a fixed
+/// atol the judge does not use).
+#[test]
+fn prompts_state_the_oracle_rule_in_the_task_checks_numbers() {
+    use kforge::config::Tolerance;
+    use kforge::protocol::{PrecisionPolicy, ToleranceUsed};
+
+    let set = PromptSet::new(None).unwrap();
+    let measured: ToleranceUsed = serde_json::from_value(serde_json::json!({
+        "mode": "oracle", "precision": "strict", "atol": null, "rtol": null, "effective_atol": {},
+        "outputs": {"out": {"dtype": "float32", "rule": "oracle", "limit": 128.0, "error_ratio": 1.2,
+                            "honest_rms": 3.0e-8, "max_allowed": 1.5e-5, "oracle": "float64 oracle"}},
+        "oracle": {"kind": "float64", "rule": "r", "factor": {"float32": 128.0, "float16": 16.0,
+                   "bfloat16": 16.0}, "twin": null, "twin_error": null, "reason": null, "seconds": 0.1}
+    }))
+    .unwrap();
+    let ctx = PromptContext::for_task("23_Softmax", RELU_TASK)
+        .with_precision(PrecisionPolicy::Strict, None, None)
+        .with_tolerance(Tolerance::Oracle, Some(measured));
+    for name in [TemplateName::Seed, TemplateName::Repair] {
+        let u = set.render(name, &ctx).unwrap().user;
+        assert!(
+            u.contains(
+                "within 128x (float16/bfloat16 outputs: 16x) the error honest arithmetic makes"
+            ),
+            "{name:?}: {u}"
+        );
+        assert!(
+            u.contains("`out` (float32) may differ from the exact result by about +-3.84e-6 (128x its RMS honest \
+                        error 3.00e-8), at most +-1.50e-5 at any element"),
+            "{name:?}: {u}"
+        );
+        assert!(
+            !u.contains("1e-4"),
+            "no fixed atol the judge does not apply: {u}"
+        );
+    }
+    // Without figures (no task check yet) the rule is stated without them.
+    let bare =
+        PromptContext::for_task("t", RELU_TASK).with_precision(PrecisionPolicy::Strict, None, None);
+    let u = set.render(TemplateName::Seed, &bare).unwrap().user;
+    assert!(u.contains("within 128x") && !u.contains("1e-4"), "{u}");
+}
+
 /// Issue 22: the code-writing prompts state the precision the kernel must keep, and a
 /// mismatch of a kernel found computing in TF32 gets the fix as its first hint.
 #[test]
@@ -495,6 +540,7 @@ fn prompts_state_the_precision_policy_and_repairs_name_the_tf32_fix() {
     let set = PromptSet::new(None).unwrap();
     let strict = PromptContext::for_task("12_Gemm", RELU_TASK)
         .with_precision(PrecisionPolicy::Strict, None, None)
+        .with_tolerance(kforge::config::Tolerance::Dtype, None)
         .with_kernel(Some(RELU_KERNEL.into()));
     let tf32 = strict
         .clone()

@@ -38,9 +38,13 @@ fn the_judge_counts_a_convolutions_flops_and_its_parameters_on_the_cpu() {
     let counts = r.speed_of_light.and_then(|s| s.counts).expect("counts");
     // N=4, Cin=3, Cout=8, 16x16 -> 14x14, 3x3 kernel.
     let (n, cin, cout, out_hw, k) = (4u64, 3u64, 8u64, 14 * 14u64, 9u64);
-    assert_eq!(counts.flops.len(), 1, "{counts:?}");
+    // The convolution, then Hardtanh's one elementwise FLOP per output element (issue 35:
+    // the non-GEMM work is counted too).
+    assert_eq!(counts.flops.len(), 2, "{counts:?}");
     assert_eq!(counts.flops[0].family, "convolution");
     assert_eq!(counts.flops[0].flops, 2 * n * cout * out_hw * cin * k);
+    assert_eq!(counts.flops[1].family, "elementwise");
+    assert_eq!(counts.flops[1].flops, n * cout * out_hw);
     assert_eq!(counts.bytes.inputs, n * cin * 16 * 16 * 4);
     assert_eq!(counts.bytes.parameters, (cout * cin * k + cout) * 4);
     // The convolution's own output is an intermediate: only Hardtanh's is written.

@@ -40,7 +40,8 @@ fn with_speed_of_light() -> tempfile::TempDir {
     let mut r: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
     r["speed_of_light"] = serde_json::json!({
-        "counts": {"flops": [], "total_flops": 0,
+        "counts": {"flops": [{"dtype": "float32", "family": "elementwise", "flops": 1048576}],
+                   "total_flops": 1048576,
                    "bytes": {"inputs": 4194304, "parameters": 0, "outputs": 4194304},
                    "total_bytes": 8388608},
         "peaks": {"dram_bytes_per_s": 3.9e12, "matmul_flops_per_s":
@@ -113,5 +114,36 @@ fn the_final_best_gate_has_the_speed_of_light_line() {
             "SoL         speed of light 0.0086 ms (memory-bound): the reference at 21%, this kernel at"
         ),
         "{g}"
+    );
+}
+
+/// Issue 35: the Eval tab shows each output's margin under the oracle rule (its error as a
+/// multiple of the honest error, against the limit) and, under a policy whose settings
+/// differ from PyTorch's defaults, the score against the reference under the defaults.
+#[test]
+fn the_eval_tab_shows_the_oracle_margin_and_the_score_against_pytorchs_defaults() {
+    let dir = with_speed_of_light();
+    let result = dir.path().join("eval/9.json");
+    let mut r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let output = &mut r["trials"][0]["outputs"][0];
+    output["rule"] = "oracle".into();
+    output["error_ratio"] = 4.62.into();
+    output["limit"] = 128.0.into();
+    r["timing"]["defaults"] = serde_json::json!({
+        "error": null, "differs": "float32 convolutions: TF32 cuDNN convolutions off (PyTorch's default: on)",
+        "median_ms": 0.0171, "reference_median_ms": 0.0412, "speedup_over_reference": 2.41,
+        "speedup_low": 2.38, "speedup_high": 2.44, "noisy": false, "cached": false, "used_for": "u"
+    });
+    r["timing"]["score_vs_defaults"] = 0.76.into();
+    std::fs::write(&result, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+    let cx = selected(dir.path(), 9);
+    let mut d = DetailPane::default();
+    d.set_tab(Tab::Eval);
+    let e = draw_alone(140, 60, |f| d.draw(&cx, f, f.area()));
+    assert!(e.contains("4.62x/128x"), "{e}");
+    assert!(
+        e.contains("vs defaults 0.76x (float32 convolutions: TF32 cuDNN convolutions off"),
+        "{e}"
     );
 }

@@ -205,6 +205,16 @@ fn timing_metadata(t: &Timing) -> serde_json::Map<String, Value> {
         json!(t.score_vs_compile_high),
     );
     put("kforge_baseline", json!(t.baseline));
+    put("kforge_defaults", json!(t.defaults));
+    put("kforge_speedup_vs_defaults", json!(t.score_vs_defaults));
+    put(
+        "kforge_speedup_vs_defaults_low",
+        json!(t.score_vs_defaults_low),
+    );
+    put(
+        "kforge_speedup_vs_defaults_high",
+        json!(t.score_vs_defaults_high),
+    );
     m
 }
 

@@ -92,6 +92,10 @@ pub struct TaskResult {
     /// light (then it is the best only because the person marked it final).
     pub sol_pct: Option<f64>,
     pub faster_than_light: bool,
+    /// The best kernel's score against the reference under PyTorch's default settings,
+    /// where the policy's differ for the task (beside the headline, which fast_p uses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_defaults: Option<crate::protocol::DefaultsScore>,
     /// Whether scores are real (GPU) speedups.
     pub timed: bool,
     /// The precision policy its evaluations ran under (None: a session from before it).
@@ -148,6 +152,15 @@ impl TaskResult {
             }
             (None, crate::protocol::Baseline::Eager) => (self.score, self.score_interval()),
             (None, crate::protocol::Baseline::Compile) => (None, None),
+        }
+    }
+
+    /// The best kernel's score against the reference under PyTorch's defaults, with its
+    /// interval (None: not measured, or not correct).
+    pub fn score_vs_defaults(&self) -> (Option<f64>, Option<(f64, f64)>) {
+        match (&self.vs_defaults, self.correct) {
+            (Some(d), true) => (d.score.score, d.score.interval()),
+            _ => (None, None),
         }
     }
 
@@ -323,6 +336,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
         baselines: None,
         sol_pct: None,
         faster_than_light: false,
+        vs_defaults: None,
         timed: false,
         precision: None,
         candidates: 0,
@@ -396,6 +410,7 @@ pub fn task_result(batch: &Path, task: &BatchTask) -> TaskResult {
             result.kernel_ms = eval.kernel_ms;
             result.device = eval.device.clone();
             result.baselines = eval.baselines.clone();
+            result.vs_defaults = eval.vs_defaults.as_deref().cloned();
         }
         result.sol_pct = best.sol_pct();
         result.faster_than_light = best.faster_than_light();

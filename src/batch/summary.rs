@@ -85,6 +85,10 @@ pub struct GroupSummary {
     pub vs_eager: Option<SpeedupFigures>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vs_compile: Option<SpeedupFigures>,
+    /// The same figures against each task's reference under PyTorch's default settings,
+    /// where any task's policy differs from them (fast_p above stays the headline's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_defaults: Option<SpeedupFigures>,
     pub tokens: u64,
     /// The cost of the calls whose price is known ...
     pub cost_usd: f64,
@@ -199,6 +203,10 @@ pub fn summarize_group(group: &str, results: &[&TaskResult]) -> GroupSummary {
         mean_speedup: headline.mean_speedup,
         vs_eager: against(Baseline::Eager),
         vs_compile: against(Baseline::Compile),
+        vs_defaults: results
+            .iter()
+            .any(|r| r.vs_defaults.is_some())
+            .then(|| speedup_figures(results, TaskResult::score_vs_defaults)),
         tokens: results.iter().map(|r| r.tokens()).sum(),
         cost_usd,
         unpriced_calls: results.iter().map(|r| r.unpriced_calls).sum(),
@@ -250,7 +258,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// `results.csv`: one row per task.
 pub fn results_csv(summary: &BatchSummary) -> String {
     let mut out = String::from(
-        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision,baseline,score_vs_eager,score_vs_compile,shapes\n",
+        "task,level,problem,status,correct,score,score_low,score_high,reference_ms,kernel_ms,device,candidates,calls,input_tokens,output_tokens,cost_usd,unpriced_calls,wall_s,best_file,precision,baseline,score_vs_eager,score_vs_compile,shapes,score_vs_defaults\n",
     );
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -262,7 +270,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
     for t in &summary.tasks {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{},{},{},{},{}",
             quote(t.key.as_str()),
             t.level.map_or(String::new(), |l| l.to_string()),
             t.problem.map_or(String::new(), |p| p.to_string()),
@@ -291,6 +299,7 @@ pub fn results_csv(summary: &BatchSummary) -> String {
             opt(t.score_vs(Baseline::Eager).0, 4),
             opt(t.score_vs(Baseline::Compile).0, 4),
             t.shapes.as_ref().map_or(String::new(), |s| s.mark()),
+            opt(t.score_vs_defaults().0, 4),
         );
     }
     out
@@ -379,7 +388,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| [{}]({}) | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} |",
+            "| [{}]({}) | {} | {} | {}{}{} | {} | {} | {} | {} | {} | {} | {} |",
             t.key,
             Path::new(super::manifest::TASKS_DIR)
                 .join(t.key.as_str())
@@ -389,6 +398,7 @@ pub fn summary_md(summary: &BatchSummary) -> String {
             best.replace('|', "\\|"),
             crate::protocol::figures::score_text(t.score, t.score_interval()),
             crate::protocol::sol::pct_suffix(t.sol_pct, t.faster_than_light),
+            defaults_suffix(t),
             opt(t.reference_ms, 4),
             opt(t.kernel_ms, 4),
             t.device.as_deref().unwrap_or(""),
@@ -401,10 +411,23 @@ pub fn summary_md(summary: &BatchSummary) -> String {
     md
 }
 
+/// ` (0.43x vs PyTorch's defaults)` beside a task's headline speedup, where its reference was
+/// timed under PyTorch's default settings too.
+fn defaults_suffix(t: &TaskResult) -> String {
+    match t.score_vs_defaults() {
+        (Some(score), _) => format!(" ({score:.2}x vs PyTorch's defaults)"),
+        _ => String::new(),
+    }
+}
+
 /// The table of fast_p and geomean against each baseline, where any task's reference was
 /// timed under torch.compile too.
 fn baselines_md(md: &mut String, summary: &BatchSummary) {
-    if summary.groups.iter().all(|g| g.vs_compile.is_none()) {
+    if summary
+        .groups
+        .iter()
+        .all(|g| g.vs_compile.is_none() && g.vs_defaults.is_none())
+    {
         return;
     }
     md.push_str("### Against each baseline\n\n");
@@ -414,6 +437,7 @@ fn baselines_md(md: &mut String, summary: &BatchSummary) {
         for (name, figures) in [
             ("eager (KernelBench)", &g.vs_eager),
             ("torch.compile", &g.vs_compile),
+            ("PyTorch's default settings", &g.vs_defaults),
         ] {
             let Some(f) = figures else { continue };
             let fast: Vec<String> = match &f.fast_p {
@@ -436,7 +460,10 @@ fn baselines_md(md: &mut String, summary: &BatchSummary) {
     md.push_str(
         "\nThe table above is against each task's headline baseline (`[eval] baseline`; \
          `best`: torch.compile where faster beyond the noise, else eager). Against torch.compile, a task whose \
-         reference did not compile has no score and counts as not faster.\n\n",
+         reference did not compile has no score and counts as not faster. Against PyTorch's default settings \
+         (where a task's precision policy differs from them, e.g. cuDNN TF32 off under `strict`): the same \
+         kernels against the reference as PyTorch runs it by default; fast_p above and the sessions' selection \
+         use the headline.\n\n",
     );
 }
 
@@ -516,6 +543,7 @@ mod tests {
             baselines: None,
             sol_pct: None,
             faster_than_light: false,
+            vs_defaults: None,
             timed: true,
             precision: Some(crate::protocol::PrecisionPolicy::Strict),
             candidates: 1,
@@ -633,7 +661,58 @@ mod tests {
         // Without any compile figures the summary reads as before.
         let plain = [task("a", Some(1), true, Some(1.5))];
         let g = summarize_group("level 1", &plain.iter().collect::<Vec<_>>());
-        assert!(g.vs_eager.is_none() && g.vs_compile.is_none());
+        assert!(g.vs_eager.is_none() && g.vs_compile.is_none() && g.vs_defaults.is_none());
+    }
+
+    /// Issue 35: a task whose policy's settings differ from PyTorch's defaults carries its
+    /// score against the reference under the defaults; the summary counts fast_p against
+    /// them beside the headline's (which stays fast_p) and the CSV has the column.
+    #[test]
+    fn the_score_against_pytorchs_defaults_beside_the_headline() {
+        use crate::protocol::{DefaultsScore, ScoreFigure};
+        let conv = TaskResult {
+            vs_defaults: Some(DefaultsScore {
+                score: ScoreFigure::new(Some(0.43), Some((0.42, 0.44))),
+                reference_speedup: Some(2.44),
+                differs: Some("float32 convolutions".into()),
+            }),
+            ..task("conv", Some(2), true, Some(1.05))
+        };
+        let tasks = [conv, task("relu", Some(2), true, Some(1.5))];
+        let g = summarize_group("level 2", &tasks.iter().collect::<Vec<_>>());
+        let d = g.vs_defaults.as_ref().unwrap();
+        assert_eq!(d.timed_correct, 1);
+        assert_eq!(d.fast_p.as_ref().unwrap()[1].count, 0);
+        assert_eq!(
+            g.fast_p.as_ref().unwrap()[1].count,
+            2,
+            "the headline's fast_p"
+        );
+        let summary = BatchSummary {
+            batch: "b".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            groups: vec![g],
+            tasks: tasks.to_vec(),
+        };
+        let md = summary_md(&summary);
+        assert!(
+            md.contains("| level 2 | PyTorch's default settings |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("fast_p above and the sessions' selection use the headline"),
+            "{md}"
+        );
+        assert!(md.contains(" (0.43x vs PyTorch's defaults) |"), "{md}");
+        let csv = results_csv(&summary);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .ends_with(",shapes,score_vs_defaults")
+        );
+        assert!(csv.lines().nth(1).unwrap().ends_with(",0.4300"), "{csv}");
     }
 
     #[test]
@@ -834,7 +913,8 @@ mod tests {
         let marks: Vec<&str> = csv
             .lines()
             .skip(1)
-            .map(|l| l.rsplit(',').next().unwrap())
+            // `shapes`, before the last column (`score_vs_defaults`).
+            .map(|l| l.rsplit(',').nth(1).unwrap())
             .collect();
         assert_eq!(marks, ["5/5", "FAIL 4/5", "n/a", ""]);
     }

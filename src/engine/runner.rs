@@ -510,7 +510,8 @@ impl Inner {
     pub fn context_for(&self, id: Option<CandidateId>) -> PromptContext {
         let mut ctx = PromptContext::for_task(&self.task.name, &self.task.source)
             .with_timing_meaningful(self.timing_meaningful())
-            .with_precision(self.eval.precision, self.eval.atol, self.eval.rtol);
+            .with_precision(self.eval.precision, self.eval.atol, self.eval.rtol)
+            .with_tolerance(self.eval.tolerance, self.task_tolerance());
         if let Some(id) = id {
             ctx = ctx.with_kernel(self.kernel_source(id));
             if let Some(result) = self.load_result(id) {
@@ -518,6 +519,15 @@ impl Inner {
             }
         }
         ctx
+    }
+
+    /// The tolerance figures the task check measured (`TASK_TOLERANCE_FILE`), when saved.
+    fn task_tolerance(&self) -> Option<crate::protocol::ToleranceUsed> {
+        let text = self
+            .session
+            .read_file(crate::protocol::TASK_TOLERANCE_FILE)
+            .ok()?;
+        serde_json::from_str(&text).ok()
     }
 
     /// A candidate's saved evaluation result (`eval/<id>.json`), when it has one.

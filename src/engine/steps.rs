@@ -972,6 +972,12 @@ pub fn summarize(result: &EvalResult) -> EvalSummary {
         device: result.device.torch_name.clone(),
         baselines: baseline_scores(result),
         sol_pct: result.speed_of_light.as_ref().and_then(|s| s.kernel_pct),
+        vs_defaults: result
+            .timing
+            .as_ref()
+            .filter(|t| t.meaningful && result.correct)
+            .and_then(|t| t.defaults_score())
+            .map(Box::new),
     }
 }
 

@@ -296,35 +296,48 @@ fn render_precision(out: &mut String, p: &PrecisionRecord, style: Style) {
     }
 }
 
-/// The tolerances the comparison used: `float32 atol=rtol 1e-4` per dtype, or the explicit
-/// ones; the mode where it is not the default.
+/// The tolerances the comparison used: per output under the `oracle` rule its error as a
+/// multiple of the honest error (`out: error 4.6x the honest error (limit 128x; float64
+/// oracle)`), `float32 atol=rtol 1e-4` per dtype under the others, or the explicit ones;
+/// the mode where it is not the default, and why an output fell back.
 fn tolerance_text(result: &EvalResult) -> String {
     let Some(t) = &result.tolerance else {
         return "tolerance unknown".into();
     };
-    let mut per_dtype: Vec<String> = t
+    let mut parts: Vec<String> = t
         .outputs
-        .values()
-        .map(|o| {
-            if o.atol == o.rtol {
-                format!("{} atol=rtol {:e}", o.dtype, o.atol)
+        .iter()
+        .map(|(path, o)| {
+            if o.is_oracle() {
+                format!("{path} {}", o.describe())
             } else {
-                format!("{} atol {:e}, rtol {:e}", o.dtype, o.atol, o.rtol)
+                o.describe()
             }
         })
         .collect();
-    per_dtype.sort();
-    per_dtype.dedup();
-    let mut text = if !per_dtype.is_empty() {
-        per_dtype.join("; ")
+    parts.sort();
+    parts.dedup();
+    let mut text = if !parts.is_empty() {
+        parts.join("; ")
     } else {
         match (t.atol, t.rtol) {
             (Some(a), Some(r)) => format!("atol {a:e}, rtol {r:e}"),
             _ => "exact".into(),
         }
     };
-    if t.mode != "dtype" && !t.mode.is_empty() {
+    if t.mode != "oracle" && !t.mode.is_empty() {
         text.push_str(&format!("; tolerance {}", t.mode));
+    }
+    let fallbacks: Vec<String> = t
+        .outputs
+        .iter()
+        .filter_map(|(path, o)| o.fallback.as_ref().map(|why| format!("{path}: {why}")))
+        .collect();
+    if t.mode == "oracle" && !fallbacks.is_empty() {
+        text.push_str(&format!(
+            "; no float64 oracle ({}): the dtype rule",
+            fallbacks.join("; ")
+        ));
     }
     text
 }
@@ -338,7 +351,7 @@ fn scaled_tolerance(result: &EvalResult) -> String {
         .effective_atol
         .iter()
         .filter(|(output, v)| {
-            let given = t.outputs.get(*output).map(|o| o.atol).or(t.atol);
+            let given = t.outputs.get(*output).and_then(|o| o.atol).or(t.atol);
             given.is_some_and(|a| **v < a)
         })
         .map(|(output, v)| format!("{v:.1e} on {output}"))
@@ -435,6 +448,9 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
             "  {:<10} {painted}  (compiled reference median / kernel median: the score vs eager x compiled / eager)",
             "vs compile"
         );
+    }
+    if let Some(line) = t.defaults_line() {
+        let _ = writeln!(out, "  {:<10} {line}", "vs defaults");
     }
     if let Some(reason) = &t.baseline_reason {
         let _ = writeln!(
@@ -849,6 +865,45 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         }
     }
 
+    /// Issue 35: under `strict` a convolution's reference runs with cuDNN TF32 off; the
+    /// verdict also gives the score against the reference under PyTorch's defaults, beside
+    /// the headline, and says which one fast_p and selection use.
+    #[test]
+    fn a_verdict_shows_the_score_against_pytorchs_defaults() {
+        let mut r = correct_gpu();
+        r.timing = Some(
+            serde_json::from_value(serde_json::json!({
+                "meaningful": true, "method": "judge_window",
+                "reference": {"median_ms": 9.5, "runs": 100}, "kernel": {"median_ms": 9.05, "runs": 100},
+                "score": 1.05, "score_low": 1.03, "score_high": 1.07,
+                "defaults": {"error": null, "differs": "float32 convolutions: TF32 cuDNN convolutions off (PyTorch's default: on)",
+                             "pytorch_settings": {"matmul": false, "cudnn": true, "float32_matmul_precision": "highest"},
+                             "policy_settings": {"matmul": false, "cudnn": false, "float32_matmul_precision": "highest"},
+                             "median_ms": 3.9, "reference_median_ms": 9.5, "speedup_over_reference": 2.44,
+                             "speedup_low": 2.41, "speedup_high": 2.47, "noisy": false, "cached": true,
+                             "used_for": "u"},
+                "score_vs_defaults": 0.43, "score_vs_defaults_low": 0.42, "score_vs_defaults_high": 0.44
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains(
+                "  vs defaults 0.43x [0.42-0.44] (float32 convolutions: TF32 cuDNN convolutions off (PyTorch's \
+                 default: on): the reference runs 2.44x [2.41-2.47] as fast under them; the headline, fast_p and \
+                 selection use the policy's reference)"
+            ),
+            "{text}"
+        );
+        assert_eq!(r.score(), Some(1.05), "the headline stays the policy's");
+        let summary = r.timing.as_ref().unwrap().defaults_score().unwrap();
+        assert_eq!(summary.score.score, Some(0.43));
+        assert_eq!(
+            summary.text(),
+            "0.43x [0.42-0.44] vs PyTorch's defaults (the reference runs 2.44x as fast under them)"
+        );
+    }
+
     /// With the compile baseline: the compiled reference's line, both scores, and which
     /// one is the headline (what `EvalResult::score` returns); a task that does not compile
     /// says why and stays against eager.
@@ -958,7 +1013,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         );
         let text = render(&r, None, Style::plain());
         assert!(
-            text.contains("(float32 atol=rtol 1e-2)"),
+            text.contains("(float32 atol=rtol 1e-2; tolerance dtype)"),
             "the tolerance per dtype: {text}"
         );
         assert!(
@@ -996,6 +1051,49 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         let text = render(&explicit, None, Style::plain());
         assert!(
             text.contains("(atol 1e-2, rtol 1e-2; tolerance kernelbench)"),
+            "{text}"
+        );
+    }
+
+    /// Issue 35: under the `oracle` rule the verdict says each output's error as a multiple
+    /// of the honest error, against its limit, and why an output fell back to `dtype`.
+    #[test]
+    fn the_oracle_rule_shows_each_outputs_margin_and_fallbacks() {
+        let mut r = correct_gpu();
+        r.tolerance = Some(
+            serde_json::from_value(serde_json::json!({
+                "mode": "oracle", "atol": null, "rtol": null, "effective_atol": {},
+                "outputs": {
+                    "out[0]": {"dtype": "float32", "rule": "oracle", "limit": 128.0, "error_ratio": 4.62,
+                               "honest_rms": 1.9e-5, "oracle": "float64 oracle"},
+                    "out[1]": {"dtype": "float64", "rule": "dtype", "atol": 1e-9, "rtol": 1e-9,
+                               "fallback": "a float64 output: there is no wider oracle"}},
+                "oracle": {"kind": "float64", "rule": "r", "factor": {"float32": 128.0}}
+            }))
+            .unwrap(),
+        );
+        let mut precision: PrecisionRecord =
+            serde_json::from_value(tf32_record("strict", false)).unwrap();
+        precision.rule = Some("oracle".into());
+        precision.factor = [("float32".to_string(), 128.0)].into();
+        r.precision = Some(precision);
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains(
+                "out[0] float32: error 4.62x the honest error (limit 128x; float64 oracle)"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("float64 atol=rtol 1e-9"), "{text}");
+        assert!(
+            text.contains("no float64 oracle (out[1]: a float64 output: there is no wider oracle): the dtype rule"),
+            "{text}"
+        );
+        assert!(!text.contains("tolerance oracle"), "{text}");
+        assert!(
+            text.contains(
+                "precision strict (float32 within 128x the honest error, float64 oracle)"
+            ),
             "{text}"
         );
     }

@@ -18,9 +18,10 @@ use serde_json::Value;
 use crate::config::EvalConfig;
 use crate::eval::protocol::Job;
 use crate::protocol::{
-    Alignment, Audit, Baseline, Calibration, Category, CompileFigures, DeviceInfo, EvalResult,
-    Footprint, KernelBenchTiming, PrecisionRecord, ProtocolRound, SandboxInfo, StaticReport,
-    Status, Timing, TimingEnvironment, TimingStats, ToleranceUsed, Trial, Versions,
+    Alignment, Audit, Baseline, Calibration, Category, CompileFigures, DefaultsFigures, DeviceInfo,
+    EvalResult, Footprint, KernelBenchTiming, OracleUsed, OutputTolerance, PrecisionRecord,
+    ProtocolRound, SandboxInfo, StaticReport, Status, Timing, TimingEnvironment, TimingStats,
+    ToleranceUsed, Trial, Versions,
 };
 
 /// Field name to JSON type (`string`, `integer`, `number`, `boolean`, `object`, `array`),
@@ -28,11 +29,14 @@ use crate::protocol::{
 pub type Shape = BTreeMap<String, String>;
 
 /// `{"Job": .., "EvalSettings": .., "EvalResult": .., "Timing": .., "TimingStats": ..,
-/// "CompileFigures": ..}`: the job's own fields, the `[eval]` settings flattened into it,
+/// "CompileFigures": .., "Tolerance": .., "OutputTolerance": .., "Oracle": ..,
+/// "DefaultsFigures": ..}`: the job's own fields, the `[eval]` settings flattened into it,
 /// the result's top-level fields, its timing's, one model's figures (the timing's
-/// `reference` and `kernel`) and the compile baseline's (its `compile`); wire.py's record
-/// names. A record's `extra` (fields kforge keeps without reading) is empty here: what the
-/// harness writes into it is wire.py's `PASSED_THROUGH`, not compared.
+/// `reference` and `kernel`), the compile baseline's (its `compile`), the result's
+/// `tolerance`, one output's entry in it and its `oracle`, and the defaults baseline's (the
+/// timing's `defaults`); wire.py's record names. A record's `extra` (fields kforge keeps
+/// without reading) is empty here: what the harness writes into it is wire.py's
+/// `PASSED_THROUGH`, not compared.
 pub fn schema() -> BTreeMap<&'static str, Shape> {
     let full_job = to_object(job(&settings_all_set(), Some("/cache/baselines".into())));
     let bare_job = to_object(job(&settings_all_unset(), None));
@@ -62,7 +66,89 @@ pub fn schema() -> BTreeMap<&'static str, Shape> {
                 &to_object(compile_all_unset()),
             ),
         ),
+        (
+            "Tolerance",
+            shape(
+                &to_object(tolerance_all_set()),
+                &to_object(ToleranceUsed::default()),
+            ),
+        ),
+        (
+            "OutputTolerance",
+            shape(
+                &to_object(output_tolerance_all_set()),
+                &to_object(OutputTolerance::default()),
+            ),
+        ),
+        (
+            "Oracle",
+            shape(
+                &to_object(oracle_all_set()),
+                &to_object(OracleUsed::default()),
+            ),
+        ),
+        (
+            "DefaultsFigures",
+            shape(
+                &to_object(defaults_all_set()),
+                &to_object(DefaultsFigures::default()),
+            ),
+        ),
     ])
+}
+
+fn defaults_all_set() -> DefaultsFigures {
+    DefaultsFigures {
+        error: Some("why".into()),
+        differs: Some("float32 convolutions".into()),
+        median_ms: Some(1.0),
+        ci_low_ms: Some(0.9),
+        ci_high_ms: Some(1.1),
+        reference_median_ms: Some(2.4),
+        speedup_over_reference: Some(2.4),
+        speedup_low: Some(2.3),
+        speedup_high: Some(2.5),
+        ..DefaultsFigures::default()
+    }
+}
+
+fn tolerance_all_set() -> ToleranceUsed {
+    ToleranceUsed {
+        mode: "oracle".into(),
+        precision: Some("strict".into()),
+        atol: Some(1e-4),
+        rtol: Some(1e-4),
+        oracle: Some(oracle_all_set()),
+        ..ToleranceUsed::default()
+    }
+}
+
+fn output_tolerance_all_set() -> OutputTolerance {
+    OutputTolerance {
+        dtype: "float32".into(),
+        rule: Some("oracle".into()),
+        atol: Some(1e-4),
+        rtol: Some(1e-4),
+        limit: Some(128.0),
+        error_ratio: Some(4.5),
+        honest_rms: Some(1e-5),
+        max_allowed: Some(1e-3),
+        oracle: Some("float64 oracle".into()),
+        worst_at: Some(vec![1, 2]),
+        fallback: Some("why".into()),
+    }
+}
+
+fn oracle_all_set() -> OracleUsed {
+    OracleUsed {
+        kind: "float64".into(),
+        rule: "r".into(),
+        twin: Some("t".into()),
+        twin_error: Some("e".into()),
+        reason: Some("why".into()),
+        seconds: Some(0.5),
+        ..OracleUsed::default()
+    }
 }
 
 fn job(settings: &EvalConfig, baseline_cache_dir: Option<PathBuf>) -> Job {
@@ -173,6 +259,10 @@ fn timing_all_set() -> Timing {
         score_vs_compile_high: Some(1.375),
         baseline: Some(Baseline::Compile),
         baseline_reason: Some("best: compile was faster".into()),
+        defaults: Some(defaults_all_set()),
+        score_vs_defaults: Some(0.5),
+        score_vs_defaults_low: Some(0.45),
+        score_vs_defaults_high: Some(0.55),
         ..timing_all_unset()
     }
 }
@@ -202,6 +292,10 @@ fn timing_all_unset() -> Timing {
         score_vs_compile_high: None,
         baseline: None,
         baseline_reason: None,
+        defaults: None,
+        score_vs_defaults: None,
+        score_vs_defaults_low: None,
+        score_vs_defaults_high: None,
         extra: serde_json::Map::new(),
     }
 }

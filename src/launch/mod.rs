@@ -23,7 +23,9 @@ use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
-use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, manual};
+use crate::protocol::{
+    Command, EngineState, Event, EventRecord, LogLevel, TASK_TOLERANCE_FILE, ToleranceUsed, manual,
+};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
 use crate::task::TaskFile;
@@ -85,8 +87,9 @@ pub fn resumed_llm(
 
 /// What the task check before a session found.
 pub enum TaskCheck {
-    /// The task runs; the text says how fast the reference is, where it was timed.
-    Ready(String),
+    /// The task runs; the text says how fast the reference is, where it was timed; the
+    /// tolerance the judge applies to its outputs, in figures (`save_tolerance`).
+    Ready(String, Option<Box<ToleranceUsed>>),
     /// The task's own verdict (`task`, `oom`...): one line.
     Refused(String),
     /// No verdict: the evaluator itself could not run.
@@ -95,13 +98,23 @@ pub enum TaskCheck {
 
 impl TaskCheck {
     pub fn is_ready(&self) -> bool {
-        matches!(self, TaskCheck::Ready(_))
+        matches!(self, TaskCheck::Ready(..))
+    }
+
+    /// Writes the tolerance figures the check measured into the session
+    /// (`TASK_TOLERANCE_FILE`), for the prompts to state the judge's numbers; nothing when
+    /// there are none.
+    pub fn save_tolerance(&self, session: &SessionDir) -> Result<()> {
+        if let TaskCheck::Ready(_, Some(tolerance)) = self {
+            session.write_file(TASK_TOLERANCE_FILE, &serde_json::to_vec_pretty(tolerance)?)?;
+        }
+        Ok(())
     }
 
     /// One line for the console.
     pub fn line(&self, task: &str, device: Device) -> String {
         match self {
-            TaskCheck::Ready(line) => format!("task {task} OK on {device}{line}"),
+            TaskCheck::Ready(line, _) => format!("task {task} OK on {device}{line}"),
             TaskCheck::Refused(summary) => format!("task {task} refused: {summary}"),
             TaskCheck::EvaluatorFailed(err) => format!("the evaluator failed: {err}"),
         }
@@ -140,6 +153,7 @@ pub async fn check_task(
                     )
                 })
                 .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
+            r.tolerance.clone().map(Box::new),
         ),
         Ok(r) => TaskCheck::Refused(r.summary),
         Err(err) => TaskCheck::EvaluatorFailed(err),

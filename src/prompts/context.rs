@@ -5,9 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::hints::{hints_for, precision_hint};
 use super::metrics::{KernelMetrics, metrics_from_profile};
+use crate::config::Tolerance;
 use crate::llm::extract::Analysis;
-use crate::protocol::EvalResult;
 use crate::protocol::PrecisionPolicy;
+use crate::protocol::{EvalResult, ToleranceUsed};
 use crate::pysource::task_reader::forward_returns;
 
 /// One earlier attempt's own failure, for the repair history.
@@ -120,22 +121,81 @@ pub struct PromptContext {
     /// How close the reference and the kernel run to the speed of light, in words
     /// (`SpeedOfLight::prompt_line`): where the headroom is.
     pub speed_of_light: Option<String>,
+    /// The policy and the comparison rule `precision` was stated from (not rendered).
+    #[serde(skip)]
+    pub precision_policy: Option<PrecisionPolicy>,
+    #[serde(skip)]
+    pub tolerance_rule: ToleranceRule,
 }
 
-/// The precision rule of `policy` for prompts, with the person's explicit tolerances where
-/// set (else the per-dtype table's).
-pub fn precision_rule(policy: PrecisionPolicy, atol: Option<f64>, rtol: Option<f64>) -> String {
-    let f32_tol = policy.float32_tolerance();
-    let within = match (atol, rtol) {
-        (None, None) => format!(
-            "within atol = rtol = {f32_tol:e} for float32 outputs (1e-2 for float16/bfloat16 outputs)"
-        ),
-        (a, r) => format!(
-            "within atol {:e}, rtol {:e}",
-            a.unwrap_or(f32_tol),
-            r.unwrap_or(f32_tol)
-        ),
-    };
+/// What the judge holds a kernel's outputs to, as the prompts state it (issue 36): the
+/// `[eval] tolerance` mode, the person's explicit atol/rtol, and under the `oracle` rule the
+/// figures the task check measured on the task's own inputs (`ToleranceUsed`), so that the
+/// numbers a prompt gives are the judge's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToleranceRule {
+    pub mode: Tolerance,
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
+    pub applied: Option<ToleranceUsed>,
+}
+
+impl ToleranceRule {
+    /// `within ...`: the comparison the judge makes, in the prompt's words and numbers.
+    pub fn within(&self, policy: PrecisionPolicy) -> String {
+        let f32_tol = policy.float32_tolerance();
+        match (self.mode, self.atol, self.rtol) {
+            (Tolerance::Oracle, None, None) => {
+                let (full, half) = self
+                    .applied
+                    .as_ref()
+                    .map(ToleranceUsed::oracle_factors)
+                    .unwrap_or((
+                        crate::protocol::ORACLE_FACTOR_FLOAT32,
+                        crate::protocol::ORACLE_FACTOR_HALF,
+                    ));
+                let mut text = format!(
+                    "within {full}x (float16/bfloat16 outputs: {half}x) the error honest arithmetic makes at each \
+                     element: the judge evaluates the reference in float64 on the same inputs and measures how far \
+                     honest float32 evaluations land from it there (any float32 summation order, split-K, blocked \
+                     or tree reductions and `tf32x3` stay far inside; TF32, float16 or bfloat16 math lands hundreds \
+                     of times outside)"
+                );
+                if let Some(numbers) = self
+                    .applied
+                    .as_ref()
+                    .and_then(ToleranceUsed::prompt_statement)
+                {
+                    text.push_str(&format!(". On this task's inputs: {numbers}"));
+                }
+                text
+            }
+            (Tolerance::Scaled, None, None) => {
+                "within atol = rtol = 1e-2 for every dtype (atol shrunk to 2% of \
+                 an output's largest magnitude where smaller)"
+                    .to_string()
+            }
+            (Tolerance::Kernelbench, None, None) => format!(
+                "within torch.allclose(atol = rtol = {f32_tol:e}) for float32 outputs (1e-2 for \
+                 float16/bfloat16 outputs)"
+            ),
+            (_, None, None) => format!(
+                "within atol = rtol = {f32_tol:e} for float32 outputs (1e-2 for float16/bfloat16 outputs; atol \
+                 shrunk to 2% of an output's largest magnitude where smaller)"
+            ),
+            (_, a, r) => format!(
+                "within atol {:e}, rtol {:e}",
+                a.unwrap_or(f32_tol),
+                r.unwrap_or(f32_tol)
+            ),
+        }
+    }
+}
+
+/// The precision rule of `policy` for prompts, with the comparison the judge makes
+/// (`ToleranceRule::within`).
+pub fn precision_rule(policy: PrecisionPolicy, tolerance: &ToleranceRule) -> String {
+    let within = tolerance.within(policy);
     match policy {
         PrecisionPolicy::Strict | PrecisionPolicy::Pytorch => {
             let reference = if policy == PrecisionPolicy::Strict {
@@ -200,14 +260,33 @@ impl PromptContext {
         self
     }
 
-    /// The precision rule the prompts state (`precision_rule`).
+    /// The precision rule the prompts state (`precision_rule`), with the person's explicit
+    /// tolerances where set (the comparison mode: `with_tolerance`).
     pub fn with_precision(
         mut self,
         policy: PrecisionPolicy,
         atol: Option<f64>,
         rtol: Option<f64>,
     ) -> PromptContext {
-        self.precision = precision_rule(policy, atol, rtol);
+        self.tolerance_rule.atol = atol;
+        self.tolerance_rule.rtol = rtol;
+        self.precision_policy = Some(policy);
+        self.precision = precision_rule(policy, &self.tolerance_rule);
+        self
+    }
+
+    /// The comparison mode (`[eval] tolerance`) and, under the `oracle` rule, the figures
+    /// the task check measured: the precision rule then states the judge's numbers.
+    pub fn with_tolerance(
+        mut self,
+        mode: Tolerance,
+        applied: Option<ToleranceUsed>,
+    ) -> PromptContext {
+        self.tolerance_rule.mode = mode;
+        self.tolerance_rule.applied = applied;
+        if let Some(policy) = self.precision_policy {
+            self.precision = precision_rule(policy, &self.tolerance_rule);
+        }
         self
     }
 
@@ -240,7 +319,7 @@ impl PromptContext {
             // A mismatch of a kernel computing below the policy's precision: that fix first.
             if let (Some(crate::protocol::Category::Mismatch), Some(p)) =
                 (result.category, &result.precision)
-                && let Some(hint) = precision_hint(p.policy, &p.reduced)
+                && let Some(hint) = precision_hint(p.policy, &p.reduced, &p.float32_within())
             {
                 self.hints.insert(0, hint);
             }

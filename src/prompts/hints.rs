@@ -260,14 +260,19 @@ pub fn hints_for(category: &str, message: &str) -> Vec<String> {
 /// The precision hint (issue 22): for a `mismatch` of a kernel whose math the harness found
 /// below what `policy` accepts (`reduced`, the result's `precision.reduced`), the fix for each
 /// kind found and what it costs. None when nothing applies (the `tf32` policy accepts TF32).
-pub fn precision_hint(policy: PrecisionPolicy, reduced: &[MathKind]) -> Option<String> {
-    let tolerance = policy.float32_tolerance();
+///
+/// `within` says how the judge holds float32 outputs (`PrecisionRecord::float32_within`).
+pub fn precision_hint(
+    policy: PrecisionPolicy,
+    reduced: &[MathKind],
+    within: &str,
+) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
     if reduced.contains(&MathKind::Tf32Dot) && !policy.allows_tf32() {
         parts.push(format!(
             "`tl.dot` on float32 operands runs in TF32 by default (10-bit mantissa, errors around 1e-3), and this \
-             evaluation is `precision = \"{policy}\"`: float32 outputs must match the float32 reference within \
-             {tolerance:e}. Pass `input_precision=\"ieee\"` to every `tl.dot` on float32 data (exact float32, \
+             evaluation is `precision = \"{policy}\"`: float32 outputs must match the float32 reference \
+             {within}. Pass `input_precision=\"ieee\"` to every `tl.dot` on float32 data (exact float32, \
              but 3-8x slower: no tensor cores) or `input_precision=\"tf32x3\"` (close to float32, about a third \
              of TF32's speed), and keep the accumulator in float32."
         ));
@@ -280,7 +285,7 @@ pub fn precision_hint(policy: PrecisionPolicy, reduced: &[MathKind]) -> Option<S
     }) {
         parts.push(format!(
             "The kernel casts float32 data to float16/bfloat16 (or accumulates in half precision): their 8-11 \
-             bit mantissas cannot meet the float32 tolerance {tolerance:e}. Load, compute and accumulate in \
+             bit mantissas cannot match float32 outputs {within}. Load, compute and accumulate in \
              float32 (`tl.zeros(..., dtype=tl.float32)`, no `.to(tl.float16)`/`.half()` of float32 data); \
              half-precision speed is not available on a float32 task under `precision = \"{policy}\"`."
         ));
@@ -304,7 +309,8 @@ mod tests {
 
     #[test]
     fn precision_hint_names_the_fix_and_its_cost() {
-        let h = precision_hint(PrecisionPolicy::Strict, &[MathKind::Tf32Dot]).unwrap();
+        let h =
+            precision_hint(PrecisionPolicy::Strict, &[MathKind::Tf32Dot], "within 1e-4").unwrap();
         assert!(h.contains("input_precision=\"ieee\""), "{h}");
         assert!(h.contains("input_precision=\"tf32x3\""), "{h}");
         assert!(h.contains("3-8x slower") && h.contains("a third"), "{h}");
@@ -317,6 +323,7 @@ mod tests {
         let h = precision_hint(
             PrecisionPolicy::Strict,
             &[MathKind::LowPrecisionAccumulator, MathKind::Tf32Enabled],
+            "within 1e-4",
         )
         .unwrap();
         assert!(h.contains("compute and accumulate in float32"), "{h}");
@@ -327,15 +334,24 @@ mod tests {
         assert_eq!(
             precision_hint(
                 PrecisionPolicy::Tf32,
-                &[MathKind::Tf32Dot, MathKind::Tf32Enabled]
+                &[MathKind::Tf32Dot, MathKind::Tf32Enabled],
+                "within 1e-2"
             ),
             None
         );
-        let h = precision_hint(PrecisionPolicy::Tf32, &[MathKind::LowPrecisionCast]).unwrap();
+        let h = precision_hint(
+            PrecisionPolicy::Tf32,
+            &[MathKind::LowPrecisionCast],
+            "within 1e-2",
+        )
+        .unwrap();
         assert!(h.contains("1e-2") && h.contains("\"tf32\""), "{h}");
-        assert_eq!(precision_hint(PrecisionPolicy::Strict, &[]), None);
         assert_eq!(
-            precision_hint(PrecisionPolicy::Strict, &[MathKind::IeeeDot]),
+            precision_hint(PrecisionPolicy::Strict, &[], "within 1e-4"),
+            None
+        );
+        assert_eq!(
+            precision_hint(PrecisionPolicy::Strict, &[MathKind::IeeeDot], "within 1e-4"),
             None
         );
     }

@@ -80,9 +80,27 @@ pub struct OutputCheck {
     pub max_abs_ref: Option<f64>,
     pub bad_elements: Option<u64>,
     pub numel: Option<u64>,
-    /// The configured atol and the one applied to this output.
+    /// The configured atol and the one applied to this output (the `dtype` rule).
     pub atol: Option<f64>,
     pub atol_effective: Option<f64>,
+    /// `oracle` (against the float64 oracle, within `limit` times the honest error),
+    /// `dtype`, `kernelbench` or `scaled` (None: a result from before the oracle rule).
+    pub rule: Option<String>,
+    /// The `oracle` rule: the worst element's error over the honest error there.
+    pub error_ratio: Option<f64>,
+    /// The `oracle` rule: the multiple of the honest error allowed (the output dtype's factor).
+    pub limit: Option<f64>,
+    /// The `oracle` rule: the output's RMS honest error.
+    pub honest_rms: Option<f64>,
+    /// The `oracle` rule: the largest deviation allowed at any element.
+    pub max_allowed: Option<f64>,
+    /// What the kernel was compared with: `float64 oracle`, or the float32 reference under
+    /// the honest error measured on an earlier comparison.
+    pub oracle: Option<String>,
+    /// The worst element's index.
+    pub worst_at: Option<Vec<i64>>,
+    /// Why an output of the `oracle` rule fell back to `dtype`.
+    pub fallback: Option<String>,
 }
 
 /// `random` (seeded inputs), `signed` (standard-normal inputs), `post_timing` (fresh values
@@ -287,6 +305,19 @@ pub struct Timing {
     pub baseline: Option<Baseline>,
     /// Why that baseline: the choice in force and, for `best`, which was faster.
     pub baseline_reason: Option<String>,
+    /// The reference under PyTorch's default precision settings, where the policy's differ
+    /// for the task's work (GPU): its figures, or why there are none. None: not measured
+    /// (the settings agree, the CPU, results from before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<DefaultsFigures>,
+    /// The score against it: `score` x defaults median / the policy reference's median,
+    /// with its interval. Shown beside the headline; fast_p and selection use the headline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score_vs_defaults_high: Option<f64>,
     /// Fields this version does not know (a newer harness's, an older one's), kept so that
     /// `kforge eval --json` and `eval/<id>.json` pass them through.
     #[serde(flatten)]
@@ -294,6 +325,55 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// The score against the reference under PyTorch's defaults, for the session's
+    /// summary (None where it was not measured or has no figure).
+    pub fn defaults_score(&self) -> Option<super::events::DefaultsScore> {
+        let d = self.defaults.as_ref().filter(|d| d.error.is_none())?;
+        Some(super::events::DefaultsScore {
+            score: super::events::ScoreFigure::new(
+                self.score_vs_defaults,
+                self.score_vs_defaults_interval(),
+            ),
+            reference_speedup: d.speedup_over_reference,
+            differs: d.differs.clone(),
+        })
+    }
+
+    /// The interval of the score against the reference under PyTorch's defaults.
+    pub fn score_vs_defaults_interval(&self) -> Option<(f64, f64)> {
+        Some((self.score_vs_defaults_low?, self.score_vs_defaults_high?))
+    }
+
+    /// `vs PyTorch defaults 0.43x [0.42-0.44] (cuDNN TF32 on there: the reference runs
+    /// 2.41x faster; the headline, fast_p and selection use the policy's reference)`, or
+    /// why there is no such figure; None where it was not measured.
+    pub fn defaults_line(&self) -> Option<String> {
+        let d = self.defaults.as_ref()?;
+        if let Some(error) = &d.error {
+            return Some(format!("no figure under PyTorch's defaults: {error}"));
+        }
+        let score = self.score_vs_defaults.map(|s| {
+            format!(
+                "{} ",
+                super::figures::score_with_interval(s, self.score_vs_defaults_interval())
+            )
+        });
+        let speed = d
+            .speedup_over_reference
+            .map(|r| {
+                format!(
+                    "the reference runs {} as fast under them",
+                    super::figures::score_with_interval(r, d.speedup_low.zip(d.speedup_high))
+                )
+            })
+            .unwrap_or_default();
+        let differs = d.differs.clone().unwrap_or_default();
+        Some(format!(
+            "{}({differs}: {speed}; the headline, fast_p and selection use the policy's reference)",
+            score.unwrap_or_default()
+        ))
+    }
+
     /// The score's 95% interval, when the harness gave one.
     pub fn score_interval(&self) -> Option<(f64, f64)> {
         Some((self.score_low?, self.score_high?))
@@ -316,6 +396,35 @@ impl Timing {
             Baseline::Compile => (self.score_vs_compile, self.score_vs_compile_interval()),
         }
     }
+}
+
+/// The reference under PyTorch's default precision settings, timed against the policy's
+/// reference in one interleaved measurement (once per task and device; cached).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DefaultsFigures {
+    /// Why there is no figure (its process failed); None when measured.
+    pub error: Option<String>,
+    /// The defaults' settings and the policy's (`TorchPrecision`).
+    pub pytorch_settings: TorchPrecision,
+    pub policy_settings: TorchPrecision,
+    /// What differs for the task's work, in words.
+    pub differs: Option<String>,
+    pub median_ms: Option<f64>,
+    pub ci_low_ms: Option<f64>,
+    pub ci_high_ms: Option<f64>,
+    pub noisy: bool,
+    /// The policy's reference median in the same measurement.
+    pub reference_median_ms: Option<f64>,
+    /// The policy reference's median / the defaults' (how much faster the defaults run),
+    /// with its 95% bootstrap interval.
+    pub speedup_over_reference: Option<f64>,
+    pub speedup_low: Option<f64>,
+    pub speedup_high: Option<f64>,
+    /// Read from the cache rather than measured in this evaluation.
+    pub cached: bool,
+    /// Which figure the headline, fast_p and selection use, in words.
+    pub used_for: String,
 }
 
 /// The reference under `torch.compile`, timed against the eager reference in one
@@ -474,18 +583,23 @@ pub struct Audit {
 }
 
 /// The tolerance the comparison used.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct ToleranceUsed {
-    /// `dtype`, `kernelbench` or `scaled`.
+    /// `oracle`, `dtype`, `kernelbench` or `scaled`.
     pub mode: String,
+    /// The precision policy the table's float32 entry follows.
+    pub precision: Option<String>,
     /// The person's explicit tolerances (None: each output's dtype's).
     pub atol: Option<f64>,
     pub rtol: Option<f64>,
     /// Per output: the absolute tolerance after scaling to the output's own magnitude.
     pub effective_atol: std::collections::BTreeMap<String, f64>,
-    /// Per floating output: its dtype and the atol and rtol it was held to.
+    /// Per floating output: its dtype and the rule it was held to (the `oracle` rule's
+    /// entry is the comparison where its error ratio was worst).
     pub outputs: std::collections::BTreeMap<String, OutputTolerance>,
+    /// The `oracle` rule's float64 oracle (None: another rule, or no oracle could run).
+    pub oracle: Option<OracleUsed>,
 }
 
 /// The tolerance of one output.
@@ -493,8 +607,157 @@ pub struct ToleranceUsed {
 #[serde(default)]
 pub struct OutputTolerance {
     pub dtype: String,
-    pub atol: f64,
-    pub rtol: f64,
+    /// `oracle`, `dtype`, `kernelbench` or `scaled` (None: a result from before the oracle).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The `dtype`-like rules: atol and rtol.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    /// The `oracle` rule: the allowed multiple of the honest error, the worst error ratio
+    /// met (the margin: below `limit` passes), the RMS honest error, the largest allowed
+    /// deviation, what the kernel was compared with and the worst element.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub honest_rms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_allowed: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worst_at: Option<Vec<i64>>,
+    /// Why an output under the `oracle` mode was held to the `dtype` rule instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+impl OutputTolerance {
+    /// Whether the output was judged against the float64 oracle.
+    pub fn is_oracle(&self) -> bool {
+        self.rule.as_deref() == Some("oracle")
+    }
+
+    /// `float32: error 4.62x the honest error (limit 128x; float64 oracle)`, or `float32
+    /// atol=rtol 1e-4`.
+    pub fn describe(&self) -> String {
+        if self.is_oracle() {
+            let ratio = self
+                .error_ratio
+                .map_or("?".to_string(), |r| format!("{}x", ratio_text(r)));
+            let limit = self.limit.map_or("?".to_string(), |l| format!("{l}x"));
+            return format!(
+                "{}: error {ratio} the honest error (limit {limit}; float64 oracle)",
+                self.dtype
+            );
+        }
+        match (self.atol, self.rtol) {
+            (Some(a), Some(r)) if a == r => format!("{} atol=rtol {a:e}", self.dtype),
+            (Some(a), Some(r)) => format!("{} atol {a:e}, rtol {r:e}", self.dtype),
+            _ => format!("{} exact", self.dtype),
+        }
+    }
+}
+
+/// The file in a session's directory holding the tolerance the task check measured
+/// (`ToleranceUsed` as JSON): the prompts state the judge's figures from it.
+pub const TASK_TOLERANCE_FILE: &str = "tolerance.json";
+
+/// The oracle rule's allowed multiple of the honest error for float32 outputs, and for
+/// float16/bfloat16 ones (`oracle.py`'s FACTOR; a result's `tolerance.oracle.factor` is the
+/// harness's own word).
+pub const ORACLE_FACTOR_FLOAT32: f64 = 128.0;
+pub const ORACLE_FACTOR_HALF: f64 = 16.0;
+
+impl ToleranceUsed {
+    /// The oracle rule in numbers for this task's outputs, as the prompts state it: per
+    /// output judged against the float64 oracle, the typical and the largest deviation the
+    /// judge allows on the measured inputs; per output that fell back, its atol and rtol.
+    /// None outside the `oracle` mode or without figures.
+    pub fn prompt_statement(&self) -> Option<String> {
+        if self.mode != "oracle" {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .outputs
+            .iter()
+            .filter_map(|(path, o)| {
+                if o.is_oracle() {
+                    let (limit, rms) = (o.limit?, o.honest_rms?);
+                    let most = o
+                        .max_allowed
+                        .map(|m| format!(", at most +-{m:.2e} at any element"))
+                        .unwrap_or_default();
+                    Some(format!(
+                        "`{path}` ({}) may differ from the exact result by about +-{:.2e} ({limit}x its RMS \
+                         honest error {rms:.2e}){most}",
+                        o.dtype,
+                        limit * rms
+                    ))
+                } else {
+                    let why = o
+                        .fallback
+                        .as_ref()
+                        .map(|f| format!(" ({f})"))
+                        .unwrap_or_default();
+                    Some(format!("`{path}` is held to {}{why}", o.describe()))
+                }
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The oracle's allowed multiple for float32 and for half outputs (the record's, else
+    /// the constants).
+    pub fn oracle_factors(&self) -> (f64, f64) {
+        let factor = |dtype: &str, default: f64| {
+            self.oracle
+                .as_ref()
+                .and_then(|o| o.factor.get(dtype).copied())
+                .unwrap_or(default)
+        };
+        (
+            factor("float32", ORACLE_FACTOR_FLOAT32),
+            factor("float16", ORACLE_FACTOR_HALF),
+        )
+    }
+}
+
+/// An error ratio in three significant figures: `0.617`, `4.62`, `13.9`, `3640`, `2.93e4`.
+pub fn ratio_text(r: f64) -> String {
+    if !r.is_finite() || r >= 1e5 {
+        format!("{r:.2e}")
+    } else if r >= 100.0 {
+        format!("{r:.0}")
+    } else if r >= 10.0 {
+        format!("{r:.1}")
+    } else if r >= 1.0 {
+        format!("{r:.2}")
+    } else {
+        format!("{r:.3}")
+    }
+}
+
+/// The `oracle` rule's oracle (`tolerance.oracle`; compare.py, oracle.py).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct OracleUsed {
+    /// `float64`.
+    pub kind: String,
+    /// The rule in words.
+    pub rule: String,
+    /// The allowed multiple of the honest error per output dtype.
+    pub factor: std::collections::BTreeMap<String, f64>,
+    /// The sequential twin in words (None: it did not run, `twin_error` says why).
+    pub twin: Option<String>,
+    pub twin_error: Option<String>,
+    /// Why there is no oracle (outputs then fall back to `dtype`).
+    pub reason: Option<String>,
+    /// Seconds the float64 and twin forwards took in this evaluation.
+    pub seconds: Option<f64>,
 }
 
 /// `torch.backends` precision settings in one process.
@@ -576,8 +839,13 @@ pub struct PrecisionRecord {
     pub policy: PrecisionPolicy,
     /// The floating dtypes of the task's inputs and outputs.
     pub task_dtypes: Vec<String>,
-    /// Per task dtype: [atol, rtol] held to.
+    /// Per task dtype: [atol, rtol] held to (under the `oracle` rule: an output without
+    /// an oracle).
     pub tolerance: std::collections::BTreeMap<String, Vec<f64>>,
+    /// `oracle` where outputs are held to the float64 oracle (None: the `dtype`-like rules).
+    pub rule: Option<String>,
+    /// The `oracle` rule: per task dtype, the allowed multiple of the honest error.
+    pub factor: std::collections::BTreeMap<String, f64>,
     /// What the kernel computes in: its source's findings, then its process's.
     pub kernel_math: Vec<MathFinding>,
     /// The kinds of `kernel_math` below the task's precision under the policy.
@@ -598,8 +866,39 @@ impl PrecisionRecord {
         !self.reduced.is_empty()
     }
 
-    /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype.
+    /// How float32 outputs are held, for a hint: `within 128x the error honest float32
+    /// arithmetic makes (against a float64 oracle)` under the `oracle` rule, else `within
+    /// 1e-4` (the float32 entry of the table, or the policy's).
+    pub fn float32_within(&self) -> String {
+        if self.rule.as_deref() == Some("oracle") {
+            let factor = self
+                .factor
+                .get("float32")
+                .copied()
+                .unwrap_or(ORACLE_FACTOR_FLOAT32);
+            return format!(
+                "within {factor}x the error honest float32 arithmetic makes (measured against a float64 oracle)"
+            );
+        }
+        let tolerance = self
+            .tolerance
+            .get("float32")
+            .and_then(|t| t.first().copied())
+            .unwrap_or_else(|| self.policy.float32_tolerance());
+        format!("within {tolerance:e}")
+    }
+
+    /// `strict (float32 atol=rtol 1e-4)`: the policy and the tolerance per task dtype; under
+    /// the `oracle` rule `strict (float32 within 128x the honest error, float64 oracle)`.
     pub fn headline(&self) -> String {
+        if self.rule.as_deref() == Some("oracle") && !self.factor.is_empty() {
+            let factors: Vec<String> = self
+                .factor
+                .iter()
+                .map(|(dtype, f)| format!("{dtype} within {f}x the honest error"))
+                .collect();
+            return format!("{} ({}, float64 oracle)", self.policy, factors.join(", "));
+        }
         let tolerances: Vec<String> = self
             .tolerance
             .iter()

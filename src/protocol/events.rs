@@ -230,6 +230,34 @@ pub struct EvalSummary {
     /// The kernel's % of the speed of light (GPU; `speed_of_light.kernel_pct`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sol_pct: Option<f64>,
+    /// The score against the reference under PyTorch's default precision settings, where
+    /// the policy's differ for the task's work (shown beside the headline, which fast_p and
+    /// selection use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_defaults: Option<Box<DefaultsScore>>,
+}
+
+/// A score against the reference under PyTorch's default settings (`timing.defaults`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DefaultsScore {
+    pub score: ScoreFigure,
+    /// How much faster the reference runs under the defaults than under the policy.
+    pub reference_speedup: Option<f64>,
+    /// What differs, in words (`float32 convolutions: TF32 cuDNN convolutions off ...`).
+    pub differs: Option<String>,
+}
+
+impl DefaultsScore {
+    /// `0.43x [0.42-0.44] vs PyTorch's defaults (the reference runs 2.41x as fast under
+    /// them)`.
+    pub fn text(&self) -> String {
+        let speed = self
+            .reference_speedup
+            .map(|r| format!(" (the reference runs {r:.2}x as fast under them)"))
+            .unwrap_or_default();
+        format!("{} vs PyTorch's defaults{speed}", self.score.text())
+    }
 }
 
 /// A score against each baseline, and which one the headline is.

@@ -30,15 +30,16 @@ pub use category::Category;
 pub use commands::Command;
 pub use decision::Decision;
 pub use eval_result::{
-    Alignment, Audit, Calibration, CompileFigures, DeviceInfo, EvalResult, Finding, Footprint,
-    KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses, MathFinding, OutputCheck,
+    Alignment, Audit, Calibration, CompileFigures, DefaultsFigures, DeviceInfo, EvalResult,
+    Finding, Footprint, KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses,
+    MathFinding, ORACLE_FACTOR_FLOAT32, ORACLE_FACTOR_HALF, OracleUsed, OutputCheck,
     OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
-    TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial,
-    Versions,
+    TASK_TOLERANCE_FILE, TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed,
+    TorchPrecision, Trial, Versions, ratio_text,
 };
 pub use events::{
-    BaselineScores, CALL_INTERRUPTED, EngineState, EvalSummary, Event, EventRecord, GateKind,
-    LogLevel, Mode, RunEnd, ScoreFigure, StageVerdict, TokenUsage,
+    BaselineScores, CALL_INTERRUPTED, DefaultsScore, EngineState, EvalSummary, Event, EventRecord,
+    GateKind, LogLevel, Mode, RunEnd, ScoreFigure, StageVerdict, TokenUsage,
 };
 pub use ids::{CallId, CandidateId, GateId, IdCounter, TaskKey};
 pub use precision::{MathKind, PrecisionPolicy};

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// The flag of a kernel whose timing beats the bound (its interval's upper end below the
-/// strict bound's margin): not taken as the session's best unless the person marks it final.
+/// The flag of a kernel whose median beats the bound (above 100% of the speed of light): not
+/// taken as the session's best unless the person marks it final.
 pub const FASTER_THAN_LIGHT: &str = "faster_than_light";
 
 /// `speed_of_light` in an evaluation's result.
@@ -21,21 +21,23 @@ pub struct SpeedOfLight {
     pub counts: Option<WorkCounts>,
     /// The device's measured peaks (None on the CPU; `error` inside when the measurement failed).
     pub peaks: Option<DevicePeaks>,
-    /// The lower bound on the forward's time: max(compute time, memory time). None on the
-    /// CPU, without peaks, or untimed (`reason`).
+    /// The lower bound on the forward's time at the precision the policy accepts:
+    /// max(compute time, memory time). None on the CPU, without peaks, or untimed (`reason`).
     pub bound_ms: Option<f64>,
-    /// The FLOPs of each math at its peak, summed.
+    /// The larger of the GEMMs' time (each at its fastest accepted math) and the elementwise
+    /// work's on the CUDA cores (`gemm_ms`, `elementwise_ms` in `extra`).
     pub compute_ms: Option<f64>,
-    /// The bytes moved at the measured DRAM bandwidth.
+    /// The bytes certain to cross DRAM, at the measured bandwidth.
     pub memory_ms: Option<f64>,
-    /// The flag's bound: float32 at TF32's peak and only the bytes certain to cross DRAM.
+    /// The bound the flag was decided against: `bound_ms` (results before issue 35 had a
+    /// separate strict bound here).
     pub strict_bound_ms: Option<f64>,
     /// Which of the two times is the bound.
     pub limit: Option<Limit>,
     /// bound / median, in percent: how close each side runs to the speed of light.
     pub reference_pct: Option<f64>,
     pub kernel_pct: Option<f64>,
-    /// The kernel's timing beats the strict bound by more than the margin.
+    /// The kernel's median beats the bound.
     pub faster_than_light: bool,
     /// Dtypes whose FLOPs have no measured peak (left out of the compute time).
     pub unbounded_dtypes: Vec<String>,
@@ -143,6 +145,20 @@ impl DevicePeaks {
 }
 
 impl SpeedOfLight {
+    /// Whether the kernel is shown beyond the speed of light: flagged, or (a result from
+    /// before every percentage above 100 was flagged) above 100%.
+    pub fn beyond_light(&self) -> bool {
+        self.faster_than_light || self.kernel_pct.is_some_and(|p| p > 100.0)
+    }
+
+    /// Whether no arithmetic was counted, so that the bound is the memory time alone.
+    pub fn memory_only(&self) -> bool {
+        self.extra
+            .get("memory_only")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or_else(|| self.counts.as_ref().is_some_and(|c| c.flops.is_empty()))
+    }
+
     /// The eval tab's and the gate's line: `speed of light 0.0123 ms (memory-bound): the
     /// reference at 12%, this kernel at 40%`; or why there is none.
     pub fn describe(&self) -> String {
@@ -155,10 +171,11 @@ impl SpeedOfLight {
                 (None, None) => "not counted".into(),
             };
         };
-        let limit = self
-            .limit
-            .map(|l| format!(" ({})", l.word()))
-            .unwrap_or_default();
+        let limit = match self.limit {
+            Some(l) if self.memory_only() => format!(" ({}; no arithmetic counted)", l.word()),
+            Some(l) => format!(" ({})", l.word()),
+            None => String::new(),
+        };
         let mut text = format!("speed of light {bound:.4} ms{limit}");
         let sides: Vec<String> = [
             ("the reference", self.reference_pct),
@@ -171,7 +188,7 @@ impl SpeedOfLight {
             text.push_str(": ");
             text.push_str(&sides.join(", "));
         }
-        if self.faster_than_light {
+        if self.beyond_light() {
             text.push_str(" — FASTER THAN LIGHT: it skips work the reference does, or its timing is not what it runs");
         }
         text
@@ -205,10 +222,11 @@ impl SpeedOfLight {
 }
 
 impl WorkCounts {
-    /// `2.15 GFLOP (float32 matmul), 12.6 MB`.
+    /// `2.15 GFLOP (float32 matmul) + 4.2 MFLOP (float32 elementwise), 12.6 MB`; `no
+    /// arithmetic counted (memory only)` where there is none.
     pub fn describe(&self) -> String {
         let flops = if self.flops.is_empty() {
-            "0 FLOP counted".to_string()
+            "no arithmetic counted (memory only)".to_string()
         } else {
             self.flops
                 .iter()
@@ -229,9 +247,10 @@ fn si(value: f64, unit: &str) -> String {
 }
 
 /// The tree's and the summaries' suffix beside a score: ` 40%SoL`, ` FTL` for a kernel
-/// flagged faster than light, or nothing.
+/// flagged faster than light or above 100% (never a percentage above 100 unflagged), or
+/// nothing.
 pub fn pct_suffix(pct: Option<f64>, faster_than_light: bool) -> String {
-    if faster_than_light {
+    if faster_than_light || pct.is_some_and(|p| p > 100.0) {
         " FTL".into()
     } else {
         pct.map(|p| format!(" {p:.0}%SoL")).unwrap_or_default()
@@ -285,7 +304,7 @@ mod tests {
         assert_eq!(s.prompt_line(), None);
         assert_eq!(
             s.describe(),
-            "work 0 FLOP counted, 131.072 kB; no bound: no GPU: the work is counted"
+            "work no arithmetic counted (memory only), 131.072 kB; no bound: no GPU: the work is counted"
         );
         let missing: SpeedOfLight = serde_json::from_str("{}").unwrap();
         assert_eq!(missing.describe(), "not counted");
@@ -296,6 +315,21 @@ mod tests {
         assert_eq!(pct_suffix(Some(40.4), false), " 40%SoL");
         assert_eq!(pct_suffix(Some(140.0), true), " FTL");
         assert_eq!(pct_suffix(None, false), "");
+        // Issue 35: 128-145% were shown unflagged; above 100 is never a plain percentage.
+        assert_eq!(pct_suffix(Some(128.0), false), " FTL");
+        assert_eq!(pct_suffix(Some(100.0), false), " 100%SoL");
+    }
+
+    #[test]
+    fn a_percentage_above_100_reads_as_faster_than_light_even_unflagged() {
+        let mut s: SpeedOfLight = serde_json::from_str(GPU).unwrap();
+        s.kernel_pct = Some(145.0);
+        assert!(s.beyond_light());
+        assert!(
+            s.describe().contains("FASTER THAN LIGHT"),
+            "{}",
+            s.describe()
+        );
     }
 
     #[test]

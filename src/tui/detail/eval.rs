@@ -96,6 +96,10 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         );
         lines.extend(kv_wrapped(cx, "baselines", &text, width, Role::Text));
     }
+    // Against what the person's PyTorch runs by default, where the policy's settings differ.
+    if let Some(d) = &summary.vs_defaults {
+        lines.push(kv(cx, "defaults", d.text()));
+    }
     // Whether the measurements can tell this candidate from the best at all.
     if let Some(best) = cx
         .state
@@ -166,7 +170,7 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
         lines.extend(kv_wrapped(cx, "precision", &text, width, role));
     }
     if let Some(sol) = &r.speed_of_light {
-        let role = if sol.faster_than_light {
+        let role = if sol.beyond_light() {
             Role::Warn
         } else {
             Role::Text
@@ -189,10 +193,18 @@ fn eval_doc(cx: &Ctx, width: usize) -> Vec<Line<'static>> {
                         (Some(a), Some(r)) => format!(" abs {a:.1e} rel {r:.1e}"),
                         _ => String::new(),
                     };
+                    // The oracle rule's margin: the error over the honest error, its limit.
+                    let margin = match (o.error_ratio, o.limit) {
+                        (Some(ratio), Some(limit)) => {
+                            format!(" {}x/{limit}x", crate::protocol::ratio_text(ratio))
+                        }
+                        _ => String::new(),
+                    };
                     format!(
-                        "{}{}{}",
+                        "{}{}{}{}",
                         o.output,
                         err,
+                        margin,
                         o.reason
                             .as_ref()
                             .map(|r| format!(" ({r})"))
@@ -364,6 +376,14 @@ fn timing_lines(cx: &Ctx, t: &Timing, width: usize, lines: &mut Vec<Line<'static
             figures::score_with_interval(score, t.score_vs_compile_interval()),
             Role::Text,
         ));
+    }
+    if let Some(line) = t.defaults_line() {
+        let role = if t.defaults.as_ref().is_some_and(|d| d.error.is_some()) {
+            Role::Warn
+        } else {
+            Role::Text
+        };
+        lines.extend(kv("vs defaults", line, role));
     }
     if let Some(reason) = &t.baseline_reason {
         lines.extend(kv(

@@ -51,33 +51,49 @@ def cache_key(baseline_key, mode):
     return hashlib.sha256(json.dumps([baseline_key, "torch.compile", mode]).encode()).hexdigest()[:32]
 
 
-def read_cached(cache_dir, key):
-    """A cached record (figures or the reason there are none), or None."""
+def read_json(cache_dir, name):
+    """A cached record (`name` in `cache_dir`), or None where it is missing or unreadable."""
     if not cache_dir:
         return None
     try:
-        with open(os.path.join(cache_dir, key + ".compile.json")) as f:
+        with open(os.path.join(cache_dir, name)) as f:
             value = json.load(f)
     except (OSError, ValueError):
         return None
-    if not isinstance(value, dict) or value.get("mode") not in MODES:
-        return None
-    if value.get("error") is None and not (value.get("median_ms") or 0) > 0:
+    return value if isinstance(value, dict) else None
+
+
+def write_json(cache_dir, name, record):
+    """Writes a record atomically, without its `cached` mark; a cache that cannot be written
+    only costs a measurement next time."""
+    if not cache_dir:
+        return
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = os.path.join(cache_dir, "%s.%d.tmp" % (name, os.getpid()))
+        with open(tmp, "w") as f:
+            json.dump({k: v for k, v in record.items() if k != "cached"}, f)
+        os.replace(tmp, os.path.join(cache_dir, name))
+    except OSError:
+        pass
+
+
+def measured_or_why(value):
+    """Whether a cached baseline record holds figures (a positive median) or why there are
+    none (`error`)."""
+    return value.get("error") is not None or (value.get("median_ms") or 0) > 0
+
+
+def read_cached(cache_dir, key):
+    """A cached record (figures or the reason there are none), or None."""
+    value = read_json(cache_dir, key + ".compile.json")
+    if value is None or value.get("mode") not in MODES or not measured_or_why(value):
         return None
     return value
 
 
 def write_cached(cache_dir, key, record):
-    if not cache_dir:
-        return
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        tmp = os.path.join(cache_dir, "%s.%d.compile.tmp" % (key, os.getpid()))
-        with open(tmp, "w") as f:
-            json.dump({k: v for k, v in record.items() if k != "cached"}, f)
-        os.replace(tmp, os.path.join(cache_dir, key + ".compile.json"))
-    except OSError:
-        pass  # a cache that cannot be written only costs a compile next time
+    write_json(cache_dir, key + ".compile.json", record)
 
 
 def figures(mode, compile_s, eager, compiled, speedup_interval):

@@ -1,7 +1,15 @@
 """Comparison of a kernel's outputs with the reference's: structure, shape, dtype, NaN/Inf
 placement and tolerance.
 
-The tolerance of a floating output comes from its dtype (DTYPE_TOLERANCE: atol = rtol =
+The default rule (`oracle`, oracle.py): a float32, float16 or bfloat16 output is compared
+with the reference run in float64 on the same inputs, each element within FACTOR times the
+error honest float32 arithmetic makes there (measured on the reference and its sequential
+twin, at least the rounding of the exact value); the result records each output's
+error ratio (its worst element's error over the honest error). Where an output has no
+oracle (a float64 output, an operator without a float64 path, memory), or the person set
+atol/rtol, the output falls back to the `dtype` rule below, and the report says why.
+
+The `dtype` rule's tolerance of a floating output comes from its dtype (DTYPE_TOLERANCE: atol = rtol =
 1e-4 for float32, 1e-2 for float16 and bfloat16, as KernelBench and torchbench use), or from
 the person's explicit atol/rtol, which then hold for every dtype. Under the `tf32` precision
 policy float32 outputs get TF32_TOLERANCE instead (precision.py). Integer and bool outputs
@@ -29,10 +37,11 @@ bad element. No temporary is larger than a few chunks, whatever the outputs' siz
 import math
 
 from .tensors import describe_shape, flatten_outputs, structure
+from .wire import OutputToleranceRecord, ToleranceRecord
 
 
-TOLERANCE_MODES = ("dtype", "kernelbench", "scaled")
-DEFAULT_MODE = "dtype"
+TOLERANCE_MODES = ("oracle", "dtype", "kernelbench", "scaled")
+DEFAULT_MODE = "oracle"
 # atol = rtol per floating dtype (complex dtypes take their real part's). float32 and the
 # half types are KernelBench's and torchbench's. float64: an honest float64 kernel differs
 # from the reference by reordering alone (~1e-13 relative on 1e4-term sums), while one that
@@ -88,8 +97,9 @@ def dtype_tolerance(dtype, precision="strict"):
 
 
 def tolerance_for(dtype, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict"):
-    """(atol, rtol) for an output of this dtype: the explicit values where given, else the
-    table's (the `scaled` mode's single LEGACY_TOLERANCE)."""
+    """(atol, rtol) for an output of this dtype under the `dtype`, `kernelbench` and
+    `scaled` rules (and an `oracle` output that falls back to `dtype`): the explicit values
+    where given, else the table's (the `scaled` mode's single LEGACY_TOLERANCE)."""
     if mode not in TOLERANCE_MODES:
         raise ValueError("unknown tolerance mode %r" % mode)
     table = LEGACY_TOLERANCE if mode == "scaled" else dtype_tolerance(dtype, precision)
@@ -123,15 +133,18 @@ def weak_outputs(trials, atol=None):
     return sorted(weak)
 
 
-def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict"):
+def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict", oracle=None):
     """Returns (passed, per-output reports, reason of the first failure or None, tolerance
     summary {mode, precision, atol, rtol (the explicit ones, else None), effective_atol:
-    {output: value}, outputs: {output: {dtype, atol, rtol}}}). atol/rtol None: each output's
-    from its dtype (tolerance_for)."""
+    {output: value}, outputs: {output: {dtype, rule, ...}}, oracle}). atol/rtol None: each
+    output's from its dtype (tolerance_for). `oracle` (oracle.Oracle): the float64 oracle
+    and honest scales of this comparison's input family, for the `oracle` mode."""
     import torch
 
-    tolerance = {"mode": mode, "precision": precision, "atol": atol, "rtol": rtol, "effective_atol": {},
-                 "outputs": {}}
+    honest = mode == "oracle" and atol is None and rtol is None
+    tolerance = ToleranceRecord({"mode": mode, "precision": precision, "atol": atol, "rtol": rtol,
+                                 "effective_atol": {}, "outputs": {},
+                                 "oracle": oracle.record() if honest and oracle is not None else None})
 
     ref_items = flatten_outputs(ref_out)
     new_items = flatten_outputs(new_out)
@@ -152,18 +165,30 @@ def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, p
                 reason = "%s: shape %s, the reference %s" % (path, describe_shape(n), describe_shape(r))
             elif n.dtype != r.dtype:
                 reason = "%s: dtype %s, the reference %s" % (path, str(n.dtype).replace("torch.", ""), report["dtype"])
+            elif (r.is_floating_point() or r.is_complex()) and honest and oracle is not None \
+                    and path in oracle.scales:
+                reason = compare_honest(path, r, n, oracle.targets.get(path), oracle.scales[path], report)
+                tolerance["outputs"][path] = honest_summary(report)
             else:
                 if r.is_floating_point() or r.is_complex():
-                    out_atol, out_rtol = tolerance_for(r.dtype, atol, rtol, mode, precision)
-                    tolerance["outputs"][path] = {"dtype": report["dtype"], "atol": out_atol, "rtol": out_rtol}
+                    rule = "dtype" if mode == "oracle" else mode
+                    out_atol, out_rtol = tolerance_for(r.dtype, atol, rtol, rule, precision)
+                    entry = OutputToleranceRecord({"dtype": report["dtype"], "rule": rule, "atol": out_atol,
+                                                   "rtol": out_rtol})
+                    if mode == "oracle":
+                        report["fallback"] = entry["fallback"] = (
+                            "atol/rtol set explicitly" if not honest
+                            else oracle.why_not(path) if oracle is not None else "no float64 oracle")
+                    tolerance["outputs"][path] = entry
                 else:
-                    out_atol, out_rtol = 0.0, 0.0
-                reason = compare_tensor(path, r, n, out_atol, out_rtol, report, mode)
+                    out_atol, out_rtol, rule = 0.0, 0.0, "dtype"
+                reason = compare_tensor(path, r, n, out_atol, out_rtol, report, rule)
                 if "atol_effective" in report:
                     tolerance["effective_atol"][path] = report["atol_effective"]
         elif isinstance(r, (int, float, bool)) and not isinstance(n, torch.Tensor):
             # A Python number: float32's tolerance (a reference's `.item()` of a float32 result).
-            out_atol, out_rtol = tolerance_for("float32", atol, rtol, mode, precision)
+            rule = "dtype" if mode == "oracle" else mode
+            out_atol, out_rtol = tolerance_for("float32", atol, rtol, rule, precision)
             if isinstance(n, (int, float, bool)) and (
                 (r == n) or (isinstance(r, float) and math.isclose(n, r, rel_tol=out_rtol, abs_tol=out_atol))
             ):
@@ -182,6 +207,153 @@ def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, p
             first_failure = first_failure or reason
         reports.append(report)
     return first_failure is None, reports, first_failure, tolerance
+
+
+def merge_tolerance(previous, latest):
+    """The evaluation's tolerance summary after one more comparison: the latest's, with each
+    `oracle` output's entry the one of the comparison where its error ratio against the
+    float64 oracle was worst (the margin the result reports; a comparison under a reused
+    scale, against the float32 reference, counts only where no float64 one was made) and the
+    oracle's description kept from whichever had one."""
+    if not previous or previous.get("mode") != latest.get("mode"):
+        return latest
+    merged = ToleranceRecord(dict(latest, outputs=dict(latest.get("outputs") or {}), effective_atol=dict(
+        previous.get("effective_atol") or {}, **(latest.get("effective_atol") or {}))))
+    for path, entry in (previous.get("outputs") or {}).items():
+        now = merged["outputs"].get(path)
+        if now is None or _margin_rank(entry) > _margin_rank(now):
+            merged["outputs"][path] = entry
+    if merged.get("oracle") is None and previous.get("oracle") is not None:
+        merged["oracle"] = previous["oracle"]
+    return merged
+
+
+def _margin_rank(entry):
+    """How an output's entry ranks as the reported margin: float64 comparisons first, then
+    the larger error ratio."""
+    return (entry.get("oracle") == "float64 oracle", entry.get("error_ratio") or 0.0)
+
+
+def honest_summary(report):
+    """An `oracle` output's entry in the tolerance summary."""
+    keys = ("dtype", "rule", "limit", "error_ratio", "honest_rms", "max_allowed", "oracle", "worst_at")
+    return OutputToleranceRecord({k: report[k] for k in keys if k in report})
+
+
+def compare_honest(path, r, n, target, scale, report):
+    """Compares a kernel's output with the oracle (`target`, float64; None: the float32
+    reference `r` stands in, under a scale measured on an earlier comparison) under the
+    honest scale: |n - target| <= factor * s per element; NaN/Inf as the dtype rule
+    (the kernel must be finite where the reference is, and equal to it where it is not).
+    Fills the report; returns the reason of the failure or None."""
+    import torch
+
+    r, n = r.detach(), n.detach()
+    factor = scale.factor
+    if r.is_complex():
+        r, n = torch.view_as_real(r), torch.view_as_real(n)
+        target = torch.view_as_real(target) if target is not None else None
+    largest, ref_has_nonfinite = _reference_extent(r)
+    report.update({"rule": "oracle", "limit": factor, "honest_rms": scale.rms(), "numel": r.numel(),
+                   "max_abs_ref": largest,
+                   "oracle": "float64 oracle" if target is not None else
+                   "the float32 reference, under the honest error measured on %s" % scale.source})
+    if target is None and not ref_has_nonfinite and _identical(r, n):
+        report.update({"max_abs_err": 0.0, "max_rel_err": 0.0, "bad_elements": 0, "error_ratio": 0.0,
+                       "max_allowed": None})
+        return None
+    tally = _HonestTally(r, ref_has_nonfinite)
+    for offsets, (r_chunk, n_chunk, t_chunk) in _offset_chunks(r, n, target if target is not None else r):
+        tally.add(offsets, r_chunk, n_chunk.to(r.device), t_chunk.to(r.device), scale)
+    totals = tally.totals()
+    report.update({k: totals[k] for k in ("max_abs_err", "max_rel_err", "error_ratio", "max_allowed")})
+    if totals["worst"] < r.numel():
+        report["worst_at"] = list(_unravel(totals["worst"], r.shape))
+    if totals["lost"]:
+        report["bad_elements"] = totals["lost"]
+        return "%s: %d elements are NaN/Inf where the reference is finite" % (path, totals["lost"])
+    if totals["special_bad"]:
+        report["bad_elements"] = totals["special_bad"]
+        return "%s: %d elements differ where the reference is NaN/Inf" % (path, totals["special_bad"])
+    report["bad_elements"] = totals["bad"]
+    if not totals["bad"]:
+        return None
+    index = _unravel(totals["worst"], r.shape)
+    exact = (target if target is not None else r)[index].item()
+    against = "the float64 oracle" if target is not None else "the float32 reference"
+    return ("%s: %d of %d elements beyond %gx the error honest %s arithmetic makes on these inputs "
+            "(measured against a float64 oracle); the worst is %.3gx at %s: %.6g vs %.6g (%s), allowed +-%.3g "
+            "there (honest error %.3g); max abs err %.3g") % (
+        path, totals["bad"], r.numel(), factor, "float32" if factor == 128.0 else scale.dtype,
+        totals["error_ratio"], list(index), n[index].item(), exact, against, totals["worst_allowed"],
+        totals["worst_allowed"] / factor, report["max_abs_err"])
+
+
+def _offset_chunks(*tensors):
+    """(flat offsets as a tensor on the first tensor's device, chunks) in oracle-sized pieces."""
+    from .oracle import _chunks as oracle_chunks
+
+    yield from oracle_chunks(*tensors)
+
+
+class _HonestTally:
+    """The running totals of one comparison under the honest scale, chunk by chunk, kept on
+    the reference's device (one host sync at the end)."""
+
+    def __init__(self, r, ref_has_nonfinite):
+        import torch
+
+        device = r.device
+        self.ref_has_nonfinite = ref_has_nonfinite
+
+        def zero(dtype=torch.float64):
+            return torch.zeros((), dtype=dtype, device=device)
+
+        self.lost, self.special_bad, self.bad = zero(torch.int64), zero(torch.int64), zero(torch.int64)
+        self.worst = torch.full((), r.numel(), dtype=torch.int64, device=device)
+        self.worst_ratio, self.worst_allowed = zero(), zero()
+        self.max_abs_err, self.max_rel_err, self.max_allowed = zero(), zero(), zero()
+
+    def add(self, offsets, r_chunk, n_chunk, t_chunk, scale):
+        import torch
+
+        r64, n64, t64 = (c.to(torch.float64) for c in (r_chunk, n_chunk, t_chunk))
+        ref_finite = torch.isfinite(r64)
+        new_finite = torch.isfinite(n64)
+        if self.ref_has_nonfinite:
+            differs = ~((n64 == r64) | (torch.isnan(n64) & torch.isnan(r64)))
+            self.special_bad += (~ref_finite & differs).sum()
+        self.lost += (ref_finite & ~new_finite).sum()
+        measured = ref_finite & new_finite
+        # The exact value where the oracle has one, else the reference's.
+        exact = torch.where(torch.isfinite(t64), t64, r64).masked_fill_(~measured, 0.0)
+        error = (n64 - exact).abs_().masked_fill_(~measured, 0.0)
+        honest = scale.at(offsets, exact)
+        allowed = honest * scale.factor
+        bad = error > allowed
+        self.bad += bad.sum()
+        ratio = error / honest
+        ratio.masked_fill_(~measured, 0.0)
+        chunk_worst = ratio.argmax()
+        chunk_ratio = ratio[chunk_worst]
+        better = chunk_ratio > self.worst_ratio
+        self.worst = torch.where(better, offsets[chunk_worst], self.worst)
+        self.worst_allowed = torch.where(better, allowed[chunk_worst], self.worst_allowed)
+        self.worst_ratio = torch.maximum(self.worst_ratio, chunk_ratio)
+        self.max_abs_err = torch.maximum(self.max_abs_err, error.amax())
+        self.max_allowed = torch.maximum(self.max_allowed, allowed.masked_fill_(~measured, 0.0).amax())
+        magnitude = exact.abs_()
+        rel = error.div_(torch.where(magnitude > 0, magnitude, math.inf))
+        self.max_rel_err = torch.maximum(self.max_rel_err, rel.amax())
+
+    def totals(self):
+        values = _to_host(self.lost, self.special_bad, self.bad, self.worst, self.worst_ratio, self.worst_allowed,
+                          self.max_abs_err, self.max_rel_err, self.max_allowed)
+        lost, special_bad, bad, worst = (int(v) for v in values[:4])
+        ratio, worst_allowed, max_abs_err, max_rel_err, max_allowed = values[4:]
+        return {"lost": lost, "special_bad": special_bad, "bad": bad, "worst": worst, "error_ratio": ratio,
+                "worst_allowed": worst_allowed, "max_abs_err": max_abs_err, "max_rel_err": max_rel_err,
+                "max_allowed": max_allowed}
 
 
 # Comparison is done in chunks of the flattened outputs, at most this many elements each:

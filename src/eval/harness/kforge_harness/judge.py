@@ -11,10 +11,11 @@ import select
 import tempfile
 import time
 
-from . import audit_rules, baselines, cachekeeper, kbprotocol, launchpath, peaks, protocol, seal, sol, timing
+from . import audit_rules, baselines, cachekeeper, defaults, kbprotocol, knobs, launchpath, oracle, peaks, protocol, seal, sol, timing
 from .alignment import plan_alignment
 from . import precision
-from .compare import DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, tolerance_for, weak_outputs
+from .compare import (DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, merge_tolerance, tolerance_for,
+                      weak_outputs)
 from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
@@ -26,7 +27,7 @@ from .refprocess import ALIAS, ReferenceProcess
 from .tensors import Placeholder, clone_tree, flatten_outputs, rebuild, tree_map
 from .timed import Side, calibrate, time_runs, window_gain
 from .window import GateUnavailable, HostGate
-from .wire import TimingRecord
+from .wire import OracleRecord, TimingRecord
 from .worker import WORKER_CATEGORIES
 
 SLOW_DRAW_MS = 50.0  # above this per draw, timed runs refresh inputs by rotation instead
@@ -220,6 +221,24 @@ def kernel_outputs(done, slots):
     return walk(tree, "out")
 
 
+def sol_note(figures, kernel):
+    """The note of a kernel flagged faster than light."""
+    return ("faster than light: the kernel's median %.4f ms (95%% interval up to %.4f ms) is %.0f%% of the speed of "
+            "light, the least time the device's measured peaks allow for the task's work at the precision the policy "
+            "accepts (%.4f ms: the bytes certain to cross DRAM, the GEMMs at their fastest accepted math, the "
+            "elementwise work on the CUDA cores): it does less work than the reference does (an algebraic shortcut, "
+            "or outputs it does not really compute), its timing is not what it runs, or (just above 100%%) the peaks "
+            "were measured low; it is not taken as the session's best unless you choose it"
+            % (kernel["median_ms"], kernel.get("ci_high_ms") or kernel["median_ms"], figures["kernel_pct"],
+               figures["bound_ms"]))
+
+
+def trial_label(kind, index):
+    """How a comparison is named where an oracle measured on it is cited."""
+    return {"random": "trial %d" % (index + 1), "signed": "the signed-input trial",
+            "audit": "the audited forward", "post_timing": "the re-check"}.get(kind, kind)
+
+
 def between_evaluations(settings):
     return max(settings.between_evaluations, 0.0)
 
@@ -326,6 +345,10 @@ class Evaluation:
         self.compiled_side = None
         self.compiled_lender = None
         self.compiled = None  # the compile baseline's record (baselines.py), once known
+        self.defaults_process = None
+        self.defaults_side = None
+        self.defaults_lender = None
+        self.defaults = None  # the defaults baseline's record (defaults.py), once known
         self.clock = None
         self.policy = self.settings.precision or precision.DEFAULT_POLICY
         self.task_dtypes = []
@@ -334,6 +357,9 @@ class Evaluation:
         self.source_math = None  # the kernel source's precision findings (the server's scan)
         self.compiled_reading = None  # what the launched kernels' compiled code computes in (compiled.py)
         self.draws = None  # launchpath.Draws, once a timing process is drawn
+        self.oracles = {}  # input family ("random", "signed") -> oracle.Oracle (compare.py's `oracle` rule)
+        self.oracle_trials = set()  # the families whose oracle a trial measured
+        self.oracle_seconds = 0.0
 
     def run(self):
         try:
@@ -348,6 +374,7 @@ class Evaluation:
             if self.gate is not None and self.gate.held:
                 self.gate.release()  # a stream held at the gate would hang the judge's teardown
             self.close_compiled()
+            self.close_defaults()
             self.close_reference()
             if self.lender is not None:
                 self.lender.close()
@@ -384,6 +411,10 @@ class Evaluation:
                 # asked to serve only when the compile baseline is not cached: until then it
                 # waits without a CUDA context.
                 self.compiled_process = ReferenceProcess.fork()
+            if defaults.differences(self.policy):
+                # The reference under PyTorch's defaults, a process forked now for the same
+                # reason, served only where the task's work is affected and not cached.
+                self.defaults_process = ReferenceProcess.fork()
         server_interprets = os.environ.get("TRITON_INTERPRET") == "1"
         if self.gpu == server_interprets:
             raise HarnessError("a %s job reached a server %s TRITON_INTERPRET=1" % (
@@ -437,6 +468,7 @@ class Evaluation:
             # could load the GPU while they are taken). A task check measures them after its
             # own figures (below); a session's evaluations read them from the cache.
             self.compile_phase(flush, lambda base=first: base)
+            self.defaults_phase(flush, lambda base=first: base)
         if spec.reference_only:
             if self.timing():
                 calibrate([(self.reference_side, lambda base=first: copy_into(self.reference_side.inputs, base))],
@@ -448,12 +480,15 @@ class Evaluation:
                 # Last of what uses the reference's process: the task check's own figures
                 # stand whatever becomes of it while torch.compile runs beside it.
                 self.compile_phase(flush, lambda base=first: base)
+                self.defaults_phase(flush, lambda base=first: base)
                 self.against_compile(result["timing"])
+                self.against_defaults(result["timing"])
                 if rounds == 1:
                     del first, flush  # KernelBench draws its own inputs and allocates its own flush
                     self.close_reference()
                     self.kernelbench_timing()
             self.record_speed_of_light()
+            self.task_tolerance()
             return self.reference_only(output_shapes)
         if self.gpu:
             torch.cuda.empty_cache()
@@ -570,14 +605,11 @@ class Evaluation:
         result["speed_of_light"] = figures
         if figures["faster_than_light"]:
             result["flags"].append("faster_than_light")
+            result["notes"].append(sol_note(figures, kernel))
+        if (figures.get("reference_pct") or 0) > 100:
             result["notes"].append(
-                "faster than light: the kernel's median %.4f ms (95%% interval up to %.4f ms) is below %d%% of the "
-                "least time the device's measured peaks allow for the task's work (%.4f ms, counting only bytes "
-                "certain to cross DRAM and float32 at TF32's peak): it does less work than the reference does (an "
-                "algebraic shortcut, or outputs it does not really compute) or its timing is not what it runs; it "
-                "is not taken as the session's best unless you choose it"
-                % (kernel["median_ms"], kernel.get("ci_high_ms") or kernel["median_ms"], round(100 * sol.FTL_MARGIN),
-                   figures["strict_bound_ms"]))
+                "the reference runs at %.0f%% of the speed of light: the device's measured peaks are below what it "
+                "reaches (peaks/ in the cache is measured again when removed)" % figures["reference_pct"])
 
     def first_forward(self):
         """The first draw and the reference's outputs on it; measures the evaluation's
@@ -740,7 +772,7 @@ class Evaluation:
             request["nonce"] = nonce
         return self.link.call(request, "done")
 
-    def check(self, kind, index, draw, needs=None, provenance=False):
+    def check(self, kind, index, draw, needs=None, provenance=False, family="random"):
         """One correctness trial, audited. `draw()` makes the judge's private inputs; they go
         into the lent buffers first (the reference may change its inputs in place), then the
         reference runs on the private copy, which is dropped before the worker runs: at the
@@ -754,15 +786,20 @@ class Evaluation:
         from a writer the audit did not see, and the kernel's Triton code must run (the same
         kernels in every forward, checked in audit()). Who computed each element is ruled on
         the signed-input forward (`provenance`): on the task's own inputs an honest kernel
-        can look like a copy (a ReLU of non-negative inputs is one). Returns the answer."""
+        can look like a copy (a ReLU of non-negative inputs is one). `family` names the
+        draw's distribution (`random`: the task's get_inputs(), `signed`): the float64 oracle
+        is measured on the first comparison of each (compare.py, oracle.py). Returns the
+        answer."""
         private = draw()
         copy_into(self.inputs, private)
         sync(self.device)
+        pending = self.prepare_oracle(family, trial_label(kind, index), private) if self.oracle_due(family) else None
         ref_out = reference_forward(self.ref, private, self.device)
         private = None
         self.meter.sample()
         if needs is not None and not needs(ref_out):
             return None
+        compared_with = self.oracle_of(family, pending, ref_out)
         nonce = secrets.randbelow(1 << 31)
         done = self.forward("audit", nonce=nonce)
         outputs = self.freeze(done)
@@ -773,7 +810,7 @@ class Evaluation:
             raise KernelFailure("crash", "the kernel's process sent an unusable audit record: %s"
                                 % verdict.get("summary", "malformed"), details=verdict)
         self.match_audit(record, outputs, nonce)
-        self.compare_frozen(kind, index, ref_out, outputs)
+        self.compare_frozen(kind, index, ref_out, outputs, oracle=compared_with)
         self.audit_records.append((kind, record, provenance))
         if verdict.get("verdict") != "ok" and (provenance or audit_rules.unseen_outputs(record)
                                               or not record["triton_launches"]):
@@ -840,12 +877,12 @@ class Evaluation:
                     "judge's output buffer after the forward (another thread or process of the kernel's)" % path,
                     details={"output": path})
 
-    def compare_frozen(self, kind, index, ref_out, outputs, record=True, forward=None):
+    def compare_frozen(self, kind, index, ref_out, outputs, record=True, forward=None, oracle=None):
         """Compares the frozen outputs; then checks that the slots still hold what was frozen:
         a kernel that writes its outputs after saying "done" is a `crash` whatever the
         comparison said (on a GPU such a write would move work out of the timed window)."""
         try:
-            self.compare(kind, index, ref_out, outputs.values, record, forward)
+            self.compare(kind, index, ref_out, outputs.values, record, forward, oracle)
         except KernelFailure:
             outputs.check_unchanged()
             raise
@@ -885,6 +922,10 @@ class Evaluation:
         table = {d: list(tolerance_for(d, settings.atol, settings.rtol, mode, self.policy))
                  for d in self.task_dtypes}
         record = precision.summarize(self.policy, found, self.task_dtypes, table)
+        if self.honest_rule():
+            # The table stays the fallback's (an output without an oracle).
+            record["rule"] = "oracle"
+            record["factor"] = {d: oracle.FACTOR[d] for d in self.task_dtypes if oracle.covers(d)}
         record["reference_settings"] = self.reference_settings
         record["kernel_settings"] = self.kernel_settings
         record["reading"] = reading
@@ -921,13 +962,20 @@ class Evaluation:
         raise KernelFailure("mismatch", summary, message,
                             {"precision": blind, "would_fail_on": "gpu", "kernel_math": seen})
 
-    def compare(self, kind, index, ref_out, new_out, record=True, forward=None):
+    def compare(self, kind, index, ref_out, new_out, record=True, forward=None, oracle=None):
         """One comparison, recorded as a trial (`record`, or whenever it fails); `forward`
-        is (k, count) for the k-th of a timed window's forwards."""
+        is (k, count) for the k-th of a timed window's forwards; `oracle` the float64
+        oracle of its inputs (else the latest of the task's own draws, compare.py)."""
         settings = self.settings
+        if oracle is None:
+            oracle = self.reused_oracle("random")
         passed, outputs, reason, tolerance = compare_outputs(
-            ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.policy)
-        self.result["tolerance"] = tolerance
+            ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.policy, oracle)
+        merged = merge_tolerance(self.result.get("tolerance"), tolerance)
+        if merged.get("oracle") is not None:
+            merged["oracle"] = OracleRecord(dict(merged["oracle"], seconds=self.oracle_seconds))
+            self.result["phases_s"]["oracle"] = self.oracle_seconds  # within correctness
+        self.result["tolerance"] = merged
         if not passed and (self.result.get("precision") or {}).get("reduced"):
             # A mismatch of a kernel that computes below the task's precision: say so with it.
             reason = "%s; %s (precision policy %s)" % (reason, self.result["precision"]["statement"], self.policy)
@@ -943,6 +991,86 @@ class Evaluation:
             raise KernelFailure("mismatch", "%s: %s" % (label, reason), "%s: %s" % (label, reason),
                                 {"trial": index, "kind": kind, "reason": reason, "outputs": outputs})
 
+    # -- the float64 oracle (oracle.py) -------------------------------------------------
+
+    def honest_rule(self):
+        """Whether comparisons use the `oracle` rule (the default, without explicit atol/rtol)."""
+        settings = self.settings
+        return (settings.tolerance or DEFAULT_MODE) == "oracle" and settings.atol is None and settings.rtol is None
+
+    def oracle_due(self, family):
+        """Whether this comparison measures its own oracle: the first of its family in the
+        trials (a compile baseline's check may have measured one on another draw before)."""
+        return self.honest_rule() and family not in self.oracle_trials
+
+    def prepare_oracle(self, family, label, inputs):
+        """The float64 and sequential-twin forwards on `inputs`, before the reference runs
+        on them; only where the memory the plan leaves has room for them."""
+        free, _ = self.meter.state()
+        if self.gpu:
+            import torch
+
+            free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        room = (oracle.room_needed(self.result.get("footprint")), int(free * 0.9))
+        self.progress("float64 oracle (%s)" % label)
+        return oracle.prepare(family, label, self.ref, inputs, self.device, room)
+
+    def oracle_of(self, family, pending, ref_out):
+        """The oracle a comparison is judged with: its own (from `pending`), which becomes
+        its family's, or its family's measured earlier (None: the dtype rule)."""
+        if pending is None:
+            return self.reused_oracle(family)
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        self.oracle_trials.add(family)
+        if measured.reason is not None and family in self.oracles:
+            return self.reused_oracle(family)  # the family's earlier oracle still stands
+        self.oracles[family] = measured
+        return measured
+
+    def reused_oracle(self, family):
+        """The family's oracle scales without exact values (None: there is none)."""
+        known = self.oracles.get(family)
+        return known.reused() if known is not None else None
+
+    def task_tolerance(self):
+        """A task check's statement of the rule in numbers (the prompts state it): per
+        floating output, the honest error and the largest deviation allowed on one draw of
+        the task's own inputs, with the reference's own error ratio against its float64
+        oracle. Never fails the task check: without an oracle the reason is recorded."""
+        if not self.honest_rule():
+            return
+        self.progress("float64 oracle of the task's outputs")
+        inputs = self.source.draw(self.seed + 1)
+        pending = self.prepare_oracle("random", "the task check", inputs)
+        ref_out = reference_forward(self.ref, inputs, self.device)
+        del inputs
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        try:
+            _, _, _, tolerance = compare_outputs(ref_out, ref_out, None, None, "oracle", self.policy, measured)
+        except Exception as e:  # noqa: BLE001 -- the figures are information: the task stands
+            if is_out_of_memory(e):
+                self.result["notes"].append("the task's tolerance figures were not measured: out of memory")
+                return
+            raise
+        tolerance["oracle"] = OracleRecord(dict(tolerance["oracle"] or measured.record(),
+                                                seconds=self.oracle_seconds))
+        self.result["tolerance"] = tolerance
+
+    def oracle_on(self, family, label, inputs):
+        """Measures the family's oracle on `inputs` alone (the float32 reference runs on a
+        copy): where a comparison needs one before any trial (the compile baseline's)."""
+        from .tensors import clone_tree
+
+        if not self.honest_rule() or family in self.oracles:
+            return
+        pending = self.prepare_oracle(family, label, inputs)
+        ref_out = reference_forward(self.ref, clone_tree(inputs), self.device)
+        measured = oracle.finish(pending, ref_out)
+        self.oracle_seconds += measured.seconds
+        self.oracles[family] = measured
+
     def correctness(self):
         """The random trials, then the signed-input trial (on the task's [0, 1) inputs an
         honest ReLU equals its input, which says nothing about who computed it); every one
@@ -955,7 +1083,7 @@ class Evaluation:
         if settings.signed_trial:
             self.progress("signed-input trial")
             done = self.check("signed", settings.trials, self.signed_draw(self.seed + 1000), needs=all_finite,
-                              provenance=True)
+                              provenance=True, family="signed")
             if done is None:
                 self.result["notes"].append("signed-input trial skipped: the reference is not finite on signed inputs")
 
@@ -969,7 +1097,7 @@ class Evaluation:
         if not any(provenance for _, _, provenance in self.audit_records):
             self.progress("audit of one forward")
             done = self.check("audit", self.settings.trials + 2, self.signed_draw(self.seed + 500), needs=all_finite,
-                              provenance=True)
+                              provenance=True, family="signed")
             if done is None:
                 self.check("audit", self.settings.trials + 2, lambda: self.source.draw(self.seed + 502),
                            provenance=True)
@@ -995,6 +1123,10 @@ class Evaluation:
     def open_gate(self):
         """The gate that keeps host latency out of timed windows (window.py); without one the
         windows include the worker's host time, and the result says so."""
+        if knobs.on("KFORGE_DIAG_NO_GATE"):
+            self.gate = None
+            self.result["notes"].append("timed windows are not gated: diagnostic switch KFORGE_DIAG_NO_GATE")
+            return
         try:
             self.gate = HostGate()
         except GateUnavailable as e:
@@ -1024,6 +1156,9 @@ class Evaluation:
 
         rng = random.SystemRandom()
         fresh = self.draws_fresh()
+        same = knobs.on("KFORGE_DIAG_SAME_INPUTS")
+        if same:
+            self.result["input_refresh"] = "the same values every timed run (diagnostic KFORGE_DIAG_SAME_INPUTS)"
         if fresh:
             self.result.setdefault("input_refresh", "fresh draw of get_inputs() per timed forward")
         else:
@@ -1034,6 +1169,12 @@ class Evaluation:
         def refresh(i, keep, input_sets, null=False):
             writes, privates = [], []
             for buffers in input_sets:
+                if same:
+                    if not drawn:
+                        drawn.append(base if base is not None else self.source.draw(self.seed + 10000))
+                    writes.append(lambda b=buffers, v=drawn[0]: copy_into(b, v))
+                    privates.append(clone_tree(drawn[0]) if keep else None)
+                    continue
                 if not fresh:
                     private = None
                     if keep:
@@ -1083,12 +1224,13 @@ class Evaluation:
         self.reference_side = side
         return side
 
-    def start_model(self, proc, name, source, input_shapes, output_shapes, link_class, side_class):
+    def start_model(self, proc, name, source, input_shapes, output_shapes, link_class, side_class, who=None):
         """A trusted model process (refprocess.py) ready to time: buffers lent, `source`'s
-        ModelNew loaded with the judge's parameters. Returns (side, lender)."""
+        ModelNew loaded with the judge's parameters. `who` names its context draw (by
+        default `reference` or `compiled`). Returns (side, lender)."""
         link = link_class(proc.sock, lambda: self.result.get("phase") or "reference timing")
         link.receive("hello")
-        self.draw_context(link, "reference" if link_class is ReferenceLink else "compiled")
+        self.draw_context(link, who or ("reference" if link_class is ReferenceLink else "compiled"))
         lender = Lender("cuda_ipc", self.device)
         (inputs, slots), (input_desc, slot_desc), fds = lender.like([input_shapes, output_shapes])
         link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
@@ -1107,6 +1249,8 @@ class Evaluation:
         """Has a timing process draw its CUDA context (launchpath.py) while the GPU is quiet:
         before the process gets buffers and before any kernel is imported. `who` names its
         record in the timing's environment."""
+        if knobs.on("KFORGE_DIAG_NO_CONTEXT_DRAW"):
+            return
         if self.draws is None:
             info = self.result.get("device") or {}
             floor = cachekeeper.Floor(self.store, "%s %s" % (info.get("name"), info.get("uuid")),
@@ -1188,24 +1332,27 @@ class Evaluation:
             # Whatever went wrong (the compiled process, the reference's beside it, memory
             # the judge could not get for the comparison) costs the compile baseline only:
             # the task's and the kernel's own figures are measured before it.
-            if self.gate is not None and self.gate.held:
-                self.gate.release()
-            if self.gpu and is_out_of_memory(e):
-                import torch
-
-                torch.cuda.empty_cache()
-            if isinstance(e, KernelFailure):
-                why = e.summary
-            elif isinstance(e, (CompileUnavailable, HarnessError, TaskFailure)):
-                why = str(e)
-            else:
-                why = "%s%s: %s" % (type(e).__name__, where_raised(e), e)
-            record = baselines.unavailable(mode, why[:500], time.perf_counter() - started)
+            record = baselines.unavailable(mode, self.baseline_lost(e)[:500], time.perf_counter() - started)
         finally:
             self.close_compiled()
         if self.settings.baseline_cache:
             self.store.keep_compile_baseline(device, inputs, mode, record)
         self.compiled = dict(record, cached=False)
+
+    def baseline_lost(self, error):
+        """Why a second reference (compiled, or under PyTorch's defaults) has no figures,
+        after its measurement raised: the gate let go and the memory returned first."""
+        if self.gate is not None and self.gate.held:
+            self.gate.release()
+        if self.gpu and is_out_of_memory(error):
+            import torch
+
+            torch.cuda.empty_cache()
+        if isinstance(error, KernelFailure):
+            return error.summary
+        if isinstance(error, (CompileUnavailable, HarnessError, TaskFailure)):
+            return str(error)
+        return "%s%s: %s" % (type(error).__name__, where_raised(error), error)
 
     def measure_compiled(self, flush, first, mode, input_shapes, output_shapes):
         """Starts the compiled reference, compiles it on one forward (timed apart: the
@@ -1215,6 +1362,9 @@ class Evaluation:
         proc = self.compiled_process
         if proc is None:
             raise CompileUnavailable("its process was not started")
+        # Its outputs are checked against eager's under the task's rule: the oracle's scale
+        # of the task's own draws, measured on `first` (kept for the trials' comparisons).
+        self.oracle_on("random", "the compile baseline's check", first)
         # One refresher for both sides, begun anew: the reference's timing left its last
         # draw in the one it had, and each draw is the task's inputs' size.
         self.reference_side.refresh = self.refresher(self.base)
@@ -1267,7 +1417,8 @@ class Evaluation:
         ref_out = kernel_outputs(eager.done, ref.slots)
         settings = self.settings
         passed, _, reason, _ = compare_outputs(ref_out, outputs, settings.atol, settings.rtol,
-                                               settings.tolerance or DEFAULT_MODE, self.policy)
+                                               settings.tolerance or DEFAULT_MODE, self.policy,
+                                               self.reused_oracle("random"))
         if not passed:
             raise CompileUnavailable("under torch.compile the task computes another result (%s)" % reason)
         del ref_out, outputs
@@ -1296,6 +1447,96 @@ class Evaluation:
         if self.compiled_process is not None:
             self.compiled_process.close()
             self.compiled_process = None
+
+    # -- the reference under PyTorch's defaults (defaults.py) ----------------------------
+
+    def defaults_phase(self, flush, base_of):
+        """The defaults baseline, its phase marked apart: where the policy's settings differ
+        from PyTorch's defaults for the task's work, cached per task, inputs, device and
+        versions, else measured now (before any kernel is imported). Sets self.defaults."""
+        proc_wanted = self.defaults_process is not None and self.timing()
+        if not proc_wanted:
+            return
+        work = getattr(self, "work", None)
+        applies, why = defaults.applies(self.policy, work if work and "error" not in work else None)
+        if not applies:
+            self.close_defaults()
+            return
+        self.meter.enter("defaults baseline")
+        key = defaults.cache_key(self.baseline_key(self.input_shapes))
+        cache_dir = self.spec.baseline_cache_dir
+        cached = defaults.read_cached(cache_dir, key) if self.settings.baseline_cache else None
+        if cached is not None:
+            self.close_defaults()
+            self.defaults = dict(cached, cached=True)
+            self.clock.mark("defaults_baseline")
+            return
+        self.progress("timing the reference under PyTorch's defaults (%s)" % why)
+        try:
+            record = self.measure_defaults(flush, base_of(), why)
+        except Exception as e:  # noqa: BLE001 -- a baseline never decides a verdict
+            record = defaults.unavailable(self.policy, self.baseline_lost(e)[:500])
+        finally:
+            self.close_defaults()
+        defaults.write_cached(cache_dir, key, record)
+        self.defaults = dict(record, cached=False)
+        self.clock.mark("defaults_baseline")
+
+    def measure_defaults(self, flush, first, why):
+        """The reference under PyTorch's defaults in its own process, timed interleaved with
+        the policy's reference (timed.py), as the compile baseline is."""
+        proc = self.defaults_process
+        self.reference_side.refresh = self.refresher(self.base)
+        if self.gpu:
+            import torch
+
+            torch.cuda.empty_cache()
+        proc.serve(dict(self.reference_job(), precision=defaults.DEFAULTS))
+        side, self.defaults_lender = self.start_model(
+            proc, "the reference under PyTorch's defaults", self.job["task_source"] + ALIAS, self.input_shapes,
+            self.output_shapes, CompiledLink, CompiledSide, who="defaults")
+        self.defaults_side = side
+        ref = self.reference_side
+        kept = (ref.null, ref.armed_s, ref.clock.timeouts, ref.clock.in_a_row)
+        try:
+            calibrate([(ref, lambda base=first: copy_into(ref.inputs, base)),
+                       (side, lambda base=first: copy_into(side.inputs, base))], flush, self.progress)
+            side.refresh = ref.refresh
+            nulls, ref_out, other_out = time_runs(ref, side, flush, self.job, self.progress,
+                                                  draw_ms=self.draw_cost_ms)
+            self.meter.sample()
+            null_ms = timing.quantile(nulls, 0.5)
+            offset = side.null["overhead_ms"] - ref.null["overhead_ms"]
+            reference = ref_out.figures(null_ms, 0.0, ref.null, self.job)
+            other = other_out.figures(null_ms, offset, side.null, self.job)
+            interval = timing.bootstrap_score(ref_out.windows, other_out.windows, nulls, offset, seed=self.seed)
+            return defaults.figures(self.policy, why, reference, other, interval)
+        finally:
+            ref.null, ref.armed_s, ref.clock.timeouts, ref.clock.in_a_row = kept
+
+    def against_defaults(self, result):
+        """The timing with the defaults figures and the score against them, where measured."""
+        if self.defaults is None:
+            return result
+        defaults.against_defaults(result, self.defaults)
+        if self.defaults.get("error"):
+            self.result["notes"].append("no figure under PyTorch's default settings: %s" % self.defaults["error"])
+        return result
+
+    def close_defaults(self):
+        """Ends the defaults reference's process and frees what was lent to it."""
+        if self.defaults_side is not None:
+            try:
+                self.defaults_side.link.call({"op": "exit"}, "bye")
+            except (CompileUnavailable, KernelFailure, TaskFailure, HarnessError):
+                pass
+            self.defaults_side = None
+        if self.defaults_lender is not None:
+            self.defaults_lender.close()
+            self.defaults_lender = None
+        if self.defaults_process is not None:
+            self.defaults_process.close()
+            self.defaults_process = None
 
     def time_reference(self, flush):
         """The reference's timed runs alone, beside null runs of its process."""
@@ -1382,6 +1623,7 @@ class Evaluation:
                           getattr(self, "reference_tf32", None), before,
                           timing.METHOD_TEXT, self.result.get("input_refresh"))
         env["precision"] = self.policy  # the policy the reference's settings (tf32_*) came from
+        env["diagnostics"] = knobs.active()
         env["launch_path"] = self.draws.environment() if self.draws is not None else None
         return env
 
@@ -1423,6 +1665,7 @@ class Evaluation:
         if kernel_out.single is not None:
             self.bound_window_gain(result, kernel_out.single, offset)
         self.against_compile(result)
+        self.against_defaults(result)
         notes, flags = self.result["notes"], self.result["flags"]
         if result["noisy"]:
             flags.append("noisy_timing")

@@ -2,31 +2,76 @@
 
 The work is counted on the reference's forward, in the judge (trusted), by `WorkCounter`: the
 FLOPs of every operator `torch.utils.flop_counter` has a formula for (matmuls, convolutions,
-attention; everything else counts 0), bucketed by the operands' dtype and by family (matmul
-or convolution: they run under different TF32 switches), and the least bytes the forward has
-to move: the inputs, parameters and buffers it reads, and the outputs it writes, each storage
-once. The counts do not depend on the device, so they are recorded on the CPU too.
+attention), bucketed by the operands' dtype and by family (matmul or convolution: they run
+under different TF32 switches); the arithmetic of elementwise operators, reductions and
+normalizations (`elementwise`: one FLOP per output element of an arithmetic operator, per
+input element of a reduction, a few per element of a fused normalization, by the tables
+below) and of transcendental ones (`transcendental`: exp, log, erf, tanh, sigmoid, GELU,
+softmax...: one per element); and the least bytes the forward has to move: the inputs,
+parameters and buffers it reads, and the outputs it writes, each storage once. The counts do
+not depend on the device, so they are recorded on the CPU too.
 
 Every approximation errs low (the bound must never exceed what an honest kernel can reach):
-operators without a formula add no FLOPs, a view reads nothing, an indexing operator reads
-no more of what it indexes than it returns, an input, parameter or
-buffer is counted only for the largest part of it an operator read, an output that is an
-input returned as it is costs no write.
+operators outside the tables add no FLOPs (data movement: copies, views, concatenation,
+indexing), a view reads nothing, an indexing operator reads no more of what it indexes than
+it returns, an input, parameter or buffer is counted only for the largest part of it an
+operator read, an output that is an input returned as it is costs no write.
 
-The bound (`bound`) against the device's measured peaks (peaks.py): the larger of the compute
-time (the FLOPs of each math at its peak, summed) and the memory time (the bytes at the
-measured DRAM bandwidth). `faster_than_light` decides the flag against a stricter bound still.
+The bound (`bound`): the larger of the compute time and the memory time, against the
+device's measured peaks (peaks.py), for the precision the policy accepts:
+- a GEMM or convolution of a dtype at the fastest math that keeps that dtype's accuracy:
+  float32 under `strict` at the faster of the CUDA cores (`fp32`) and 3xTF32 on tensor cores
+  (three TF32 products: a third of the `tf32` peak) or bfloat16x6 (a sixth of `bf16`'s);
+  float32 at `tf32` under `tf32` (and convolutions under `pytorch`, cuDNN's default); half
+  types at their own peak;
+- elementwise and transcendental FLOPs at twice the `fp32` peak (an FMA counts two FLOPs in
+  that peak, an add or an exp one; packed half math at most doubles it): the CUDA cores,
+  which a kernel may keep busy beside tensor-core GEMMs, so the compute time is the larger of
+  the GEMMs' and the elementwise work's, never their sum;
+- the bytes certain to cross DRAM in a timed run: with the L2 flush before each run the
+  inputs, parameters and buffers are read from DRAM, while outputs up to the L2's size may
+  stay there when the window closes; without the flush whatever fits in L2 may stay.
+A kernel whose median beats the bound is `faster_than_light`: no percentage above 100% is
+shown without that flag.
 """
 
 from .tensors import flatten_outputs, model_tensors, storage_bytes, storage_key
 
-# The flag's margin: a kernel is faster than light only when even the upper end of its
-# median's 95% interval is below this share of the strict bound. Peaks measured by cuBLAS
-# and a device copy sit within ~10% of what a hand-written kernel reaches, so an honest
-# kernel near the limit stays clear of it.
-FTL_MARGIN = 0.8
-
 MATMUL, CONVOLUTION = "matmul", "convolution"
+ELEMENTWISE, TRANSCENDENTAL = "elementwise", "transcendental"
+# Elementwise arithmetic: FLOPs per output element (1 unless listed).
+ELEMENTWISE_OPS = {
+    "aten.add": 1, "aten.sub": 1, "aten.rsub": 1, "aten.mul": 1, "aten.div": 1, "aten.neg": 1, "aten.abs": 1,
+    "aten.relu": 1, "aten.leaky_relu": 1, "aten.hardtanh": 1, "aten.clamp": 1, "aten.clamp_min": 1,
+    "aten.clamp_max": 1, "aten.maximum": 1, "aten.minimum": 1, "aten.where": 1, "aten.sign": 1, "aten.floor": 1,
+    "aten.ceil": 1, "aten.round": 1, "aten.trunc": 1, "aten.remainder": 1, "aten.fmod": 1, "aten.addcmul": 2,
+    "aten.addcdiv": 2, "aten.lerp": 2, "aten.hardsigmoid": 2, "aten.hardswish": 3, "aten.threshold": 1,
+    "aten.square": 1, "aten.eq": 1, "aten.ne": 1, "aten.lt": 1, "aten.le": 1, "aten.gt": 1, "aten.ge": 1,
+    "aten.masked_fill": 1, "aten.reciprocal": 1, "aten.relu6": 1, "aten.glu": 1, "aten.prelu": 1,
+    "aten._prelu_kernel": 1,
+}
+# Reductions and fused normalizations: FLOPs per element of their (first) input.
+REDUCTION_OPS = {
+    "aten.sum": 1, "aten.mean": 1, "aten.amax": 1, "aten.amin": 1, "aten.max": 1, "aten.min": 1, "aten.prod": 1,
+    "aten.var": 2, "aten.std": 2, "aten.var_mean": 2, "aten.std_mean": 2, "aten.linalg_vector_norm": 2,
+    "aten.norm": 2, "aten.argmax": 1, "aten.argmin": 1, "aten.cumsum": 1, "aten.cumprod": 1,
+    "aten.native_layer_norm": 5, "aten.native_batch_norm": 4, "aten._native_batch_norm_legit": 4,
+    "aten._native_batch_norm_legit_no_training": 2, "aten.native_group_norm": 5, "aten._softmax": 3,
+    "aten._log_softmax": 3, "aten.logsumexp": 2, "aten.avg_pool2d": 1, "aten.avg_pool3d": 1,
+    "aten.avg_pool1d": 1, "aten.max_pool2d_with_indices": 1, "aten.max_pool3d_with_indices": 1,
+    "aten._adaptive_avg_pool2d": 1, "aten._adaptive_avg_pool3d": 1, "aten.adaptive_max_pool2d": 1,
+    "aten.mse_loss": 3, "aten.smooth_l1_loss": 4, "aten.huber_loss": 4, "aten.nll_loss_forward": 1,
+    "aten.binary_cross_entropy": 4, "aten.kl_div": 3, "aten.rms_norm": 3, "aten._fused_rms_norm": 3,
+}
+# Transcendental functions: per output element (per input element for softmax-like ones).
+TRANSCENDENTAL_OPS = frozenset({
+    "aten.exp", "aten.exp2", "aten.expm1", "aten.log", "aten.log2", "aten.log10", "aten.log1p", "aten.erf",
+    "aten.erfc", "aten.erfinv", "aten.tanh", "aten.sigmoid", "aten.sin", "aten.cos", "aten.tan", "aten.asin",
+    "aten.acos", "aten.atan", "aten.atan2", "aten.sinh", "aten.cosh", "aten.asinh", "aten.acosh", "aten.atanh",
+    "aten.pow", "aten.sqrt", "aten.rsqrt", "aten.gelu", "aten.silu", "aten.mish", "aten.softplus", "aten.elu",
+    "aten.selu", "aten.celu", "aten.logit", "aten.log_sigmoid_forward", "aten._softmax", "aten._log_softmax",
+    "aten.logsumexp", "aten.lgamma", "aten.digamma", "aten.binary_cross_entropy", "aten.kl_div",
+})
 MEMORY, COMPUTE = "memory", "compute"
 # Operators that read only the rows or elements their indices pick from their first argument
 # (an embedding table, a gathered tensor): it counts for no more than what they return.
@@ -101,15 +146,39 @@ class WorkCounter:
                     seen = self.reads.get(key, (kind, 0))[1]
                     read = _tensor_bytes(t) if picked is None or i else min(_tensor_bytes(t), picked)
                     self.reads[key] = (kind, min(size, max(seen, read)))
-        if formula is None or not tensors:
+        if not tensors:
+            return
+        if formula is None:
+            self.record_arithmetic(str(packet), tensors, out)
             return
         try:
             flops = int(formula(*args, **kwargs, out_val=out))
         except Exception as e:  # noqa: BLE001 -- a formula that cannot count leaves the bound lower, never wrong
             self.errors.append("%s: %s: %s" % (packet, type(e).__name__, e))
             return
-        key = (_dtype_name(tensors[0].dtype), _family(packet))
-        self.flops[key] = self.flops.get(key, 0) + flops
+        self.add((_dtype_name(tensors[0].dtype), _family(packet)), flops)
+
+    def add(self, key, flops):
+        if flops:
+            self.flops[key] = self.flops.get(key, 0) + flops
+
+    def record_arithmetic(self, name, tensors, out):
+        """The elementwise and transcendental FLOPs of an operator without a formula, by the
+        tables (none for operators outside them: data movement)."""
+        import torch
+
+        floating = [t for t in tensors if t.is_floating_point()]
+        if not floating:
+            return
+        dtype = _dtype_name(floating[0].dtype)
+        produced = max((o.numel() for _, o in flatten_outputs(out) if isinstance(o, torch.Tensor)), default=0)
+        read = floating[0].numel()
+        if name in REDUCTION_OPS:
+            self.add((dtype, ELEMENTWISE), REDUCTION_OPS[name] * read)
+        elif name in ELEMENTWISE_OPS:
+            self.add((dtype, ELEMENTWISE), ELEMENTWISE_OPS[name] * produced)
+        if name in TRANSCENDENTAL_OPS:
+            self.add((dtype, TRANSCENDENTAL), read if name in REDUCTION_OPS else produced)
 
     def counts(self, outputs):
         """The forward's work: {"flops": [{"dtype", "family", "flops"}], "total_flops",
@@ -130,8 +199,9 @@ class WorkCounter:
         flops = [{"dtype": d, "family": f, "flops": n} for (d, f), n in sorted(self.flops.items()) if n]
         out = {"flops": flops, "total_flops": sum(e["flops"] for e in flops), "bytes": moved,
                "total_bytes": sum(moved.values()),
-               "method": "torch.utils.flop_counter formulas per operator and dtype; bytes: inputs, parameters "
-                         "and buffers read, outputs written, each storage once"}
+               "method": "torch.utils.flop_counter formulas per operator and dtype (matmul, convolution); "
+                         "elementwise, reduction and transcendental operators by kforge's tables (per element); "
+                         "bytes: inputs, parameters and buffers read, outputs written, each storage once"}
         if self.errors:
             out["uncounted"] = self.errors[:10]
         return out
@@ -152,55 +222,96 @@ def count_forward(model, inputs, forward):
 
 # -- the bound -----------------------------------------------------------------------------
 
+# The float32-accurate ways to run a float32 GEMM, as (peak, products per FLOP): the CUDA
+# cores, 3xTF32 and bfloat16x6 on tensor cores (split operands, three or six products).
+FLOAT32_SCHEMES = (("fp32", 1), ("tf32", 3), ("bf16", 6))
+# Elementwise and transcendental FLOPs run at this multiple of the `fp32` peak (see above).
+ELEMENTWISE_SPEEDUP = 2.0
 
-def peak_for(dtype, family, policy, fastest=False):
-    """The peak (PEAK_NAMES) that FLOPs of this dtype and family run at under the precision
-    policy (precision.py): float32 at TF32's peak where the policy lets TF32 in (`tf32`; and
-    convolutions under `pytorch`, cuDNN's default), or always with `fastest` (the flag's
-    bound: a kernel is never flagged for its choice of math, the precision check judges
-    that). None: no peak is measured for the dtype (its FLOPs are left out of the bound)."""
+
+def schemes_for(dtype, family, policy):
+    """The (peak, products per FLOP) a GEMM or convolution of `dtype` may run at under the
+    precision policy (precision.py): what keeps the dtype's accuracy, or TF32 where the policy
+    accepts TF32 (`tf32`; convolutions under `pytorch`, cuDNN's default). Empty: no peak is
+    measured for the dtype (its FLOPs are left out of the bound)."""
     if dtype in ("float16", "bfloat16"):
-        return "fp16" if dtype == "float16" else "bf16"
+        return (("fp16" if dtype == "float16" else "bf16", 1),)
     if dtype == "float32":
-        if fastest or policy == "tf32" or (policy == "pytorch" and family == CONVOLUTION):
-            return "tf32"
-        return "fp32"
-    return None
+        if policy == "tf32" or (policy == "pytorch" and family == CONVOLUTION):
+            return (("tf32", 1),)
+        return FLOAT32_SCHEMES
+    return ()
 
 
-def bound(counts, peaks, policy, strict=None):
+def peak_for(dtype, family, policy):
+    """The name of the fastest scheme's peak in the table (kept for callers that name one)."""
+    schemes = schemes_for(dtype, family, policy)
+    return schemes[0][0] if schemes else None
+
+
+def _fastest(entry, matmul, policy):
+    """(seconds, scheme name) of a GEMM/convolution entry at its fastest accepted scheme, or
+    None without a measured peak."""
+    best = None
+    for name, products in schemes_for(entry["dtype"], entry["family"], policy):
+        peak = matmul.get(name)
+        if not peak or peak <= 0:
+            continue
+        seconds = entry["flops"] * products / peak
+        if best is None or seconds < best[0]:
+            best = (seconds, name if products == 1 else "%dx%s" % (products, name))
+    return best
+
+
+def dram_bytes(counts, l2_bytes, flush_l2):
+    """The bytes certain to cross DRAM in a timed run: with the flush, the inputs and
+    parameters (evicted before each run) and the outputs beyond what L2 can hold when the
+    window closes; without it, whatever exceeds L2."""
+    moved = counts.get("bytes") or {}
+    reads = moved.get("inputs", 0) + moved.get("parameters", 0)
+    outputs = moved.get("outputs", 0)
+    l2 = int(l2_bytes or 0)
+    if flush_l2:
+        return reads + max(0, outputs - l2)
+    return max(0, reads + outputs - l2)
+
+
+def bound(counts, peaks, policy, l2_bytes=0, flush_l2=True):
     """The lower bound on the forward's time: {"bound_ms", "compute_ms", "memory_ms",
-    "limit", "peaks_used", "unbounded_dtypes"}, or None where `peaks` lacks what it needs.
-    `strict` (the flag's bound): {"l2_bytes", "flush_l2"}: float32 at its fastest peak and
-    only the bytes certain to cross DRAM (inputs, which are refreshed and evicted from L2
-    before each timed run when the flush is on, and what of the parameters and outputs
-    cannot stay in L2)."""
+    "gemm_ms", "elementwise_ms", "limit", "bytes", "math" (per dtype and family: the scheme
+    counted), "peaks_used", "unbounded_dtypes", "memory_only"}, or None where `peaks` lacks
+    the bandwidth."""
     bandwidth = (peaks or {}).get("dram_bytes_per_s")
     matmul = (peaks or {}).get("matmul_flops_per_s") or {}
     if not bandwidth or bandwidth <= 0:
         return None
-    compute_s, used, unbounded = 0.0, {}, []
+    gemm_s, elementwise_s, used, math, unbounded = 0.0, 0.0, {}, {}, []
+    cuda_cores = ELEMENTWISE_SPEEDUP * (matmul.get("fp32") or 0.0)
     for entry in counts.get("flops") or []:
-        name = peak_for(entry["dtype"], entry["family"], policy, fastest=strict is not None)
-        peak = matmul.get(name) if name else None
-        if not peak or peak <= 0:
+        if entry["family"] in (ELEMENTWISE, TRANSCENDENTAL):
+            if cuda_cores <= 0:
+                unbounded.append(entry["dtype"])
+                continue
+            elementwise_s += entry["flops"] / cuda_cores
+            used["fp32"] = matmul["fp32"]
+            continue
+        fastest = _fastest(entry, matmul, policy)
+        if fastest is None:
             unbounded.append(entry["dtype"])
             continue
-        used[name] = peak
-        compute_s += entry["flops"] / peak
-    moved = counts.get("bytes") or {}
-    if strict is None:
-        dram = counts.get("total_bytes") or 0
-    else:
-        inputs = moved.get("inputs", 0)
-        rest = moved.get("parameters", 0) + moved.get("outputs", 0)
-        if not strict.get("flush_l2"):
-            inputs, rest = 0, rest + inputs
-        dram = inputs + max(0, rest - int(strict.get("l2_bytes") or 0))
+        gemm_s += fastest[0]
+        math["%s %s" % (entry["dtype"], entry["family"])] = fastest[1]
+        peak = fastest[1].split("x")[-1]
+        used[peak] = matmul[peak]
+    # Tensor-core GEMMs and CUDA-core arithmetic can overlap: the larger, not the sum.
+    compute_s = max(gemm_s, elementwise_s)
+    dram = dram_bytes(counts, l2_bytes, flush_l2)
     memory_s = dram / bandwidth
     return {"bound_ms": 1e3 * max(compute_s, memory_s), "compute_ms": 1e3 * compute_s, "memory_ms": 1e3 * memory_s,
-            "limit": COMPUTE if compute_s > memory_s else MEMORY, "bytes": dram, "peaks_used": used,
-            "unbounded_dtypes": sorted(set(unbounded))}
+            "gemm_ms": 1e3 * gemm_s, "elementwise_ms": 1e3 * elementwise_s,
+            "limit": COMPUTE if compute_s > memory_s else MEMORY, "bytes": dram, "math": math,
+            "peaks_used": used, "unbounded_dtypes": sorted(set(unbounded)),
+            "memory_only": not (counts.get("flops") or [])}
 
 
 def percent_of(bound_ms, median_ms):
@@ -210,13 +321,13 @@ def percent_of(bound_ms, median_ms):
     return 100.0 * bound_ms / median_ms
 
 
-def faster_than_light(strict_bound_ms, kernel_figures):
-    """Whether the kernel's timing says it beats the strict bound: even the upper end of
-    its median's interval (the median where there is none) is below FTL_MARGIN of it."""
-    if not strict_bound_ms or not kernel_figures:
+def faster_than_light(bound_ms, kernel_figures):
+    """Whether the kernel's median beats the bound (its percentage of the speed of light is
+    above 100)."""
+    if not bound_ms or not kernel_figures:
         return False
-    high = kernel_figures.get("ci_high_ms") or kernel_figures.get("median_ms")
-    return bool(high and high > 0 and high < FTL_MARGIN * strict_bound_ms)
+    median = kernel_figures.get("median_ms")
+    return bool(median and 0 < median < bound_ms)
 
 
 def figures(counts, peaks, policy, device_info, flush_l2, reference=None, kernel=None):
@@ -225,19 +336,19 @@ def figures(counts, peaks, policy, device_info, flush_l2, reference=None, kernel
     (median_ms, ci_high_ms)."""
     out = {"counts": counts, "peaks": peaks, "bound_ms": None, "limit": None, "reference_pct": None,
            "kernel_pct": None, "faster_than_light": False, "reason": None}
-    full = bound(counts, peaks, policy)
-    if full is None:
+    found = bound(counts, peaks, policy, (device_info or {}).get("l2_bytes"), flush_l2)
+    if found is None:
         out["reason"] = (peaks or {}).get("error") or "the device's peaks are not known"
         return out
-    strict = bound(counts, peaks, policy, strict={"l2_bytes": (device_info or {}).get("l2_bytes"),
-                                                  "flush_l2": flush_l2})
-    out.update(bound_ms=full["bound_ms"], compute_ms=full["compute_ms"], memory_ms=full["memory_ms"],
-               limit=full["limit"], strict_bound_ms=strict["bound_ms"], unbounded_dtypes=full["unbounded_dtypes"])
+    out.update(bound_ms=found["bound_ms"], compute_ms=found["compute_ms"], memory_ms=found["memory_ms"],
+               gemm_ms=found["gemm_ms"], elementwise_ms=found["elementwise_ms"], limit=found["limit"],
+               strict_bound_ms=found["bound_ms"], unbounded_dtypes=found["unbounded_dtypes"], math=found["math"],
+               dram_bytes=found["bytes"], memory_only=found["memory_only"], policy=policy)
     if reference:
-        out["reference_pct"] = percent_of(full["bound_ms"], reference.get("median_ms"))
+        out["reference_pct"] = percent_of(found["bound_ms"], reference.get("median_ms"))
     if kernel:
-        out["kernel_pct"] = percent_of(full["bound_ms"], kernel.get("median_ms"))
-        out["faster_than_light"] = faster_than_light(strict["bound_ms"], kernel)
+        out["kernel_pct"] = percent_of(found["bound_ms"], kernel.get("median_ms"))
+        out["faster_than_light"] = faster_than_light(found["bound_ms"], kernel)
     return out
 
 

@@ -13,7 +13,7 @@ taken before its import beside the reference's, give the offset between the two 
 import random
 import time
 
-from . import timing
+from . import knobs, timing
 from .device import thrash_l2
 from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
@@ -449,7 +449,10 @@ def window_gain(single, offset, per_forward_reference_ms, per_forward_kernel_ms,
 
 def relocating(round_index):
     """Whether both models' processes move their weights before round `round_index` (never
-    before the first: they start where they were loaded)."""
+    before the first: they start where they were loaded; never under the diagnostic
+    KFORGE_DIAG_NO_RELOCATE, knobs.py)."""
+    if knobs.on("KFORGE_DIAG_NO_RELOCATE"):
+        return False
     return 0 < round_index and round_index % RELOCATE_EVERY == 0 and round_index // RELOCATE_EVERY < PLACEMENTS
 
 

@@ -9,6 +9,8 @@ import os
 
 from .protocol import PROTOCOL
 
+from . import knobs
+
 # How a timed run is measured (window.py). Part of the baseline key: a cached reference
 # timing measured another way is never compared with a kernel measured this way.
 TIMING_METHOD = ("judge-window/gated-ipc-events/inputs-then-l2-fill-42-int64/fresh-inputs/null-subtracted/"
@@ -215,6 +217,8 @@ def baseline_key(task_source, device_info, versions, signature, job):
         "method": TIMING_METHOD,
         # The reference computes differently under each precision policy (TF32 or not).
         "precision": job.get("precision") or "strict",
+        # A diagnostic run's figures are never a task's baseline (knobs.py).
+        "diagnostics": knobs.active(),
     }, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 

@@ -2,8 +2,8 @@
 
 A timed run is a window on the judge's CUDA stream, around work queued in another process:
 
-    judge:   [gate] pre | inputs <- staged | L2 thrash | A:=n at | ~early e1 | ~end e2 | snapshot
-    worker:                                   ~A early:=n | forward | outputs -> slots | end:=n
+    judge:   [gate] pre | inputs <- staged | L2 thrash | A:=n at | ~end e2 | snapshot
+    worker:                                   ~A | forward | outputs -> slots | end:=n
 
 `X:=n` is a stream write of the run's number n into flag X, `~X` a stream wait until X
 holds at least n (CUDA stream memory operations on a buffer the judge lends; interprocess
@@ -18,12 +18,16 @@ events on the judge's stream, so nothing the worker reports enters a score:
 - The window opens before the judge writes the run's inputs: nothing the worker computes
   from them can precede it.
 - Contexts of two processes time-slice the GPU (no MPS): while the worker's work runs, the
-  judge's stream cannot. `early` makes the judge's stream runnable as soon as the worker's
-  work starts, so it closes the window the moment the worker's context goes idle (or at the
-  end of a time slice, ~2 ms); `end` then orders the close after the worker's last write.
-  Writing `end` early gains nothing: the close still waits for the context to idle, and a
-  forward longer than a time slice has not written its slots when the judge's snapshot (on
-  the same stream, right after e2) reads them on a checked run.
+  judge's stream cannot, and it closes the window when the worker's context goes idle after
+  `end` (or at the end of a time slice, ~2 ms). The judge's stream has nothing runnable
+  between A and `end`: an earlier version let it run a step as soon as the worker's work
+  started (an `early` flag), which made the GPU time-slice the two contexts during every
+  forward and cost forwards longer than a time slice ~10% (13% on KernelBench's level 2
+  GEMMs, docs/benchmarks.md "The reference against KernelBench's timer"), in kforge's
+  figures alone. Writing `end` early gains nothing: the close still waits for the worker's
+  context to idle or yield, and a forward longer than a time slice has not written its
+  slots when the judge's snapshot (on the same stream, right after e2) reads them on a
+  checked run.
 - A worker that writes a flag far ahead (or never) leaves the judge's window without the
   worker's context in it, which the tail (A to e2, at least two context switches) shows
   (timed.py refuses such a run); one that never writes `end` is a crash after a deadline.
@@ -70,8 +74,8 @@ def write_value(stream, address, value):
 
 
 # The flags' places in their lent buffer (int32 indices, 64 bytes apart).
-FLAG_A, FLAG_EARLY, FLAG_END = 0, 16, 32
-FLAG_WORDS = 48
+FLAG_A, FLAG_END = 0, 16
+FLAG_WORDS = 32
 
 
 class GateUnavailable(RuntimeError):
@@ -168,8 +172,8 @@ class WindowClock:
         self.flags.zero_()
         base = self.flags.data_ptr()
         self.address = {name: base + 4 * index for name, index in
-                        (("a", FLAG_A), ("early", FLAG_EARLY), ("end", FLAG_END))}
-        self.pre, self.at, self.e1, self.e2 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+                        (("a", FLAG_A), ("end", FLAG_END))}
+        self.pre, self.at, self.e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         self.seq = 0
         self.timeouts = 0
         self.in_a_row = 0
@@ -227,8 +231,6 @@ class WindowClock:
         return Run(self.pre.elapsed_time(self.e2), self.at.elapsed_time(self.e2), queued * 1e3, done, copy)
 
     def close(self, stream):
-        wait_value(stream, self.address["early"], self.seq)
-        self.e1.record(stream)
         wait_value(stream, self.address["end"], self.seq)
         self.e2.record(stream)
 
@@ -242,8 +244,7 @@ class WindowClock:
         while not self.e2.query():
             if time.time() - started > deadline_s:
                 side = torch.cuda.Stream()
-                for name in ("early", "end"):
-                    write_value(side, self.address[name], self.seq)
+                write_value(side, self.address["end"], self.seq)
                 side.synchronize()
                 raise WorkerGone("the window of run %d never closed: the process said its forward was done "
                                  "but never wrote the flag that ends it" % self.seq)

@@ -3,7 +3,7 @@
 `Job` (with its `EvalSettings`, the `[eval]` section flattened beside the job's own fields)
 mirrors `eval::protocol::Job`; `Result` lists the top-level fields of `EvalResult`
 (docs/eval-result.md), `Timing`, `TimingStats` and `CompileFigures` those of its timing and
-the figures inside it. `schema()` describes them in the terms of kforge's
+the figures inside it, `Tolerance`, `OutputTolerance` and `Oracle` those of its tolerance. `schema()` describes them in the terms of kforge's
 `eval::wire_schema`, and tests/harness_wire.rs checks that the two sides agree, field by
 field, both ways. The judge builds each result record in a `Record` of its dataclass,
 which refuses a key the dataclass does not declare.
@@ -174,9 +174,31 @@ class CompileFigures:
 
 
 @dataclass
+class DefaultsFigures:
+    """The reference under PyTorch's default precision settings (`DefaultsFigures`: the
+    timing's `defaults`), as defaults.py's `figures()` and `unavailable()` build it."""
+
+    error: Optional[str]
+    pytorch_settings: dict
+    policy_settings: dict
+    differs: Optional[str]
+    median_ms: Optional[float]
+    ci_low_ms: Optional[float]
+    ci_high_ms: Optional[float]
+    noisy: bool
+    reference_median_ms: Optional[float]
+    speedup_over_reference: Optional[float]
+    speedup_low: Optional[float]
+    speedup_high: Optional[float]
+    cached: bool
+    used_for: str
+
+
+@dataclass
 class Timing:
     """The result's `timing` (`Timing`), as the judge builds it: `reference` and `kernel`
-    are `TimingStats`, `compile` a `CompileFigures`; `calibration`, `environment`,
+    are `TimingStats`, `compile` a `CompileFigures`, `defaults` a `DefaultsFigures`;
+    `calibration`, `environment`,
     `kernelbench` and `rounds` are not typed here."""
 
     meaningful: bool
@@ -202,9 +224,60 @@ class Timing:
     score_vs_compile_high: Optional[float]
     baseline: Optional[str]
     baseline_reason: Optional[str]
+    defaults: Optional[dict] = None
+    score_vs_defaults: Optional[float] = None
+    score_vs_defaults_low: Optional[float] = None
+    score_vs_defaults_high: Optional[float] = None
     # Kept by kforge in `extra`: the bootstrap interval alone, before the
     # between-evaluations term widens it into score_low/score_high.
     PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs_score_low", "runs_score_high"})
+
+
+@dataclass
+class Tolerance:
+    """The result's `tolerance` (`ToleranceUsed`), as compare.py's `compare_outputs()` and
+    `merge_tolerance()` build it: `outputs` maps each floating output to an
+    `OutputTolerance`, `oracle` is an `Oracle` (null outside the `oracle` rule)."""
+
+    mode: str
+    precision: Optional[str]
+    atol: Optional[float]
+    rtol: Optional[float]
+    effective_atol: dict
+    outputs: dict
+    oracle: Optional[dict]
+
+
+@dataclass
+class OutputTolerance:
+    """One floating output's entry in the tolerance (`OutputTolerance`): the rule it was held
+    to and, under `oracle`, its margin; under `dtype`, its atol and rtol."""
+
+    dtype: str
+    rule: Optional[str] = None
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    limit: Optional[float] = None
+    error_ratio: Optional[float] = None
+    honest_rms: Optional[float] = None
+    max_allowed: Optional[float] = None
+    oracle: Optional[str] = None
+    worst_at: Optional[list] = None
+    fallback: Optional[str] = None
+
+
+@dataclass
+class Oracle:
+    """The float64 oracle of the `oracle` rule (`OracleUsed`), as oracle.py's
+    `Oracle.record()` builds it and the judge completes (`seconds`)."""
+
+    kind: str
+    rule: str
+    factor: dict
+    twin: Optional[str]
+    twin_error: Optional[str]
+    reason: Optional[str]
+    seconds: Optional[float]
 
 
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
@@ -274,6 +347,34 @@ class CompileFiguresRecord(Record):
 
     DECLARED = CompileFigures
     WHAT = "the compile baseline's figures"
+
+
+class DefaultsFiguresRecord(Record):
+    """The defaults baseline's record as defaults.py builds it (`DefaultsFigures`)."""
+
+    DECLARED = DefaultsFigures
+    WHAT = "the defaults baseline's figures"
+
+
+class ToleranceRecord(Record):
+    """The result's tolerance as compare.py builds it (`Tolerance`)."""
+
+    DECLARED = Tolerance
+    WHAT = "a tolerance"
+
+
+class OutputToleranceRecord(Record):
+    """One output's entry in the tolerance (`OutputTolerance`)."""
+
+    DECLARED = OutputTolerance
+    WHAT = "an output's tolerance"
+
+
+class OracleRecord(Record):
+    """The oracle's description (`Oracle`)."""
+
+    DECLARED = Oracle
+    WHAT = "the oracle's description"
 
 
 # -- checking ------------------------------------------------------------------------
@@ -348,4 +449,5 @@ def schema():
         return out
 
     return {"Job": of(Job), "EvalSettings": of(EvalSettings), "EvalResult": of(Result), "Timing": of(Timing),
-            "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures)}
+            "TimingStats": of(TimingStats), "CompileFigures": of(CompileFigures), "Tolerance": of(Tolerance),
+            "OutputTolerance": of(OutputTolerance), "Oracle": of(Oracle), "DefaultsFigures": of(DefaultsFigures)}

@@ -264,11 +264,11 @@ class Worker:
 
     def op_clock(self, request, mappings):
         """The flags the judge lends to order timed runs (window.py)."""
-        from .window import FLAG_A, FLAG_EARLY, FLAG_END
+        from .window import FLAG_A, FLAG_END
 
         self.flags = self.borrower.attach(request["flags"], mappings)
         base = self.flags.data_ptr()
-        self.clock = [base + 4 * flag for flag in (FLAG_A, FLAG_EARLY, FLAG_END)]
+        self.clock = [base + 4 * flag for flag in (FLAG_A, FLAG_END)]
         self.reply({"type": "clock_set"})
 
     def op_forward(self, request, mappings):
@@ -325,7 +325,7 @@ class Worker:
 
         from .window import wait_value, write_value
 
-        a, early, end = self.clock
+        a, end = self.clock
         seq = int(request["seq"])
         count = int(request.get("forwards") or 1)
         stream = torch.cuda.current_stream()
@@ -337,7 +337,6 @@ class Worker:
                 raise ValueError("a window of %d forwards over %d input sets" % (count, len(self.sets)))
             with torch.no_grad():
                 wait_value(stream, a, seq)
-                write_value(stream, early, seq)
                 for inputs, slots in self.sets[:count]:
                     start = torch.cuda.Event(enable_timing=True)
                     stop = torch.cuda.Event(enable_timing=True)

@@ -485,13 +485,13 @@ def test_a_tf32_sized_error_fails_fp32_by_default_and_passes_under_tf32():
     ref = gemm_like()
     # The error of a TF32 GEMM: ~5e-3 absolute on outputs of magnitude ~1 (measured 0.0048).
     tf32 = ref + 5e-3 * torch.sign(torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)))
-    passed, reports, reason, tolerance = compare_outputs(ref, tf32)
+    passed, reports, reason, tolerance = compare_outputs(ref, tf32, mode="dtype")
     assert not passed and "atol 0.0001" in reason and "rtol 0.0001" in reason
-    assert tolerance["outputs"]["out"] == {"dtype": "float32", "atol": 1e-4, "rtol": 1e-4}
+    assert tolerance["outputs"]["out"] == {"dtype": "float32", "rule": "dtype", "atol": 1e-4, "rtol": 1e-4}
     assert tolerance["atol"] is None and tolerance["mode"] == "dtype" and tolerance["precision"] == "strict"
     assert reports[0]["atol"] == 1e-4 and reports[0]["rtol"] == 1e-4
     assert not compare_outputs(ref, tf32, mode="kernelbench")[0]
-    passed, _, _, tolerance = compare_outputs(ref, tf32, precision="tf32")
+    passed, _, _, tolerance = compare_outputs(ref, tf32, mode="dtype", precision="tf32")
     assert passed and tolerance["outputs"]["out"]["atol"] == 1e-2
     # The person's explicit tolerance wins over the table (the old default accepts it).
     assert compare_outputs(ref, tf32, 1e-2, 1e-2)[0]
@@ -511,12 +511,12 @@ def test_an_honest_fp32_result_passes_the_fp32_tolerance():
 def test_half_outputs_keep_their_own_tolerance_beside_fp32_ones():
     ref = (gemm_like(), gemm_like(2).half())
     new = (ref[0].clone(), (ref[1].float() * (1 + 3e-3)).half())
-    passed, reports, reason, tolerance = compare_outputs(ref, new)
+    passed, reports, reason, tolerance = compare_outputs(ref, new, mode="dtype")
     assert passed, reason
-    assert tolerance["outputs"]["out[1]"] == {"dtype": "float16", "atol": 1e-2, "rtol": 1e-2}
+    assert tolerance["outputs"]["out[1]"] == {"dtype": "float16", "rule": "dtype", "atol": 1e-2, "rtol": 1e-2}
     assert tolerance["outputs"]["out[0]"]["atol"] == 1e-4
     new = ((ref[0].double() * (1 + 3e-3)).float(), new[1])
-    passed, _, reason, _ = compare_outputs(ref, new)
+    passed, _, reason, _ = compare_outputs(ref, new, mode="dtype")
     assert not passed and reason.startswith("out[0]")
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from kforge_harness import baselines, judge, timed, wire
+from kforge_harness import baselines, defaults, judge, timed, wire
 
 from jobs import job
 
@@ -111,6 +111,8 @@ def stand_in_evaluation(monkeypatch):
     e.kernel_side = type("Side", (), {"null": dict(null), "clock": Clock()})()
     e.compiled = dict(baselines.figures("default", 3.0, {"median_ms": 1.0}, {"median_ms": 0.8}, (1.2, 1.3)),
                       cached=False)
+    e.defaults = dict(defaults.figures("strict", "float32 convolutions", {"median_ms": 1.0}, {"median_ms": 0.4},
+                                       (2.4, 2.6)), cached=False)
     return e
 
 
@@ -123,6 +125,8 @@ def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch):
         assert isinstance(timing[side], wire.TimingStatsRecord)
         check_declared(wire.TimingStats, timing[side])
     check_declared(wire.CompileFigures, timing["compile"])
+    check_declared(wire.DefaultsFigures, timing["defaults"])
+    assert timing["score_vs_defaults"] < timing["score"]
     # What kforge reads of it is there: the Rust side's fields, not left to their defaults.
     declared = {f.name for f in dataclasses.fields(wire.TimingStats)} - {"cached"}
     assert declared <= set(timing["kernel"])
