@@ -554,7 +554,11 @@ pub fn brief_message(message: &str) -> Brief {
     if !short.traceback {
         lines.truncate(PLAIN_LINES);
     }
-    let left_out = message.trim_end().lines().count().saturating_sub(lines.len());
+    let left_out = message
+        .trim_end()
+        .lines()
+        .count()
+        .saturating_sub(lines.len());
     Brief { lines, left_out }
 }
 

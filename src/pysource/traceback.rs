@@ -240,7 +240,11 @@ fn parse(message: &str) -> Vec<Section> {
                 kernel: file == KERNEL_FILE,
                 file,
                 line: c["line"].parse().unwrap_or(0),
-                function: c.name("func").map(|f| f.as_str().trim()).unwrap_or("?").into(),
+                function: c
+                    .name("func")
+                    .map(|f| f.as_str().trim())
+                    .unwrap_or("?")
+                    .into(),
                 source: None,
                 marks: None,
             };
@@ -257,8 +261,7 @@ fn parse(message: &str) -> Vec<Section> {
                     let marks = lines[i].trim_end();
                     let shift = indent(marks).saturating_sub(source_indent);
                     if frame.kernel {
-                        frame.marks =
-                            Some(format!("{}{}", " ".repeat(shift), marks.trim_start()));
+                        frame.marks = Some(format!("{}{}", " ".repeat(shift), marks.trim_start()));
                     }
                     i += 1;
                 }
@@ -275,9 +278,9 @@ fn parse(message: &str) -> Vec<Section> {
         }
         if in_exception {
             // A blank line ends the exception only when a chained section follows.
-            let next_is_chain = lines
-                .get(i + 1)
-                .is_some_and(|n| n.starts_with("The above exception") || n.starts_with("During handling"));
+            let next_is_chain = lines.get(i + 1).is_some_and(|n| {
+                n.starts_with("The above exception") || n.starts_with("During handling")
+            });
             if line.trim().is_empty() && next_is_chain {
                 in_exception = false;
             } else if section.exception.len() < MAX_EXCEPTION_LINES {
@@ -340,7 +343,11 @@ static PATH_IN_TEXT: LazyLock<Regex> = LazyLock::new(|| {
 pub fn scrub_paths(text: &str) -> String {
     PATH_IN_TEXT
         .replace_all(text, |c: &regex::Captures| {
-            format!("{}{}", &c["pre"], scrub_path(c["path"].trim_end_matches('/')))
+            format!(
+                "{}{}",
+                &c["pre"],
+                scrub_path(c["path"].trim_end_matches('/'))
+            )
         })
         .into_owned()
 }
@@ -375,7 +382,14 @@ mod tests {
             assert!(short.frames.len() <= MAX_FRAMES, "{name}:\n{text}");
             assert!(short.kernel_frame().is_some(), "{name}:\n{text}");
             assert!(!has_host_path(&text), "{name}:\n{text}");
-            for leak in ["/root", ".cache", "/tmp", "pyenv", "eval-", "kforge_harness"] {
+            for leak in [
+                "/root",
+                ".cache",
+                "/tmp",
+                "pyenv",
+                "eval-",
+                "kforge_harness",
+            ] {
                 assert!(!text.contains(leak), "{name}: {leak}:\n{text}");
             }
             assert!(text.lines().count() <= 14, "{name}:\n{text}");
@@ -453,7 +467,11 @@ mod tests {
         let names: Vec<&str> = short.frames.iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["inner", "leaf", "f"]);
         assert_eq!(short.kernel_frames_left_out, 2);
-        assert!(short.text().contains("2 outer frame(s) of kernel.py left out"));
+        assert!(
+            short
+                .text()
+                .contains("2 outer frame(s) of kernel.py left out")
+        );
     }
 
     #[test]
@@ -502,8 +520,14 @@ mod tests {
                 "/root/.cache/kforge/pyenv-1/lib/python3.11/site-packages/triton/runtime/jit.py",
                 "triton/runtime/jit.py",
             ),
-            ("/root/.pyenv/versions/3.11.7/lib/python3.11/inspect.py", "inspect.py"),
-            ("/root/.cache/kforge/harness/1/kforge_harness/audit.py", "kforge_harness/audit.py"),
+            (
+                "/root/.pyenv/versions/3.11.7/lib/python3.11/inspect.py",
+                "inspect.py",
+            ),
+            (
+                "/root/.cache/kforge/harness/1/kforge_harness/audit.py",
+                "kforge_harness/audit.py",
+            ),
             ("/home/alice/tasks/softmax.py", "softmax.py"),
             ("/home/alice", "<path>"),
         ] {
