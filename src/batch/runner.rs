@@ -348,9 +348,10 @@ async fn start_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
     };
     let device = ctx.devices.primary();
     shared.say(format!("[{}] checking the task on {device} ...", task.key));
-    match check_task(shared.pool.as_ref(), &source, device, &ctx.manifest.eval).await {
-        TaskCheck::Ready(_) => {}
-        TaskCheck::Refused(why) => return refuse(shared, task, &why),
+    let check = check_task(shared.pool.as_ref(), &source, device, &ctx.manifest.eval).await;
+    match &check {
+        TaskCheck::Ready(..) => {}
+        TaskCheck::Refused(why) => return refuse(shared, task, why),
         TaskCheck::EvaluatorFailed(err) => {
             return TaskTurn::Failed(format!("the evaluator failed: {err}"));
         }
@@ -378,6 +379,9 @@ async fn start_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
         Err(e) => return TaskTurn::Failed(format!("{e:#}")),
     };
     if let Err(e) = ctx.prompts.snapshot_into(&session.file("prompts")) {
+        return TaskTurn::Failed(format!("{e:#}"));
+    }
+    if let Err(e) = check.write_into(&session) {
         return TaskTurn::Failed(format!("{e:#}"));
     }
     shared.say(format!("[{}] started", task.key));

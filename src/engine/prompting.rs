@@ -1,10 +1,214 @@
-//! Which template a step's prompt is rendered from. The context itself is the one
-//! `prompts::PromptContext`, built by the engine from the task and the candidate's
-//! evaluation (`PromptContext::for_task(..).with_kernel(..).with_eval(..)`), the same way
-//! in production and in tests.
+//! What a step's prompt is made of: the template it is rendered from, and the context the
+//! engine builds for it from the session (`prompts::PromptContext`, built the same way in
+//! production and in tests: `PromptContext::for_task(..).with_kernel(..).with_eval(..)`),
+//! with what each kind of call needs on top: a seed's own direction, the session's other
+//! designs for an optimization, the lineage's analysis and the earlier stages for a stage,
+//! the failing sizes for a repair after the unseen-shapes check.
 
-use crate::prompts::{PromptContext, PromptSet, TemplateName};
-use crate::protocol::{CallKind, CallTemplate};
+use std::collections::BTreeMap;
+
+use super::runner::Inner;
+use crate::llm::extract::Analysis;
+use crate::prompts::{
+    EarlierStage, PromptContext, PromptSet, SeedDirection, SiblingDesign, TemplateName,
+    design_summary, seed_direction,
+};
+use crate::protocol::{CallKind, CallTemplate, CandidateId, CandidateKind, EvalResult, StepKey};
+
+/// The task check's result in a session (written by the front end that checked the task,
+/// before the engine starts): the prompts take the reference's output shapes from it.
+pub const TASK_CHECK_FILE: &str = "task_check.json";
+
+/// The most characters kept of what an earlier stage's answer said it changed.
+const TRIED_CHARS: usize = 400;
+
+impl Inner {
+    /// The prompt context of a step on candidate `id`: the task with the reference's output
+    /// shapes, the kernel, and what its evaluation said (failure and hints, or verdict,
+    /// timing and metrics).
+    pub fn context_for(&self, id: Option<CandidateId>) -> PromptContext {
+        let mut ctx = PromptContext::for_task(&self.task.name, &self.task.source)
+            .with_timing_meaningful(self.timing_meaningful())
+            .with_precision(self.eval.precision, self.eval.atol, self.eval.rtol);
+        if let Some(check) = self.task_check()
+            && let Some(first) = check.trials.first()
+        {
+            ctx = ctx.with_reference_outputs(&first.outputs);
+        }
+        if let Some(id) = id {
+            ctx = ctx.with_kernel(self.kernel_source(id));
+            if let Some(result) = self.load_result(id) {
+                ctx = ctx.with_eval(&result);
+            }
+        }
+        ctx
+    }
+
+    fn task_check(&self) -> Option<EvalResult> {
+        serde_json::from_str(&self.session.read_file(TASK_CHECK_FILE).ok()?).ok()
+    }
+
+    /// Seed `index`'s context, with its own direction.
+    pub fn seed_context(&self, index: u32) -> (PromptContext, SeedDirection) {
+        let direction = seed_direction(&self.task.source, index, self.pipeline.seeds);
+        let mut ctx = self.context_for(None);
+        ctx.direction = Some(direction.clone());
+        (ctx, direction)
+    }
+
+    /// The optimization of `seed` from its analysis: the session's other designs with it.
+    pub fn optimize_context(&self, seed: CandidateId, analysis: Analysis) -> PromptContext {
+        let mut ctx = self.context_for(Some(seed));
+        ctx.analysis = Some(analysis);
+        ctx.siblings = self.siblings_of(seed);
+        ctx
+    }
+
+    /// Tuning stage `stage` on `base`: the analysis of its lineage and the earlier stages.
+    pub fn stage_context(&self, base: CandidateId, stage: &str) -> PromptContext {
+        let mut ctx = self.context_for(Some(base));
+        ctx.stage = Some(stage.to_string());
+        ctx.analysis = self.lineage_analysis(base);
+        ctx.stage_history = self.earlier_stages(stage);
+        ctx
+    }
+
+    /// The nearest analysis up `id`'s lineage (its own, its parent's...).
+    fn lineage_analysis(&self, id: CandidateId) -> Option<Analysis> {
+        self.with_state(|s| {
+            let mut at = s.candidates.get(&id);
+            let mut hops = 0;
+            while let Some(c) = at
+                && hops < 64
+            {
+                if let Some(a) = &c.analysis {
+                    return Some(a.clone());
+                }
+                at = c.parent.and_then(|p| s.candidates.get(&p));
+                hops += 1;
+            }
+            None
+        })
+    }
+
+    /// The stages recorded before `stage` (this session's, earlier runs' included): what each
+    /// tried, in its answer's own words, and what became of it.
+    fn earlier_stages(&self, stage: &str) -> Vec<EarlierStage> {
+        let records = self.with_state(|s| {
+            s.stages
+                .iter()
+                .filter(|r| r.stage != stage)
+                .map(|r| {
+                    let key = StepKey::Stage {
+                        name: r.stage.clone(),
+                    }
+                    .to_string();
+                    let response = s
+                        .candidates
+                        .values()
+                        .find(|c| c.key == key)
+                        .and_then(|c| c.call)
+                        .and_then(|call| s.calls.get(&call))
+                        .and_then(|call| call.response_file.clone());
+                    let failure = r
+                        .result
+                        .and_then(|id| s.candidates.get(&id))
+                        .and_then(|c| c.eval.as_ref())
+                        .filter(|e| !e.correct)
+                        .map(|e| {
+                            format!(
+                                " ({}: {})",
+                                e.category.map(|c| c.as_str()).unwrap_or("failed"),
+                                crate::pysource::traceback::scrub_paths(
+                                    &e.summary.chars().take(300).collect::<String>()
+                                )
+                            )
+                        })
+                        .unwrap_or_default();
+                    (r.clone(), response, failure)
+                })
+                .collect::<Vec<_>>()
+        });
+        records
+            .into_iter()
+            .map(|(record, response, failure)| EarlierStage {
+                stage: record.stage,
+                tried: response
+                    .and_then(|f| self.session.read_file(&f).ok())
+                    .map(|text| answer_prose(&text))
+                    .unwrap_or_default(),
+                verdict: record.verdict.word().to_string(),
+                reason: format!("{}{failure}", record.reason),
+            })
+            .collect()
+    }
+
+    /// The correct designs of the session's other lineages (the last correct kernel of
+    /// each), for a call that must not write one of them again.
+    fn siblings_of(&self, of: CandidateId) -> Vec<SiblingDesign> {
+        let root_of = |key: &str| key.parse::<StepKey>().ok().map(|k| k.root().clone());
+        let found = self.with_state(|s| {
+            let own = s.candidates.get(&of).and_then(|c| root_of(&c.key));
+            let mut last: BTreeMap<String, (CandidateId, String, String)> = BTreeMap::new();
+            for c in s
+                .candidates
+                .values()
+                .filter(|c| c.is_correct() && c.id != of)
+            {
+                let Some(root) = root_of(&c.key) else {
+                    continue;
+                };
+                if Some(&root) == own.as_ref() || root == (StepKey::Optimize { candidate: of }) {
+                    continue;
+                }
+                let direction = s
+                    .candidates
+                    .values()
+                    .find(|r| r.key == root.to_string())
+                    .and_then(|r| match &r.kind {
+                        CandidateKind::Seed {
+                            direction: Some(d), ..
+                        } => Some(format!(", direction `{d}`")),
+                        _ => None,
+                    })
+                    .unwrap_or_default();
+                last.insert(
+                    root.to_string(),
+                    (
+                        c.id,
+                        format!("candidate {} (`{}`{direction})", c.id, c.key),
+                        c.file.clone(),
+                    ),
+                );
+            }
+            last.into_values().collect::<Vec<_>>()
+        });
+        found
+            .into_iter()
+            .filter_map(|(_, label, file)| {
+                let source = self.session.read_file(&file).ok()?;
+                Some(SiblingDesign {
+                    label,
+                    design: design_summary(&source),
+                })
+            })
+            .collect()
+    }
+}
+
+/// What an answer says before its code: the model's own account of what it changed, on one
+/// line, at most [`TRIED_CHARS`] characters.
+pub fn answer_prose(answer: &str) -> String {
+    let before = answer.split("```").next().unwrap_or_default();
+    let words = before.split_whitespace().collect::<Vec<_>>().join(" ");
+    let words = crate::pysource::traceback::scrub_paths(&words);
+    if words.chars().count() <= TRIED_CHARS {
+        words
+    } else {
+        let cut: String = words.chars().take(TRIED_CHARS).collect();
+        format!("{}...", cut.trim_end())
+    }
+}
 
 /// The template of a call, as its kind's descriptor names it. Stage names without a
 /// template are an error.

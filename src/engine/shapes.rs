@@ -3,18 +3,164 @@
 //! files go to `shapes/<id>/`, the whole check to `shapes/<id>.json`, written before the
 //! `shapes_checked` event that names it; a resumed run finds the event and does not check
 //! the candidate again.
+//!
+//! A kernel that fails there is repaired like any other failure (issue 36): the repair
+//! prompt names the failing sizes (`shapes<id>/repair<n>`, at most `[pipeline]
+//! shape_repairs` attempts); a repaired kernel must be correct on the task, is checked on
+//! unseen shapes in turn, and is ranked as every candidate is (a kernel shown wrong on
+//! unseen shapes ranks below every one that is not: `session::state::best_of`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::outcome::{Step, step};
 use super::runner::Inner;
+use crate::prompts::AttemptFailure;
 use crate::protocol::shapes::ShapeCheck;
 use crate::protocol::*;
 use crate::shapes::check;
 
 const TAG: &str = "shapes";
+/// The most kernels checked in one verification (the best, then the best it moved to...).
+const MAX_CHECKED: usize = 4;
 
 impl Inner {
+    /// Checks `first` (the best, or the kernel marked final) on unseen shapes; when it fails,
+    /// asks for its repair with the failing sizes. The best may move to the repaired kernel
+    /// (or to another correct one): the new best is checked too. A kernel marked final stays
+    /// final: its repair is offered to the person, not swapped in. One kernel is repaired
+    /// per run.
+    pub(super) async fn verify_on_unseen_shapes(&self, first: CandidateId, marked: bool) {
+        let mut id = first;
+        let mut repaired = false;
+        let mut checked = BTreeSet::new();
+        while checked.insert(id) && checked.len() <= MAX_CHECKED {
+            if self.stopping() {
+                return;
+            }
+            if let Step::Stopped = self.check_shapes(id).await {
+                return;
+            }
+            let Some(failed) = self.failed_shape_check(id) else {
+                return;
+            };
+            if repaired || self.pipeline.shape_repairs == 0 {
+                return;
+            }
+            repaired = true;
+            let outcome = self.repair_on_unseen_sizes(id, failed).await;
+            if let Step::Done(Some(fixed)) = &outcome {
+                self.log(
+                    LogLevel::Info,
+                    TAG,
+                    if marked {
+                        format!(
+                            "candidate {fixed} repairs candidate {id} and is correct on the unseen shapes; {id} stays final as you marked it (mark {fixed} final with F to take it)"
+                        )
+                    } else {
+                        format!("candidate {fixed} repairs candidate {id} and is correct on the unseen shapes")
+                    },
+                );
+            }
+            if matches!(outcome, Step::Stopped) || marked {
+                return;
+            }
+            match self.with_state(|s| s.best) {
+                Some(best) => id = best,
+                None => return,
+            }
+        }
+    }
+
+    /// The check of `id` when it was recorded and failed.
+    fn failed_shape_check(&self, id: CandidateId) -> Option<ShapeCheck> {
+        let file = self.with_state(|s| {
+            s.candidates
+                .get(&id)
+                .and_then(|c| c.shapes.as_ref())
+                .filter(|r| r.verdict.fails())
+                .map(|r| r.file.clone())
+        })?;
+        serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
+    }
+
+    /// Repairs `id`, right on the task's sizes and wrong on unseen ones (`check`): each
+    /// attempt's kernel is evaluated on the task and, when correct, checked on unseen
+    /// shapes; the next attempt repairs whichever failed. `Some(kernel)` when one is correct
+    /// everywhere it was checked.
+    async fn repair_on_unseen_sizes(
+        &self,
+        id: CandidateId,
+        check: ShapeCheck,
+    ) -> Step<Option<CandidateId>> {
+        let key = StepKey::Shapes { candidate: id };
+        let tag = format!("shapes {id}");
+        let attempts = self.pipeline.shape_repairs;
+        let mut current = id;
+        let mut failing: Option<ShapeCheck> = Some(check);
+        let mut history: Vec<AttemptFailure> = Vec::new();
+        for attempt in 1..=attempts {
+            if self.stopping() {
+                return Step::Stopped;
+            }
+            let mut ctx = self.context_for(Some(current));
+            let entry = match &failing {
+                Some(check) => {
+                    ctx = ctx.with_unseen_sizes(check);
+                    AttemptFailure::from_unseen_sizes(attempt, check)
+                }
+                None => self
+                    .load_result(current)
+                    .map(|r| AttemptFailure::from_eval(attempt, &r)),
+            };
+            ctx = ctx.with_attempts(history.clone());
+            history.extend(entry);
+            self.log(
+                LogLevel::Info,
+                &tag,
+                format!(
+                    "repair {attempt}/{attempts}: {}",
+                    ctx.failure
+                        .as_ref()
+                        .map(|f| f.summary.chars().take(200).collect::<String>())
+                        .unwrap_or_default()
+                ),
+            );
+            let step_key = key.repair(attempt);
+            let (code, call) = match self
+                .ask_for_code(&step_key, &tag, CallKind::Repair, Some(current), ctx)
+                .await
+            {
+                Step::Done(g) => g,
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, &tag, format!("repair {attempt}: {why}"));
+                    return Step::Done(None);
+                }
+            };
+            let kind = CandidateKind::Repair { attempt };
+            let new = step!(self.new_candidate(&step_key, Some(current), kind, &code, call));
+            let evaluated = match self.evaluate(new, &tag).await {
+                Step::Done(e) => e,
+                Step::Skipped(_) => return Step::Done(None),
+                other => return other.forward(),
+            };
+            current = new;
+            if !evaluated.correct {
+                failing = None;
+                continue;
+            }
+            if let Step::Stopped = self.check_shapes(new).await {
+                return Step::Stopped;
+            }
+            failing = self.failed_shape_check(new);
+            if failing.is_none() {
+                return Step::Done(Some(new));
+            }
+        }
+        Step::Done(None)
+    }
+
     /// Re-checks a correct candidate on unseen shapes unless `[eval] shape_check` is off or
     /// the check is already recorded. `Skipped` says why nothing ran.
     pub(super) async fn check_shapes(&self, id: CandidateId) -> Step<()> {

@@ -85,8 +85,10 @@ pub fn resumed_llm(
 
 /// What the task check before a session found.
 pub enum TaskCheck {
-    /// The task runs; the text says how fast the reference is, where it was timed.
-    Ready(String),
+    /// The task runs; the text says how fast the reference is, where it was timed; the
+    /// result (what the reference returns, its timing) goes into the session as
+    /// `engine::prompting::TASK_CHECK_FILE` (`write_into`).
+    Ready(String, Box<crate::protocol::EvalResult>),
     /// The task's own verdict (`task`, `oom`...): one line.
     Refused(String),
     /// No verdict: the evaluator itself could not run.
@@ -95,13 +97,13 @@ pub enum TaskCheck {
 
 impl TaskCheck {
     pub fn is_ready(&self) -> bool {
-        matches!(self, TaskCheck::Ready(_))
+        matches!(self, TaskCheck::Ready(..))
     }
 
     /// One line for the console.
     pub fn line(&self, task: &str, device: Device) -> String {
         match self {
-            TaskCheck::Ready(line) => format!("task {task} OK on {device}{line}"),
+            TaskCheck::Ready(line, _) => format!("task {task} OK on {device}{line}"),
             TaskCheck::Refused(summary) => format!("task {task} refused: {summary}"),
             TaskCheck::EvaluatorFailed(err) => format!("the evaluator failed: {err}"),
         }
@@ -109,6 +111,20 @@ impl TaskCheck {
 
     pub fn report(&self, task: &str, device: Device) {
         eprintln!("kforge: {}", self.line(task, device));
+    }
+
+    /// Saves a passed check's result in the session, where the prompts read the shapes and
+    /// dtypes the reference returns.
+    pub fn write_into(&self, session: &crate::session::store::SessionDir) -> Result<()> {
+        if let TaskCheck::Ready(_, result) = self {
+            session
+                .write_file(
+                    crate::engine::prompting::TASK_CHECK_FILE,
+                    &serde_json::to_vec_pretty(result.as_ref())?,
+                )
+                .context("cannot write the task check into the session")?;
+        }
+        Ok(())
     }
 }
 
@@ -124,8 +140,9 @@ pub async fn check_task(
         .evaluate(request, CancellationToken::new(), None)
         .await
     {
-        Ok(r) if r.correct => TaskCheck::Ready(
-            r.timing
+        Ok(r) if r.correct => {
+            let line = r
+                .timing
                 .as_ref()
                 .filter(|t| t.meaningful)
                 .map(|t| {
@@ -139,8 +156,9 @@ pub async fn check_task(
                         t.reference.median_ms
                     )
                 })
-                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
-        ),
+                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into());
+            TaskCheck::Ready(line, Box::new(r))
+        }
         Ok(r) => TaskCheck::Refused(r.summary),
         Err(err) => TaskCheck::EvaluatorFailed(err),
     }

@@ -406,7 +406,7 @@ impl Tools {
         let device: Device = device_args.pick(evaluator).await?;
         let check = check_task(evaluator, &task.path, device, &settings).await;
         let status = match &check {
-            TaskCheck::Ready(_) => "ready",
+            TaskCheck::Ready(..) => "ready",
             TaskCheck::Refused(_) => "refused",
             TaskCheck::EvaluatorFailed(_) => "evaluator_failed",
         };

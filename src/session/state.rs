@@ -213,7 +213,9 @@ impl Speedup {
 /// (Candidates with and without intervals in one session, from a resumed session that
 /// spans harness versions, are compared pairwise by that rule in candidate order.)
 /// A candidate flagged `faster_than_light` is never chosen here: only the person's final
-/// mark (`best_candidate`) makes it the best.
+/// mark (`best_candidate`) makes it the best. A candidate shown wrong on unseen shapes
+/// (`shapes_checked` failing) ranks below every candidate that was not: it stays the best
+/// only when no other is correct.
 pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
     candidates
         .into_iter()
@@ -223,12 +225,15 @@ pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Optio
 
 /// The order `best_of` ranks correct candidates by.
 fn rank_cmp(a: &Candidate, b: &Candidate) -> Ordering {
-    match (a.speedup(), b.speedup()) {
-        (Some(x), Some(y)) => x.rank_cmp(&y).then(a.id.cmp(&b.id)),
-        (Some(_), None) => Ordering::Greater,
-        (None, Some(_)) => Ordering::Less,
-        (None, None) => b.id.cmp(&a.id),
-    }
+    let not_shown_wrong = |c: &Candidate| !c.shapes.as_ref().is_some_and(|s| s.verdict.fails());
+    not_shown_wrong(a)
+        .cmp(&not_shown_wrong(b))
+        .then_with(|| match (a.speedup(), b.speedup()) {
+            (Some(x), Some(y)) => x.rank_cmp(&y).then(a.id.cmp(&b.id)),
+            (Some(_), None) => Ordering::Greater,
+            (None, Some(_)) => Ordering::Less,
+            (None, None) => b.id.cmp(&a.id),
+        })
 }
 
 /// Whether two candidates' measurements cannot tell which is faster: both are correct
@@ -797,7 +802,10 @@ mod tests {
                     id: CandidateId(1),
                     key: "k1".into(),
                     parent: None,
-                    kind: CandidateKind::Seed { index: 1 },
+                    kind: CandidateKind::Seed {
+                        index: 1,
+                        direction: None,
+                    },
                     file: "kernels/1-seed.py".into(),
                     call: Some(CallId(1)),
                 },
