@@ -314,3 +314,193 @@ mod tests {
         );
     }
 }
+
+/// The prompts the pipeline sends, on the fakes: each seed its own, the calls that only
+/// chase speed skipped on the CPU, stages and optimizations told what the session knows.
+#[cfg(test)]
+mod pipeline_prompts {
+    use std::sync::Arc;
+
+    use super::super::fakes::{self, FakeEvaluator, FakeLlm};
+    use super::super::runner::Engine;
+    use super::super::tests::{dir, pipeline, standard};
+    use crate::config::pipeline::PipelineConfig;
+    use crate::eval::Device;
+    use crate::protocol::*;
+    use crate::session::state::SessionState;
+    use crate::session::store::SessionDir;
+
+    async fn run(
+        session: &SessionDir,
+        llm: &Arc<FakeLlm>,
+        config: PipelineConfig,
+        device: Device,
+    ) -> (RunEnd, SessionState) {
+        let setup = fakes::setup(
+            session.clone(),
+            SessionState::default(),
+            Arc::new(FakeEvaluator::default()),
+            llm.clone(),
+            config,
+            device,
+        );
+        let engine = Arc::new(Engine::new(setup).unwrap());
+        let steering = fakes::steer(&engine, fakes::approve_every_gate);
+        let outcome = engine.run().await;
+        engine.stop_actions();
+        steering.abort();
+        let state = SessionState::from_records(&session.read_events().unwrap().records);
+        (outcome.end, state)
+    }
+
+    fn prompts_of(llm: &FakeLlm, kind: CallKind) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = llm
+            .calls()
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| (c.key.clone(), FakeLlm::prompt(c).to_string()))
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn three_seeds_get_three_prompts_each_saying_its_direction() {
+        let d = dir();
+        let llm = Arc::new(FakeLlm::new(standard));
+        let config = PipelineConfig {
+            seeds: 3,
+            stages: vec![],
+            ..pipeline()
+        };
+        let (end, state) = run(&d.session, &llm, config, Device::Cpu).await;
+        assert_eq!(end, RunEnd::Complete);
+        let seeds = prompts_of(&llm, CallKind::Seed);
+        assert_eq!(seeds.len(), 3);
+        for (i, (key, prompt)) in seeds.iter().enumerate() {
+            for (other_key, other) in &seeds[i + 1..] {
+                assert_ne!(prompt, other, "{key} and {other_key} got the same prompt");
+            }
+            let index = i as u32 + 1;
+            let seed = state
+                .candidates
+                .values()
+                .find(|c| c.key == *key)
+                .unwrap_or_else(|| panic!("no candidate for {key}"));
+            let CandidateKind::Seed {
+                index: recorded,
+                direction: Some(direction),
+            } = &seed.kind
+            else {
+                panic!("{key}: {:?}", seed.kind);
+            };
+            assert_eq!(*recorded, index);
+            assert!(
+                prompt.contains(&format!(
+                    "## Your task: seed {index} of 3, direction `{direction}`"
+                )),
+                "{key}:\n{prompt}"
+            );
+            // It names the other seeds' directions, and its own is shown with the seed.
+            assert_eq!(prompt.matches("seed ").count() >= 3, true, "{prompt}");
+            assert_eq!(seed.kind.label(), format!("seed {index} ({direction})"));
+            assert!(state.log.iter().any(|l| l.tag == format!("seed {index}")
+                && l.message.starts_with(&format!("direction `{direction}`"))));
+        }
+        // The prompt files hold the same text.
+        let first = d.session.read_file("llm/1.prompt.md").unwrap();
+        assert!(first.contains(", direction `"), "{first}");
+    }
+
+    #[tokio::test]
+    async fn the_cpu_skips_the_calls_that_only_chase_speed_unless_asked() {
+        let speed = [CallKind::Analysis, CallKind::Optimize, CallKind::Stage];
+        let d = dir();
+        let llm = Arc::new(FakeLlm::new(standard));
+        let config = PipelineConfig {
+            speed_calls_on_cpu: false,
+            ..pipeline()
+        };
+        let (end, state) = run(&d.session, &llm, config, Device::Cpu).await;
+        assert_eq!(end, RunEnd::Complete);
+        let kinds: Vec<CallKind> = llm.calls().iter().map(|c| c.kind).collect();
+        assert!(kinds.iter().all(|k| !speed.contains(k)), "{kinds:?}");
+        assert!(kinds.contains(&CallKind::Seed) && kinds.contains(&CallKind::Repair));
+        assert!(
+            state.log.iter().any(|l| l.tag == "engine"
+                && l.message.contains("nothing is timed")
+                && l.message.contains("--speed-calls-on-cpu")),
+            "the skip is said"
+        );
+        // Every prompt says that nothing is timed here, none talks of CUDA events.
+        for call in llm.calls() {
+            let system = call.request.system.clone().unwrap_or_default();
+            assert!(system.contains("nothing is timed"), "{system}");
+            assert!(!system.contains("CUDA events"), "{system}");
+        }
+
+        // Asked for, they run on the CPU; on a GPU they run by default.
+        for (config, device) in [
+            (pipeline(), Device::Cpu),
+            (
+                PipelineConfig {
+                    speed_calls_on_cpu: false,
+                    ..pipeline()
+                },
+                Device::Cuda(0),
+            ),
+        ] {
+            let d = dir();
+            let llm = Arc::new(FakeLlm::new(standard));
+            let (end, _) = run(&d.session, &llm, config, device).await;
+            assert_eq!(end, RunEnd::Complete);
+            let kinds: Vec<CallKind> = llm.calls().iter().map(|c| c.kind).collect();
+            for kind in speed {
+                assert!(kinds.contains(&kind), "{device:?}: {kind:?} in {kinds:?}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn stages_carry_the_analysis_and_the_earlier_stages_and_optimize_the_other_designs() {
+        let d = dir();
+        let llm = Arc::new(FakeLlm::new(standard));
+        let (end, _) = run(&d.session, &llm, pipeline(), Device::Cpu).await;
+        assert_eq!(end, RunEnd::Complete);
+        let stages = llm
+            .calls()
+            .into_iter()
+            .filter(|c| c.kind == CallKind::Stage)
+            .map(|c| FakeLlm::prompt(&c).to_string())
+            .collect::<Vec<_>>();
+        assert_eq!(stages.len(), 3);
+        for (i, prompt) in stages.iter().enumerate() {
+            assert!(prompt.contains("## The algorithm analysis"), "{prompt}");
+            assert!(prompt.contains("- Plan: wider blocks"), "{prompt}");
+            assert!(prompt.contains("within the task's tolerance ("), "{prompt}");
+            if i == 0 {
+                assert!(!prompt.contains("Earlier tuning stages"), "{prompt}");
+            } else {
+                assert!(prompt.contains("## Earlier tuning stages"), "{prompt}");
+                // What the first stage's answer said, and what became of it (on the CPU,
+                // not compared: the base stays).
+                assert!(
+                    prompt.contains(
+                        "- `grid_and_parallel`: it tried: \"Here it is.\"; not compared: correct, not compared"
+                    ),
+                    "{prompt}"
+                );
+            }
+        }
+        // The later of the two optimizations is told the other seed's design (which one
+        // comes first depends on the lineages' pace), with its direction.
+        let optimize = prompts_of(&llm, CallKind::Optimize);
+        assert!(
+            optimize.iter().any(|(_, p)| {
+                let designs = p.split("## Designs already in this session").nth(1);
+                designs.is_some_and(|d| d.contains("(`seed") && d.contains(", direction `"))
+            }),
+            "{optimize:?}"
+        );
+    }
+}

@@ -236,6 +236,8 @@ impl Inner {
             Err(e) => return Step::Failed(format!("cannot encode the shape check of {id}: {e}")),
         };
         step!(self.write(&result_file, &json));
+        // A kernel shown wrong on unseen shapes ranks below the others: the best may move.
+        let best_before = self.with_state(|s| s.best);
         self.emit(Event::ShapesChecked {
             candidate: id,
             result_file,
@@ -248,6 +250,7 @@ impl Inner {
             LogLevel::Info
         };
         self.log(level, TAG, format!("candidate {id}: {}", shapes.line));
+        self.announce_best(best_before);
         self.sync();
         Step::Done(())
     }
@@ -464,6 +467,137 @@ mod tests {
         assert!(state.log.iter().any(|l| l.level == LogLevel::Warn
             && l.tag == "shapes"
             && l.message.contains("wrong on batch_size=8, dim=32")));
+    }
+
+    /// Issue 36: a best right on the task's sizes and wrong on unseen ones is repaired with
+    /// the failing sizes; the repair is correct on the task, checked in turn, and becomes the
+    /// best (a kernel shown wrong on unseen shapes ranks below it).
+    #[tokio::test]
+    async fn a_best_wrong_on_unseen_shapes_is_repaired_with_the_failing_sizes() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|call| match call.kind {
+            CallKind::Repair => Reply::Text(fakes::kernel("sizes from the tensors")),
+            _ => Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64")),
+        }));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config.clone(),
+            true,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let repairs: Vec<_> = llm
+            .calls()
+            .into_iter()
+            .filter(|c| c.kind == CallKind::Repair)
+            .collect();
+        assert_eq!(repairs.len(), 1, "one repair was enough");
+        assert_eq!(repairs[0].key, "shapes1/repair1");
+        let prompt = FakeLlm::prompt(&repairs[0]);
+        assert!(
+            prompt.contains("## It is wrong on sizes other than the task's"),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("correct on the task's own sizes (batch_size=16, dim=64)"),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("- wrong on batch_size=8, dim=32: mismatch: fake mismatch failure"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("## The failure: `mismatch`"), "{prompt}");
+        assert!(prompt.contains("hard-codes a size"), "{prompt}");
+        // The repair is the best now, checked and right everywhere; the seed is kept, shown
+        // failing.
+        let best = state.best.unwrap();
+        assert_ne!(best, CandidateId(1));
+        assert_eq!(state.candidates[&best].parent, Some(CandidateId(1)));
+        assert!(
+            state.candidates[&best]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .verdict
+                .generalizes()
+        );
+        assert!(
+            state.candidates[&CandidateId(1)]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .fails()
+        );
+        assert_eq!(shapes_events(&d.session), vec![CandidateId(1), best]);
+        assert!(
+            d.session
+                .read_file("best_kernel.py")
+                .unwrap()
+                .contains("sizes from the tensors")
+        );
+        // A resumed run asks nothing again.
+        let before = llm.calls().len();
+        let (outcome, _) = run_sized(&d.session, state, &eval, &llm, config, true).await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        assert_eq!(llm.calls().len(), before, "resume asked again");
+    }
+
+    /// Repairs that stay wrong on unseen shapes stop after `[pipeline] shape_repairs`, each
+    /// told the earlier attempts' failures.
+    #[tokio::test]
+    async fn shape_repairs_are_bounded_and_carry_the_earlier_attempts() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|_| {
+            Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64"))
+        }));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            shape_repairs: 2,
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config,
+            true,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let repairs: Vec<_> = llm
+            .calls()
+            .into_iter()
+            .filter(|c| c.kind == CallKind::Repair)
+            .collect();
+        assert_eq!(
+            repairs.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(),
+            ["shapes1/repair1", "shapes1/repair2"]
+        );
+        assert!(
+            FakeLlm::prompt(&repairs[1]).contains(
+                "- Attempt 1: `mismatch`: correct on the task's sizes, wrong on unseen sizes: batch_size=8, dim=32"
+            ),
+            "{}",
+            FakeLlm::prompt(&repairs[1])
+        );
+        // Every kernel is shown wrong: the best stays the earliest.
+        assert_eq!(
+            shapes_events(&d.session),
+            [CandidateId(1), CandidateId(2), CandidateId(3)]
+        );
+        assert_eq!(state.best, Some(CandidateId(1)));
     }
 
     #[tokio::test]

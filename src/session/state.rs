@@ -770,11 +770,11 @@ impl SessionState {
                 self.end = *end;
             }
         }
-        // Only a verdict or a final mark can change the best (a fold of 100k log lines
-        // must not rank the candidates 100k times).
+        // Only a verdict, an unseen-shapes check or a final mark can change the best (a fold
+        // of 100k log lines must not rank the candidates 100k times).
         if matches!(
             record.event,
-            Event::EvalFinished { .. } | Event::FinalMarked { .. }
+            Event::EvalFinished { .. } | Event::ShapesChecked { .. } | Event::FinalMarked { .. }
         ) {
             self.best = self.best_candidate();
         }
@@ -1160,6 +1160,56 @@ mod tests {
             .map(|c| c.id),
             Some(CandidateId(2))
         );
+    }
+
+    /// A kernel shown wrong on unseen shapes ranks below every kernel that was not, however
+    /// fast; it stays the best only when nothing else is correct.
+    #[test]
+    fn a_kernel_wrong_on_unseen_shapes_ranks_below_the_rest() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let shapes = |id: u32, verdict: ShapeVerdict| Event::ShapesChecked {
+            candidate: CandidateId(id),
+            result_file: format!("shapes/{id}.json"),
+            verdict,
+            line: String::new(),
+        };
+        let mut events = vec![
+            created(1),
+            created(2),
+            evaluated(1, true, Some(2.0)),
+            evaluated(2, true, Some(1.1)),
+        ];
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(1)));
+        events.push(shapes(
+            1,
+            ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+        ));
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(2)));
+        // Checked and right, or not checked: both rank by speed as before.
+        events.push(shapes(
+            2,
+            ShapeVerdict::Generalizes {
+                passed: 5,
+                checked: 5,
+            },
+        ));
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(2)));
+        // The only correct kernel stays the best.
+        let alone = session_of(vec![
+            created(1),
+            evaluated(1, true, None),
+            shapes(
+                1,
+                ShapeVerdict::FailsOn {
+                    failed: 4,
+                    checked: 5,
+                },
+            ),
+        ]);
+        assert_eq!(alone.best, Some(CandidateId(1)));
     }
 
     /// Without intervals (sessions recorded before them) the score decides, as before; and
