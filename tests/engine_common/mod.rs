@@ -144,8 +144,10 @@ impl MockLlm {
             format!(
                 // The sessions' own steps: the unseen-shapes re-check (up to ten more CPU
                 // evaluations a session) has its engine tests with fakes (src/engine/tests.rs)
-                // and its CPU evaluator tests (tests/shapes.rs).
-                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[eval]\nshape_check = false\n",
+                // and its CPU evaluator tests (tests/shapes.rs). The calls that only chase
+                // speed are skipped on the CPU by default; these tests pin down the whole flow,
+                // so they ask for them (the skip has its tests in src/engine/prompting.rs).
+                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[pipeline]\nspeed_calls_on_cpu = true\n\n[eval]\nshape_check = false\n",
                 self.base_url
             ),
         )
