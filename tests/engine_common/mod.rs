@@ -63,6 +63,17 @@ pub enum Step {
 }
 
 pub fn classify(user: &str) -> Step {
+    // A stage prompt names its stage in its heading; it also quotes the lineage's analysis
+    // (whose plan may carry MOCK-PLAN) and the earlier stages, so it is told first.
+    if let Some(rest) = user.split("## This tuning stage: `").nth(1) {
+        let name = rest.split('`').next().unwrap_or_default();
+        if let Some(stage) = ["grid_and_parallel", "block_tiling", "memory_and_tuning"]
+            .into_iter()
+            .find(|s| *s == name)
+        {
+            return Step::Stage(stage);
+        }
+    }
     if user.contains("MOCK-BROKEN") {
         return Step::Repair;
     }
