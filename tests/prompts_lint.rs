@@ -296,7 +296,7 @@ fn lint(golden: &str, linted: &Linted) -> Vec<String> {
         .iter()
         .find(|(key, ..)| key == "stage/memory_and_tuning");
     check(
-        last.is_some_and(|l| l.3.contains("- `block_tiling`: it tried: \"I change the tiling of the rows.\"; not correct: not correct: the base stays (compile: ")),
+        last.is_some_and(|l| l.3.contains("- `block_tiling`: it tried: \"I change the tiling of the rows.\"; not correct: the base stays (compile: ")),
         format!("{golden}: the third stage does not say why the second was rejected"),
     );
     // Seeds: different prompts, each with its own direction.

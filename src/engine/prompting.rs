@@ -131,14 +131,16 @@ impl Inner {
         });
         records
             .into_iter()
-            .map(|(record, response, failure)| EarlierStage {
-                stage: record.stage,
-                tried: response
-                    .and_then(|f| self.session.read_file(&f).ok())
-                    .map(|text| answer_prose(&text))
-                    .unwrap_or_default(),
-                verdict: record.verdict.word().to_string(),
-                reason: format!("{}{failure}", record.reason),
+            .map(|(record, response, failure)| {
+                EarlierStage::new(
+                    record.stage,
+                    response
+                        .and_then(|f| self.session.read_file(&f).ok())
+                        .map(|text| answer_prose(&text))
+                        .unwrap_or_default(),
+                    record.verdict.word(),
+                    format!("{}{failure}", record.reason),
+                )
             })
             .collect()
     }
@@ -488,7 +490,7 @@ mod pipeline_prompts {
                 // not compared: the base stays).
                 assert!(
                     prompt.contains(
-                        "- `grid_and_parallel`: it tried: \"Here it is.\"; not compared: correct, not compared"
+                        "- `grid_and_parallel`: it tried: \"Here it is.\"; correct, not compared: no timing to compare with (the base stays)\n"
                     ),
                     "{prompt}"
                 );

@@ -167,10 +167,31 @@ pub struct EarlierStage {
     pub stage: String,
     /// What its answer said it changed (the prose before its code).
     pub tried: String,
-    /// `replaced`, `kept`, `not_correct`, `not_compared`, `no_kernel`.
+    /// The verdict in words (`StageVerdict::word`: `accepted`, `not accepted`, `not
+    /// compared`, `not correct`, `the base stays`).
     pub verdict: String,
     /// Why, as the stage's record says (`1.41x -> 1.30x is no improvement: keeping the base`).
     pub reason: String,
+    /// What became of it, in one phrase: the verdict and its reason, the verdict said once
+    /// (`not correct: the base stays (compile: ...)`, not `not correct: not correct: ...`).
+    pub outcome: String,
+}
+
+impl EarlierStage {
+    pub fn new(stage: String, tried: String, verdict: &str, reason: String) -> EarlierStage {
+        let outcome = if reason.contains(verdict) {
+            reason.clone()
+        } else {
+            format!("{verdict}: {reason}")
+        };
+        EarlierStage {
+            stage,
+            tried,
+            verdict: verdict.to_string(),
+            reason,
+            outcome,
+        }
+    }
 }
 
 /// The precision rule of `policy` for prompts, with the person's explicit tolerances where
@@ -503,5 +524,43 @@ mod tests {
             t.describe()
         );
         assert!(TimingInfo::default().describe().starts_with("not measured"));
+    }
+
+    /// Every stage verdict's record reads as one phrase that says the verdict once.
+    #[test]
+    fn an_earlier_stage_says_its_verdict_once() {
+        use crate::protocol::StageVerdict;
+        let outcome = |verdict: StageVerdict, reason: &str| {
+            EarlierStage::new("s".into(), String::new(), verdict.word(), reason.into()).outcome
+        };
+        assert_eq!(
+            outcome(StageVerdict::Replaced, "1.410x -> 1.520x"),
+            "accepted: 1.410x -> 1.520x"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::Kept,
+                "1.410x -> 1.300x is no improvement: keeping the base"
+            ),
+            "not accepted: 1.410x -> 1.300x is no improvement: keeping the base"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::NotCorrect,
+                "not correct: the base stays (compile: tl.tanh)"
+            ),
+            "not correct: the base stays (compile: tl.tanh)"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::NotCompared,
+                "correct, not compared: no timing to compare with (the base stays)"
+            ),
+            "correct, not compared: no timing to compare with (the base stays)"
+        );
+        assert_eq!(
+            outcome(StageVerdict::NoKernel, "no kernel: the base stays"),
+            "no kernel: the base stays"
+        );
     }
 }
