@@ -664,6 +664,43 @@ fn repair_prompts_show_the_kernels_line_not_the_harness_traceback() {
     assert!(!old_tail.contains("tl.tanhh(x), 0.0)"));
 }
 
+/// A repair's hints answer the error, not the call sites its frames quote: a real
+/// interpreter error raised inside a kernel launched as `kernel[grid](...)` (the launch line
+/// is quoted in `forward`'s frame) gets the `tl.arange` hint and not the one about grids.
+#[test]
+fn repair_hints_answer_the_error_not_the_launch_line() {
+    let message = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracebacks/launch_grid.txt"),
+    )
+    .unwrap();
+    let result = failed(
+        Category::Compile,
+        "Triton compile error (gemm_mul_leaky_kernel line 21, interpreter): ValueError: arange's arguments must be of type tl.constexpr",
+        &message,
+    );
+    let ctx = PromptContext::for_task("19_ReLU", RELU_TASK).with_eval(&result);
+    let failure = ctx.failure.as_ref().unwrap();
+    assert!(
+        failure
+            .message
+            .contains("      58 | gemm_mul_leaky_kernel[grid]("),
+        "the launch is shown: {}",
+        failure.message
+    );
+    assert!(
+        ctx.hints
+            .iter()
+            .any(|h| h.contains("`tl.arange(0, N)` needs N")),
+        "{:?}",
+        ctx.hints
+    );
+    assert!(
+        !ctx.hints.iter().any(|h| h.contains("launch grid")),
+        "{:?}",
+        ctx.hints
+    );
+}
+
 /// Issue 36, item 8: a mismatch's first hint is read from the result's records.
 #[test]
 fn a_mismatch_hint_says_which_output_where_and_how_much() {

@@ -342,7 +342,9 @@ impl PromptContext {
                 error_text(&result.message, FAILURE_LINES, FAILURE_CHARS)
             };
             let summary = scrub_paths(&result.summary);
-            self.hints = hints_for(&category, &format!("{summary}\n{message}"));
+            // Hints answer the error's own words, not the code its frames quote as call sites.
+            let cause = shorten(&result.message).cause();
+            self.hints = hints_for(&category, &format!("{summary}\n{cause}"));
             if result.category == Some(Category::Mismatch) {
                 // What the result's records say of this mismatch comes before the general
                 // advice for mismatches.

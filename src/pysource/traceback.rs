@@ -110,6 +110,28 @@ impl ShortError {
     pub fn kernel_frame(&self) -> Option<&Frame> {
         self.frames.iter().rev().find(|f| f.kernel)
     }
+
+    /// What the error says of its cause, for matching repair hints: the exception, the
+    /// frame that raised (its function and line) and the kernel's line nearest to the error.
+    /// The outer frames' lines are call sites (`kernel[grid](...)` in `forward`): a word
+    /// there says nothing of the error.
+    pub fn cause(&self) -> String {
+        let mut out: Vec<String> = Vec::new();
+        let mut quote = |f: &Frame| {
+            out.push(format!("in {}", f.function));
+            out.extend(f.source.clone());
+        };
+        if let Some(raised) = self.frames.last() {
+            quote(raised);
+        }
+        if let Some(kernel) = self.kernel_frame()
+            && Some(kernel) != self.frames.last()
+        {
+            quote(kernel);
+        }
+        out.extend(self.exception.iter().cloned());
+        out.join("\n")
+    }
 }
 
 /// Cuts `message` to its short form. A Python traceback (chained ones too) becomes the
@@ -374,7 +396,14 @@ mod tests {
     /// the machine, no harness or interpreter frame.
     #[test]
     fn real_tracebacks_are_cut_to_the_kernels_frames_without_host_paths() {
-        for name in ["tanhh", "arange", "dotshape", "split", "missing_arg"] {
+        for name in [
+            "tanhh",
+            "arange",
+            "dotshape",
+            "split",
+            "missing_arg",
+            "launch_grid",
+        ] {
             let raw = fixture(name);
             assert!(has_host_path(&raw), "{name}: the fixture has host paths");
             let short = shorten(&raw);
@@ -410,6 +439,26 @@ mod tests {
             "AttributeError: module 'triton.language' has no attribute 'tanhh'",
         ];
         assert_eq!(text, expected.join("\n"));
+    }
+
+    /// The cause names the frame that raised, the kernel's line and the exception, not the
+    /// launch in `forward`.
+    #[test]
+    fn the_cause_leaves_out_the_call_sites() {
+        let short = shorten(&fixture("launch_grid"));
+        assert!(short.text().contains("gemm_mul_leaky_kernel[grid]("));
+        let cause = short.cause();
+        assert_eq!(
+            cause,
+            [
+                "in arange",
+                "raise ValueError(\"arange's arguments must be of type tl.constexpr\")",
+                "in gemm_mul_leaky_kernel",
+                "offs_k = tl.arange(0, BLOCK_K)",
+                "ValueError: arange's arguments must be of type tl.constexpr",
+            ]
+            .join("\n")
+        );
     }
 
     #[test]
