@@ -515,7 +515,19 @@ mod tests {
             prompt.contains("- wrong on batch_size=8, dim=32: mismatch: fake mismatch failure"),
             "{prompt}"
         );
-        assert!(prompt.contains("## The failure: `mismatch`"), "{prompt}");
+        // The failing sizes are said once, the hints follow them.
+        assert_eq!(
+            prompt
+                .matches("batch_size=8, dim=32: mismatch: fake mismatch failure")
+                .count(),
+            1,
+            "{prompt}"
+        );
+        assert!(!prompt.contains("## The failure"), "{prompt}");
+        assert!(
+            prompt.contains("a size is a power of two.\n\n## Hints for this kind of failure\n"),
+            "{prompt}"
+        );
         assert!(prompt.contains("hard-codes a size"), "{prompt}");
         // The repair is the best now, checked and right everywhere; the seed is kept, shown
         // failing.
