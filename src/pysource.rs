@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 pub mod task_reader;
+pub mod traceback;
 
 /// One logical line of Python source: physical lines joined across brackets, backslash
 /// continuations and triple-quoted strings.

@@ -972,9 +972,33 @@ mod tests {
             timing_meaningful: true,
             precision: None,
         })
-        .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
-        .candidate(2, None, CandidateKind::Seed { index: 2 }, None)
-        .candidate(3, None, CandidateKind::Seed { index: 3 }, None)
+        .candidate(
+            1,
+            None,
+            CandidateKind::Seed {
+                index: 1,
+                direction: None,
+            },
+            None,
+        )
+        .candidate(
+            2,
+            None,
+            CandidateKind::Seed {
+                index: 2,
+                direction: None,
+            },
+            None,
+        )
+        .candidate(
+            3,
+            None,
+            CandidateKind::Seed {
+                index: 3,
+                direction: None,
+            },
+            None,
+        )
         .push(timed(1, 1.50, 1.20, 1.80, true))
         .push(timed(2, 1.45, 1.43, 1.47, false))
         .push(third);
@@ -1122,10 +1146,26 @@ mod tests {
             precision: Some(crate::protocol::PrecisionPolicy::Tf32),
         })
         .call(1, CallKind::Seed, None, Some(0.01), true)
-        .candidate(1, None, CandidateKind::Seed { index: 1 }, Some(1))
+        .candidate(
+            1,
+            None,
+            CandidateKind::Seed {
+                index: 1,
+                direction: None,
+            },
+            Some(1),
+        )
         .eval(1, Some("compile"), "Triton compile error: tanh", None)
         .call(2, CallKind::Seed, None, Some(0.02), true)
-        .candidate(2, None, CandidateKind::Seed { index: 2 }, Some(2))
+        .candidate(
+            2,
+            None,
+            CandidateKind::Seed {
+                index: 2,
+                direction: None,
+            },
+            Some(2),
+        )
         .eval(2, None, "correct", Some(0.25))
         .call(3, CallKind::Repair, Some(1), None, true)
         .candidate(3, Some(1), CandidateKind::Repair { attempt: 1 }, Some(3))
@@ -1267,7 +1307,15 @@ mod tests {
             timing_meaningful: false,
             precision: None,
         })
-        .candidate(1, None, CandidateKind::Seed { index: 1 }, None)
+        .candidate(
+            1,
+            None,
+            CandidateKind::Seed {
+                index: 1,
+                direction: None,
+            },
+            None,
+        )
         .eval(1, None, "correct", None)
         .push(opened(
             1,

@@ -73,7 +73,7 @@ fn config(dir: &Path, mock: &MockLlm) -> PathBuf {
             "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n\
              [llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\nfree = false\n\n\
              [llm.prices.\"mock-1\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 4.0\n\n\
-             [pipeline]\nseeds = 1\nseed_repairs = 1\nstages = []\n",
+             [pipeline]\nseeds = 1\nseed_repairs = 1\nstages = []\nspeed_calls_on_cpu = true\n",
             mock.base_url
         ),
     )

@@ -209,7 +209,7 @@ fn a_failing_kernel_shows_its_own_frames_not_the_harness_traceback() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("FAILED  compile: "), "{stdout}");
     assert!(
-        stdout.contains("in your kernel:\n    kernel.py, line "),
+        stdout.contains("harness and interpreter frames left out):\n    File \"kernel.py\", line "),
         "{stdout}"
     );
     assert!(stdout.contains("tanhh"), "{stdout}");

@@ -224,7 +224,7 @@ fn analysis_prompt_asks_for_the_exact_json_keys_with_latency_and_metrics() {
     cpu.metrics.clear();
     let p = set.render(TemplateName::Analysis, &cpu).unwrap();
     assert!(p.user.contains("Latency: not measured"), "{}", p.user);
-    assert!(p.user.contains("No Nsight Compute metrics"));
+    assert!(p.user.contains("Nothing is timed in this run (no GPU)"));
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn stage_prompts_keep_their_theme_and_use_metrics() {
             .render(TemplateName::stage(stage).unwrap(), &ctx)
             .unwrap();
         assert!(
-            p.user.contains(&format!("tuning stage, `{stage}`")),
+            p.user.contains(&format!("## This tuning stage: `{stage}`")),
             "{stage}"
         );
         assert!(p.user.contains(needle), "{stage}");
@@ -276,7 +276,12 @@ fn instructed_prompt_repairs_or_optimizes_with_the_instruction() {
     let p = set
         .render(TemplateName::Instructed, &full_context())
         .unwrap();
-    assert!(p.user.starts_with("Improve the Triton implementation"));
+    assert!(
+        p.user
+            .contains("## Your task\nImprove the Triton implementation"),
+        "{}",
+        p.user
+    );
     assert!(p.user.contains("use BLOCK_H = 64"));
     let broken = full_context().with_eval(&failed(
         Category::CudaError,
@@ -284,7 +289,10 @@ fn instructed_prompt_repairs_or_optimizes_with_the_instruction() {
         "",
     ));
     let p = set.render(TemplateName::Instructed, &broken).unwrap();
-    assert!(p.user.starts_with("Repair the Triton implementation"));
+    assert!(
+        p.user
+            .contains("## Your task\nRepair the Triton implementation")
+    );
     assert!(p.user.contains("int64"), "hints for the failure");
 }
 
@@ -642,4 +650,168 @@ fn analysis_prompt_says_how_far_reference_and_kernel_are_from_the_speed_of_light
     let ctx = PromptContext::for_task("relu", RELU_TASK).with_eval(&result);
     let p = set.render(TemplateName::Analysis, &ctx).unwrap();
     assert!(!p.user.contains("Speed of light"), "{}", p.user);
+}
+
+/// Issue 36, item 3: a real traceback reaches the repair prompt as the kernel's frames with
+/// their lines, the library frame that raised and the exception; no path of the machine;
+/// and the next repair's history keeps the kernel's line, not the traceback's last lines.
+#[test]
+fn repair_prompts_show_the_kernels_line_not_the_harness_traceback() {
+    let set = PromptSet::new(None).unwrap();
+    let fixture = |name: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/tracebacks")
+                .join(format!("{name}.txt")),
+        )
+        .unwrap()
+    };
+    let arange = failed(
+        Category::Compile,
+        "Triton compile error (row_kernel line 10, interpreter): ValueError: arange's arguments must be of type tl.constexpr",
+        &fixture("arange"),
+    );
+    let tanhh = failed(
+        Category::Compile,
+        "Triton compile error (relu_kernel line 13, interpreter): AttributeError: module 'triton.language' has no attribute 'tanhh'",
+        &fixture("tanhh"),
+    );
+    let ctx = PromptContext::for_task("19_ReLU", RELU_TASK)
+        .with_kernel(Some(RELU_KERNEL.into()))
+        .with_eval(&arange)
+        .with_attempts(vec![AttemptFailure::from_eval(1, &tanhh)]);
+    let u = set.render(TemplateName::Repair, &ctx).unwrap().user;
+    assert!(!kforge::pysource::traceback::has_host_path(&u), "{u}");
+    for leak in [
+        "/root",
+        ".cache",
+        "/tmp/",
+        "site-packages",
+        "kforge_harness",
+    ] {
+        assert!(!u.contains(leak), "{leak}: {u}");
+    }
+    assert!(
+        u.contains(
+            "  File \"kernel.py\", line 10, in row_kernel\n      10 | cols = tl.arange(0, n_cols)"
+        ),
+        "{u}"
+    );
+    assert!(u.contains("  File \"triton/language/semantic.py\", line 614, in arange"));
+    assert!(u.contains("ValueError: arange's arguments must be of type tl.constexpr"));
+    // The failure shows three frames; the earlier attempt its two, with the kernel's line.
+    assert_eq!(u.matches("\n  File \"").count(), 3 + 2, "{u}");
+    assert!(
+        u.contains("      13 | y = tl.maximum(tl.tanhh(x), 0.0)"),
+        "the history keeps the kernel's line: {u}"
+    );
+    // Before: the last 8 lines of the history dropped it.
+    let old_tail = kforge::prompts::context::excerpt(&fixture("tanhh"), 8, 1200);
+    assert!(!old_tail.contains("tl.tanhh(x), 0.0)"));
+}
+
+/// A repair's hints answer the error, not the call sites its frames quote: a real
+/// interpreter error raised inside a kernel launched as `kernel[grid](...)` (the launch line
+/// is quoted in `forward`'s frame) gets the `tl.arange` hint and not the one about grids.
+#[test]
+fn repair_hints_answer_the_error_not_the_launch_line() {
+    let message = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tracebacks/launch_grid.txt"),
+    )
+    .unwrap();
+    let result = failed(
+        Category::Compile,
+        "Triton compile error (gemm_mul_leaky_kernel line 21, interpreter): ValueError: arange's arguments must be of type tl.constexpr",
+        &message,
+    );
+    let ctx = PromptContext::for_task("19_ReLU", RELU_TASK).with_eval(&result);
+    let failure = ctx.failure.as_ref().unwrap();
+    assert!(
+        failure
+            .message
+            .contains("      58 | gemm_mul_leaky_kernel[grid]("),
+        "the launch is shown: {}",
+        failure.message
+    );
+    assert!(
+        ctx.hints
+            .iter()
+            .any(|h| h.contains("`tl.arange(0, N)` needs N")),
+        "{:?}",
+        ctx.hints
+    );
+    assert!(
+        !ctx.hints.iter().any(|h| h.contains("launch grid")),
+        "{:?}",
+        ctx.hints
+    );
+}
+
+/// Issue 36, item 8: a mismatch's first hint is read from the result's records.
+#[test]
+fn a_mismatch_hint_says_which_output_where_and_how_much() {
+    let set = PromptSet::new(None).unwrap();
+    let mut result = failed(
+        Category::Mismatch,
+        "trial 1: out: 7 of 1024 elements outside tolerance (atol 0.0001, rtol 0.0001); max abs err 0.763, max rel err 1; first at [15, 57]: 0 vs reference 0.678913",
+        "",
+    );
+    result.trials = serde_json::from_value(serde_json::json!([{
+        "kind": "random", "index": 0, "passed": false,
+        "outputs": [{"output": "out", "passed": false, "shape": [16, 64], "dtype": "float32",
+            "reason": "out: 7 of 1024 elements outside tolerance (atol 0.0001, rtol 0.0001); max abs err 0.763, max rel err 1; first at [15, 57]: 0 vs reference 0.678913",
+            "max_abs_err": 0.7633707523345947, "max_rel_err": 1.0, "max_abs_ref": 0.9991871118545532,
+            "bad_elements": 7, "numel": 1024}]
+    }]))
+    .unwrap();
+    let ctx = PromptContext::for_task("19_ReLU", RELU_TASK)
+        .with_kernel(Some(RELU_KERNEL.into()))
+        .with_eval(&result);
+    assert!(
+        ctx.hints[0].starts_with("Output `out` (shape (16, 64), float32) is wrong on trial 1 (random): 7 of 1024 elements (0.68%) outside tolerance; the first wrong element is at index [15, 57]"),
+        "{:?}",
+        ctx.hints
+    );
+    let u = set.render(TemplateName::Repair, &ctx).unwrap().user;
+    assert!(
+        u.contains("look at the edges (the last, partial tile"),
+        "{u}"
+    );
+    // What the reference returns, with its shape, from the result's records.
+    assert!(
+        u.contains(
+            "For the task's own inputs the reference returns `out`: shape (16, 64), float32"
+        ),
+        "{u}"
+    );
+}
+
+/// Issue 36, item 8: every prompt that asks for code starts with the same text (rules,
+/// answer format, task), so that providers can cache it; the call's own content follows.
+#[test]
+fn code_prompts_share_one_static_prefix() {
+    let set = PromptSet::new(None).unwrap();
+    let ctx = full_context();
+    let seed = set
+        .render(
+            TemplateName::Seed,
+            &PromptContext::for_task("40_GRUHidden", GRU_TASK),
+        )
+        .unwrap()
+        .user;
+    let end = seed.find("## A worked example").unwrap();
+    let prefix = &seed[..end];
+    assert!(prefix.starts_with("## Triton rules"), "{prefix}");
+    assert!(prefix.contains("## The task: `40_GRUHidden`"));
+    for name in [
+        TemplateName::Repair,
+        TemplateName::OptimizeFromAnalysis,
+        TemplateName::StageGridAndParallel,
+        TemplateName::StageBlockTiling,
+        TemplateName::StageMemoryAndTuning,
+        TemplateName::Instructed,
+    ] {
+        let u = set.render(name, &ctx).unwrap().user;
+        assert!(u.starts_with(prefix), "{name}:\n{u}");
+    }
 }

@@ -147,6 +147,10 @@ async fn the_old_session_resumes_without_asking_answered_calls_again() {
         serde_json::from_value(description["pipeline"].clone()).unwrap();
     pipeline.max_tokens = None;
     pipeline.sessions_dir = None;
+    // A CPU session: its stages run only when asked for (`speed_calls_on_cpu`, absent from
+    // the old session.json, so off).
+    assert!(!pipeline.speed_calls_on_cpu);
+    pipeline.speed_calls_on_cpu = true;
     let device: Device = serde_json::from_value(description["device"].clone()).unwrap();
     let answered: Vec<String> = prior
         .calls

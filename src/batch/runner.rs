@@ -381,7 +381,7 @@ async fn start_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
     if let Err(e) = ctx.prompts.snapshot_into(&session.file("prompts")) {
         return TaskTurn::Failed(format!("{e:#}"));
     }
-    if let Err(e) = check.save_tolerance(&session) {
+    if let Err(e) = check.write_into(&session) {
         return TaskTurn::Failed(format!("{e:#}"));
     }
     shared.say(format!("[{}] started", task.key));

@@ -151,7 +151,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         },
     )?;
     prompts.snapshot_into(&session.file("prompts"))?;
-    check.save_tolerance(&session)?;
+    check.write_into(&session)?;
     eprintln!("kforge: session {}", session.path.display());
     let setup = EngineSetup {
         llm: backend.port(&session),
@@ -243,7 +243,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     )
     .await;
     check.report(&stored.task.name, device);
-    check.save_tolerance(&stored.session)?;
+    check.write_into(&stored.session)?;
     if !check.is_ready() {
         evaluator.shutdown().await;
         eprintln!(

@@ -34,6 +34,10 @@ pub struct PlanArgs {
     /// Which correct seeds get an algorithm analysis.
     #[arg(long, value_enum)]
     pub analyze: Option<AnalyzeWhen>,
+    /// On the CPU, run the calls that only chase speed (analysis, optimization, stages)
+    /// anyway; by default they are skipped there, where nothing is timed.
+    #[arg(long)]
+    pub speed_calls_on_cpu: bool,
 }
 
 /// The session's budgets, for `run` and for `resume` (where they replace those the session
@@ -104,6 +108,9 @@ impl PlanArgs {
         }
         if let Some(a) = self.analyze {
             pipeline.analyze = a;
+        }
+        if self.speed_calls_on_cpu {
+            pipeline.speed_calls_on_cpu = true;
         }
     }
 }

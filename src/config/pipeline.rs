@@ -41,6 +41,13 @@ pub struct PipelineConfig {
     pub algorithm_repairs: u32,
     /// Repair attempts for a failing stage kernel.
     pub stage_repairs: u32,
+    /// Repair attempts for a best (or final) kernel that is correct on the task's sizes and
+    /// wrong on unseen ones (`[eval] shape_check`); each repaired kernel is checked again.
+    pub shape_repairs: u32,
+    /// Run the calls that only chase speed (algorithm analysis, optimization from it, the
+    /// tuning stages) on the CPU too. Off by default: on the CPU nothing is timed, so they
+    /// cannot beat the first correct kernel and are skipped, with a console line saying so.
+    pub speed_calls_on_cpu: bool,
     pub analyze: AnalyzeWhen,
     /// Tuning stages, in order, applied to the best kernel.
     pub stages: Vec<String>,
@@ -75,6 +82,8 @@ impl Default for PipelineConfig {
             seed_repairs: 4,
             algorithm_repairs: 3,
             stage_repairs: 1,
+            shape_repairs: 2,
+            speed_calls_on_cpu: false,
             analyze: AnalyzeWhen::All,
             stages: DEFAULT_STAGES.iter().map(|s| s.to_string()).collect(),
             accept: Accept::Improve,

@@ -15,6 +15,9 @@ use crate::protocol::sol::FASTER_THAN_LIGHT;
 use crate::protocol::*;
 use crate::session::state::{CandidateStatus, Speedup};
 
+/// Why the calls that only chase speed do not run on the CPU (a console line).
+const CPU_SKIP: &str = "on the CPU nothing is timed, so the algorithm analysis, the optimization from it and the tuning stages (calls that only chase speed) cannot beat the first correct kernel: they are skipped; `--speed-calls-on-cpu` ([pipeline] speed_calls_on_cpu = true) runs them anyway";
+
 impl Inner {
     pub(super) async fn pipeline(self: Arc<Self>) -> RunOutcome {
         self.announce_start();
@@ -43,6 +46,7 @@ impl Inner {
         if let Some(best) = self.tuning_base()
             && !self.stopping()
             && !self.pipeline.stages.is_empty()
+            && self.speed_calls_wanted()
         {
             self.clone().tune(best).await;
         }
@@ -126,7 +130,16 @@ impl Inner {
                 "engine",
                 "no GPU timing: kernels run through Triton's interpreter, candidates are ranked by correctness and scores show as n/a",
             );
+            if !self.pipeline.speed_calls_on_cpu {
+                self.log(LogLevel::Info, "engine", CPU_SKIP);
+            }
         }
+    }
+
+    /// Whether the calls that only chase speed (analysis, optimization, stages) run: always
+    /// where kernels are timed; on the CPU only when the person asked for them.
+    fn speed_calls_wanted(&self) -> bool {
+        self.timing_meaningful() || self.pipeline.speed_calls_on_cpu
     }
 
     /// On resume: the person's candidates (a manual kernel, an instructed repair, a
@@ -162,12 +175,25 @@ impl Inner {
     async fn seed_lineage(self: Arc<Self>, index: u32) -> Step<Evaluated> {
         let key = StepKey::Seed { index };
         let tag = format!("seed {index}");
+        // Each seed takes its own direction (its prompt says which and names the others'),
+        // recorded in its candidate's kind.
+        let (ctx, direction) = self.seed_context(index);
+        if self.replay.candidate(&key).is_none() {
+            self.log(
+                LogLevel::Info,
+                &tag,
+                format!("direction `{}`: {}", direction.name, direction.text),
+            );
+        }
         let (code, call) = step!(
-            self.ask_for_code(&key, &tag, CallKind::Seed, None, self.context_for(None))
+            self.ask_for_code(&key, &tag, CallKind::Seed, None, ctx)
                 .await
         );
-        let first =
-            step!(self.new_candidate(&key, None, CandidateKind::Seed { index }, &code, call));
+        let kind = CandidateKind::Seed {
+            index,
+            direction: Some(direction.name),
+        };
+        let first = step!(self.new_candidate(&key, None, kind, &code, call));
         let evaluated = step!(self.evaluate(first, &tag).await);
         let seed = step!(
             self.repair_loop(evaluated, &key, &tag, self.pipeline.seed_repairs)
@@ -261,6 +287,9 @@ impl Inner {
     /// Steps 4-5 for a correct seed, when the configuration (and, in review mode, the
     /// person) wants them.
     async fn algorithm_step(self: Arc<Self>, seed: Evaluated) -> Step<()> {
+        if !self.speed_calls_wanted() {
+            return Step::Skipped(CPU_SKIP.into());
+        }
         let wanted = match self.pipeline.analyze {
             AnalyzeWhen::All => true,
             AnalyzeWhen::Slow => seed.score.is_none_or(|s| s < 1.0),
@@ -345,8 +374,7 @@ impl Inner {
     async fn optimize(&self, seed: &Evaluated, analysis: Analysis) -> Step<()> {
         let tag = format!("opt {}", seed.id);
         let key = StepKey::Optimize { candidate: seed.id };
-        let mut ctx = self.context_for(Some(seed.id));
-        ctx.analysis = Some(analysis);
+        let ctx = self.optimize_context(seed.id, analysis);
         let (code, call) = step!(
             self.ask_for_code(&key, &tag, CallKind::Optimize, Some(seed.id), ctx)
                 .await
@@ -488,8 +516,7 @@ impl Inner {
             let key = StepKey::Stage {
                 name: stage.clone(),
             };
-            let mut ctx = self.context_for(Some(base.id));
-            ctx.stage = Some(stage.clone());
+            let ctx = self.stage_context(base.id, stage);
             let last = match self
                 .ask_for_code(&key, &tag, CallKind::Stage, Some(base.id), ctx)
                 .await
@@ -561,13 +588,15 @@ impl Inner {
     /// write `best_kernel.py`, the end event and the report.
     async fn finish(&self) -> RunOutcome {
         let (marked, best) = self.with_state(|s| (s.final_marked, s.best));
-        let mut declared = best;
-        // The best is re-checked on unseen shapes before the person is asked about it.
+        // The best is re-checked on unseen shapes before the person is asked about it, and
+        // repaired when it fails there; the best may move to the repaired kernel.
         if let Some(id) = marked.or(best)
             && !self.stopping()
         {
-            self.check_shapes(id).await;
+            self.verify_on_unseen_shapes(id, marked.is_some()).await;
         }
+        let best = self.with_state(|s| s.best);
+        let mut declared = best;
         if let Some(id) = best
             && marked.is_none()
             && !self.stopping()

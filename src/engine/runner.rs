@@ -19,7 +19,7 @@ use super::replay::Replay;
 use crate::config::EvalConfig;
 use crate::config::pipeline::PipelineConfig;
 use crate::eval::devices::DeviceSet;
-use crate::prompts::{PromptContext, PromptSet};
+use crate::prompts::PromptSet;
 use crate::protocol::*;
 use crate::session::state::SessionState;
 use crate::session::store::{AppendFile, SessionDir};
@@ -503,31 +503,6 @@ impl Inner {
     pub fn kernel_source(&self, id: CandidateId) -> Option<String> {
         let file = self.with_state(|s| s.candidates.get(&id).map(|c| c.file.clone()))?;
         self.session.read_file(&file).ok()
-    }
-
-    /// The prompt context of a step on candidate `id`: the task, the kernel, and what its
-    /// evaluation said (failure and hints, or timing and metrics).
-    pub fn context_for(&self, id: Option<CandidateId>) -> PromptContext {
-        let mut ctx = PromptContext::for_task(&self.task.name, &self.task.source)
-            .with_timing_meaningful(self.timing_meaningful())
-            .with_precision(self.eval.precision, self.eval.atol, self.eval.rtol)
-            .with_tolerance(self.eval.tolerance, self.task_tolerance());
-        if let Some(id) = id {
-            ctx = ctx.with_kernel(self.kernel_source(id));
-            if let Some(result) = self.load_result(id) {
-                ctx = ctx.with_eval(&result);
-            }
-        }
-        ctx
-    }
-
-    /// The tolerance figures the task check measured (`TASK_TOLERANCE_FILE`), when saved.
-    fn task_tolerance(&self) -> Option<crate::protocol::ToleranceUsed> {
-        let text = self
-            .session
-            .read_file(crate::protocol::TASK_TOLERANCE_FILE)
-            .ok()?;
-        serde_json::from_str(&text).ok()
     }
 
     /// A candidate's saved evaluation result (`eval/<id>.json`), when it has one.

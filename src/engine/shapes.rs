@@ -3,18 +3,164 @@
 //! files go to `shapes/<id>/`, the whole check to `shapes/<id>.json`, written before the
 //! `shapes_checked` event that names it; a resumed run finds the event and does not check
 //! the candidate again.
+//!
+//! A kernel that fails there is repaired like any other failure (issue 36): the repair
+//! prompt names the failing sizes (`shapes<id>/repair<n>`, at most `[pipeline]
+//! shape_repairs` attempts); a repaired kernel must be correct on the task, is checked on
+//! unseen shapes in turn, and is ranked as every candidate is (a kernel shown wrong on
+//! unseen shapes ranks below every one that is not: `session::state::best_of`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::outcome::{Step, step};
 use super::runner::Inner;
+use crate::prompts::AttemptFailure;
 use crate::protocol::shapes::ShapeCheck;
 use crate::protocol::*;
 use crate::shapes::check;
 
 const TAG: &str = "shapes";
+/// The most kernels checked in one verification (the best, then the best it moved to...).
+const MAX_CHECKED: usize = 4;
 
 impl Inner {
+    /// Checks `first` (the best, or the kernel marked final) on unseen shapes; when it fails,
+    /// asks for its repair with the failing sizes. The best may move to the repaired kernel
+    /// (or to another correct one): the new best is checked too. A kernel marked final stays
+    /// final: its repair is offered to the person, not swapped in. One kernel is repaired
+    /// per run.
+    pub(super) async fn verify_on_unseen_shapes(&self, first: CandidateId, marked: bool) {
+        let mut id = first;
+        let mut repaired = false;
+        let mut checked = BTreeSet::new();
+        while checked.insert(id) && checked.len() <= MAX_CHECKED {
+            if self.stopping() {
+                return;
+            }
+            if let Step::Stopped = self.check_shapes(id).await {
+                return;
+            }
+            let Some(failed) = self.failed_shape_check(id) else {
+                return;
+            };
+            if repaired || self.pipeline.shape_repairs == 0 {
+                return;
+            }
+            repaired = true;
+            let outcome = self.repair_on_unseen_sizes(id, failed).await;
+            if let Step::Done(Some(fixed)) = &outcome {
+                self.log(
+                    LogLevel::Info,
+                    TAG,
+                    if marked {
+                        format!(
+                            "candidate {fixed} repairs candidate {id} and is correct on the unseen shapes; {id} stays final as you marked it (mark {fixed} final with F to take it)"
+                        )
+                    } else {
+                        format!("candidate {fixed} repairs candidate {id} and is correct on the unseen shapes")
+                    },
+                );
+            }
+            if matches!(outcome, Step::Stopped) || marked {
+                return;
+            }
+            match self.with_state(|s| s.best) {
+                Some(best) => id = best,
+                None => return,
+            }
+        }
+    }
+
+    /// The check of `id` when it was recorded and failed.
+    fn failed_shape_check(&self, id: CandidateId) -> Option<ShapeCheck> {
+        let file = self.with_state(|s| {
+            s.candidates
+                .get(&id)
+                .and_then(|c| c.shapes.as_ref())
+                .filter(|r| r.verdict.fails())
+                .map(|r| r.file.clone())
+        })?;
+        serde_json::from_str(&self.session.read_file(&file).ok()?).ok()
+    }
+
+    /// Repairs `id`, right on the task's sizes and wrong on unseen ones (`check`): each
+    /// attempt's kernel is evaluated on the task and, when correct, checked on unseen
+    /// shapes; the next attempt repairs whichever failed. `Some(kernel)` when one is correct
+    /// everywhere it was checked.
+    async fn repair_on_unseen_sizes(
+        &self,
+        id: CandidateId,
+        check: ShapeCheck,
+    ) -> Step<Option<CandidateId>> {
+        let key = StepKey::Shapes { candidate: id };
+        let tag = format!("shapes {id}");
+        let attempts = self.pipeline.shape_repairs;
+        let mut current = id;
+        let mut failing: Option<ShapeCheck> = Some(check);
+        let mut history: Vec<AttemptFailure> = Vec::new();
+        for attempt in 1..=attempts {
+            if self.stopping() {
+                return Step::Stopped;
+            }
+            let mut ctx = self.context_for(Some(current));
+            let entry = match &failing {
+                Some(check) => {
+                    ctx = ctx.with_unseen_sizes(check);
+                    AttemptFailure::from_unseen_sizes(attempt, check)
+                }
+                None => self
+                    .load_result(current)
+                    .map(|r| AttemptFailure::from_eval(attempt, &r)),
+            };
+            ctx = ctx.with_attempts(history.clone());
+            history.extend(entry);
+            self.log(
+                LogLevel::Info,
+                &tag,
+                format!(
+                    "repair {attempt}/{attempts}: {}",
+                    ctx.failure
+                        .as_ref()
+                        .map(|f| f.summary.chars().take(200).collect::<String>())
+                        .unwrap_or_default()
+                ),
+            );
+            let step_key = key.repair(attempt);
+            let (code, call) = match self
+                .ask_for_code(&step_key, &tag, CallKind::Repair, Some(current), ctx)
+                .await
+            {
+                Step::Done(g) => g,
+                Step::Stopped => return Step::Stopped,
+                Step::Skipped(why) | Step::Failed(why) => {
+                    self.log(LogLevel::Warn, &tag, format!("repair {attempt}: {why}"));
+                    return Step::Done(None);
+                }
+            };
+            let kind = CandidateKind::Repair { attempt };
+            let new = step!(self.new_candidate(&step_key, Some(current), kind, &code, call));
+            let evaluated = match self.evaluate(new, &tag).await {
+                Step::Done(e) => e,
+                Step::Skipped(_) => return Step::Done(None),
+                other => return other.forward(),
+            };
+            current = new;
+            if !evaluated.correct {
+                failing = None;
+                continue;
+            }
+            if let Step::Stopped = self.check_shapes(new).await {
+                return Step::Stopped;
+            }
+            failing = self.failed_shape_check(new);
+            if failing.is_none() {
+                return Step::Done(Some(new));
+            }
+        }
+        Step::Done(None)
+    }
+
     /// Re-checks a correct candidate on unseen shapes unless `[eval] shape_check` is off or
     /// the check is already recorded. `Skipped` says why nothing ran.
     pub(super) async fn check_shapes(&self, id: CandidateId) -> Step<()> {
@@ -95,6 +241,8 @@ impl Inner {
             Err(e) => return Step::Failed(format!("cannot encode the shape check of {id}: {e}")),
         };
         step!(self.write(&result_file, &json));
+        // A kernel shown wrong on unseen shapes ranks below the others: the best may move.
+        let best_before = self.with_state(|s| s.best);
         self.emit(Event::ShapesChecked {
             candidate: id,
             result_file,
@@ -108,6 +256,7 @@ impl Inner {
             LogLevel::Warn
         };
         self.log(level, TAG, format!("candidate {id}: {}", shapes.line));
+        self.announce_best(best_before);
         self.sync();
         Step::Done(())
     }
@@ -330,6 +479,149 @@ mod tests {
         assert!(state.log.iter().any(|l| l.level == LogLevel::Warn
             && l.tag == "shapes"
             && l.message.contains(&record.line)));
+    }
+
+    /// Issue 36: a best right on the task's sizes and wrong on unseen ones is repaired with
+    /// the failing sizes; the repair is correct on the task, checked in turn, and becomes the
+    /// best (a kernel shown wrong on unseen shapes ranks below it).
+    #[tokio::test]
+    async fn a_best_wrong_on_unseen_shapes_is_repaired_with_the_failing_sizes() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|call| match call.kind {
+            CallKind::Repair => Reply::Text(fakes::kernel("sizes from the tensors")),
+            _ => Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64")),
+        }));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config.clone(),
+            true,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let repairs: Vec<_> = llm
+            .calls()
+            .into_iter()
+            .filter(|c| c.kind == CallKind::Repair)
+            .collect();
+        assert_eq!(repairs.len(), 1, "one repair was enough");
+        assert_eq!(repairs[0].key, "shapes1/repair1");
+        let prompt = FakeLlm::prompt(&repairs[0]);
+        assert!(
+            prompt.contains("## It is wrong on sizes other than the task's"),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("correct on the task's own sizes (batch_size=16, dim=64)"),
+            "{prompt}"
+        );
+        assert!(
+            prompt.contains("- wrong on batch_size=8, dim=32: mismatch: fake mismatch failure"),
+            "{prompt}"
+        );
+        // The failing sizes are said once, the hints follow them.
+        assert_eq!(
+            prompt
+                .matches("batch_size=8, dim=32: mismatch: fake mismatch failure")
+                .count(),
+            1,
+            "{prompt}"
+        );
+        assert!(!prompt.contains("## The failure"), "{prompt}");
+        assert!(
+            prompt.contains("a size is a power of two.\n\n## Hints for this kind of failure\n"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("hard-codes a size"), "{prompt}");
+        // The repair is the best now, checked and right everywhere; the seed is kept, shown
+        // failing.
+        let best = state.best.unwrap();
+        assert_ne!(best, CandidateId(1));
+        assert_eq!(state.candidates[&best].parent, Some(CandidateId(1)));
+        assert!(
+            state.candidates[&best]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .verdict
+                .generalizes()
+        );
+        assert!(
+            state.candidates[&CandidateId(1)]
+                .shapes
+                .as_ref()
+                .unwrap()
+                .fails()
+        );
+        assert_eq!(shapes_events(&d.session), vec![CandidateId(1), best]);
+        assert!(
+            d.session
+                .read_file("best_kernel.py")
+                .unwrap()
+                .contains("sizes from the tensors")
+        );
+        // A resumed run asks nothing again.
+        let before = llm.calls().len();
+        let (outcome, _) = run_sized(&d.session, state, &eval, &llm, config, true).await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        assert_eq!(llm.calls().len(), before, "resume asked again");
+    }
+
+    /// Repairs that stay wrong on unseen shapes stop after `[pipeline] shape_repairs`, each
+    /// told the earlier attempts' failures.
+    #[tokio::test]
+    async fn shape_repairs_are_bounded_and_carry_the_earlier_attempts() {
+        let d = dir();
+        let eval = Arc::new(FakeEvaluator::default());
+        let llm = Arc::new(FakeLlm::new(|_| {
+            Reply::Text(fakes::kernel("FAKE-HARDCODED:dim=64"))
+        }));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            shape_repairs: 2,
+            ..pipeline()
+        };
+        let (outcome, state) = run_sized(
+            &d.session,
+            SessionState::default(),
+            &eval,
+            &llm,
+            config,
+            true,
+        )
+        .await;
+        assert_eq!(outcome.end, RunEnd::Complete);
+        let repairs: Vec<_> = llm
+            .calls()
+            .into_iter()
+            .filter(|c| c.kind == CallKind::Repair)
+            .collect();
+        assert_eq!(
+            repairs.iter().map(|c| c.key.as_str()).collect::<Vec<_>>(),
+            ["shapes1/repair1", "shapes1/repair2"]
+        );
+        assert!(
+            FakeLlm::prompt(&repairs[1]).contains(
+                "- Attempt 1: `mismatch`: correct on the task's sizes, wrong on unseen sizes: batch_size=8, dim=32"
+            ),
+            "{}",
+            FakeLlm::prompt(&repairs[1])
+        );
+        // Every kernel is shown wrong: the best stays the earliest.
+        assert_eq!(
+            shapes_events(&d.session),
+            [CandidateId(1), CandidateId(2), CandidateId(3)]
+        );
+        assert_eq!(state.best, Some(CandidateId(1)));
     }
 
     #[tokio::test]

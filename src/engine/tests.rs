@@ -25,9 +25,13 @@ pub(super) fn dir() -> Dir {
     Dir { _tmp: tmp, session }
 }
 
+/// The default pipeline, asked to run every call on the CPU too (most tests here pin down
+/// the whole flow on the fakes' CPU device; `the_cpu_skips_the_calls_that_only_chase_speed`
+/// pins down the default).
 pub(super) fn pipeline() -> PipelineConfig {
     PipelineConfig {
         reask_delay_s: 0.0,
+        speed_calls_on_cpu: true,
         ..PipelineConfig::default()
     }
 }

@@ -560,76 +560,30 @@ fn render_profile(out: &mut String, profile: &serde_json::Value, style: Style) {
     }
 }
 
-/// A failure's message cut to what a person reads first: for a Python traceback, the
-/// frames in the kernel's own file (with their source lines) and the exception lines; other
-/// messages up to 12 lines. The rest stays in the result's `message` and the log.
+/// A failure's message cut to what a person reads first: `pysource::traceback::shorten`'s
+/// short form (the frames in the kernel's own file with their lines, the library frame that
+/// raised, the exception; host paths stripped), the same text the repair prompts carry;
+/// other messages up to 12 lines. The rest stays in the result's `message` and the log.
 pub struct Brief {
     pub lines: Vec<String>,
     /// Lines of the message not shown.
     pub left_out: usize,
 }
 
-/// The kernel's file as the worker names it.
-const KERNEL_FILE: &str = "kernel.py";
+/// Lines of a message that is not a traceback shown in the verdict.
+const PLAIN_LINES: usize = 12;
 
 pub fn brief_message(message: &str) -> Brief {
-    let all: Vec<&str> = message.lines().collect();
-    if !message.contains("Traceback (most recent call last)") {
-        let shown: Vec<String> = all.iter().take(12).map(|l| l.to_string()).collect();
-        return Brief {
-            left_out: all.len() - shown.len(),
-            lines: shown,
-        };
+    let short = crate::pysource::traceback::shorten(message);
+    let mut lines = short.lines();
+    if !short.traceback {
+        lines.truncate(PLAIN_LINES);
     }
-    let mut frames: Vec<String> = Vec::new();
-    let mut errors: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < all.len() {
-        let line = all[i];
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("File \"") {
-            // File "PATH", line N, in NAME
-            let (path, tail) = rest.split_once('"').unwrap_or((rest, ""));
-            let ours = path.rsplit('/').next() == Some(KERNEL_FILE);
-            let indent = line.len() - trimmed.len();
-            i += 1;
-            if ours {
-                let frame = format!("{KERNEL_FILE}{}", tail.trim_end());
-                if !frames.contains(&frame) {
-                    frames.push(frame);
-                    // Its source line (carets dropped).
-                    while i < all.len() {
-                        let next = all[i];
-                        let t = next.trim_start();
-                        if next.len() - t.len() <= indent || t.starts_with("File \"") {
-                            break;
-                        }
-                        if !t.chars().all(|c| c == '^' || c == '~' || c == ' ') {
-                            frames.push(format!("  {t}"));
-                        }
-                        i += 1;
-                    }
-                }
-            }
-            continue;
-        }
-        let is_error = !line.starts_with(' ')
-            && !line.trim().is_empty()
-            && !line.starts_with("Traceback (most recent call last)")
-            && !line.starts_with("The above exception")
-            && !line.starts_with("During handling of the above exception");
-        if is_error && !errors.iter().any(|e| e == line) {
-            errors.push(line.to_string());
-        }
-        i += 1;
-    }
-    let mut lines = Vec::new();
-    if !frames.is_empty() {
-        lines.push("in your kernel:".to_string());
-        lines.extend(frames.into_iter().map(|f| format!("  {f}")));
-    }
-    lines.extend(errors);
-    let left_out = all.len().saturating_sub(lines.len());
+    let left_out = message
+        .trim_end()
+        .lines()
+        .count()
+        .saturating_sub(lines.len());
     Brief { lines, left_out }
 }
 
@@ -765,13 +719,13 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         assert_eq!(
             b.lines,
             [
-                "in your kernel:",
-                "  kernel.py, line 19, in relu_kernel",
-                "    y = tl.maximum(tl.tanhh(x), 0.0)  # no such function",
-                "  kernel.py, line 31, in forward",
-                "    relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+                "Traceback (kernel.py's frames; harness and interpreter frames left out):",
+                "  File \"kernel.py\", line 31, in forward",
+                "      31 | relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)",
+                "  File \"kernel.py\", line 19, in relu_kernel",
+                "      19 | y = tl.maximum(tl.tanhh(x), 0.0)  # no such function",
+                "                          ^^^^^^^^",
                 "AttributeError: module 'triton.language' has no attribute 'tanhh'",
-                "triton.runtime.errors.InterpreterError: AttributeError(\"module 'triton.language' has no attribute 'tanhh'\")",
             ]
         );
         assert_eq!(b.left_out, message.lines().count() - 7);

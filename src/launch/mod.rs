@@ -24,7 +24,7 @@ use crate::engine::runner::{Engine, RunOutcome};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
 use crate::protocol::{
-    Command, EngineState, Event, EventRecord, LogLevel, TASK_TOLERANCE_FILE, ToleranceUsed, manual,
+    Command, EngineState, Event, EventRecord, LogLevel, manual,
 };
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
@@ -88,8 +88,9 @@ pub fn resumed_llm(
 /// What the task check before a session found.
 pub enum TaskCheck {
     /// The task runs; the text says how fast the reference is, where it was timed; the
-    /// tolerance the judge applies to its outputs, in figures (`save_tolerance`).
-    Ready(String, Option<Box<ToleranceUsed>>),
+    /// result (what the reference returns, its timing) goes into the session as
+    /// `engine::prompting::TASK_CHECK_FILE` (`write_into`).
+    Ready(String, Box<crate::protocol::EvalResult>),
     /// The task's own verdict (`task`, `oom`...): one line.
     Refused(String),
     /// No verdict: the evaluator itself could not run.
@@ -99,16 +100,6 @@ pub enum TaskCheck {
 impl TaskCheck {
     pub fn is_ready(&self) -> bool {
         matches!(self, TaskCheck::Ready(..))
-    }
-
-    /// Writes the tolerance figures the check measured into the session
-    /// (`TASK_TOLERANCE_FILE`), for the prompts to state the judge's numbers; nothing when
-    /// there are none.
-    pub fn save_tolerance(&self, session: &SessionDir) -> Result<()> {
-        if let TaskCheck::Ready(_, Some(tolerance)) = self {
-            session.write_file(TASK_TOLERANCE_FILE, &serde_json::to_vec_pretty(tolerance)?)?;
-        }
-        Ok(())
     }
 
     /// One line for the console.
@@ -122,6 +113,20 @@ impl TaskCheck {
 
     pub fn report(&self, task: &str, device: Device) {
         eprintln!("kforge: {}", self.line(task, device));
+    }
+
+    /// Saves a passed check's result in the session, where the prompts read the shapes and
+    /// dtypes the reference returns.
+    pub fn write_into(&self, session: &crate::session::store::SessionDir) -> Result<()> {
+        if let TaskCheck::Ready(_, result) = self {
+            session
+                .write_file(
+                    crate::engine::prompting::TASK_CHECK_FILE,
+                    &serde_json::to_vec_pretty(result.as_ref())?,
+                )
+                .context("cannot write the task check into the session")?;
+        }
+        Ok(())
     }
 }
 
@@ -137,8 +142,9 @@ pub async fn check_task(
         .evaluate(request, CancellationToken::new(), None)
         .await
     {
-        Ok(r) if r.correct => TaskCheck::Ready(
-            r.timing
+        Ok(r) if r.correct => {
+            let line = r
+                .timing
                 .as_ref()
                 .filter(|t| t.meaningful)
                 .map(|t| {
@@ -152,9 +158,9 @@ pub async fn check_task(
                         t.reference.median_ms
                     )
                 })
-                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into()),
-            r.tolerance.clone().map(Box::new),
-        ),
+                .unwrap_or_else(|| ": the reference runs (no timing on the CPU)".into());
+            TaskCheck::Ready(line, Box::new(r))
+        }
         Ok(r) => TaskCheck::Refused(r.summary),
         Err(err) => TaskCheck::EvaluatorFailed(err),
     }

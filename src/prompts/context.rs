@@ -3,13 +3,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::designs::SiblingDesign;
+use super::directions::SeedDirection;
 use super::hints::{hints_for, precision_hint};
 use super::metrics::{KernelMetrics, metrics_from_profile};
+use super::mismatch::mismatch_hint;
+use super::sizes::UnseenSizes;
 use crate::config::Tolerance;
 use crate::llm::extract::Analysis;
 use crate::protocol::PrecisionPolicy;
-use crate::protocol::{EvalResult, ToleranceUsed};
+use crate::protocol::{Category, EvalResult, OutputCheck, ToleranceUsed};
 use crate::pysource::task_reader::forward_returns;
+use crate::pysource::traceback::{scrub_paths, shorten};
 
 /// One earlier attempt's own failure, for the repair history.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,14 +28,28 @@ pub struct AttemptFailure {
 }
 
 impl AttemptFailure {
-    /// From an evaluation result; the message is cut to its last lines.
+    /// From an evaluation result: its message in the same short form as the repair prompt
+    /// showed it (`error_text`), a plain message cut to its last lines.
     pub fn from_eval(attempt: u32, result: &EvalResult) -> AttemptFailure {
         AttemptFailure {
             attempt,
             category: category_of(result),
-            summary: result.summary.clone(),
-            message: excerpt(&result.message, HISTORY_LINES, HISTORY_CHARS),
+            summary: scrub_paths(&result.summary),
+            message: error_text(&result.message, HISTORY_LINES, HISTORY_CHARS),
         }
+    }
+}
+
+/// An error's text for a prompt: a traceback in its short form (`pysource::traceback`: the
+/// kernel's frames with their lines, the library frame that raised, the exception, no host
+/// path); any other message with host paths stripped, its last `lines` lines and `chars`
+/// characters kept.
+pub fn error_text(message: &str, lines: usize, chars: usize) -> String {
+    let short = shorten(message);
+    if short.traceback {
+        short.text()
+    } else {
+        excerpt(&short.text(), lines, chars)
     }
 }
 
@@ -54,6 +73,8 @@ pub struct TimingInfo {
     pub reference_ms: Option<f64>,
     /// Reference median / kernel median.
     pub score: Option<f64>,
+    /// The score's 95% interval, when measured.
+    pub score_interval: Option<(f64, f64)>,
 }
 
 impl TimingInfo {
@@ -73,9 +94,13 @@ impl TimingInfo {
                 } else {
                     "slower than PyTorch"
                 };
+                let interval = self
+                    .score_interval
+                    .map(|(low, high)| format!(", 95% interval {low:.2}-{high:.2}x"))
+                    .unwrap_or_default();
                 format!(
                     "{k:.3} ms for this kernel vs {r:.3} ms for the PyTorch reference \
-                     (speedup {score:.2}x: {verdict})"
+                     (speedup {score:.2}x{interval}: {verdict})"
                 )
             }
             (Some(k), None) => format!("{k:.3} ms for this kernel (reference not measured)"),
@@ -126,6 +151,53 @@ pub struct PromptContext {
     pub precision_policy: Option<PrecisionPolicy>,
     #[serde(skip)]
     pub tolerance_rule: ToleranceRule,
+    /// The seed's own direction (seed prompts): its strategy and the other seeds'.
+    pub direction: Option<SeedDirection>,
+    /// The session's other designs, which this call must not write again (optimize).
+    pub siblings: Vec<SiblingDesign>,
+    /// What the reference returns for the task's inputs, one line per output:
+    /// `` `out`: shape (512, 32768), float32 `` (from the task check, else from a result).
+    pub output_shapes: Vec<String>,
+    /// What the earlier tuning stages tried and what became of it (stage prompts).
+    pub stage_history: Vec<EarlierStage>,
+    /// The current kernel's verdict in words (`correct on all 3 trials`), when correct.
+    pub verdict: Option<String>,
+    /// The sizes on which a kernel right on the task's own was wrong (its repair).
+    pub unseen_sizes: Option<UnseenSizes>,
+}
+
+/// What one earlier tuning stage tried and what became of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EarlierStage {
+    pub stage: String,
+    /// What its answer said it changed (the prose before its code).
+    pub tried: String,
+    /// The verdict in words (`StageVerdict::word`: `accepted`, `not accepted`, `not
+    /// compared`, `not correct`, `the base stays`).
+    pub verdict: String,
+    /// Why, as the stage's record says (`1.41x -> 1.30x is no improvement: keeping the base`).
+    pub reason: String,
+    /// What became of it, in one phrase: the verdict and its reason, the verdict said once
+    /// (`not correct: the base stays (compile: ...)`, not `not correct: not correct: ...`).
+    pub outcome: String,
+}
+
+impl EarlierStage {
+    pub fn new(stage: String, tried: String, verdict: &str, reason: String) -> EarlierStage {
+        let outcome = if reason.contains(verdict) {
+            reason.clone()
+        } else {
+            format!("{verdict}: {reason}")
+        };
+        EarlierStage {
+            stage,
+            tried,
+            verdict: verdict.to_string(),
+            reason,
+            outcome,
+        }
+    }
 }
 
 /// What the judge holds a kernel's outputs to, as the prompts state it (issue 36): the
@@ -230,7 +302,8 @@ pub struct UnusableAnswer {
     pub expected: String,
 }
 
-/// Lines and characters kept of the current failure's message and of each earlier one.
+/// Lines and characters kept of the current failure's message and of each earlier one when
+/// it is not a traceback (a traceback is always shown in its short form).
 const FAILURE_LINES: usize = 150;
 const FAILURE_CHARS: usize = 12_000;
 const HISTORY_LINES: usize = 8;
@@ -302,30 +375,71 @@ impl PromptContext {
         self
     }
 
+    /// What the reference returns for the task's inputs (the task check's or a result's
+    /// output records: shape and dtype per output).
+    pub fn with_reference_outputs(mut self, outputs: &[OutputCheck]) -> PromptContext {
+        let lines: Vec<String> = outputs
+            .iter()
+            .filter_map(|o| {
+                let shape = o.shape.as_ref()?;
+                let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+                let dims = match dims.as_slice() {
+                    [one] => format!("({one},)"),
+                    _ => format!("({})", dims.join(", ")),
+                };
+                Some(format!(
+                    "`{}`: shape {dims}, {}",
+                    o.output,
+                    o.dtype.as_deref().unwrap_or("dtype unknown")
+                ))
+            })
+            .collect();
+        if !lines.is_empty() {
+            self.output_shapes = lines;
+        }
+        self
+    }
+
     /// Takes what an evaluation says about the candidate: the failure with its hints when
-    /// it failed, else its timing; Nsight Compute metrics when it was profiled.
+    /// it failed, else its verdict and timing; Nsight Compute metrics when it was profiled;
+    /// the reference's output shapes when the context has none yet.
     pub fn with_eval(mut self, result: &EvalResult) -> PromptContext {
         if result.correct {
             self.failure = None;
             self.hints.clear();
+            let trials = result.trials.len();
+            self.verdict = Some(match trials {
+                0 => "correct".to_string(),
+                1 => "correct on its 1 trial".to_string(),
+                n => format!("correct on all {n} trials"),
+            });
         } else {
             let category = category_of(result);
             let message = if result.message.trim().is_empty() {
-                result.summary.clone()
+                scrub_paths(&result.summary)
             } else {
-                excerpt(&result.message, FAILURE_LINES, FAILURE_CHARS)
+                error_text(&result.message, FAILURE_LINES, FAILURE_CHARS)
             };
-            self.hints = hints_for(&category, &format!("{}\n{}", result.summary, message));
-            // A mismatch of a kernel computing below the policy's precision: that fix first.
-            if let (Some(crate::protocol::Category::Mismatch), Some(p)) =
-                (result.category, &result.precision)
-                && let Some(hint) = precision_hint(p.policy, &p.reduced, &p.float32_within())
-            {
-                self.hints.insert(0, hint);
+            let summary = scrub_paths(&result.summary);
+            // Hints answer the error's own words, not the code its frames quote as call sites.
+            let cause = shorten(&result.message).cause();
+            self.hints = hints_for(&category, &format!("{summary}\n{cause}"));
+            if result.category == Some(Category::Mismatch) {
+                // What the result's records say of this mismatch comes before the general
+                // advice for mismatches.
+                if let Some(hint) = mismatch_hint(result) {
+                    self.hints.insert(0, hint);
+                }
+                // A kernel computing below the policy's precision: that fix first.
+                if let Some(p) = &result.precision
+                    && let Some(hint) = precision_hint(p.policy, &p.reduced, &p.float32_within())
+                {
+                    self.hints.insert(0, hint);
+                }
             }
             self.failure = Some(Failure {
                 category,
-                summary: result.summary.clone(),
+                summary,
                 message,
             });
         }
@@ -335,13 +449,90 @@ impl PromptContext {
                 kernel_ms: (t.kernel.median_ms > 0.0).then_some(t.kernel.median_ms),
                 reference_ms: (t.reference.median_ms > 0.0).then_some(t.reference.median_ms),
                 score: t.score,
+                score_interval: result.score_interval(),
             };
+        }
+        if self.output_shapes.is_empty()
+            && let Some(first) = result.trials.first()
+        {
+            self = self.with_reference_outputs(&first.outputs);
         }
         if let Some(profile) = &result.profile {
             self.metrics = metrics_from_profile(profile);
         }
         self.speed_of_light = result.speed_of_light.as_ref().and_then(|s| s.prompt_line());
         self
+    }
+}
+
+impl PromptContext {
+    /// The repair of a kernel correct on the task's sizes and wrong on unseen ones: the
+    /// failing sizes, a failure named after the first of them, and the hints for its
+    /// category after the sizes hint. A check that did not fail changes nothing.
+    pub fn with_unseen_sizes(
+        mut self,
+        check: &crate::protocol::shapes::ShapeCheck,
+    ) -> PromptContext {
+        let Some(unseen) = UnseenSizes::from_check(check) else {
+            return self;
+        };
+        let category = UnseenSizes::category(check)
+            .map(|c| c.as_str().to_string())
+            .unwrap_or_else(|| "mismatch".into());
+        let summary = format!(
+            "correct on the task's sizes ({}) but wrong on {} of the {} unseen sizes checked; the first: {}",
+            unseen.task_sizes,
+            unseen.failing.len(),
+            unseen.failing.len() + unseen.passing.len(),
+            unseen.failing.first().map(String::as_str).unwrap_or("?")
+        );
+        let mut hints = vec![UNSEEN_SIZES_HINT.to_string()];
+        for h in hints_for(
+            &category,
+            &format!("{summary}\n{}", unseen.failing.join("\n")),
+        ) {
+            if !hints.contains(&h) {
+                hints.push(h);
+            }
+        }
+        self.hints = hints;
+        self.failure = Some(Failure {
+            category,
+            summary,
+            message: String::new(),
+        });
+        self.unseen_sizes = Some(unseen);
+        self
+    }
+}
+
+/// The first hint of a failure on unseen sizes.
+const UNSEEN_SIZES_HINT: &str = "A kernel right at the task's sizes and wrong at others usually hard-codes a size or assumes one: a grid or loop bound from a constant, a BLOCK that must divide the size, a missing mask on the last partial tile, a row length taken as a power of two, or a stride computed from the task's shape instead of the tensor's.";
+
+impl AttemptFailure {
+    /// An earlier attempt that was right on the task's sizes and wrong on unseen ones.
+    pub fn from_unseen_sizes(
+        attempt: u32,
+        check: &crate::protocol::shapes::ShapeCheck,
+    ) -> Option<AttemptFailure> {
+        let unseen = UnseenSizes::from_check(check)?;
+        Some(AttemptFailure {
+            attempt,
+            category: UnseenSizes::category(check)
+                .map(|c| c.as_str().to_string())
+                .unwrap_or_else(|| "mismatch".into()),
+            summary: format!(
+                "correct on the task's sizes, wrong on unseen sizes: {}",
+                unseen.failing.first().map(String::as_str).unwrap_or("?")
+            ),
+            message: unseen
+                .failing
+                .iter()
+                .skip(1)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
     }
 }
 
@@ -397,11 +588,60 @@ mod tests {
             kernel_ms: Some(2.0),
             reference_ms: Some(3.0),
             score: Some(1.5),
+            score_interval: None,
         };
         assert_eq!(
             t.describe(),
             "2.000 ms for this kernel vs 3.000 ms for the PyTorch reference (speedup 1.50x: faster than PyTorch)"
         );
+        let t = TimingInfo {
+            score_interval: Some((1.45, 1.55)),
+            ..t
+        };
+        assert!(
+            t.describe()
+                .ends_with("(speedup 1.50x, 95% interval 1.45-1.55x: faster than PyTorch)"),
+            "{}",
+            t.describe()
+        );
         assert!(TimingInfo::default().describe().starts_with("not measured"));
+    }
+
+    /// Every stage verdict's record reads as one phrase that says the verdict once.
+    #[test]
+    fn an_earlier_stage_says_its_verdict_once() {
+        use crate::protocol::StageVerdict;
+        let outcome = |verdict: StageVerdict, reason: &str| {
+            EarlierStage::new("s".into(), String::new(), verdict.word(), reason.into()).outcome
+        };
+        assert_eq!(
+            outcome(StageVerdict::Replaced, "1.410x -> 1.520x"),
+            "accepted: 1.410x -> 1.520x"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::Kept,
+                "1.410x -> 1.300x is no improvement: keeping the base"
+            ),
+            "not accepted: 1.410x -> 1.300x is no improvement: keeping the base"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::NotCorrect,
+                "not correct: the base stays (compile: tl.tanh)"
+            ),
+            "not correct: the base stays (compile: tl.tanh)"
+        );
+        assert_eq!(
+            outcome(
+                StageVerdict::NotCompared,
+                "correct, not compared: no timing to compare with (the base stays)"
+            ),
+            "correct, not compared: no timing to compare with (the base stays)"
+        );
+        assert_eq!(
+            outcome(StageVerdict::NoKernel, "no kernel: the base stays"),
+            "no kernel: the base stays"
+        );
     }
 }

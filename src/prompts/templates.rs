@@ -50,6 +50,8 @@ pub const DEFAULT_TEMPLATES: &[(&str, &str)] = &[
     ),
     ("_history.j2", include_str!("../../prompts/_history.j2")),
     ("_stage.j2", include_str!("../../prompts/_stage.j2")),
+    ("_prefix.j2", include_str!("../../prompts/_prefix.j2")),
+    ("_analysis.j2", include_str!("../../prompts/_analysis.j2")),
 ];
 
 /// The file listing where each snapshot template came from.
@@ -175,6 +177,7 @@ impl PromptSet {
         let value = context! {
             latency => ctx.timing.describe(),
             recurrent => is_recurrent(&ctx.task_source),
+            sizes => super::sizes::size_rule(&ctx.task_source),
             template => name.as_str(),
             ..minijinja::Value::from(minijinja::value::Serde(ctx))
         };

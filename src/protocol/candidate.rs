@@ -12,8 +12,13 @@ use super::{CallId, TemplateName};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CandidateKind {
-    /// One of the N independent first generations.
-    Seed { index: u32 },
+    /// One of the N independent first generations; `direction` names the strategy its
+    /// prompt asked for (`row-per-program`; absent in sessions from before seeds had one).
+    Seed {
+        index: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        direction: Option<String>,
+    },
     /// A repair of its parent; `attempt` counts from 1 within the repair loop.
     Repair { attempt: u32 },
     /// Written from an algorithm analysis of its parent.
@@ -35,11 +40,15 @@ impl CandidateKind {
         self.descriptor().word
     }
 
-    /// The label every view shows: `seed 1`, `repair 2`, `algorithm`,
+    /// The label every view shows: `seed 1 (row-per-program)`, `repair 2`, `algorithm`,
     /// `stage 2 block_tiling`, `manual`, `instructed`.
     pub fn label(&self) -> String {
         match self {
-            CandidateKind::Seed { index } => format!("seed {index}"),
+            CandidateKind::Seed {
+                index,
+                direction: Some(d),
+            } => format!("seed {index} ({d})"),
+            CandidateKind::Seed { index, .. } => format!("seed {index}"),
             CandidateKind::Repair { attempt } => format!("repair {attempt}"),
             CandidateKind::Stage { name, index } => format!("stage {index} {name}"),
             CandidateKind::Reasked { call } => format!("call {call} asked again"),
@@ -54,6 +63,7 @@ impl CandidateKind {
             CandidateKind::Stage { name, index } => {
                 format!("stage {index} {}", name.split('_').next().unwrap_or(name))
             }
+            CandidateKind::Seed { index, .. } => format!("seed {index}"),
             other => other.label(),
         }
     }
@@ -211,6 +221,12 @@ mod tests {
         assert_eq!(stage.label(), "stage 2 block_tiling");
         assert_eq!(stage.short_label(), "stage 2 block");
         assert_eq!(CandidateKind::Repair { attempt: 3 }.label(), "repair 3");
+        let seed = CandidateKind::Seed {
+            index: 2,
+            direction: Some("online-tiled".into()),
+        };
+        assert_eq!(seed.label(), "seed 2 (online-tiled)");
+        assert_eq!(seed.short_label(), "seed 2");
         assert_eq!(
             CandidateKind::Instructed {
                 instruction: "x".into()
@@ -237,7 +253,10 @@ mod tests {
             assert_eq!(json.as_str(), Some(kind.descriptor().word));
         }
         for kind in [
-            CandidateKind::Seed { index: 1 },
+            CandidateKind::Seed {
+                index: 1,
+                direction: None,
+            },
             CandidateKind::Repair { attempt: 1 },
             CandidateKind::Algorithm,
             CandidateKind::Stage {

@@ -662,10 +662,6 @@ impl OutputTolerance {
     }
 }
 
-/// The file in a session's directory holding the tolerance the task check measured
-/// (`ToleranceUsed` as JSON): the prompts state the judge's figures from it.
-pub const TASK_TOLERANCE_FILE: &str = "tolerance.json";
-
 /// The oracle rule's allowed multiple of the honest error for float32 outputs, and for
 /// float16/bfloat16 ones (`oracle.py`'s FACTOR; a result's `tolerance.oracle.factor` is the
 /// harness's own word).

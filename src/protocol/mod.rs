@@ -34,7 +34,7 @@ pub use eval_result::{
     Finding, Footprint, KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses,
     MathFinding, ORACLE_FACTOR_FLOAT32, ORACLE_FACTOR_HALF, OracleUsed, OutputCheck,
     OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
-    TASK_TOLERANCE_FILE, TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed,
+    TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed,
     TorchPrecision, Trial, Versions, ratio_text,
 };
 pub use events::{

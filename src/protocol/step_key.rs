@@ -25,6 +25,9 @@ pub enum StepKey {
     Optimize { candidate: CandidateId },
     /// The tuning stage `name` (`stage/block_tiling`); a stage name holds no `/`.
     Stage { name: String },
+    /// The repair of `candidate`, correct on the task's sizes, after it failed on unseen
+    /// ones (`shapes3`; its attempts are `shapes3/repair1`...).
+    Shapes { candidate: CandidateId },
     /// The person's action `number` of the engine process `process` (`user2-4711`).
     Action { number: u32, process: u32 },
 }
@@ -109,6 +112,7 @@ impl fmt::Display for StepKey {
             StepKey::Analysis { candidate } => write!(f, "analysis{candidate}"),
             StepKey::Optimize { candidate } => write!(f, "opt{candidate}"),
             StepKey::Stage { name } => write!(f, "{STAGE}{name}"),
+            StepKey::Shapes { candidate } => write!(f, "shapes{candidate}"),
             StepKey::Action { number, process } => write!(f, "{ACTION}{number}-{process}"),
         }
     }
@@ -152,6 +156,9 @@ impl FromStr for StepKey {
         }
         if let Some(candidate) = numbered(s, "opt") {
             return Ok(StepKey::Optimize { candidate });
+        }
+        if let Some(candidate) = numbered(s, "shapes") {
+            return Ok(StepKey::Shapes { candidate });
         }
         Err(unknown())
     }
@@ -246,6 +253,10 @@ mod tests {
             stage.clone(),
             stage.repair(1),
             stage.again(),
+            StepKey::Shapes {
+                candidate: CandidateId(7),
+            }
+            .repair(2),
             action.clone(),
             action.repair(1),
             action.again(),
@@ -288,12 +299,13 @@ mod tests {
                 "stage/block_tiling",
                 "stage/block_tiling/repair1",
                 "stage/block_tiling/again",
+                "shapes7/repair2",
                 "user2-4711",
                 "user2-4711/repair1",
                 "user2-4711/again",
             ]
         );
-        let gates: Vec<String> = every_gate_key()[15..]
+        let gates: Vec<String> = every_gate_key()[16..]
             .iter()
             .map(|k| k.to_string())
             .collect();

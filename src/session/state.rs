@@ -213,7 +213,9 @@ impl Speedup {
 /// (Candidates with and without intervals in one session, from a resumed session that
 /// spans harness versions, are compared pairwise by that rule in candidate order.)
 /// A candidate flagged `faster_than_light` is never chosen here: only the person's final
-/// mark (`best_candidate`) makes it the best.
+/// mark (`best_candidate`) makes it the best. A candidate shown wrong on unseen shapes
+/// (`shapes_checked` failing) ranks below every candidate that was not: it stays the best
+/// only when no other is correct.
 pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Option<&'a Candidate> {
     candidates
         .into_iter()
@@ -223,12 +225,15 @@ pub fn best_of<'a>(candidates: impl IntoIterator<Item = &'a Candidate>) -> Optio
 
 /// The order `best_of` ranks correct candidates by.
 fn rank_cmp(a: &Candidate, b: &Candidate) -> Ordering {
-    match (a.speedup(), b.speedup()) {
-        (Some(x), Some(y)) => x.rank_cmp(&y).then(a.id.cmp(&b.id)),
-        (Some(_), None) => Ordering::Greater,
-        (None, Some(_)) => Ordering::Less,
-        (None, None) => b.id.cmp(&a.id),
-    }
+    let not_shown_wrong = |c: &Candidate| !c.shapes.as_ref().is_some_and(|s| s.verdict.fails());
+    not_shown_wrong(a)
+        .cmp(&not_shown_wrong(b))
+        .then_with(|| match (a.speedup(), b.speedup()) {
+            (Some(x), Some(y)) => x.rank_cmp(&y).then(a.id.cmp(&b.id)),
+            (Some(_), None) => Ordering::Greater,
+            (None, Some(_)) => Ordering::Less,
+            (None, None) => b.id.cmp(&a.id),
+        })
 }
 
 /// Whether two candidates' measurements cannot tell which is faster: both are correct
@@ -790,11 +795,11 @@ impl SessionState {
                 self.end = *end;
             }
         }
-        // Only a verdict or a final mark can change the best (a fold of 100k log lines
-        // must not rank the candidates 100k times).
+        // Only a verdict, an unseen-shapes check or a final mark can change the best (a fold
+        // of 100k log lines must not rank the candidates 100k times).
         if matches!(
             record.event,
-            Event::EvalFinished { .. } | Event::FinalMarked { .. }
+            Event::EvalFinished { .. } | Event::ShapesChecked { .. } | Event::FinalMarked { .. }
         ) {
             self.best = self.best_candidate();
         }
@@ -822,7 +827,10 @@ mod tests {
                     id: CandidateId(1),
                     key: "k1".into(),
                     parent: None,
-                    kind: CandidateKind::Seed { index: 1 },
+                    kind: CandidateKind::Seed {
+                        index: 1,
+                        direction: None,
+                    },
                     file: "kernels/1-seed.py".into(),
                     call: Some(CallId(1)),
                 },
@@ -1228,6 +1236,56 @@ mod tests {
             .map(|c| c.id),
             Some(CandidateId(2))
         );
+    }
+
+    /// A kernel shown wrong on unseen shapes ranks below every kernel that was not, however
+    /// fast; it stays the best only when nothing else is correct.
+    #[test]
+    fn a_kernel_wrong_on_unseen_shapes_ranks_below_the_rest() {
+        use crate::protocol::shapes::ShapeVerdict;
+        let shapes = |id: u32, verdict: ShapeVerdict| Event::ShapesChecked {
+            candidate: CandidateId(id),
+            result_file: format!("shapes/{id}.json"),
+            verdict,
+            line: String::new(),
+        };
+        let mut events = vec![
+            created(1),
+            created(2),
+            evaluated(1, true, Some(2.0)),
+            evaluated(2, true, Some(1.1)),
+        ];
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(1)));
+        events.push(shapes(
+            1,
+            ShapeVerdict::FailsOn {
+                failed: 1,
+                checked: 5,
+            },
+        ));
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(2)));
+        // Checked and right, or not checked: both rank by speed as before.
+        events.push(shapes(
+            2,
+            ShapeVerdict::Generalizes {
+                passed: 5,
+                checked: 5,
+            },
+        ));
+        assert_eq!(session_of(events.clone()).best, Some(CandidateId(2)));
+        // The only correct kernel stays the best.
+        let alone = session_of(vec![
+            created(1),
+            evaluated(1, true, None),
+            shapes(
+                1,
+                ShapeVerdict::FailsOn {
+                    failed: 4,
+                    checked: 5,
+                },
+            ),
+        ]);
+        assert_eq!(alone.best, Some(CandidateId(1)));
     }
 
     /// Without intervals (sessions recorded before them) the score decides, as before; and

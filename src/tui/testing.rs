@@ -490,7 +490,10 @@ pub fn write_big_session(dir: &Path, candidates: u32, log_lines: u32) -> Result<
             Some(CandidateId(id - 1))
         };
         let kind = match id % 10 {
-            1 => CandidateKind::Seed { index: id / 10 + 1 },
+            1 => CandidateKind::Seed {
+                index: id / 10 + 1,
+                direction: None,
+            },
             2..=4 => CandidateKind::Repair {
                 attempt: id % 10 - 1,
             },

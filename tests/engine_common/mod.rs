@@ -63,6 +63,17 @@ pub enum Step {
 }
 
 pub fn classify(user: &str) -> Step {
+    // A stage prompt names its stage in its heading; it also quotes the lineage's analysis
+    // (whose plan may carry MOCK-PLAN) and the earlier stages, so it is told first.
+    if let Some(rest) = user.split("## This tuning stage: `").nth(1) {
+        let name = rest.split('`').next().unwrap_or_default();
+        if let Some(stage) = ["grid_and_parallel", "block_tiling", "memory_and_tuning"]
+            .into_iter()
+            .find(|s| *s == name)
+        {
+            return Step::Stage(stage);
+        }
+    }
     if user.contains("MOCK-BROKEN") {
         return Step::Repair;
     }
@@ -144,8 +155,10 @@ impl MockLlm {
             format!(
                 // The sessions' own steps: the unseen-shapes re-check (up to ten more CPU
                 // evaluations a session) has its engine tests with fakes (src/engine/tests.rs)
-                // and its CPU evaluator tests (tests/shapes.rs).
-                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[eval]\nshape_check = false\n",
+                // and its CPU evaluator tests (tests/shapes.rs). The calls that only chase
+                // speed are skipped on the CPU by default; these tests pin down the whole flow,
+                // so they ask for them (the skip has its tests in src/engine/prompting.rs).
+                "[llm]\ndefault = \"mock\"\nread_timeout_s = 30\n\n[llm.providers.mock]\npreset = \"vllm\"\nbase_url = \"{}\"\nmodel = \"mock-1\"\n\n[pipeline]\nspeed_calls_on_cpu = true\n\n[eval]\nshape_check = false\n",
                 self.base_url
             ),
         )

@@ -98,7 +98,10 @@ fn seed(w: &mut EventWriter, n: u32, cost: Option<f64>) {
         id: CandidateId(n),
         key: format!("seed{n}"),
         parent: None,
-        kind: CandidateKind::Seed { index: n },
+        kind: CandidateKind::Seed {
+            index: n,
+            direction: None,
+        },
         file: format!("kernels/{n}-seed.py"),
         call: Some(CallId(n)),
     })
