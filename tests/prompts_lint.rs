@@ -24,7 +24,7 @@ use kforge::engine::fakes::{self, FakeEvaluator, FakeLlm, Reply};
 use kforge::engine::ports::{EvalPort, LlmCall};
 use kforge::engine::runner::Engine;
 use kforge::eval::{Device, EvalError, EvalProgress, EvalRequest};
-use kforge::prompts::context::precision_rule;
+use kforge::prompts::PromptContext;
 use kforge::prompts::sizes::size_rule;
 use kforge::protocol::{CallKind, Command, EvalResult, Event, RunEnd};
 use kforge::pysource::traceback::has_host_path;
@@ -156,7 +156,12 @@ async fn run_golden(golden: &Path) -> Linted {
     session
         .write_file("task.py", task.source.as_bytes())
         .unwrap();
-    let precision = precision_rule(setup.eval.precision, setup.eval.atol, setup.eval.rtol);
+    // The rule as the engine states it (no task check in this session: the rule's words
+    // without the task's figures).
+    let precision = PromptContext::for_task("", "")
+        .with_precision(setup.eval.precision, setup.eval.atol, setup.eval.rtol)
+        .with_tolerance(setup.eval.tolerance, None)
+        .precision;
     let engine = Arc::new(Engine::new(setup).unwrap());
     // Once the first stage is done, the person asks for a repair of the first failing
     // kernel, with an instruction (later, and its kernel would be the earliest correct one:

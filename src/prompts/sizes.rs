@@ -5,27 +5,26 @@
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::shapes::{ShapeCheck, VariantOutcome};
-use crate::shapes::{Derivation, derive};
+use crate::shapes::variable_sizes;
 
 /// The sizes rule of the prompts for this task (rule 11 of `_rules.j2`).
 pub fn size_rule(task_source: &str) -> String {
     let general = "Read every size from the input tensors at run time (`x.shape`, `x.stride()`, `weight.shape`), compute the grid from those sizes, and mask every tile edge; never hard-code the task's numbers or assume a BLOCK divides a size.";
-    match derive(task_source) {
-        Derivation::Variable { original, .. } if !original.is_empty() => {
-            let sizes: Vec<String> = original
-                .iter()
-                .map(|(name, value)| format!("`{name}` = {value}"))
-                .collect();
-            format!(
-                "Sizes: the task sets {}, but the kernel must be correct for any values of {}: the judge re-checks the best kernel on unseen sizes (smaller, larger, odd sizes that are no multiple of 8, 16 or 32, a batch of 1), each with fresh inputs, and a kernel wrong on any of them is sent back for repair and is not a win. {general}",
-                join_words(&sizes),
-                if sizes.len() == 1 { "it" } else { "these" },
-            )
-        }
-        _ => format!(
+    let original = variable_sizes(task_source);
+    if original.is_empty() {
+        return format!(
             "Sizes: the task's sizes are fixed, but write the kernel for the shapes it receives. {general}"
-        ),
+        );
     }
+    let sizes: Vec<String> = original
+        .iter()
+        .map(|(name, value)| format!("`{name}` = {value}"))
+        .collect();
+    format!(
+        "Sizes: the task sets {}, but the kernel must be correct for any values of {}: the judge re-checks the best kernel on unseen sizes (smaller, larger, odd sizes that are no multiple of 8, 16 or 32, a batch of 1), each with fresh inputs, and a kernel wrong on any of them is sent back for repair and is not a win. {general}",
+        join_words(&sizes),
+        if sizes.len() == 1 { "it" } else { "these" },
+    )
 }
 
 fn join_words(items: &[String]) -> String {

@@ -263,6 +263,16 @@ const RULES: [VariantRule; 5] = [
 /// few values to draw from).
 const DRAWS_PER_RULE: usize = 8;
 
+/// The task's sizes kforge may vary (`batch_size = 16`...), by name: what a prompt may say
+/// about them without naming a variant the judge will draw.
+pub fn variable_sizes(source: &str) -> BTreeMap<String, u64> {
+    constants(source)
+        .into_iter()
+        .filter(|c| matches!(role(c), Role::Size))
+        .map(|c| (c.name, c.value))
+        .collect()
+}
+
 /// The variants of a task's source drawn with `family_seed` (at most five, none equal to the
 /// task or to another; a batch-of-1 variant only where the task has a batch-like size).
 pub fn derive(source: &str, family_seed: u64) -> Derivation {

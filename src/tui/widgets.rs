@@ -124,6 +124,7 @@ fn step_label(key: &StepKey) -> String {
         StepKey::Analysis { candidate } => format!("analysis of #{candidate}"),
         StepKey::Optimize { candidate } => format!("optimization of #{candidate}"),
         StepKey::Stage { name } => format!("stage {name}"),
+        StepKey::Shapes { candidate } => format!("unseen shapes of #{candidate}"),
         StepKey::Action { number, .. } => format!("your action {number}"),
     }
 }
