@@ -523,18 +523,23 @@ mod tests {
             prompt.contains("correct on the task's own sizes (batch_size=16, dim=64)"),
             "{prompt}"
         );
-        assert!(
-            prompt.contains("- wrong on batch_size=8, dim=32: mismatch: fake mismatch failure"),
-            "{prompt}"
-        );
-        // The failing sizes are said once, the hints follow them.
-        assert_eq!(
-            prompt
-                .matches("batch_size=8, dim=32: mismatch: fake mismatch failure")
-                .count(),
-            1,
-            "{prompt}"
-        );
+        // Each failing variant with its sizes (drawn from the seeded family) and its failure.
+        let failing: Vec<&str> = prompt
+            .lines()
+            .filter_map(|l| l.strip_prefix("- wrong on "))
+            .collect();
+        assert!(!failing.is_empty(), "{prompt}");
+        for line in &failing {
+            let (sizes, failure) = line.split_once(": ").expect("sizes: failure");
+            assert!(
+                sizes.starts_with("batch_size=") && sizes.contains(", dim="),
+                "{line}"
+            );
+            assert_ne!(sizes, "batch_size=16, dim=64", "a variant is not the task");
+            assert_eq!(failure, "mismatch: fake mismatch failure");
+            // The failing sizes are said once, the hints follow them.
+            assert_eq!(prompt.matches(line).count(), 1, "{prompt}");
+        }
         assert!(!prompt.contains("## The failure"), "{prompt}");
         assert!(
             prompt.contains("a size is a power of two.\n\n## Hints for this kind of failure\n"),
@@ -611,7 +616,7 @@ mod tests {
         );
         assert!(
             FakeLlm::prompt(&repairs[1]).contains(
-                "- Attempt 1: `mismatch`: correct on the task's sizes, wrong on unseen sizes: batch_size=8, dim=32"
+                "- Attempt 1: `mismatch`: correct on the task's sizes, wrong on unseen sizes: batch_size="
             ),
             "{}",
             FakeLlm::prompt(&repairs[1])

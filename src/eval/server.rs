@@ -54,6 +54,8 @@ const HARNESS_ENV_PREFIXES: &[&str] = &[
     "TORCH_",
     "PYTORCH_",
     "TORCHINDUCTOR_",
+    // The harness's diagnostic switches (knobs.py), which a result taken with one says.
+    "KFORGE_DIAG_",
 ];
 
 /// Values shaped like credentials (the harness's `sandbox.SECRET_VALUE`): dropped whatever
@@ -320,6 +322,7 @@ mod tests {
             ("TRITON_PTXAS_PATH", "/usr/local/cuda/bin/ptxas"),
             ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
             ("KFORGE_NCU", "/opt/nvidia/ncu"),
+            ("KFORGE_DIAG_NO_GATE", "1"),
         ] {
             assert!(passes_to_harness(name, value), "{name}");
         }

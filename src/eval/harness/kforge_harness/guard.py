@@ -210,6 +210,16 @@ def install(kernel_file: str, refused: Callable[[str], None], trace: Optional[Ca
     sys.addaudithook(hook)
 
 
+def to_log(line: str) -> None:
+    """A traced event into the process's log (stderr: the evaluation's log), once per site."""
+    if line.split(" line=")[0] not in _traced:
+        _traced.add(line.split(" line=")[0])
+        os.write(2, ("kforge guard trace: %s\n" % line).encode("utf-8", "replace"))
+
+
+_traced: set = set()
+
+
 def _remove_signal_handlers() -> None:
     """A signal handler is called with the interrupted frame, and installing one raises no audit
     event: the function that installs them goes (the process keeps the handlers it has)."""

@@ -519,7 +519,7 @@ class Evaluation:
         # with the static checks) are set up before the kernel's first line runs.
         loaded = self.link.call({"op": "load", "init_inputs": init_desc, "seed": self.seed,
                                  "source": job["kernel_source"], "seal": self.link.seal(),
-                                 "guard": bool(self.settings.static_checks)}, "loaded", fds)
+                                 "guard": self.guard_mode()}, "loaded", fds)
         self.kernel_settings = loaded.get("tf32")
         self.describe_precision()
         clock.mark("load")
@@ -930,6 +930,17 @@ class Evaluation:
         record["kernel_settings"] = self.kernel_settings
         record["reading"] = reading
         self.result["precision"] = record
+
+    def guard_mode(self):
+        """The worker's run-time guard (guard.py): on with the static checks; "trace" under the
+        diagnostic switch KFORGE_DIAG_GUARD_TRACE, which refuses nothing and says so."""
+        if not self.settings.static_checks:
+            return False
+        if knobs.on("KFORGE_DIAG_GUARD_TRACE"):
+            self.result["notes"].append("the run-time guard only traced what it would refuse (diagnostic switch "
+                                        "KFORGE_DIAG_GUARD_TRACE): this verdict is not one to trust")
+            return "trace"
+        return True
 
     def read_compiled(self):
         """What the audited forwards' launches compute in, from their compiled code (the

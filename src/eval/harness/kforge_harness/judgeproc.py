@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from . import wire
+from . import knobs, wire
 from .errors import clean_text, exception_text, first_line
 from .protocol import HarnessError, KernelFailure, TaskFailure, fail
 
@@ -103,6 +103,7 @@ def main(server, channel, workdir):
     try:
         request = link.receive()
         raw = request["job"]
+        knobs.give(request.get("diagnostics") or [])
         task_file = os.path.join(workdir, "task.py")
         with open(task_file, "w", encoding="utf-8") as f:
             f.write(request["task_source"])

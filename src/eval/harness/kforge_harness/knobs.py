@@ -12,13 +12,26 @@ KNOBS = {
     "KFORGE_DIAG_SAME_INPUTS": "every timed run gets the same input values (no fresh draw or rotation)",
     "KFORGE_DIAG_NO_GATE": "timed windows are not gated (the worker's host latency is inside them)",
     "KFORGE_DIAG_NO_CONTEXT_DRAW": "the timing processes keep the first CUDA context they get",
+    "KFORGE_DIAG_GUARD_TRACE": "the run-time guard writes what it would refuse into the log and refuses nothing "
+                               "(to list a GPU's library call sites, scripts/gpu/guard_trace.sh)",
 }
+
+# The switches of this process when the server gave them (a judge in the tasks' sandbox, whose
+# environment is an allow-list without them: judgeproc.py); None: this process's environment.
+_given = []
+
+
+def give(names):
+    """The switches the server read from its environment, for a process that cannot read them."""
+    _given[:] = [sorted(n for n in names if n in KNOBS)]
 
 
 def on(name):
     """Whether the switch `name` (a key of KNOBS) is set to 1."""
     if name not in KNOBS:
         raise KeyError(name)
+    if _given:
+        return name in _given[0]
     return os.environ.get(name) == "1"
 
 

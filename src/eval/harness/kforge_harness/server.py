@@ -28,7 +28,7 @@ import tempfile
 import time
 import traceback
 
-from . import cachekeeper, protocol, sandbox, wire
+from . import cachekeeper, knobs, protocol, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, fail, new_result
@@ -100,16 +100,17 @@ class Zygote:
     def alive(self):
         return self.process.poll() is None
 
-    def fork(self, rid, job, fds):
-        """Has the zygote fork the evaluation's process with `fds` (zygote.py says which)."""
-        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job}, list(fds))
+    def fork(self, rid, job, fds, avoid_pid=None):
+        """Has the zygote fork the evaluation's process with `fds` (zygote.py says which), with a
+        pid other than `avoid_pid` in the zygote's namespace; returns its pid there."""
+        protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job, "avoid_pid": avoid_pid}, list(fds))
         while True:
             message = self.read()
             if message is None:
                 raise HarnessError("the sandboxed %s process stopped answering"
                                    % ("judge" if self.role == "task" else "worker"))
             if message.get("type") == "forked" and message.get("id") == rid:
-                return
+                return message.get("pid")
 
     def await_exit(self, rid, logs, kill_after_s):
         """The zygote's word that process `rid` and everything it started are gone, its
@@ -378,7 +379,8 @@ class Server:
         return outcome
 
     def start_worker(self, rid, job, result):
-        """The worker forked by the kernels' zygote: (the judge's end of its channel, its log)."""
+        """The worker forked by the kernels' zygote: (the zygote, the judge's end of its channel,
+        its log, its pid in the kernels' sandbox)."""
         spec = job["_wire"]
         spawn = spec.settings.executor == "spawn"
         zygote, lost = self.ensure_zygote(fresh=spawn)
@@ -399,7 +401,7 @@ class Server:
                       "precision": spec.settings.precision or DEFAULT_POLICY}
         try:
             try:
-                zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
+                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
             except (HarnessError, OSError) as e:
                 # The zygote died between two evaluations (its launcher may not have been reaped
                 # yet, so it looked alive): a new one, once, and the result says so.
@@ -407,7 +409,7 @@ class Server:
                     raise
                 zygote, _ = self.ensure_zygote(fresh=True)  # stops the old one first
                 zygote_restarted(result, e)
-                zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
+                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
         except BaseException:
             judge_end.close()
             worker_log.close()
@@ -415,11 +417,12 @@ class Server:
         finally:
             worker_end.close()
         worker_log.writer_gone()
-        return zygote, judge_end, worker_log
+        return zygote, judge_end, worker_log, pid
 
-    def start_judge(self, rid, job, judge_end):
+    def start_judge(self, rid, job, judge_end, worker_pid=None):
         """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
-        judge_end: its end of the worker's channel (None: a task check)."""
+        judge_end: its end of the worker's channel (None: a task check); its pid differs from
+        `worker_pid` (the worker's in its own sandbox: CUDA IPC between them needs it)."""
         judges = self.ensure_judges()
         if judges.hello.get("preimport_error"):
             job["_result"]["notes"].append("the judge's process could not preload its modules (%s): each judge "
@@ -428,7 +431,7 @@ class Server:
         judge_log = LogTail()
         fds = [judge_server_end.fileno(), judge_log.write_fd] + ([judge_end.fileno()] if judge_end else [])
         try:
-            judges.fork(rid, {}, fds)
+            judges.fork(rid, {}, fds, avoid_pid=worker_pid)
         except BaseException:
             server_end.close()
             judge_log.close()
@@ -438,7 +441,7 @@ class Server:
         judge_log.writer_gone()
         result = job["_result"]
         request = {"job": job["_raw"], "id": rid, "task_source": job["task_source"],
-                   "kernel_source": job["kernel_source"], "result": dict(result)}
+                   "kernel_source": job["kernel_source"], "result": dict(result), "diagnostics": knobs.active()}
         try:
             server_end.sendall(json.dumps(request, default=str).encode() + b"\n")
         except OSError:
@@ -451,16 +454,16 @@ class Server:
         # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
         server_s = result.setdefault("server_phases_s", {})
         mark = time.time()
-        zygote = judge_end = worker_log = None
+        zygote = judge_end = worker_log = worker_pid = None
         if with_worker:
             try:
-                zygote, judge_end, worker_log = self.start_worker(rid, job, result)
+                zygote, judge_end, worker_log, worker_pid = self.start_worker(rid, job, result)
             except (HarnessError, OSError) as e:
                 return fail(result, "harness", "cannot start the kernel's process: %s" % e)
             server_s["worker_start"] = time.time() - mark
             mark = time.time()
         try:
-            judges, server_end, judge_log = self.start_judge(rid, job, judge_end)
+            judges, server_end, judge_log = self.start_judge(rid, job, judge_end, worker_pid)
         except (HarnessError, OSError) as e:
             if zygote is not None:
                 zygote.kill(rid)

@@ -77,9 +77,10 @@ class Worker:
         if key:
             self.seal = seal.signer(bytes.fromhex(key))
         self.audited_forward, self.gpu_time = audited_forward, gpu_time
-        if request.get("guard"):
+        mode = request.get("guard")
+        if mode:
             self.changed = guard.snapshot()
-            guard.install(kernel_file, self.refused_at_run_time)
+            guard.install(kernel_file, self.refused_at_run_time, trace=guard.to_log if mode == "trace" else None)
 
     def failure(self, exc, stage):
         f = classify(exc, stage, self.ctx)

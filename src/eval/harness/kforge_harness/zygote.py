@@ -99,11 +99,11 @@ def serve(control_fd, scratch, sandboxed, role="kernel"):
             if message is None:
                 break  # the server went away: everything in the sandbox dies with us
             if message.get("op") == "fork" and fewest <= len(fds) <= most:
-                pid = spawn(role, message["job"], fds, control, woken, scratch)
+                pid = spawn_avoiding(message.get("avoid_pid"), role, message["job"], fds, control, woken, scratch)
                 for fd in fds:
                     os.close(fd)
                 running[pid] = message.get("id")
-                protocol.send(control, {"type": "forked", "id": message.get("id")})
+                protocol.send(control, {"type": "forked", "id": message.get("id"), "pid": pid})
             elif message.get("op") == "kill":
                 for pid, rid in running.items():
                     if rid == message.get("id"):
@@ -206,13 +206,35 @@ def warm_triton_driver():
         return "%s: %s" % (type(e).__name__, str(e)[:300])
 
 
-def spawn(role, job, fds, control, woken, scratch):
+def spawn_avoiding(avoid, role, job, fds, control, woken, scratch):
+    """spawn(), with a pid other than `avoid` in this zygote's pid namespace. The judge lends
+    the worker its GPU buffers by legacy CUDA IPC, and the driver refuses to open a handle
+    in a process whose pid equals the exporter's (it takes it for the exporting process
+    itself: CUDA error 201), which two sibling pid namespaces make likely (each sandbox's
+    first process is pid 2; measured on an H200, scripts/gpu/ipc_between_sandboxes.py). A
+    child that gets that number exits at once, unused, and the next fork takes the next."""
+    while True:
+        pid = spawn(role, job, fds, control, woken, scratch, avoid)
+        if pid != avoid:
+            return pid
+        os.waitpid(pid, 0)
+
+
+def _exit_if_avoided(avoid):
+    """In a child just forked: ends it at once, unused, when its pid is the other process's
+    (spawn_avoiding)."""
+    if avoid is not None and os.getpid() == avoid:
+        os._exit(0)
+
+
+def spawn(role, job, fds, control, woken, scratch, avoid=None):
     """Forks the role's process: a worker (fds: its judge channel, its log pipe) or a judge
     (fds: its server channel, its log pipe, and its worker channel unless it checks a task
     alone). Returns the child's pid in the parent."""
     pid = os.fork()
     if pid:
         return pid
+    _exit_if_avoided(avoid)
     try:
         control.close()
         signal.set_wakeup_fd(-1)

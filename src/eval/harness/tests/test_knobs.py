@@ -35,3 +35,17 @@ def test_a_diagnostic_timing_has_its_own_cache_key(monkeypatch):
     plain = timing.baseline_key(*args)
     monkeypatch.setenv("KFORGE_DIAG_SAME_INPUTS", "1")
     assert timing.baseline_key(*args) != plain
+
+
+def test_switches_given_by_the_server_replace_the_environment(monkeypatch):
+    """A judge in the tasks' sandbox has an allow-listed environment without the switches: the
+    server reads them and gives them in the job (judgeproc.py); unknown names are dropped."""
+    from kforge_harness import knobs
+
+    monkeypatch.setenv("KFORGE_DIAG_NO_GATE", "1")
+    monkeypatch.setattr(knobs, "_given", [])
+    assert knobs.on("KFORGE_DIAG_NO_GATE")
+    knobs.give(["KFORGE_DIAG_GUARD_TRACE", "KFORGE_DIAG_NOT_A_SWITCH"])
+    assert not knobs.on("KFORGE_DIAG_NO_GATE")
+    assert knobs.on("KFORGE_DIAG_GUARD_TRACE")
+    assert knobs.active() == ["KFORGE_DIAG_GUARD_TRACE"]
