@@ -27,11 +27,13 @@ check() { if eval "$2"; then echo "PASS $1"; else echo "FAIL $1"; fail=1; fi; }
 field() { "$KFORGE_PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 printf '[eval]\nstatic_checks = false\n' > "$work/unfiltered.toml"
 
+if [ "${SKIP_MANIFEST:-0}" != 1 ]; then  # the whole manifest takes ~15 minutes on an H200
 echo "== 1. the fixture manifest on cuda (guard on wherever static_checks is)"
 "$kf" bench fixtures tests/fixtures/cases.toml --device 0 > "$work/fixtures.txt" 2>&1
 tail -n 120 "$work/fixtures.txt"
 check "every fixture verdict as expected on cuda" "grep -q -E '^[0-9]+ passed, 0 failed' $work/fixtures.txt"
 check "no refusal by the run-time guard in the manifest" "! grep -q 'run-time guard' $work/fixtures.txt"
+fi
 
 echo "== 2. precision read from the launched kernels' code"
 expect_math() {  # name task kernel python-expression-over-kinds

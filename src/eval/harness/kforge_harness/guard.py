@@ -68,6 +68,8 @@ ALLOWED: Dict[str, FrozenSet[Site]] = {
         ("stdlib:inspect.py", "_signature_from_function"), ("stdlib:inspect.py", "getfile"),
         ("stdlib:inspect.py", "findsource"), ("stdlib:inspect.py", "unwrap"), ("site:triton/runtime/jit.py", "__init__"),
         ("site:triton/runtime/jit.py", "get_capture_scope"), ("stdlib:inspect.py", "getclosurevars"),
+        # Triton's launch on a GPU names the kernel's file and first line (its co_filename, no code)
+        ("site:triton/runtime/jit.py", "get_jit_fn_file_line"),
         # torch.library.triton_op finds the kernels its function launches by their code's names
         ("site:torch/_library/triton.py", "find_triton_kernels"),
         ("site:torch/_library/triton.py", "resolve_names_to_kernels"), ("site:torch/_library/triton.py", "build_namespace")}),
@@ -80,7 +82,10 @@ ALLOWED: Dict[str, FrozenSet[Site]] = {
                                 ("site:typing_extensions.py", "_caller"), ("stdlib:logging/__init__.py", "<lambda>"),
                                 # torch.library notes where an operator was registered (a file and line)
                                 ("site:torch/library.py", "__init__"), ("site:torch/library.py", "_register_fake"),
-                                ("site:torch/_library/utils.py", "get_source")}),
+                                ("site:torch/_library/utils.py", "get_source"),
+                                # file names and lines of the stack (FrameSummary: no frame, no locals),
+                                # as torch.library takes them on a GPU when an operator is registered
+                                ("stdlib:traceback.py", "extract_stack")}),
     "object.__setattr__": frozenset({_NAMEDTUPLE, ("stdlib:typing.py", "__new__")}),  # NamedTuple's __bases__
     "ctypes": frozenset({("site:triton/backends/nvidia/driver.py", "*"), ("site:torch/cuda/__init__.py", "*")}),
 }

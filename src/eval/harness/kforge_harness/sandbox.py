@@ -148,13 +148,19 @@ def looks_secret(value):
     return False
 
 
+SANDBOX_USER = "kforge-sandbox"
+
+
 def allowed_env(source_env, home, tmpdir, interpret, harness_dir=None):
     """The sandbox's environment: allow-listed names whose values do not look like secrets,
     plus ours. Nothing else passes, whatever its name."""
     env = {k: v for k, v in source_env.items()
            if (k in ENV_EXACT or k in TRITON_SAFE) and not looks_secret(v)}
     env["PATH"] = os.path.dirname(sys.executable) + ":" + SYSTEM_PATH
-    env.update(HOME=home, TMPDIR=tmpdir, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+    # USER/LOGNAME: the sandbox's uid has no passwd entry, and getpass.getuser (torch.compile's
+    # cache paths, on a GPU) reads these before it asks pwd, which fails there.
+    env.update(HOME=home, TMPDIR=tmpdir, PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+               USER=SANDBOX_USER, LOGNAME=SANDBOX_USER)
     if harness_dir:
         env["PYTHONPATH"] = harness_dir
     if interpret:

@@ -8,6 +8,7 @@ import signal
 import socket
 import tempfile
 import textwrap
+import types
 import threading
 
 import pytest
@@ -303,3 +304,21 @@ def test_importlib_compiles_and_runs_modules_of_the_installation_only():
     assert guard.permitted("exec", (code,), frame, known, trusted)
     assert not guard.permitted("exec", (compile("x = 1", "/tmp/eval-x/helper_mod.py", "exec"),), frame, known,
                                trusted)
+
+
+@pytest.mark.parametrize("event, site", [
+    ("object.__getattr__", ("site:triton/runtime/jit.py", "get_jit_fn_file_line")),
+    ("sys._getframe", ("stdlib:traceback.py", "extract_stack")),
+])
+def test_the_library_sites_a_gpu_launch_reaches_are_allowed(event, site):
+    """Seen on an H200 (scripts/gpu/guard_trace.sh): Triton names the kernel's file and line at
+    a launch (the code's co_filename, never the code object itself), torch.library takes the
+    stack's file names and lines (FrameSummary, no frame) when an operator is registered."""
+    assert site in guard.ALLOWED[event]
+    known = (("stdlib", "/usr/lib/python3/"), ("site", "/site/"))
+    path = {"stdlib": "/usr/lib/python3/", "site": "/site/"}[site[0].split(":")[0]] + site[0].split(":", 1)[1]
+    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name=site[1]), f_back=None)
+    args = (object(), "__code__") if event.startswith("object.") else (frame,)
+    assert guard.permitted(event, args, frame, known, ())
+    other = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name="elsewhere"), f_back=None)
+    assert not guard.permitted(event, args, other, known, ())

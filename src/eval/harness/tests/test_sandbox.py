@@ -50,7 +50,7 @@ def test_allowed_env_passes_only_allow_listed_names():
     }
     env = sandbox.allowed_env(source, "/tmp", "/tmp", interpret=True, harness_dir="/h")
     ours = {"PATH", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
-            "PYTHONPATH", "TRITON_INTERPRET"}
+            "PYTHONPATH", "TRITON_INTERPRET", "USER", "LOGNAME"}
     assert set(env) == ours | {"CUDA_VISIBLE_DEVICES", "LANG", "TRITON_DEBUG", "PYTHONHASHSEED"}
     assert not [k for k in env if k.startswith("KFORGE_")]
     assert env["HOME"] == env["TMPDIR"] == "/tmp" and env["PYTHONPATH"] == "/h"
@@ -59,6 +59,21 @@ def test_allowed_env_passes_only_allow_listed_names():
     assert "/evil/bin" not in env["PATH"]
     gpu = sandbox.allowed_env(source, "/tmp", "/tmp", interpret=False)
     assert "TRITON_INTERPRET" not in gpu and "PYTHONPATH" not in gpu
+
+
+def test_the_sandbox_names_its_user_without_a_passwd_entry(monkeypatch):
+    """The sandbox's uid has no passwd entry; torch.compile asks getpass.getuser() for its
+    cache paths (on an H200: `KeyError: getpwuid(): uid not found`), which reads USER and
+    LOGNAME first. The host's user name is not passed."""
+    import getpass
+
+    env = sandbox.allowed_env({"USER": "alice", "LOGNAME": "alice"}, "/tmp", "/tmp", interpret=False)
+    assert env["USER"] == env["LOGNAME"] == sandbox.SANDBOX_USER
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("USER", env["USER"])
+    monkeypatch.setenv("LOGNAME", env["LOGNAME"])
+    assert getpass.getuser() == sandbox.SANDBOX_USER
 
 
 @pytest.mark.parametrize("value", [
