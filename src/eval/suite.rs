@@ -50,6 +50,8 @@ pub struct Case {
     pub math: Option<Vec<crate::protocol::MathKind>>,
     /// Whether the result's `precision.reduced` must be non-empty (below the policy).
     pub reduced: Option<bool>,
+    /// Where the precision record's findings must come from (`compiled` or `source`).
+    pub reading: Option<String>,
     /// Where timing is measured (GPU), the score must not exceed this: a hack that wins
     /// time is refused when its score stays honest.
     pub max_score: Option<f64>,
@@ -154,6 +156,15 @@ pub fn judge(case: &Case, device: Device, result: &EvalResult) -> Option<String>
                     .iter()
                     .map(|f| f.category)
                     .collect::<Vec<_>>()
+            ));
+        }
+    }
+    if let Some(read) = &case.reading {
+        let actual = precision.reading.as_ref().map(|r| r.read.as_str());
+        if actual != Some(read.as_str()) {
+            return Some(format!(
+                "the precision record was read from {} (expected {read})",
+                actual.unwrap_or("nowhere")
             ));
         }
     }
@@ -303,6 +314,7 @@ mod tests {
             tolerance: None,
             precision: None,
             math: None,
+            reading: None,
             reduced: None,
             max_score: None,
             timeout_s: None,

@@ -1,5 +1,5 @@
 """What evaluations keep for later ones (the reference's timing, the compile baseline, the
-launch-path floor) and the device's peaks: kept by the trusted server, never by the judge.
+reference under PyTorch's defaults, the launch-path floor) and the device's peaks: kept by the trusted server, never by the judge.
 
 The judge runs the task's code (in the tasks' sandbox: docs/security.md, "The task
 sandbox"), so nothing of kforge's cache is visible to it and it writes none of it. It asks
@@ -18,7 +18,7 @@ followed: what the judge sends is data, never a path.
 import hashlib
 import json
 
-from . import baselines, launchpath, timing
+from . import baselines, defaults, launchpath, timing
 
 MAX_MATERIAL = 64 << 10  # bytes of JSON a key's material (the inputs' shapes) may take
 MAX_RECORD = 256 << 10  # bytes of JSON of a record to keep
@@ -116,6 +116,16 @@ class Keeper:
         baselines.write_cached(self.cache_dir, key, record_of(record))
         return key
 
+    def defaults_baseline(self, device, inputs):
+        """(key, the cached record of the reference under PyTorch's defaults or None)."""
+        key = defaults.cache_key(self.reference_key(device, inputs))
+        return key, defaults.read_cached(self.cache_dir, key)
+
+    def keep_defaults_baseline(self, device, inputs, record):
+        key = defaults.cache_key(self.reference_key(device, inputs))
+        defaults.write_cached(self.cache_dir, key, record_of(record))
+        return key
+
     def floor_samples(self, gpu, driver):
         return self.disk_floor(gpu, driver).samples
 
@@ -159,6 +169,12 @@ class Keeper:
             if ask == "keep_compile_baseline":
                 return {"key": self.keep_compile_baseline(request.get("device"), request.get("inputs"),
                                                           request.get("mode"), request.get("record"))}
+            if ask == "defaults_baseline":
+                key, cached = self.defaults_baseline(request.get("device"), request.get("inputs"))
+                return {"key": key, "cached": cached}
+            if ask == "keep_defaults_baseline":
+                return {"key": self.keep_defaults_baseline(request.get("device"), request.get("inputs"),
+                                                           request.get("record"))}
             if ask == "floor":
                 return {"samples": self.floor_samples(request.get("gpu"), request.get("driver"))}
             if ask == "keep_floor":

@@ -17,6 +17,7 @@ from . import precision
 from .compare import (DEFAULT_MODE, all_finite, audit_tolerance, compare_outputs, merge_tolerance, tolerance_for,
                       weak_outputs)
 from .device import device_description, environment, gpu_clocks, l2_flush_buffer, l2_flush_bytes, sync
+from .errors import first_line
 from .exchange import Lender
 from .loading import (InputSource, build_reference, copy_into, load_task, reference_forward, rotate_into,
                       task_init_inputs)
@@ -527,7 +528,12 @@ class Evaluation:
         self.align(loaded)
         clock.mark("build")
         self.meter.enter("correctness")
-        self.correctness()
+        try:
+            self.correctness()
+        except KernelFailure as failure:
+            if failure.category == "mismatch":
+                self.read_compiled_of_a_mismatch()
+            raise
         clock.mark("correctness")
         self.meter.enter("audit")
         self.audit(clock)
@@ -952,6 +958,18 @@ class Evaluation:
         self.describe_precision()
         if not self.gpu:
             self.refuse_blind_precision()
+
+    def read_compiled_of_a_mismatch(self):
+        """The compiled reading for a kernel that gave wrong values: its precision record (and
+        so its repair's precision hint) then says what the launched kernels computed in, also
+        where the source cannot (a precision chosen at run time). Best effort: the mismatch is
+        the verdict whatever this finds."""
+        try:
+            self.progress("reading the compiled kernels")
+            self.compiled_reading = self.link.call({"op": "precision"}, "precision").get("reading")
+            self.describe_precision()
+        except Exception as e:  # noqa: BLE001 -- the verdict stands; the source's reading stays
+            self.result["notes"].append("the compiled kernels of this mismatch were not read: %s" % first_line(str(e)))
 
     def refuse_blind_precision(self):
         """Issue 36, item 7: Triton's interpreter computes tl.dot in float32 whatever its input
@@ -1474,10 +1492,9 @@ class Evaluation:
             self.close_defaults()
             return
         self.meter.enter("defaults baseline")
-        key = defaults.cache_key(self.baseline_key(self.input_shapes))
-        cache_dir = self.spec.baseline_cache_dir
-        cached = defaults.read_cached(cache_dir, key) if self.settings.baseline_cache else None
-        if cached is not None:
+        device, inputs = self.result["device"], self.input_signature(self.input_shapes)
+        _, cached = self.store.defaults_baseline(device, inputs)
+        if cached is not None and self.settings.baseline_cache:
             self.close_defaults()
             self.defaults = dict(cached, cached=True)
             self.clock.mark("defaults_baseline")
@@ -1489,7 +1506,8 @@ class Evaluation:
             record = defaults.unavailable(self.policy, self.baseline_lost(e)[:500])
         finally:
             self.close_defaults()
-        defaults.write_cached(cache_dir, key, record)
+        if self.settings.baseline_cache:
+            self.store.keep_defaults_baseline(device, inputs, record)
         self.defaults = dict(record, cached=False)
         self.clock.mark("defaults_baseline")
 

@@ -75,6 +75,13 @@ class Remote:
         return self.link.ask("keep_compile_baseline", device=device, inputs=inputs, mode=mode,
                              record=record).get("key")
 
+    def defaults_baseline(self, device, inputs):
+        answer = self.link.ask("defaults_baseline", device=device, inputs=inputs)
+        return answer.get("key"), answer.get("cached")
+
+    def keep_defaults_baseline(self, device, inputs, record):
+        return self.link.ask("keep_defaults_baseline", device=device, inputs=inputs, record=record).get("key")
+
     def floor_samples(self, gpu, driver):
         samples = self.link.ask("floor", gpu=gpu, driver=driver).get("samples")
         return samples if isinstance(samples, list) else []

@@ -45,6 +45,21 @@ def test_a_task_reads_back_what_it_kept_and_never_another_tasks_entry(tmp_path):
     assert b.compile_baseline(DEVICE, INPUTS, "default")[1] is None
 
 
+def test_the_defaults_baseline_is_kept_by_the_server_per_task(tmp_path):
+    """The reference under PyTorch's defaults is cached like the compile baseline: through the
+    server, under the task's own key (it read a key the judge no longer has before: on an H200
+    every defaults measurement failed with "'Evaluation' object has no attribute 'baseline_key'")."""
+    from kforge_harness import defaults
+
+    a, b = keeper(tmp_path, "task A"), keeper(tmp_path, "task B")
+    record = defaults.figures("strict", "float32 convolutions", {"median_ms": 9.5}, {"median_ms": 3.9}, (2.3, 2.5))
+    key = a.keep_defaults_baseline(DEVICE, INPUTS, record)
+    assert a.answer({"ask": "defaults_baseline", "device": DEVICE, "inputs": INPUTS})["cached"]["median_ms"] == 3.9
+    assert a.defaults_baseline(DEVICE, INPUTS)[0] == key
+    assert b.defaults_baseline(DEVICE, INPUTS)[1] is None
+    assert "error" in a.answer({"ask": "keep_defaults_baseline", "device": DEVICE, "inputs": INPUTS, "record": "x"})
+
+
 def test_the_launch_floor_is_kept_per_task(tmp_path):
     a, b = keeper(tmp_path, "task A"), keeper(tmp_path, "task B")
     a.keep_floor("H200 GPU-1", "550", [0.01, 0.011])
