@@ -7,13 +7,21 @@ the worker (untrusted, sandboxed: imports the kernel and runs ModelNew). Only th
 decides; what a worker sends can make its own kernel fail, never pass.
 """
 
+from __future__ import annotations
+
 import array
 import json
 import os
 import socket
 import struct
+from typing import Any, Dict, Iterable, Mapping, MutableMapping, Optional, TypeVar
 
 from .wire import ResultRecord
+
+# A decoded message: a JSON object whose values are whatever the peer sent.
+Message = Dict[str, Any]
+# A record a failure is written into (a ResultRecord, or what is built into one).
+R = TypeVar("R", bound=MutableMapping[str, Any])
 
 PROTOCOL = 3
 LOG_LIMIT = 1 << 20  # bytes of worker output kept in a result
@@ -32,13 +40,14 @@ CATEGORIES = (
 class KernelFailure(Exception):
     """A classified failure of the candidate: ends the evaluation with a category."""
 
-    def __init__(self, category, summary, message="", details=None):
+    def __init__(self, category: str, summary: str, message: str = "",
+                 details: Optional[Mapping[str, object]] = None) -> None:
         super().__init__(summary)
         assert category in CATEGORIES, category
         self.category = category
         self.summary = summary
         self.message = message or summary
-        self.details = details or {}
+        self.details: dict[str, object] = dict(details or {})
 
 
 class TaskFailure(Exception):
@@ -54,7 +63,7 @@ class ProtocolViolation(Exception):
     duplicate). From a worker this is a `crash` of its kernel, never a pass."""
 
 
-def new_result(job):
+def new_result(job: Mapping[str, object]) -> ResultRecord:
     """The result's skeleton; every key written into it later must be a field of wire.Result."""
     return ResultRecord({
         "schema": 2,
@@ -86,7 +95,8 @@ def new_result(job):
     })
 
 
-def fail(result, category, summary, message="", details=None):
+def fail(result: R, category: str, summary: str, message: str = "",
+         details: Optional[Mapping[str, object]] = None) -> R:
     assert category in CATEGORIES, category
     result.update({"status": "failed", "correct": False, "category": category, "summary": summary,
                    "message": message or summary, "details": details or {}})
@@ -96,21 +106,21 @@ def fail(result, category, summary, message="", details=None):
 # -- framing --------------------------------------------------------------------------
 # A message is a 4-byte big-endian length and that many bytes of UTF-8 JSON (an object).
 
-def encode(message):
+def encode(message: Mapping[str, object]) -> bytes:
     data = json.dumps(message, default=str, allow_nan=True).encode()
     if len(data) > MAX_MESSAGE:
         raise ProtocolViolation("message of %d bytes exceeds the %d-byte limit" % (len(data), MAX_MESSAGE))
     return struct.pack(">I", len(data)) + data
 
 
-def send(sock, message):
+def send(sock: socket.socket, message: Mapping[str, object]) -> None:
     # MSG_NOSIGNAL: a peer that is gone is an OSError (EPIPE) the caller turns into that
     # side's failure; the evaluation processes run with SIGPIPE's default action, which
     # would kill the judge instead of letting it say which process ended.
     sock.sendall(encode(message), socket.MSG_NOSIGNAL)
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     chunks = []
     while n:
         chunk = sock.recv(min(n, 1 << 20))
@@ -121,7 +131,7 @@ def _recv_exact(sock, n):
     return b"".join(chunks)
 
 
-def recv(sock):
+def recv(sock: socket.socket) -> Message | None:
     """The next message as a dict, or None when the peer closed the connection cleanly
     between messages. Raises ProtocolViolation for anything else."""
     header = _recv_exact(sock, 4)
@@ -136,7 +146,7 @@ def recv(sock):
     return _decode(data)
 
 
-def _decode(data):
+def _decode(data: bytes) -> Message:
     try:
         message = json.loads(data.decode())
     except (UnicodeDecodeError, ValueError) as e:
@@ -146,7 +156,7 @@ def _decode(data):
     return message
 
 
-def send_fds(sock, message, fds):
+def send_fds(sock: socket.socket, message: Mapping[str, object], fds: Iterable[int]) -> None:
     """A framed message with file descriptors attached (SCM_RIGHTS) to its first bytes. On a
     stream socket sendmsg may take only part of a large message: the rest follows."""
     data = encode(message)
@@ -157,12 +167,13 @@ def send_fds(sock, message, fds):
         sock.sendall(data[sent:], socket.MSG_NOSIGNAL)
 
 
-def recv_message(sock, max_fds=8):
+def recv_message(sock: socket.socket, max_fds: int = 8) -> tuple[Message | None, list[int]]:
     """(message, fds) on a stream socket whose peer may attach file descriptors to a message
     (send_fds); (None, []) when the peer closed cleanly between messages. The descriptors
     arrive with the message's first byte, so the header is read with recvmsg; whatever
     arrives beyond max_fds is closed by the kernel. Raises ProtocolViolation like recv."""
-    header, fds = b"", []
+    header = b""
+    fds: list[int] = []
     while len(header) < 4:
         data, more, _, _ = socket.recv_fds(sock, 4 - len(header), max_fds)
         fds += more
@@ -177,17 +188,17 @@ def recv_message(sock, max_fds=8):
         (length,) = struct.unpack(">I", header)
         if length > MAX_MESSAGE:
             raise ProtocolViolation("announced a %d-byte message (limit %d)" % (length, MAX_MESSAGE))
-        data = _recv_exact(sock, length)
-        if data is None:
+        body = _recv_exact(sock, length)
+        if body is None:
             raise ProtocolViolation("connection closed in the middle of a message")
-        return _decode(data), fds
+        return _decode(body), fds
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
 
 
-def recv_with_fds(sock, max_fds=4):
+def recv_with_fds(sock: socket.socket, max_fds: int = 4) -> tuple[Message | None, list[int]]:
     """(message, fds) for a message sent with send_fds on a SOCK_SEQPACKET socket (the
     zygote's control channel: one message per packet); (None, []) at end of stream."""
     data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE + 4, max_fds)
