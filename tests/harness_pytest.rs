@@ -2,47 +2,13 @@
 //! interpreter kforge uses. pytest is installed on first use into the build directory
 //! (target/pytest-site), never into the user's environment or cache.
 
+mod dev_python;
 mod eval_common;
 
+use dev_python::pytest_site;
 use eval_common::interpreter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn pytest_site(python: &Path) -> PathBuf {
-    let site = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target dir")
-        .join("pytest-site");
-    let has_pytest = |path: &Path| {
-        Command::new(python)
-            .args(["-c", "import pytest"])
-            .env("PYTHONPATH", path)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_pytest(&site) {
-        let status = Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg("--target")
-            .arg(&site)
-            .arg("pytest>=8,<10")
-            .status()
-            .expect("pip runs");
-        assert!(
-            status.success(),
-            "pip could not install pytest into {}",
-            site.display()
-        );
-    }
-    site
-}
 
 #[test]
 fn harness_unit_tests_pass() {

@@ -12,12 +12,19 @@ Everything is chunked: the temporaries of one step are a few int64 tensors of CH
 and no full-size copy of the tensor is made for a contiguous one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 PRIME = (1 << 31) - 1
 CHUNK_WORDS = 1 << 22
 _MULTIPLIERS = (1103515245, 69069)
 
 
-def raw_bytes(t):
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
     """The tensor's logical contents (row-major) as a flat uint8 tensor: a view for a contiguous
     tensor, else one contiguous copy."""
     import torch
@@ -29,7 +36,7 @@ def raw_bytes(t):
                                                                                  device=t.device)
 
 
-def weights(first, n, seed, device):
+def weights(first: int, n: int, seed: int, device: torch.device) -> list[torch.Tensor]:
     """Weights of words first..first+n-1 for both sums: two int64 tensors in [0, PRIME)."""
     import torch
 
@@ -42,7 +49,7 @@ def weights(first, n, seed, device):
     return out
 
 
-def words_digest(raw, seed, first_word=0):
+def words_digest(raw: torch.Tensor, seed: int, first_word: int = 0) -> tuple[int, int]:
     """(a, b): the two sums over a flat uint8 tensor whose first word has index first_word (the
     last word zero-padded). Sums over pieces that start on word boundaries add up (mod PRIME) to
     the sum over the whole, whatever the chunking."""
@@ -68,7 +75,7 @@ def words_digest(raw, seed, first_word=0):
     return total[0], total[1]
 
 
-def tensor_digest(t, seed):
+def tensor_digest(t: torch.Tensor, seed: int) -> str:
     """A hex digest of a tensor's dtype, shape and contents."""
     import zlib
 
@@ -80,7 +87,7 @@ def tensor_digest(t, seed):
 SAME_BYTES_STEP = 1 << 26
 
 
-def same_bytes(a, b):
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors of one dtype and shape hold the same bytes in logical order (NaN
     payloads included), compared a slice at a time: no full-size temporary."""
     x, y = raw_bytes(a), raw_bytes(b)

@@ -1,18 +1,29 @@
 """Error text for people and repair prompts, and the classification of exceptions raised by
 candidate code into failure categories."""
 
+from __future__ import annotations
+
 import os
 import re
 import traceback
+from typing import Optional, Sequence, TypedDict
 
 from .protocol import LOG_LIMIT, MESSAGE_LINES, KernelFailure
+
+
+class KernelContext(TypedDict):
+    """What `classify` knows about the kernel it classifies a failure of (the worker's)."""
+
+    interpret: bool  # Triton's interpreter: a jit body runs as Python
+    kernel_file: Optional[str]  # the kernel's file, once it is being imported
+    jit_kernels: list[str]  # the @triton.jit functions the static check found
 
 
 INVOKED_WITH = re.compile(r"Invoked with:.*", re.S)
 TENSOR_DUMP = re.compile(r"tensor\(\[.*?\]\)?(, device='[^']*')?(, dtype=[\w.]+)?\)?", re.S)
 
 
-def clean_text(text, max_lines=MESSAGE_LINES):
+def clean_text(text: str, max_lines: int = MESSAGE_LINES) -> str:
     """The tail of an error text without pybind argument dumps or tensor reprs."""
     cleaned = []
     skipping = False
@@ -34,7 +45,7 @@ def clean_text(text, max_lines=MESSAGE_LINES):
     return "\n".join(lines)
 
 
-def evaluation_log(timeline, output):
+def evaluation_log(timeline: Sequence[tuple[float, str]], output: str) -> str:
     """The result's log: when each phase began (seconds from the judge's start), then what
     the judge and the kernel's process printed. Never empty: a quiet, correct kernel still
     shows what the evaluation went through."""
@@ -46,7 +57,7 @@ def evaluation_log(timeline, output):
     return "\n".join(lines) + "\n"
 
 
-def tail_bytes(text, limit=LOG_LIMIT):
+def tail_bytes(text: str, limit: int = LOG_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return "... (%d earlier characters omitted)\n" % (len(text) - limit) + text[-limit:]
@@ -62,19 +73,19 @@ COMPILE_TYPES = {"CompilationError", "CompileTimeAssertionFailure", "Unsupported
 INTERPRETED_COMPILE_TYPES = (AttributeError, NameError, TypeError, ValueError, AssertionError, NotImplementedError, ImportError)
 
 
-def exception_text(exc):
+def exception_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def first_line(text, limit=300):
+def first_line(text: str, limit: int = 300) -> str:
     line = next((l for l in text.strip().splitlines() if l.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def classify(exc, stage, ctx):
+def classify(exc: BaseException, stage: str, ctx: KernelContext) -> KernelFailure:
     """Maps an exception from candidate code to a KernelFailure."""
-    chain = []
-    e = exc
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
     while e is not None and len(chain) < 8:
         chain.append(e)
         e = e.__cause__ or e.__context__
@@ -88,7 +99,7 @@ def classify(exc, stage, ctx):
         return KernelFailure("syntax", summary, message, {"line": exc.lineno, "col": exc.offset})
     for x in chain:
         if type(x).__name__ == "OutOfResources":
-            details = {
+            details: dict[str, object] = {
                 "resource": getattr(x, "name", None),
                 "required": getattr(x, "required", None),
                 "limit": getattr(x, "limit", None),
@@ -130,12 +141,12 @@ def classify(exc, stage, ctx):
     return KernelFailure("runtime", summary, message)
 
 
-def compile_reason(exc):
+def compile_reason(exc: BaseException) -> str:
     lines = [l for l in str(exc).strip().splitlines() if l.strip()]
     return lines[-1].strip() if lines else type(exc).__name__
 
 
-def kernel_frame(exc, ctx):
+def kernel_frame(exc: BaseException, ctx: KernelContext) -> dict[str, object] | None:
     """The innermost traceback frame inside a @triton.jit function of the kernel file."""
     kernel_file = ctx.get("kernel_file")
     jit = set(ctx.get("jit_kernels") or ())

@@ -15,30 +15,46 @@ a symlink to any file of the judge's (it was, in round 2 of the red team). Two t
   goes to the worker with the message that lends it (SCM_RIGHTS).
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Mapping, Sequence, Tuple, Union
 
 from .tensors import tree_map
+
+if TYPE_CHECKING:
+    import mmap
+
+    import torch
+
+# What the worker attaches a buffer by (JSON): {"buffer", "transport", "shape", "dtype",
+# "nbytes"} and the transport's "handle", or "fd" and "offset". In a tree of descriptors a
+# leaf that is not a buffer is {"value": ...}.
+Descriptor = Dict[str, Any]
+# One buffer to lend: its shape and dtype (a torch dtype or its name).
+BufferSpec = Tuple[Sequence[int], Union["torch.dtype", str]]
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8",
           "bool", "complex64", "complex128")
 
 
-def dtype_name(dtype):
+def dtype_name(dtype: object) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def torch_dtype(name):
+def torch_dtype(name: str) -> torch.dtype:
     import torch
 
     if name not in DTYPES:
         raise ValueError("unsupported dtype %r" % name)
-    return getattr(torch, name)
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
 
 
 # -- the CUDA driver API, the small part we need -----------------------------------------
 
-_cuda = None
+_cuda: ctypes.CDLL | None = None
 GRANULE = 2 << 20
 
 
@@ -48,7 +64,7 @@ class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
-def cuda_driver():
+def cuda_driver() -> ctypes.CDLL:
     global _cuda
     if _cuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
@@ -67,7 +83,7 @@ class DriverOutOfMemory(RuntimeError):
     """cuMemAlloc found no room: the judge turns it into an `oom` verdict."""
 
 
-def _check(status, what):
+def _check(status: int, what: str) -> None:
     if status == CUDA_ERROR_OUT_OF_MEMORY:
         raise DriverOutOfMemory("%s: out of memory (CUDA_ERROR_OUT_OF_MEMORY)" % what)
     if status != 0:
@@ -77,12 +93,12 @@ def _check(status, what):
 class _CudaArray:
     """Presents raw device memory to torch.as_tensor (no copy, no ownership)."""
 
-    def __init__(self, ptr, nbytes):
+    def __init__(self, ptr: int, nbytes: int) -> None:
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
                                          "version": 3, "strides": None}
 
 
-def _wrap_device(ptr, nbytes, dtype, shape, device):
+def _wrap_device(ptr: int, nbytes: int, dtype: str, shape: Sequence[int], device: str) -> torch.Tensor:
     import torch
 
     raw = torch.as_tensor(_CudaArray(ptr, max(nbytes, 1)), device=device)[:nbytes]
@@ -92,21 +108,21 @@ def _wrap_device(ptr, nbytes, dtype, shape, device):
 ALIGN = 64  # bytes between buffers of one memory file: any dtype's alignment
 
 
-def _map(fd, size):
+def _map(fd: int, size: int) -> mmap.mmap:
     """The whole memory file as a writable shared mapping."""
     import mmap
 
     return mmap.mmap(fd, max(size, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
 
-def _wrap_mapping(mapping, offset, nbytes, dtype, shape):
+def _wrap_mapping(mapping: mmap.mmap, offset: int, nbytes: int, dtype: str, shape: Sequence[int]) -> torch.Tensor:
     import torch
 
     raw = torch.frombuffer(mapping, dtype=torch.uint8, count=max(nbytes, 1), offset=offset)[:nbytes]
     return raw.view(torch_dtype(dtype)).view(shape)
 
 
-def _nbytes(shape, dtype):
+def _nbytes(shape: Iterable[int], dtype: str) -> int:
     import torch
 
     n = 1
@@ -118,24 +134,28 @@ def _nbytes(shape, dtype):
 class Lender:
     """The judge's side: allocates buffers, hands out descriptors, frees everything at close."""
 
-    def __init__(self, transport, device):
+    def __init__(self, transport: str, device: str) -> None:
         if transport not in ("cuda_ipc", "memfd"):
             raise ValueError("unknown transport %r" % transport)
         self.transport = transport
         self.device = device
         self.count = 0
-        self.allocations = []
-        self.mappings = []
+        self.allocations: list[int] = []
+        self.mappings: list[mmap.mmap] = []
 
-    def lend(self, shapes):
+    def lend(self, shapes: Iterable[BufferSpec]) -> tuple[list[torch.Tensor], list[Descriptor], list[int]]:
         """Buffers shaped like [(shape, dtype)]: (tensors the judge uses, descriptors the worker
         attaches by, file descriptors to send with them). The caller closes the file
         descriptors once sent; the judge keeps its mapping until close()."""
         specs = [([int(s) for s in shape], dtype_name(dtype)) for shape, dtype in shapes]
         sizes = [_nbytes(shape, dtype) for shape, dtype in specs]
-        tensors, descriptors, fds = [], [], []
+        tensors: list[torch.Tensor] = []
+        descriptors: list[Descriptor] = []
+        fds: list[int] = []
+        offsets: list[int] = []
+        mapping = None
         if self.transport == "memfd" and specs:
-            offsets, size = [], 0
+            size = 0
             for nbytes in sizes:
                 offsets.append(size)
                 size += -(-max(nbytes, 1) // ALIGN) * ALIGN
@@ -146,7 +166,7 @@ class Lender:
             fds.append(fd)
         for i, ((shape, dtype), nbytes) in enumerate(zip(specs, sizes)):
             self.count += 1
-            desc = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
+            desc: Descriptor = {"buffer": self.count, "transport": self.transport, "shape": shape, "dtype": dtype,
                     "nbytes": nbytes}
             if self.transport == "cuda_ipc":
                 lib = cuda_driver()
@@ -154,25 +174,26 @@ class Lender:
                 # Whole 2 MiB granules: the driver packs small allocations into shared pages, and
                 # an IPC handle must never map a neighbour's memory.
                 _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), -(-max(nbytes, 1) // GRANULE) * GRANULE), "cuMemAlloc")
-                self.allocations.append(ptr.value)
+                self.allocations.append(int(ptr.value))
                 handle = IpcHandle()
                 _check(lib.cuIpcGetMemHandle(ctypes.byref(handle), ptr.value), "cuIpcGetMemHandle")
                 desc["handle"] = bytes(handle).hex()
-                tensors.append(_wrap_device(ptr.value, nbytes, dtype, shape, self.device))
+                tensors.append(_wrap_device(int(ptr.value), nbytes, dtype, shape, self.device))
             else:
+                assert mapping is not None  # memfd: mapped above, as there is a buffer
                 desc.update(fd=0, offset=offsets[i])
                 tensors.append(_wrap_mapping(mapping, offsets[i], nbytes, dtype, shape))
             descriptors.append(desc)
         return tensors, descriptors, fds
 
-    def like(self, value):
+    def like(self, value: Any) -> tuple[Any, Any, list[int]]:
         """Buffers shaped like every tensor of a tree, in one lend: (tree of tensors, tree of
         descriptors, file descriptors)."""
         import torch
 
-        leaves = []
+        leaves: list[BufferSpec] = []
 
-        def collect(v):
+        def collect(v: object) -> dict[str, object]:
             if isinstance(v, torch.Tensor):
                 leaves.append((v.shape, v.dtype))
                 return {"leaf": len(leaves) - 1}
@@ -180,11 +201,13 @@ class Lender:
 
         marked = tree_map(collect, value)
         tensors, descriptors, fds = self.lend(leaves)
-        is_mark = lambda d: isinstance(d, dict) and ("leaf" in d or "value" in d)  # noqa: E731
+        def is_mark(d: object) -> bool:
+            return isinstance(d, dict) and ("leaf" in d or "value" in d)
+
         return (tree_map(lambda d: tensors[d["leaf"]] if "leaf" in d else d["value"], marked, leaf=is_mark),
                 tree_map(lambda d: descriptors[d["leaf"]] if "leaf" in d else d, marked, leaf=is_mark), fds)
 
-    def close(self):
+    def close(self) -> None:
         if self.allocations:
             import torch
 
@@ -199,11 +222,11 @@ class Lender:
 class Borrower:
     """The worker's side: attaches the judge's buffers by descriptor."""
 
-    def __init__(self, device):
+    def __init__(self, device: str) -> None:
         self.device = device
-        self.mappings = []
+        self.mappings: list[mmap.mmap] = []
 
-    def attach(self, desc, mappings=()):
+    def attach(self, desc: Mapping[str, Any], mappings: Sequence[mmap.mmap] = ()) -> torch.Tensor:
         shape = [int(s) for s in desc["shape"]]
         dtype = desc["dtype"]
         nbytes = _nbytes(shape, dtype)
@@ -214,7 +237,7 @@ class Borrower:
             handle = IpcHandle.from_buffer_copy(bytes.fromhex(desc["handle"]))
             ptr = ctypes.c_uint64()
             _check(lib.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), handle, 1), "cuIpcOpenMemHandle")
-            return _wrap_device(ptr.value, nbytes, dtype, shape, self.device)
+            return _wrap_device(int(ptr.value), nbytes, dtype, shape, self.device)
         if desc["transport"] != "memfd":
             raise ValueError("buffer %s: unknown transport %r" % (desc.get("buffer"), desc["transport"]))
         mapping = mappings[int(desc["fd"])]
@@ -223,9 +246,9 @@ class Borrower:
             raise ValueError("buffer %s lies outside its memory file" % desc.get("buffer"))
         return _wrap_mapping(mapping, offset, nbytes, dtype, shape)
 
-    def map_fds(self, fds):
+    def map_fds(self, fds: Iterable[int]) -> list[mmap.mmap]:
         """Maps each file descriptor of a lend (and closes it): the mappings attach() takes."""
-        mappings = []
+        mappings: list[mmap.mmap] = []
         for fd in fds:
             try:
                 mappings.append(_map(fd, os.fstat(fd).st_size))
@@ -234,6 +257,6 @@ class Borrower:
         self.mappings.extend(mappings)
         return mappings
 
-    def attach_tree(self, descriptors, mappings=()):
+    def attach_tree(self, descriptors: Any, mappings: Sequence[mmap.mmap] = ()) -> Any:
         return tree_map(lambda d: self.attach(d, mappings) if "buffer" in d else d["value"], descriptors,
                         leaf=lambda d: isinstance(d, dict) and ("buffer" in d or "value" in d))

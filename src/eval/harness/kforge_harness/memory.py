@@ -20,6 +20,13 @@ plan does not fit in the memory that is free when the judge starts gets an `oom`
 naming these figures before any kernel runs.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, MutableMapping, Optional, TypedDict
+
+if TYPE_CHECKING:
+    import torch
+
 GIB = float(1 << 30)
 
 # worker.op_relocate moves a model of up to this size to fresh memory between rounds of
@@ -30,7 +37,7 @@ RELOCATE_LIMIT_BYTES = 64 << 20
 RELOCATE_SPACER_BYTES = 4096 * 512
 
 
-def tensor_bytes(tree):
+def tensor_bytes(tree: Any) -> int:
     """Bytes of the tensors of a nested structure (views of one storage count once each)."""
     import torch
 
@@ -39,7 +46,7 @@ def tensor_bytes(tree):
     return sum(v.numel() * v.element_size() for _, v in flatten_outputs(tree) if isinstance(v, torch.Tensor))
 
 
-def storages_bytes(tensors):
+def storages_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the storages behind `tensors`, each storage once (tied weights, views of one
     flat weight buffer)."""
     from .tensors import storage_bytes, storage_key
@@ -47,7 +54,7 @@ def storages_bytes(tensors):
     return sum({storage_key(t): storage_bytes(t) for t in tensors}.values())
 
 
-def model_bytes(model):
+def model_bytes(model: object) -> int:
     """Bytes of a model's parameters and buffers, each storage once; 0 for a model that is
     not a torch module."""
     from .tensors import model_tensors
@@ -55,7 +62,7 @@ def model_bytes(model):
     return storages_bytes(model_tensors(model))
 
 
-def relocation_bytes(weights_bytes):
+def relocation_bytes(weights_bytes: int) -> int:
     """What worker.op_relocate leaves behind in one timing process over an evaluation: the
     old copies of a model of `weights_bytes` and their spacers, once per move."""
     from .timed import PLACEMENTS
@@ -65,7 +72,8 @@ def relocation_bytes(weights_bytes):
     return (PLACEMENTS - 1) * (weights_bytes + RELOCATE_SPACER_BYTES)
 
 
-def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed=False, weights_bytes=0):
+def plan_bytes(inputs_bytes: int, outputs_bytes: int, reference_scratch_bytes: int, flush_bytes: int, timed: bool = False,
+               weights_bytes: int = 0) -> int:
     """Peak bytes of an evaluation beyond what was in use when the judge started. Timed (a
     GPU), the reference's own process holds its lent inputs and slots, its outputs and its
     scratch beside the kernel's, and the judge a draw to rotate and one staged per run:
@@ -77,12 +85,26 @@ def plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes
     return 2 * inputs_bytes + 4 * outputs_bytes + 2 * reference_scratch_bytes + 2 * flush_bytes + weights_bytes
 
 
-def gib(n):
+def gib(n: float) -> str:
     return "%.1f GiB" % (n / GIB) if n >= GIB / 10 else "%.0f MiB" % (n / float(1 << 20))
 
 
-def footprint(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, free_bytes, total_bytes,
-              timed=False, weights_bytes=0):
+class Footprint(TypedDict):
+    """The result's `footprint`: the plan's figures (docs/eval-result.md, "Memory")."""
+
+    inputs_bytes: int
+    outputs_bytes: int
+    reference_scratch_bytes: int
+    flush_bytes: int
+    weights_bytes: int
+    relocation_bytes: int
+    planned_peak_bytes: int
+    free_bytes: int
+    total_bytes: int
+
+
+def footprint(inputs_bytes: int, outputs_bytes: int, reference_scratch_bytes: int, flush_bytes: int, free_bytes: int,
+              total_bytes: int, timed: bool = False, weights_bytes: int = 0) -> Footprint:
     """The record of the plan for the result (bytes throughout)."""
     peak = plan_bytes(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes, timed, weights_bytes)
     return {"inputs_bytes": int(inputs_bytes), "outputs_bytes": int(outputs_bytes),
@@ -93,7 +115,7 @@ def footprint(inputs_bytes, outputs_bytes, reference_scratch_bytes, flush_bytes,
             "free_bytes": int(free_bytes), "total_bytes": int(total_bytes)}
 
 
-def does_not_fit(record, where):
+def does_not_fit(record: Footprint, where: str) -> Optional[str]:
     """A one-line reason when the plan exceeds the free memory, else None."""
     if record["planned_peak_bytes"] <= record["free_bytes"]:
         return None
@@ -107,7 +129,7 @@ def does_not_fit(record, where):
                gib(record["total_bytes"])))
 
 
-def inputs_do_not_fit(inputs_bytes, free_bytes, total_bytes, where):
+def inputs_do_not_fit(inputs_bytes: int, free_bytes: int, total_bytes: int, where: str) -> Optional[str]:
     """Before the first draw (its size found on the meta device): a one-line reason when
     even the two copies of the inputs every evaluation holds do not fit, else None."""
     if 2 * inputs_bytes <= free_bytes:
@@ -116,7 +138,7 @@ def inputs_do_not_fit(inputs_bytes, free_bytes, total_bytes, where):
             "memory are free" % (gib(inputs_bytes), gib(2 * inputs_bytes), gib(free_bytes), where))
 
 
-def out_of_memory_reason(what, error, free_bytes, total_bytes):
+def out_of_memory_reason(what: str, error: BaseException, free_bytes: int, total_bytes: int) -> str:
     """One line for an allocation that failed: what was being done and the device's state."""
     from .errors import first_line
 
@@ -124,7 +146,7 @@ def out_of_memory_reason(what, error, free_bytes, total_bytes):
         what, gib(free_bytes), gib(total_bytes), first_line(str(error))[:300])
 
 
-def is_out_of_memory(error):
+def is_out_of_memory(error: BaseException) -> bool:
     import torch
 
     from .errors import OOM_PATTERNS
@@ -136,9 +158,9 @@ def is_out_of_memory(error):
     return any(p in text for p in OOM_PATTERNS)  # the kernel's failures are classified by the same words
 
 
-def host_memory():
+def host_memory() -> tuple[int, int]:
     """(available, total) bytes of host memory, from /proc/meminfo; (0, 0) when unreadable."""
-    fields = {}
+    fields: dict[str, int] = {}
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -157,12 +179,12 @@ class Meter:
     Both processes keep freed memory in their caching allocators, so a sample after a step
     sees what that step reserved."""
 
-    def __init__(self, device, record):
+    def __init__(self, device: str, record: MutableMapping[str, int]) -> None:
         self.gpu = device != "cpu"
         self.record = record
-        self.phase = None
+        self.phase: Optional[str] = None
 
-    def state(self):
+    def state(self) -> tuple[int, int]:
         """(free, total) bytes of the device (the host on the CPU)."""
         if not self.gpu:
             return host_memory()
@@ -170,11 +192,11 @@ class Meter:
 
         return torch.cuda.mem_get_info()
 
-    def enter(self, phase):
+    def enter(self, phase: str) -> None:
         self.phase = phase
         self.sample()
 
-    def sample(self):
+    def sample(self) -> None:
         if self.phase is None or not self.gpu:
             return
         free, total = self.state()

@@ -1,10 +1,20 @@
 """Nested inputs and outputs: mapping over trees of tensors, flattening them with paths,
-and describing them in JSON (what a worker may say about its outputs)."""
+and describing them in JSON (what a worker may say about its outputs).
+
+A tree is nested lists, tuples and dicts of anything (tensors, scalars, other objects): its
+type is `Any`, since a task's inputs and a model's outputs may be any of these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+
+if TYPE_CHECKING:
+    import torch
 
 SCALAR_TYPES = (int, float, bool, str, type(None))
 
 
-def tree_map(fn, value, leaf=None):
+def tree_map(fn: Callable[[Any], Any], value: Any, leaf: Optional[Callable[[Any], bool]] = None) -> Any:
     """Applies fn to every leaf of nested lists, tuples and dicts. `leaf(v)` may declare
     a dict to be a leaf (descriptors are dicts)."""
     if leaf is not None and leaf(value):
@@ -17,7 +27,7 @@ def tree_map(fn, value, leaf=None):
     return fn(value)
 
 
-def tree_map_pairs(fn, a, b):
+def tree_map_pairs(fn: Callable[[Any, Any], object], a: Any, b: Any) -> None:
     """Calls fn(x, y) on each pair of leaves of two trees of the same structure (a's)."""
     if isinstance(a, (list, tuple)):
         for x, y in zip(a, b):
@@ -29,23 +39,23 @@ def tree_map_pairs(fn, a, b):
         fn(a, b)
 
 
-def to_device(value, device):
+def to_device(value: Any, device: str | torch.device) -> Any:
     import torch
 
     return tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, value)
 
 
-def clone_tree(value):
+def clone_tree(value: Any) -> Any:
     import torch
 
     return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, value)
 
 
-def signed_like(value):
+def signed_like(value: Any) -> Any:
     """Standard-normal values for floating tensors; integer and bool inputs unchanged."""
     import torch
 
-    def convert(v):
+    def convert(v: object) -> object:
         if isinstance(v, torch.Tensor) and v.is_floating_point():
             return torch.randn(v.shape, dtype=v.dtype, device=v.device)
         return v
@@ -53,9 +63,9 @@ def signed_like(value):
     return tree_map(convert, value)
 
 
-def flatten_outputs(value, path="out"):
+def flatten_outputs(value: Any, path: str = "out") -> list[tuple[str, Any]]:
     if isinstance(value, (list, tuple)):
-        items = []
+        items: list[tuple[str, Any]] = []
         for i, v in enumerate(value):
             items.extend(flatten_outputs(v, "%s[%d]" % (path, i)))
         return items or [(path, value)]
@@ -67,7 +77,7 @@ def flatten_outputs(value, path="out"):
     return [(path, value)]
 
 
-def storage_key(t):
+def storage_key(t: torch.Tensor) -> tuple[str, int]:
     """What every tensor on one storage shares (its device and address); a tensor without a
     storage of its own (a wrapper subclass) is its own key."""
     try:
@@ -76,7 +86,7 @@ def storage_key(t):
         return ("tensor", id(t))
 
 
-def storage_bytes(t):
+def storage_bytes(t: torch.Tensor) -> int:
     """Bytes of the storage behind `t` (its own elements' where it has none)."""
     try:
         return t.untyped_storage().nbytes()
@@ -84,7 +94,7 @@ def storage_bytes(t):
         return t.numel() * t.element_size()
 
 
-def model_tensors(model):
+def model_tensors(model: object) -> list[torch.Tensor]:
     """A torch module's parameters and buffers; none for anything else."""
     import torch
 
@@ -93,7 +103,7 @@ def model_tensors(model):
     return list(model.parameters()) + list(model.buffers())
 
 
-def structure(value):
+def structure(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "%s of %d" % (type(value).__name__, len(value))
     if isinstance(value, dict):
@@ -101,7 +111,7 @@ def structure(value):
     return type(value).__name__
 
 
-def describe_shape(t):
+def describe_shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(s) for s in t.shape) + "]"
 
 
@@ -110,9 +120,13 @@ def describe_shape(t):
 # {"tuple": [...]} | {"dict": [[key, desc], ...]} | {"object": "TypeName"}
 
 MAX_DESCRIPTION_NODES = 10000
+MAX_DESCRIPTION_DEPTH = 100  # far beyond any honest output; well within the judge's stack
+
+# A description (JSON, as above).
+Description = Dict[str, Any]
 
 
-def describe(value):
+def describe(value: object) -> Description:
     """What a tree of outputs is, without its data (sent by the worker)."""
     import torch
 
@@ -133,19 +147,23 @@ class Placeholder:
     """A leaf of a rebuilt description: a tensor whose data is in a buffer, or an object
     the worker could not send. Compared by shape and dtype before any data is read."""
 
-    def __init__(self, kind, shape=None, dtype=None, name=None):
+    def __init__(self, kind: str, shape: Optional[tuple[int, ...]] = None, dtype: Optional[str] = None,
+                 name: Optional[str] = None) -> None:
         self.kind, self.shape, self.dtype, self.name = kind, shape, dtype, name
 
 
-def rebuild(desc, budget=None):
+def rebuild(desc: object, budget: Optional[list[int]] = None, depth: int = 0) -> Any:
     """The tree a description stands for, with Placeholder leaves; validates it (the worker
-    is untrusted): raises ValueError on anything malformed or too large."""
+    is untrusted): raises ValueError, and nothing else, on anything malformed, too large or
+    too deeply nested."""
     budget = budget if budget is not None else [MAX_DESCRIPTION_NODES]
     budget[0] -= 1
-    if budget[0] < 0 or not isinstance(desc, dict) or len(desc) != 1:
+    if budget[0] < 0 or depth > MAX_DESCRIPTION_DEPTH or not isinstance(desc, dict) or len(desc) != 1:
         raise ValueError("malformed output description")
     (kind, body), = desc.items()
     if kind == "tensor":
+        if not isinstance(body, dict):
+            raise ValueError("malformed tensor description")
         shape, dtype = body.get("shape"), body.get("dtype")
         if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)
                 and isinstance(dtype, str) and len(dtype) < 32):
@@ -158,12 +176,13 @@ def rebuild(desc, budget=None):
     if kind in ("list", "tuple"):
         if not isinstance(body, list):
             raise ValueError("malformed sequence")
-        items = [rebuild(d, budget) for d in body]
+        items = [rebuild(d, budget, depth + 1) for d in body]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        if not isinstance(body, list) or not all(isinstance(p, list) and len(p) == 2 for p in body):
+        if not isinstance(body, list) or not all(isinstance(p, list) and len(p) == 2
+                                                 and isinstance(p[0], (str, int)) for p in body):
             raise ValueError("malformed dict")
-        return {k: rebuild(d, budget) for k, d in body}
+        return {k: rebuild(d, budget, depth + 1) for k, d in body}
     if kind == "object":
         return Placeholder("object", name=str(body)[:100])
     raise ValueError("unknown description kind %r" % kind)

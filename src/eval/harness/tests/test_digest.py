@@ -1,17 +1,19 @@
 """Digests the judge and the worker must agree on, and that see every change."""
 
+from __future__ import annotations
+
 import torch
 
 from kforge_harness.digest import CHUNK_WORDS, raw_bytes, tensor_digest, words_digest
 
 
-def test_equal_contents_give_equal_digests_whatever_the_layout():
+def test_equal_contents_give_equal_digests_whatever_the_layout() -> None:
     x = torch.randn(64, 33)
     assert tensor_digest(x, 7) == tensor_digest(x.clone(), 7)
     assert tensor_digest(x.t().contiguous().t(), 7) == tensor_digest(x, 7)  # same logical values
 
 
-def test_one_changed_bit_moved_or_swapped_words_change_the_digest():
+def test_one_changed_bit_moved_or_swapped_words_change_the_digest() -> None:
     x = torch.randn(1000)
     base = tensor_digest(x, 3)
     y = x.clone()
@@ -23,14 +25,14 @@ def test_one_changed_bit_moved_or_swapped_words_change_the_digest():
     assert tensor_digest(x.roll(1), 3) != base
 
 
-def test_dtype_shape_and_seed_are_part_of_it():
+def test_dtype_shape_and_seed_are_part_of_it() -> None:
     x = torch.zeros(16)
     assert tensor_digest(x, 1) != tensor_digest(x.view(4, 4), 1)
     assert tensor_digest(x, 1) != tensor_digest(x.view(torch.int32), 1)
     assert tensor_digest(torch.randn(16), 1) != tensor_digest(torch.randn(16), 2)
 
 
-def test_pieces_add_up_to_the_whole_and_odd_sizes_and_offsets_work():
+def test_pieces_add_up_to_the_whole_and_odd_sizes_and_offsets_work() -> None:
     raw = raw_bytes(torch.randn(3 * CHUNK_WORDS // 2 + 3))  # more than a chunk, not whole words
     a, b = words_digest(raw, 9)
     cut = 4 * (CHUNK_WORDS // 3)
@@ -41,12 +43,12 @@ def test_pieces_add_up_to_the_whole_and_odd_sizes_and_offsets_work():
     assert words_digest(odd, 1) == words_digest(odd.clone(), 1)
 
 
-def test_bool_and_empty_tensors():
+def test_bool_and_empty_tensors() -> None:
     assert tensor_digest(torch.tensor([True, False]), 1) != tensor_digest(torch.tensor([False, True]), 1)
     assert tensor_digest(torch.empty(0, 3), 1) == tensor_digest(torch.empty(0, 3), 1)
 
 
-def test_same_bytes_sees_nan_payloads_and_one_changed_byte():
+def test_same_bytes_sees_nan_payloads_and_one_changed_byte() -> None:
     from kforge_harness.digest import same_bytes
 
     x = torch.full((100,), float("nan"))

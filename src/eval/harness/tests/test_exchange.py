@@ -1,5 +1,7 @@
 """Lent memory on the CPU: anonymous memory files passed as descriptors, never a path."""
 
+from __future__ import annotations
+
 import os
 
 import torch
@@ -7,7 +9,7 @@ import torch
 from kforge_harness.exchange import Borrower, Lender
 
 
-def test_a_lend_is_one_memory_file_both_sides_see():
+def test_a_lend_is_one_memory_file_both_sides_see() -> None:
     lender = Lender("memfd", "cpu")
     tree = [torch.empty(3, 5), {"k": torch.empty(7, dtype=torch.int64)}, 4, torch.empty(0)]
     tensors, descriptors, fds = lender.like(tree)
@@ -26,7 +28,7 @@ def test_a_lend_is_one_memory_file_both_sides_see():
     lender.close()
 
 
-def test_buffers_of_one_lend_do_not_overlap_and_keep_their_alignment():
+def test_buffers_of_one_lend_do_not_overlap_and_keep_their_alignment() -> None:
     lender = Lender("memfd", "cpu")
     tensors, descriptors, fds = lender.lend([((3,), torch.uint8), ((2,), torch.complex128), ((5,), torch.float16)])
     offsets = [d["offset"] for d in descriptors]
@@ -38,7 +40,7 @@ def test_buffers_of_one_lend_do_not_overlap_and_keep_their_alignment():
         os.close(fd)
 
 
-def test_a_descriptor_that_points_outside_its_memory_file_is_refused():
+def test_a_descriptor_that_points_outside_its_memory_file_is_refused() -> None:
     import pytest
 
     lender = Lender("memfd", "cpu")

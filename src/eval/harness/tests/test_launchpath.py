@@ -2,6 +2,8 @@
 floor and its store, the judge's check of a reply, and the draw loop with a fake context.
 The driver calls themselves need a GPU (docs/benchmarks.md, round 4)."""
 
+from __future__ import annotations
+
 import json
 import os
 
@@ -25,51 +27,51 @@ class FakeContext:
         self.current += 1
 
 
-def test_a_probe_within_the_tolerance_of_the_floor_is_kept():
+def test_a_probe_within_the_tolerance_of_the_floor_is_kept() -> None:
     assert accepts(0.47, 0.46, [], 0.04)
     assert not accepts(0.50, 0.46, [], 0.04)
 
 
-def test_an_earlier_draw_lower_than_the_floor_sets_the_bar():
+def test_an_earlier_draw_lower_than_the_floor_sets_the_bar() -> None:
     assert not accepts(0.47, 0.50, [0.44], 0.04)
     assert accepts(0.45, 0.50, [0.44], 0.04)
 
 
-def test_without_a_floor_three_contexts_are_drawn_at_least():
+def test_without_a_floor_three_contexts_are_drawn_at_least() -> None:
     assert not accepts(0.46, None, [], 0.04)
     assert not accepts(0.46, None, [0.46], 0.04)
     assert accepts(0.46, None, [0.52, 0.46], 0.04)
     assert not accepts(0.52, None, [0.52, 0.46], 0.04)
 
 
-def test_the_draw_stops_at_the_first_kept_context():
+def test_the_draw_stops_at_the_first_kept_context() -> None:
     ctx = FakeContext([0.52, 0.51, 0.465, 0.45])
     record = draw(ctx, 0.46, 0.04, 6)
     assert record == {"probes_ms": [0.52, 0.51, 0.465], "accepted": True}
     assert ctx.redraws == 2
 
 
-def test_the_draw_keeps_the_last_context_when_none_is_accepted():
+def test_the_draw_keeps_the_last_context_when_none_is_accepted() -> None:
     ctx = FakeContext([0.52, 0.51, 0.53])
     record = draw(ctx, 0.46, 0.04, 3)
     assert record == {"probes_ms": [0.52, 0.51, 0.53], "accepted": False}
     assert ctx.redraws == 2  # the third context is the one the process keeps
 
 
-def test_without_a_floor_the_bar_is_the_lowest_of_three():
+def test_without_a_floor_the_bar_is_the_lowest_of_three() -> None:
     ctx = FakeContext([0.52, 0.51, 0.54, 0.47, 0.48])
     assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.52, 0.51, 0.54, 0.47], "accepted": True}
     ctx = FakeContext([0.47, 0.48, 0.475])
     assert draw(ctx, None, 0.04, 6) == {"probes_ms": [0.47, 0.48, 0.475], "accepted": True}
 
 
-def test_one_draw_allowed_is_one_probe():
+def test_one_draw_allowed_is_one_probe() -> None:
     ctx = FakeContext([0.52])
     assert draw(ctx, 0.46, 0.04, 1) == {"probes_ms": [0.52], "accepted": False}
     assert ctx.redraws == 0
 
 
-def test_the_floor_is_the_second_lowest_probe():
+def test_the_floor_is_the_second_lowest_probe() -> None:
     assert floor_of([]) is None
     assert floor_of([0.5]) == 0.5
     assert floor_of([0.52, 0.30, 0.47, 0.46]) == 0.46  # one probe far too low does not set it
@@ -98,7 +100,7 @@ def test_a_damaged_store_reads_as_empty(tmp_path):
     assert Floor(str(tmp_path), "gpu", "1").samples == [0.5]
 
 
-def test_no_cache_dir_keeps_the_floor_in_memory_only():
+def test_no_cache_dir_keeps_the_floor_in_memory_only() -> None:
     floor = Floor(None, "gpu", "1")
     floor.add([0.5, 0.49])
     floor.write()
@@ -119,7 +121,7 @@ def test_the_judge_keeps_a_valid_reply_and_adds_its_probes_to_the_floor(tmp_path
     assert env["processes"] == {"reference": record} and env["floor_ms"] == 0.46
 
 
-def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone():
+def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone() -> None:
     floor = Floor(None, "gpu", "1")
     draws = Draws(floor, max_draws=3)
     for reply in ({"error": "cuInit: error 100"}, {"probes_ms": []}, {"probes_ms": [0.5, -1]},
@@ -130,7 +132,7 @@ def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone():
     assert draws.records["kernel"]["error"] == "the process answered without probes"
 
 
-def test_nothing_drawn_is_no_environment_record():
+def test_nothing_drawn_is_no_environment_record() -> None:
     assert Draws(Floor(None, "gpu", "1")).environment() is None
 
 
@@ -152,19 +154,19 @@ def worker_answer(worker_setup):
         theirs.close()
 
 
-def test_the_worker_draws_its_context_and_answers_with_the_probes():
+def test_the_worker_draws_its_context_and_answers_with_the_probes() -> None:
     def setup(worker):
         worker.context = FakeContext([0.52, 0.47])
     assert worker_answer(setup) == {"type": "drawn", "probes_ms": [0.52, 0.47], "accepted": True}
 
 
-def test_a_worker_without_a_context_says_why_nothing_was_drawn():
+def test_a_worker_without_a_context_says_why_nothing_was_drawn() -> None:
     def setup(worker):
         worker.context_error = "libcuda: not found"
     assert worker_answer(setup) == {"type": "drawn", "error": "libcuda: not found"}
 
 
-def test_a_worker_whose_torch_already_uses_cuda_does_not_draw():
+def test_a_worker_whose_torch_already_uses_cuda_does_not_draw() -> None:
     ctx = FakeContext([0.52, 0.47])
 
     def setup(worker):

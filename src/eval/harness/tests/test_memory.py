@@ -1,5 +1,7 @@
 """The memory plan: its arithmetic, the refusal line, and what counts as out of memory."""
 
+from __future__ import annotations
+
 import torch
 
 from kforge_harness import memory
@@ -8,18 +10,18 @@ from kforge_harness.exchange import DriverOutOfMemory
 GIB = 1 << 30
 
 
-def test_plan_counts_two_inputs_four_outputs_two_scratch_two_flush():
+def test_plan_counts_two_inputs_four_outputs_two_scratch_two_flush() -> None:
     assert memory.plan_bytes(10, 100, 1000, 10000) == 2 * 10 + 4 * 100 + 2 * 1000 + 2 * 10000
 
 
-def test_a_timed_plan_holds_the_reference_process_beside_the_kernel():
+def test_a_timed_plan_holds_the_reference_process_beside_the_kernel() -> None:
     spacers = 2 * memory.relocation_bytes(0)  # moved or not, each process's spacers stay
     assert memory.plan_bytes(10, 100, 1000, 10000, timed=True) == 4 * 10 + 6 * 100 + 2 * 1000 + 2 * 10000 + spacers
     six = 6 * GIB  # KernelBench's largest ReLU still fits an 80 GB GPU timed
     assert memory.does_not_fit(memory.footprint(six, six, 0, 256 << 20, 78 * GIB, 80 * GIB, timed=True), "x") is None
 
 
-def test_the_kernels_model_is_planned_and_timed_the_copies_its_moves_leave_in_both_processes():
+def test_the_kernels_model_is_planned_and_timed_the_copies_its_moves_leave_in_both_processes() -> None:
     from kforge_harness.timed import PLACEMENTS
 
     mib = 1 << 20
@@ -39,15 +41,15 @@ def test_the_kernels_model_is_planned_and_timed_the_copies_its_moves_leave_in_bo
     assert memory.footprint(10, 100, 0, 0, 1 << 40, 1 << 40, weights_bytes=8 * mib)["relocation_bytes"] == 0
 
 
-def test_a_refusal_names_the_kernels_model_when_there_is_one():
+def test_a_refusal_names_the_kernels_model_when_there_is_one() -> None:
     record = memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB, weights_bytes=2 * GIB)
     assert "the kernel's model 2.0 GiB;" in memory.does_not_fit(record, "x")
     assert "model" not in memory.does_not_fit(memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB), "x")
 
 
-def test_model_bytes_counts_each_storage_once():
+def test_model_bytes_counts_each_storage_once() -> None:
     class Tied(torch.nn.Module):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self.a = torch.nn.Linear(4, 4, bias=False)  # 64 bytes
             self.b = torch.nn.Linear(4, 4, bias=False)
@@ -61,7 +63,7 @@ def test_model_bytes_counts_each_storage_once():
     assert memory.model_bytes(lambda x: x) == 0
 
 
-def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one():
+def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one() -> None:
     six = 6 * GIB  # 4096 x 393216 float32
     flush = 256 << 20
     h100 = memory.footprint(six, six, 0, flush, 78 * GIB, 80 * GIB)
@@ -73,7 +75,7 @@ def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one():
     assert reason.endswith("but 20.0 GiB of 24.0 GiB are free")
 
 
-def test_an_exact_fit_is_a_fit():
+def test_an_exact_fit_is_a_fit() -> None:
     record = memory.footprint(GIB, GIB, 0, 0, 6 * GIB, 8 * GIB)
     assert record["planned_peak_bytes"] == 6 * GIB
     assert memory.does_not_fit(record, "x") is None
@@ -81,17 +83,17 @@ def test_an_exact_fit_is_a_fit():
     assert memory.does_not_fit(record, "x") is not None
 
 
-def test_small_sizes_read_in_mib():
+def test_small_sizes_read_in_mib() -> None:
     assert memory.gib(3 << 20) == "3 MiB"
     assert memory.gib(GIB + GIB // 2) == "1.5 GiB"
 
 
-def test_tensor_bytes_walks_nested_outputs():
+def test_tensor_bytes_walks_nested_outputs() -> None:
     tree = [torch.zeros(4, 4), (torch.zeros(2, dtype=torch.float16), 3), {"k": torch.zeros(1, dtype=torch.int64)}]
     assert memory.tensor_bytes(tree) == 64 + 4 + 8
 
 
-def test_out_of_memory_errors_are_recognised_and_others_are_not():
+def test_out_of_memory_errors_are_recognised_and_others_are_not() -> None:
     assert memory.is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6 GiB"))
     assert memory.is_out_of_memory(DriverOutOfMemory("cuMemAlloc: out of memory (CUDA_ERROR_OUT_OF_MEMORY)"))
     # torch's CPU allocator, word for word (torch 2.15)
@@ -102,7 +104,7 @@ def test_out_of_memory_errors_are_recognised_and_others_are_not():
     assert not memory.is_out_of_memory(ValueError("memory layout"))
 
 
-def test_host_memory_reads_proc_meminfo():
+def test_host_memory_reads_proc_meminfo() -> None:
     available, total = memory.host_memory()
     assert 0 < available <= total
 
@@ -122,7 +124,7 @@ def test_meter_keeps_the_peak_per_phase_on_a_gpu_and_nothing_on_the_cpu(monkeypa
     assert cpu == {}
 
 
-def test_inputs_alone_are_refused_when_two_copies_do_not_fit():
+def test_inputs_alone_are_refused_when_two_copies_do_not_fit() -> None:
     assert memory.inputs_do_not_fit(10 * GIB, 20 * GIB, 24 * GIB, "24.0 GiB host") is None
     reason = memory.inputs_do_not_fit(4096 * GIB, 20 * GIB, 24 * GIB, "24.0 GiB host")
     assert reason == ("get_inputs() makes 4096.0 GiB of inputs and an evaluation holds at least two copies "

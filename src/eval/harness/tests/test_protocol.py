@@ -1,6 +1,8 @@
 """Framing of judge-worker messages: what a hostile worker can send must never be read as
 anything but a protocol violation."""
 
+from __future__ import annotations
+
 import socket
 import struct
 
@@ -13,13 +15,13 @@ def pair():
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 
 
-def test_round_trip():
+def test_round_trip() -> None:
     a, b = pair()
     protocol.send(a, {"type": "done", "run": 3, "event_ms": 0.5})
     assert protocol.recv(b) == {"type": "done", "run": 3, "event_ms": 0.5}
 
 
-def test_clean_close_between_messages_is_none():
+def test_clean_close_between_messages_is_none() -> None:
     a, b = pair()
     a.close()
     assert protocol.recv(b) is None
@@ -41,12 +43,12 @@ def test_violations(raw, why):
         protocol.recv(b)
 
 
-def test_oversized_message_cannot_be_sent():
+def test_oversized_message_cannot_be_sent() -> None:
     with pytest.raises(protocol.ProtocolViolation):
         protocol.encode({"type": "x", "blob": "a" * (protocol.MAX_MESSAGE + 1)})
 
 
-def test_fds_travel_with_seqpacket_messages():
+def test_fds_travel_with_seqpacket_messages() -> None:
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     r, w = socket.socketpair()
     protocol.send_fds(a, {"op": "fork", "id": "e1"}, [w.fileno()])
@@ -56,13 +58,13 @@ def test_fds_travel_with_seqpacket_messages():
     assert r.recv(2) == b"hi"
 
 
-def test_categories_are_unique_and_failures_check_them():
+def test_categories_are_unique_and_failures_check_them() -> None:
     assert len(set(protocol.CATEGORIES)) == len(protocol.CATEGORIES)
     with pytest.raises(AssertionError):
         protocol.KernelFailure("not_a_category", "x")
 
 
-def test_the_log_says_the_phases_even_when_nothing_was_printed():
+def test_the_log_says_the_phases_even_when_nothing_was_printed() -> None:
     from kforge_harness.errors import evaluation_log
 
     log = evaluation_log([(0.01, "loading task"), (1.5, "correctness trial 1/5")], "")
@@ -74,7 +76,7 @@ def test_the_log_says_the_phases_even_when_nothing_was_printed():
     assert printed.rstrip().endswith("hello from the kernel")
 
 
-def test_descriptors_travel_with_their_message_even_a_large_one():
+def test_descriptors_travel_with_their_message_even_a_large_one() -> None:
     import os
     import threading
 
@@ -96,7 +98,7 @@ def test_descriptors_travel_with_their_message_even_a_large_one():
     assert protocol.recv_message(b) == (None, [])
 
 
-def test_a_message_cut_short_closes_the_descriptors_it_brought():
+def test_a_message_cut_short_closes_the_descriptors_it_brought() -> None:
     import os
 
     a, b = pair()
