@@ -148,8 +148,23 @@ impl BatchApp {
                         None => self.flash = Some(format!("{key} is not a task of this batch")),
                     }
                 }
-                // Nothing in the batch view asks the rest.
-                _ => {}
+                // The session view's events: no component of the batch view sends them.
+                // Listed (not `_`) so that a new event is a decision here too.
+                other @ (AppEvent::Send { .. }
+                | AppEvent::Select { .. }
+                | AppEvent::Focus(_)
+                | AppEvent::Open(_)
+                | AppEvent::CloseGate
+                | AppEvent::Resolve { .. }
+                | AppEvent::Edit { .. }
+                | AppEvent::Submit { .. }
+                | AppEvent::Filter { .. }
+                | AppEvent::Copy(_)
+                | AppEvent::Suspend
+                | AppEvent::Follow(_)
+                | AppEvent::ToggleMark) => {
+                    tracing::debug!(?other, "an event the batch view does not handle");
+                }
             }
         }
     }
