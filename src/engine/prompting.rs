@@ -370,6 +370,42 @@ mod pipeline_prompts {
         out
     }
 
+    /// Issue 36, item 5: the tolerance a prompt states is the one the judge applies, in the
+    /// judge's own figures for this task's outputs (the task check's result in the session).
+    #[tokio::test]
+    async fn the_prompts_state_the_tolerance_the_task_check_measured() {
+        let d = dir();
+        let mut check = EvalResult::harness_failure("0", "", "");
+        check.correct = true;
+        check.category = None;
+        check.tolerance = Some(
+            serde_json::from_value(serde_json::json!({
+                "mode": "oracle",
+                "outputs": {"out": {"dtype": "float32", "rule": "oracle", "limit": 128.0,
+                                     "honest_rms": 2.5e-7, "max_allowed": 4.0e-5}}
+            }))
+            .unwrap(),
+        );
+        d.session
+            .write_file(super::TASK_CHECK_FILE, &serde_json::to_vec(&check).unwrap())
+            .unwrap();
+        let llm = Arc::new(FakeLlm::new(standard));
+        let config = PipelineConfig {
+            seeds: 1,
+            stages: vec![],
+            ..pipeline()
+        };
+        run(&d.session, &llm, config, Device::Cpu).await;
+        let (_, seed) = &prompts_of(&llm, CallKind::Seed)[0];
+        assert!(
+            seed.contains(
+                "On this task's inputs: `out` (float32) may differ from the exact result by about +-3.20e-5 \
+                 (128x its RMS honest error 2.50e-7), at most +-4.00e-5 at any element"
+            ),
+            "{seed}"
+        );
+    }
+
     #[tokio::test]
     async fn three_seeds_get_three_prompts_each_saying_its_direction() {
         let d = dir();
