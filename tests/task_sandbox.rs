@@ -235,10 +235,13 @@ async fn a_hostile_task_under_kforge_batch_reads_no_secret_and_writes_nothing() 
     let tasks = host.dir.path().join("tasks");
     host.task_in(&tasks);
     let config = mock.config(host.dir.path());
+    // The mock's config has a [pipeline] section already: the batch's settings go into it.
     std::fs::write(
         &config,
-        std::fs::read_to_string(&config).unwrap()
-            + "\n[pipeline]\nseeds = 1\nseed_repairs = 0\nstages = []\n",
+        std::fs::read_to_string(&config).unwrap().replace(
+            "[pipeline]\n",
+            "[pipeline]\nseeds = 1\nseed_repairs = 0\nstages = []\n",
+        ),
     )
     .unwrap();
     let batch = host.out().join("batch");
