@@ -95,10 +95,10 @@ class Remote:
         return peaks if isinstance(peaks, dict) else {"error": answer.get("error") or "the server sent no peaks"}
 
 
-def kernel_was_loaded(evaluation):
-    """Whether the kernel's code had been given to its process when the evaluation ended."""
-    link = getattr(evaluation, "link", None)
-    return bool(link is not None and link.kernel_loaded)
+def kernel_was_loaded(run):
+    """Whether the kernel's code had been given to its process when the evaluation ended
+    (`run`: the judge's Run, None where it was never opened)."""
+    return bool(run is not None and run.kernel_loaded())
 
 
 def main(server, channel, workdir):
@@ -128,12 +128,12 @@ def main(server, channel, workdir):
         except HarnessError:
             pass
 
-    evaluation = None
+    run = None
     try:
-        from .judge import Evaluation  # a broken import is a `harness` result, not a silent exit
+        from . import judge  # a broken import is a `harness` result, not a silent exit
 
-        evaluation = Evaluation(job, progress, channel)
-        evaluation.run()
+        run = judge.open_run(job, progress, channel)
+        judge.judge(run)
     except KernelFailure as f:
         fail(result, f.category, f.summary, f.message, f.details)
     except TaskFailure as f:
@@ -146,7 +146,7 @@ def main(server, channel, workdir):
     if result.get("category") in ("harness", "oom") and isinstance(result.get("details"), dict):
         # Whether the kernel's code had run: only a failure the judge saw before it had can
         # be the task's or the harness's alone (the unseen-shapes check skips only those).
-        result["details"].setdefault("kernel_loaded", kernel_was_loaded(evaluation))
+        result["details"].setdefault("kernel_loaded", kernel_was_loaded(run))
     result["child_s"] = time.time() - started
     try:
         link.send({"result": result})
