@@ -39,6 +39,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "judge/defaults_baseline.py",
     "judge/driver.py",
     "judge/inputs.py",
+    "judge/inputs_digest.py",
     "judge/kernel.py",
     "judge/kernelbench.py",
     "judge/links.py",
