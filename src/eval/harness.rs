@@ -39,7 +39,6 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "judge/defaults_baseline.py",
     "judge/driver.py",
     "judge/inputs.py",
-    "judge/inputs_digest.py",
     "judge/kernel.py",
     "judge/kernelbench.py",
     "judge/links.py",

@@ -76,7 +76,6 @@ def evaluate(run: Run, reference: Reference) -> ResultRecord:
     started, first, flush = start(run, reference)
     setup = started.setup
     oracles = Oracles(run, setup.ref)
-    __import__("kforge_harness.judge.inputs_digest", fromlist=["x"]).inputs_digest(run, started)
     # Before the kernel is imported: figures that are cached for every later evaluation of
     # the task are never measured beside a kernel's code (its process could load the GPU
     # while they are taken).
