@@ -15,9 +15,10 @@ The reference's processes are a context-managed `Reference` (reference.py).
 
 from __future__ import annotations
 
+from .context import Run
 from .driver import check_task, evaluate, judge, open_run
 from .links import CompiledLink, CompiledSide, CompileUnavailable, ReferenceLink, WorkerLink
 from .outputs import Frozen, UnsupportedOutput, freeze, kernel_outputs
 
 __all__ = ["CompileUnavailable", "CompiledLink", "CompiledSide", "Frozen", "ReferenceLink", "UnsupportedOutput",
-           "WorkerLink", "check_task", "evaluate", "freeze", "judge", "kernel_outputs", "open_run"]
+           "Run", "WorkerLink", "check_task", "evaluate", "freeze", "judge", "kernel_outputs", "open_run"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import messages
 from ..alignment import plan_alignment
 from ..device import sync
 from ..protocol import KernelFailure
@@ -36,4 +37,4 @@ def align(run: Run, ref: Any, loaded: Any, link: Any, lender: Any, report: bool 
             buffer.copy_(ref_state[ref_name])
     sync(run.device)
     assign = [[new, desc] for (_, new), desc in zip(plan, descriptors)]
-    link.call({"op": "params", "assign": assign}, "params_set", fds)
+    link.call(messages.Params(op="params", assign=assign), "params_set", fds)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from typing import Any, Callable, NoReturn, Optional
 
-from .. import audit_rules
+from .. import audit_rules, messages
 from ..compare import DEFAULT_MODE, all_finite, compare_outputs, merge_tolerance
 from ..device import sync
 from ..loading import copy_into, reference_forward
@@ -38,17 +38,17 @@ class Checker:
         self.slots = slots
         self.audit_records: list[tuple[str, Any, bool]] = []
 
-    def forward(self, mode: str, run: Optional[int] = None, nonce: Optional[int] = None) -> dict[str, Any]:
-        request: dict[str, Any] = {"op": "forward", "mode": mode}
+    def forward(self, mode: str, run: Optional[int] = None, nonce: Optional[int] = None) -> messages.Done:
+        request = messages.Forward(op="forward", mode=mode)
         if run is not None:
             request["run"] = run
         if nonce is not None:
             request["nonce"] = nonce
-        done: dict[str, Any] = self.run.link.call(request, "done")
+        done: messages.Done = self.run.link.call(request, "done")
         return done
 
     def check(self, kind: str, index: int, draw: Callable[[], Any], needs: Optional[Callable[[Any], bool]] = None,
-              provenance: bool = False, family: str = "random") -> Optional[dict[str, Any]]:
+              provenance: bool = False, family: str = "random") -> Optional[messages.Done]:
         """One correctness trial, audited. `draw()` makes the judge's private inputs; they go
         into the lent buffers first (the reference may change its inputs in place), then the
         reference runs on the private copy, which is dropped before the worker runs: at the

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .. import defaults
+from .. import defaults, messages
 from ..compare import weak_outputs
 from ..exchange import Lender
 from ..loading import copy_into
@@ -31,12 +31,13 @@ from .start import start
 from .timing_phase import Baselines
 
 
-def open_run(job: dict[str, Any], progress: Progress, channel: Any) -> Run:
-    """The evaluation of `job` (the server's record: what kforge sent typed in `_wire`, the
-    result so far in `_result`, the server's store in `_store`); `channel`: the socket to
-    the kernel's process, None for a task check."""
-    spec: Job = job["_wire"]
-    run = Run(job=job, spec=spec, result=job["_result"], progress=progress, store=job.get("_store"))
+def open_run(job: dict[str, Any], spec: Job, result: ResultRecord, store: Any, progress: Progress,
+             channel: Any) -> Run:
+    """The evaluation of `job` (what kforge sent, with the task file and both sources, as
+    the modules that read it by key see it; `spec` the same typed), whose result so far is
+    `result`; `store`: what the server keeps for it (judgeproc.Remote); `channel`: the
+    socket to the kernel's process, None for a task check."""
+    run = Run(job=job, spec=spec, result=result, progress=progress, store=store)
     if channel:
         run.link = WorkerLink(channel, run.phase)
     return run
@@ -98,7 +99,7 @@ def evaluate(run: Run, reference: Reference) -> ResultRecord:
         reference.close()
         run.clock.mark("reference_exit")
         try:
-            run.link.call({"op": "exit"}, "bye")
+            run.link.call(messages.Exit(op="exit"), "bye")
         except KernelFailure:
             pass  # the worker is done either way; its exit is not part of the verdict
     finally:

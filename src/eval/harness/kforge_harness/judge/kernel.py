@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from .. import knobs
+from .. import knobs, messages
 from ..exchange import Lender
 from ..loading import copy_into
 from ..protocol import KernelFailure
@@ -51,7 +51,7 @@ def lend(run: Run, setup: Setup, reference: Reference, lender: Lender, first: Fi
     run.meter.enter("buffers")
     (inputs, slots), (input_desc, slot_desc), fds = lender.like([setup.input_shapes, setup.output_shapes])
     run.meter.sample()
-    link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
+    link.call(messages.Attach(op="attach", inputs=input_desc, outputs=slot_desc), "attached", fds)
     run.meter.sample()
     run.clock.mark("buffers")
     side = None
@@ -77,9 +77,9 @@ def load(run: Run, setup: Setup, lender: Lender, view: PrecisionView) -> None:
     link.kernel_loaded = True  # from here on the worker runs the kernel's code
     # The key that seals the worker's messages and the run-time guard (guard.py, which goes
     # with the static checks) are set up before the kernel's first line runs.
-    loaded = link.call({"op": "load", "init_inputs": init_desc, "seed": run.seed,
-                        "source": run.job["kernel_source"], "seal": link.seal(),
-                        "guard": guard_mode(run)}, "loaded", fds)
+    loaded: messages.Loaded = link.call(
+        messages.Load(op="load", init_inputs=init_desc, seed=run.seed, source=run.job["kernel_source"],
+                      seal=link.seal(), guard=guard_mode(run)), "loaded", fds)
     view.kernel_settings = loaded.get("tf32")
     view.describe()
     run.clock.mark("load")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import select
 import socket
-from typing import Any, Callable, NoReturn, Optional, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Optional, Sequence
 
 from .. import protocol, seal
 from ..protocol import HarnessError, KernelFailure, ProtocolViolation, TaskFailure
@@ -16,7 +16,7 @@ from ..timed import Side
 from ..worker import WORKER_CATEGORIES
 from .context import task_does_not_fit
 
-Message = dict[str, Any]  # one message of the protocol (protocol.py), either way
+Message = dict[str, Any]  # a reply as received, before it is read as its type (messages.py)
 
 
 class WorkerLink:
@@ -82,7 +82,7 @@ class WorkerLink:
             self._crash("the kernel's process answered run %r for run %r" % (message.get("run"), run))
         return message
 
-    def call(self, request: Message, expected: str, fds: Sequence[int] = ()) -> Message:
+    def call(self, request: Mapping[str, Any], expected: str, fds: Sequence[int] = ()) -> Message:
         """Sends a request (with the file descriptors of memory it lends, closed here once
         sent) and returns the answer it is due."""
         try:
@@ -92,7 +92,7 @@ class WorkerLink:
                 os.close(fd)
         return self.receive(expected, request.get("run"))
 
-    def send(self, request: Message, fds: Sequence[int] = ()) -> None:
+    def send(self, request: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
         # An unsolicited message waiting before a request is sent is an early message.
         if select.select([self.sock], [], [], 0)[0]:
             early = self.next_message()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .. import oracle, precision
+from .. import messages, oracle, precision
 from ..compare import DEFAULT_MODE, tolerance_for
 from ..protocol import KernelFailure
 from .context import Run
@@ -54,7 +54,8 @@ class PrecisionView:
         (refuse_blind_precision)."""
         run = self.run
         run.progress("reading the compiled kernels")
-        self.compiled_reading = run.link.call({"op": "precision"}, "precision").get("reading")
+        reading: messages.PrecisionReading = run.link.call(messages.Precision(op="precision"), "precision")
+        self.compiled_reading = reading.get("reading")
         self.describe()
         if not run.gpu:
             refuse_blind_precision(run)
@@ -68,7 +69,8 @@ class PrecisionView:
 
         try:
             self.run.progress("reading the compiled kernels")
-            self.compiled_reading = self.run.link.call({"op": "precision"}, "precision").get("reading")
+            reading: messages.PrecisionReading = self.run.link.call(messages.Precision(op="precision"), "precision")
+            self.compiled_reading = reading.get("reading")
             self.describe()
         except Exception as e:  # noqa: BLE001 -- the verdict stands; the source's reading stays
             self.run.note("the compiled kernels of this mismatch were not read: %s" % first_line(str(e)))

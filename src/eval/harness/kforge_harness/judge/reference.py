@@ -10,7 +10,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from .. import cachekeeper, knobs, launchpath, peaks, protocol, timing
+from .. import cachekeeper, knobs, launchpath, messages, peaks, protocol, timing
 from ..compare import audit_tolerance
 from ..exchange import Lender
 from ..loading import copy_into
@@ -63,7 +63,7 @@ class Second:
         kernel's are planned) and frees what was lent to it."""
         if self.side is not None:
             try:
-                self.side.link.call({"op": "exit"}, "bye")
+                self.side.link.call(messages.Exit(op="exit"), "bye")
             except (CompileUnavailable, KernelFailure, TaskFailure, HarnessError):
                 pass
             self.side = None
@@ -132,13 +132,13 @@ class Reference:
         draw_context(run, link, who or ("reference" if link_class is ReferenceLink else "compiled"))
         lender = Lender("cuda_ipc", run.device)
         (inputs, slots), (input_desc, slot_desc), fds = lender.like([setup.input_shapes, setup.output_shapes])
-        link.call({"op": "attach", "inputs": input_desc, "outputs": slot_desc}, "attached", fds)
+        link.call(messages.Attach(op="attach", inputs=input_desc, outputs=slot_desc), "attached", fds)
         side = side_class(name, link, inputs, slots, run.gate, lender, True)
         link.call(side.clock.request(), "clock_set")
         init_buffers, init_desc, fds = lender.like(setup.init_inputs)
         copy_into(init_buffers, setup.init_inputs)
-        loaded = link.call({"op": "load", "init_inputs": init_desc, "seed": run.seed, "source": source},
-                           "loaded", fds)
+        loaded: messages.Loaded = link.call(
+            messages.Load(op="load", init_inputs=init_desc, seed=run.seed, source=source), "loaded", fds)
         if link_class is ReferenceLink:
             self.tf32 = loaded.get("tf32")
         align(run, setup.ref, loaded, link, lender, report=False)
@@ -164,7 +164,7 @@ class Reference:
         re-checks the kernel, and close() reaps it."""
         if self.side is not None:
             try:
-                self.side.link.call({"op": "exit"}, "bye")
+                self.side.link.call(messages.Exit(op="exit"), "bye")
             except (KernelFailure, TaskFailure, HarnessError):
                 pass
             self.side = None
