@@ -14,11 +14,19 @@ use eval_common::interpreter;
 type Shapes = BTreeMap<String, BTreeMap<String, String>>;
 
 fn python_schema() -> Shapes {
+    python_json("wire.schema()")
+}
+
+/// What `kforge_harness.<expression>` prints as JSON, run by the harness's interpreter.
+fn python_json<T: serde::de::DeserializeOwned>(expression: &str) -> T {
     let harness = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval/harness");
+    let module = expression.split('.').next().expect("a module");
     let output = Command::new(interpreter())
         .args([
             "-c",
-            "import json; from kforge_harness import wire; print(json.dumps(wire.schema()))",
+            &format!(
+                "import json; from kforge_harness import {module}; print(json.dumps({expression}))"
+            ),
         ])
         .current_dir(&harness)
         .env("PYTHONPATH", &harness)
@@ -27,10 +35,10 @@ fn python_schema() -> Shapes {
         .expect("the interpreter runs");
     assert!(
         output.status.success(),
-        "wire.schema() failed:\n{}",
+        "{expression} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).expect("wire.schema() prints JSON")
+    serde_json::from_slice(&output.stdout).expect("it prints JSON")
 }
 
 /// Every difference between the two sides, one line each, naming the record and the field.
@@ -131,4 +139,55 @@ fn a_field_on_one_side_only_is_named() {
              PASSED_THROUGH, not among its fields)",
         ]
     );
+}
+
+/// The quoted names in `source` that follow `marker` (`"op": "eval"` -> `eval` for the
+/// marker `"op": "`).
+fn names_after(source: &str, marker: &str) -> std::collections::BTreeSet<String> {
+    source
+        .match_indices(marker)
+        .filter_map(|(at, _)| {
+            let rest = &source[at + marker.len()..];
+            rest.find('"').map(|end| rest[..end].to_string())
+        })
+        .collect()
+}
+
+/// The envelope (`kforge_harness/envelope.py`): every op kforge sends the server is a request
+/// the server declares, and every event kforge reads is one it declares. (The server also
+/// answers ops kforge does not send yet: `static_check`, `sandbox_info`.)
+#[test]
+fn the_envelopes_ops_and_events_are_declared_on_both_sides() {
+    let declared: BTreeMap<String, Vec<String>> = python_json("envelope.schema()");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval");
+    let rust: String = ["evaluator.rs", "server.rs"]
+        .iter()
+        .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
+        .collect();
+    let sent = names_after(&rust, "\"op\": \"");
+    assert!(sent.contains("eval") && sent.contains("cancel"), "{sent:?}");
+    for op in &sent {
+        assert!(
+            declared["ops"].contains(op),
+            "kforge sends the op {op:?}, which envelope.py does not declare"
+        );
+    }
+    // The events kforge matches on (`Some("progress") =>`, `== Some("error")`).
+    let read: std::collections::BTreeSet<String> = names_after(&rust, "Some(\"")
+        .into_iter()
+        .filter(|name| {
+            rust.contains(&format!("Some(\"{name}\") =>"))
+                || rust.contains(&format!("== Some(\"{name}\")"))
+        })
+        .collect();
+    assert!(
+        read.contains("result") && read.contains("progress"),
+        "{read:?}"
+    );
+    for event in &read {
+        assert!(
+            declared["events"].contains(event),
+            "kforge reads the event {event:?}, which envelope.py does not declare"
+        );
+    }
 }

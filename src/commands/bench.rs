@@ -293,7 +293,7 @@ fn medians_by_name(
         .collect()
 }
 
-/// The order in which judge.py runs its phases (its PhaseClock marks).
+/// The order in which the judge (the harness's `judge/` package) runs its phases (its PhaseClock marks).
 const PHASE_ORDER: [&str; 17] = [
     "cuda_init",
     "task",

@@ -13,7 +13,8 @@ macro_rules! package {
     };
 }
 
-/// The package's files: (file name, source).
+/// The package's files: (path inside the package, `/`-separated, source). A subpackage's
+/// files (`judge/`) are listed one by one like the rest.
 pub const PACKAGE: &[(&str, &str)] = package!(
     "__init__.py",
     "__main__.py",
@@ -27,16 +28,36 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "defaults.py",
     "device.py",
     "digest.py",
+    "envelope.py",
     "errors.py",
     "exchange.py",
     "guard.py",
-    "judge.py",
+    "judge/__init__.py",
+    "judge/align.py",
+    "judge/checks.py",
+    "judge/compile_baseline.py",
+    "judge/context.py",
+    "judge/defaults_baseline.py",
+    "judge/driver.py",
+    "judge/inputs.py",
+    "judge/kernel.py",
+    "judge/kernelbench.py",
+    "judge/links.py",
+    "judge/oracles.py",
+    "judge/outputs.py",
+    "judge/precision_record.py",
+    "judge/reference.py",
+    "judge/speed.py",
+    "judge/start.py",
+    "judge/task.py",
+    "judge/timing_phase.py",
     "judgeproc.py",
     "kbprotocol.py",
     "knobs.py",
     "launchpath.py",
     "loading.py",
     "memory.py",
+    "messages.py",
     "ncu.py",
     "oracle.py",
     "peaks.py",
@@ -47,6 +68,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "sandbox.py",
     "seal.py",
     "server.py",
+    "serverjob.py",
     "sol.py",
     "static.py",
     "tensors.py",
@@ -100,6 +122,10 @@ pub fn install(cache_dir: &Path) -> Result<PathBuf> {
         .with_context(|| format!("cannot create {}", package.display()))?;
     for (name, source) in PACKAGE {
         let path = package.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
         std::fs::write(&path, source)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -138,14 +164,26 @@ mod tests {
     #[test]
     fn every_python_file_of_the_package_is_embedded() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval/harness/kforge_harness");
-        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter(|n| n.ends_with(".py"))
-            .collect();
+        let mut on_disk = Vec::new();
+        python_files(&dir, "", &mut on_disk);
         on_disk.sort();
         let mut embedded: Vec<String> = PACKAGE.iter().map(|(n, _)| n.to_string()).collect();
         embedded.sort();
         assert_eq!(on_disk, embedded);
+    }
+
+    /// The `.py` files under `dir`, subpackages included, as `prefix`-relative paths.
+    fn python_files(dir: &Path, prefix: &str, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                if name != "__pycache__" {
+                    python_files(&entry.path(), &format!("{prefix}{name}/"), found);
+                }
+            } else if name.ends_with(".py") {
+                found.push(format!("{prefix}{name}"));
+            }
+        }
     }
 }

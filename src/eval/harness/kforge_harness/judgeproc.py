@@ -12,14 +12,21 @@ private /tmp): the task file kforge named is never opened in here. What the judg
 (cachekeeper.Keeper) is all it gets of kforge's cache, under keys the server computes.
 """
 
+from __future__ import annotations
+
 import json
 import os
+import socket
 import sys
 import time
+from typing import TYPE_CHECKING, Any, NoReturn, Optional
 
 from . import knobs, wire
 from .errors import clean_text, exception_text, first_line
 from .protocol import HarnessError, KernelFailure, TaskFailure, fail
+
+if TYPE_CHECKING:
+    from . import judge
 
 MAX_LINE = 64 << 20  # bytes of one line from the server (the job carries both sources)
 
@@ -27,23 +34,23 @@ MAX_LINE = 64 << 20  # bytes of one line from the server (the job carries both s
 class ServerLink:
     """The judge's end of its channel to the server."""
 
-    def __init__(self, sock):
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.reader = sock.makefile("rb")
 
-    def send(self, message):
+    def send(self, message: dict[str, Any]) -> None:
         try:
             self.sock.sendall(json.dumps(message, default=str).encode() + b"\n")
         except OSError as e:
             raise HarnessError("the server stopped listening: %s" % e)
 
-    def receive(self):
+    def receive(self) -> Any:
         line = self.reader.readline(MAX_LINE)
         if not line.endswith(b"\n"):
             raise HarnessError("the server's channel ended" if not line else "an oversized line from the server")
         return json.loads(line)
 
-    def ask(self, ask, **fields):
+    def ask(self, ask: str, **fields: Any) -> dict[str, Any]:
         """The server's answer to a request (cachekeeper.Keeper.answer)."""
         self.send(dict(fields, ask=ask))
         message = self.receive()
@@ -57,51 +64,51 @@ class Remote:
     """The store the judge sees (the methods of cachekeeper.Keeper it uses), each a request to
     the server. What the server refuses is nothing cached and nothing kept."""
 
-    def __init__(self, link):
+    def __init__(self, link: ServerLink) -> None:
         self.link = link
 
-    def reference_timing(self, device, inputs):
+    def reference_timing(self, device: Any, inputs: Any) -> tuple[Any, Any]:
         answer = self.link.ask("reference_timing", device=device, inputs=inputs)
         return answer.get("key"), answer.get("cached")
 
-    def keep_reference_timing(self, device, inputs, figures):
+    def keep_reference_timing(self, device: Any, inputs: Any, figures: Any) -> Any:
         return self.link.ask("keep_reference_timing", device=device, inputs=inputs, record=figures).get("key")
 
-    def compile_baseline(self, device, inputs, mode):
+    def compile_baseline(self, device: Any, inputs: Any, mode: str) -> tuple[Any, Any]:
         answer = self.link.ask("compile_baseline", device=device, inputs=inputs, mode=mode)
         return answer.get("key"), answer.get("cached")
 
-    def keep_compile_baseline(self, device, inputs, mode, record):
+    def keep_compile_baseline(self, device: Any, inputs: Any, mode: str, record: Any) -> Any:
         return self.link.ask("keep_compile_baseline", device=device, inputs=inputs, mode=mode,
                              record=record).get("key")
 
-    def defaults_baseline(self, device, inputs):
+    def defaults_baseline(self, device: Any, inputs: Any) -> tuple[Any, Any]:
         answer = self.link.ask("defaults_baseline", device=device, inputs=inputs)
         return answer.get("key"), answer.get("cached")
 
-    def keep_defaults_baseline(self, device, inputs, record):
+    def keep_defaults_baseline(self, device: Any, inputs: Any, record: Any) -> Any:
         return self.link.ask("keep_defaults_baseline", device=device, inputs=inputs, record=record).get("key")
 
-    def floor_samples(self, gpu, driver):
+    def floor_samples(self, gpu: str, driver: Any) -> list[Any]:
         samples = self.link.ask("floor", gpu=gpu, driver=driver).get("samples")
         return samples if isinstance(samples, list) else []
 
-    def keep_floor(self, gpu, driver, samples):
+    def keep_floor(self, gpu: str, driver: Any, samples: list[Any]) -> None:
         self.link.ask("keep_floor", gpu=gpu, driver=driver, samples=samples)
 
-    def peaks(self):
+    def peaks(self) -> dict[str, Any]:
         answer = self.link.ask("peaks")
         peaks = answer.get("peaks")
         return peaks if isinstance(peaks, dict) else {"error": answer.get("error") or "the server sent no peaks"}
 
 
-def kernel_was_loaded(evaluation):
-    """Whether the kernel's code had been given to its process when the evaluation ended."""
-    link = getattr(evaluation, "link", None)
-    return bool(link is not None and link.kernel_loaded)
+def kernel_was_loaded(run: Optional[judge.Run]) -> bool:
+    """Whether the kernel's code had been given to its process when the evaluation ended
+    (`run`: the judge's Run, None where it was never opened)."""
+    return bool(run is not None and run.kernel_loaded())
 
 
-def main(server, channel, workdir):
+def main(server: socket.socket, channel: Optional[socket.socket], workdir: str) -> NoReturn:
     """Body of the judge process (server: its channel to the server; channel: to the worker,
     None for a task check). Never returns."""
     status = 0
@@ -114,26 +121,28 @@ def main(server, channel, workdir):
         task_file = os.path.join(workdir, "task.py")
         with open(task_file, "w", encoding="utf-8") as f:
             f.write(request["task_source"])
+        # What the modules that read the job by key see (timed.py, device.py, compare.py):
+        # what kforge sent, its id, the task file written here and both sources.
         job = dict(raw, id=request["id"], task_file=task_file, task_source=request["task_source"],
-                   kernel_source=request["kernel_source"], _wire=wire.Job.parse(raw),
-                   _result=wire.ResultRecord(request["result"]), _store=Remote(link))
+                   kernel_source=request["kernel_source"])
+        spec = wire.Job.parse(raw)
+        result = wire.ResultRecord(request["result"])
     except BaseException:  # noqa: BLE001 -- the server says the judge ended without a result
         os._exit(70)
-    result = job["_result"]
 
-    def progress(phase):
+    def progress(phase: str) -> None:
         result["phase"] = phase
         try:
             link.send({"progress": phase})
         except HarnessError:
             pass
 
-    evaluation = None
+    run: Optional[judge.Run] = None
     try:
-        from .judge import Evaluation  # a broken import is a `harness` result, not a silent exit
+        from . import judge  # a broken import is a `harness` result, not a silent exit
 
-        evaluation = Evaluation(job, progress, channel)
-        evaluation.run()
+        run = judge.open_run(job, spec, result, Remote(link), progress, channel)
+        judge.judge(run)
     except KernelFailure as f:
         fail(result, f.category, f.summary, f.message, f.details)
     except TaskFailure as f:
@@ -146,7 +155,7 @@ def main(server, channel, workdir):
     if result.get("category") in ("harness", "oom") and isinstance(result.get("details"), dict):
         # Whether the kernel's code had run: only a failure the judge saw before it had can
         # be the task's or the harness's alone (the unseen-shapes check skips only those).
-        result["details"].setdefault("kernel_loaded", kernel_was_loaded(evaluation))
+        result["details"].setdefault("kernel_loaded", kernel_was_loaded(run))
     result["child_s"] = time.time() - started
     try:
         link.send({"result": result})

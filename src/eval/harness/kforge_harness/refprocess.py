@@ -11,8 +11,11 @@ it waits, and a judge whose reference timing is cached lets it go without it eve
 the GPU.
 """
 
+from __future__ import annotations
+
 import os
 import socket
+from typing import Any, Optional
 
 from . import protocol
 
@@ -21,13 +24,13 @@ ALIAS = "\n\n# kforge: the reference, timed through the worker's protocol\nModel
 
 
 class ReferenceProcess:
-    def __init__(self, pid, sock):
+    def __init__(self, pid: Optional[int], sock: Optional[socket.socket]) -> None:
         self.pid = pid
         self.sock = sock
         self.serving = False
 
     @classmethod
-    def fork(cls):
+    def fork(cls) -> ReferenceProcess:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -53,12 +56,13 @@ class ReferenceProcess:
         child.close()
         return cls(pid, parent)
 
-    def serve(self, job):
+    def serve(self, job: dict[str, Any]) -> None:
         """Starts the worker's protocol in the process (it then says hello)."""
+        assert self.sock is not None, "served after close"
         protocol.send(self.sock, {"op": "serve", "job": job})
         self.serving = True
 
-    def close(self):
+    def close(self) -> None:
         """Lets the process go and reaps it (it exits on its channel's end)."""
         if self.sock is not None:
             try:

@@ -28,21 +28,20 @@ import tempfile
 import time
 import traceback
 
-from . import cachekeeper, knobs, protocol, sandbox, wire
+from . import cachekeeper, envelope, knobs, protocol, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, fail, new_result
 from .compare import audit_tolerance
 from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
+from .wire import WireError
+from .serverjob import KERNEL_LOADING, ServerJob, add_log, checked, ending  # noqa: F401 -- KERNEL_LOADING: its home before
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_JUDGE_LINE = 64 << 20  # bytes of one line from a judge (its result, with its trials)
 ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
 WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
-# The judge's progress line when it hands the kernel to its process (judge.py): the phases
-# before it run no code of the kernel's.
-KERNEL_LOADING = "loading kernel"
 
 
 class Zygote:
@@ -199,7 +198,7 @@ class Server:
                 try:
                     self.pending.append(json.loads(line))
                 except ValueError:
-                    self.send({"event": "error", "error": "malformed request line"})
+                    self.send(envelope.Error(None, "malformed request line").message())
 
     def next_request(self):
         while not self.pending and self.stdin_open:
@@ -214,40 +213,46 @@ class Server:
                 request = self.next_request()
                 if request is None:
                     return
-                op = request.get("op")
-                rid = request.get("id")
+                rid = request.get("id") if isinstance(request, dict) else None
                 try:
-                    if op == "eval":
-                        self.send({"event": "result", "id": rid, "result": self.run_eval(rid, request.get("job") or {})})
-                    elif op == "static_check":
-                        category, report, _ = static_check(request.get("source", ""), request.get("reject_torch_ops", False))
-                        self.send({"event": "static", "id": rid, "category": category, "report": report})
-                    elif op == "device_info":
-                        self.send({"event": "device_info", "id": rid, "info": self.device_info()})
-                    elif op == "device_peaks":
-                        self.send({"event": "device_peaks", "id": rid,
-                                   "info": self.device_peaks(request.get("cache_dir"))})
-                    elif op == "sandbox_info":
-                        self.send({"event": "sandbox_info", "id": rid, "info": self.sandbox_record()})
-                    elif op == "ncu_check":
-                        from .ncu import ncu_check
-
-                        self.send({"event": "ncu_check", "id": rid, "info": ncu_check()})
-                    elif op == "cancel":
-                        pass  # nothing running: a late cancel is harmless
-                    elif op == "shutdown":
-                        return
-                    else:
-                        self.send({"event": "error", "id": rid, "error": "unknown op %r" % op})
+                    parsed = envelope.parse_request(request)
+                except WireError as e:
+                    self.send(envelope.Error(rid, str(e)).message())
+                    continue
+                if isinstance(parsed, envelope.Shutdown):
+                    return
+                try:
+                    reply = self.answer(parsed)
+                    if reply is not None:
+                        self.send(reply.message())
                 except Exception as e:  # noqa: BLE001 -- the server must outlive any request
-                    self.send({"event": "error", "id": rid, "error": "%s: %s" % (type(e).__name__, e),
-                               "traceback": traceback.format_exc()})
+                    self.send(envelope.Error(rid, "%s: %s" % (type(e).__name__, e), traceback.format_exc()).message())
         finally:
             for zygote in (self.zygote, self.judges):
                 if zygote:
                     zygote.stop()
             shutil.rmtree(self.private_root, ignore_errors=True)
             shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def answer(self, request):
+        """The event that answers `request` (envelope.py); None for a late cancel (nothing
+        runs between evaluations)."""
+        if isinstance(request, envelope.Eval):
+            return envelope.Result(request.id, self.run_eval(request.id, request.job))
+        if isinstance(request, envelope.StaticCheck):
+            category, report, _ = static_check(request.source, request.reject_torch_ops)
+            return envelope.Static(request.id, category, report)
+        if isinstance(request, envelope.DeviceInfo):
+            return envelope.Info(request.id, request.OP, device_info())
+        if isinstance(request, envelope.DevicePeaks):
+            return envelope.Info(request.id, request.OP, device_peaks(request.cache_dir))
+        if isinstance(request, envelope.SandboxInfo):
+            return envelope.Info(request.id, request.OP, self.sandbox_record())
+        if isinstance(request, envelope.NcuCheck):
+            from .ncu import ncu_check
+
+            return envelope.Info(request.id, request.OP, ncu_check())
+        return None  # a cancel with nothing running is harmless
 
     def sandbox_record(self):
         return sandbox_record(self.sandbox)
@@ -300,27 +305,6 @@ class Server:
             raise
         return self.judges
 
-    def measured_peaks(self, device, cache_dir):
-        """The device's peaks (peaks.py), read from the cache or measured, in a forked child
-        of this server's (no task's code runs there: a task could otherwise forge the peaks
-        every task's bound is taken against); once per device for the server's life."""
-        if device not in self.peaks:
-            def query():
-                import torch
-
-                from . import peaks
-
-                torch.cuda.set_device(device)
-                info = device_description(device)
-                return peaks.device_peaks(device, info, peaks.driver_version(info), torch.__version__,
-                                          peaks.cache_dir_beside(cache_dir))
-
-            found = in_child(query, "peaks measurement", 300)
-            if "error" in found:
-                return found  # not kept: a later evaluation tries again
-            self.peaks[device] = found
-        return dict(self.peaks[device])
-
     # -- evaluation ---------------------------------------------------------
 
     def run_eval(self, rid, job):
@@ -329,10 +313,7 @@ class Server:
         # (a kforge of another version) is an error naming the key, never a default.
         spec = wire.Job.parse(job)
         raw = job
-        job = dict(job)
-        job["id"] = rid
-        job["_wire"] = spec
-        result = new_result(job)
+        result = new_result(dict(raw, id=rid))
         result["versions"] = versions()  # imported already; no CUDA involved
         result["sandbox"] = self.sandbox_record()
         if not result["sandbox"]["enforced"]:
@@ -343,22 +324,7 @@ class Server:
             task_source = open(spec.task_path, encoding="utf-8", errors="replace").read()
         except OSError as e:
             return fail(result, "harness", "cannot read input file: %s" % e)
-        if spec.reference_only:
-            category, report, syntax = None, result["static"], None
-        else:
-            category, report, syntax = static_check(kernel_source, spec.settings.reject_torch_ops)
-        result["static"] = report
-        if not spec.reference_only:
-            # What the kernel computes in, from its source; the judge applies it to the task's dtypes.
-            result["precision"] = summarize(spec.settings.precision or DEFAULT_POLICY, scan(kernel_source), [], {})
-        if category == "static_check" and not spec.settings.static_checks:
-            # The filter is off: its findings stay in the report as warnings, and the kernel
-            # meets the sandbox, the judge and the audit alone.
-            report["warnings"] = report["errors"] + report["warnings"]
-            report["errors"] = []
-            category = None
-        if category:
-            fail_static(result, category, report, syntax)
+        if static_verdict(spec, result, kernel_source):
             result["duration_s"] = time.time() - started
             return result
         if spec.settings.require_sandbox and not result["sandbox"]["enforced"]:
@@ -367,21 +333,21 @@ class Server:
                  "run the %s" % (self.sandbox.reason, "task" if spec.reference_only else "task and the kernel"))
             result["duration_s"] = time.time() - started
             return result
-        job.update({"task_source": task_source, "kernel_source": kernel_source, "_result": result, "_raw": raw})
-        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], job,
-                                    peaks=lambda: self.measured_peaks(spec.device, spec.baseline_cache_dir))
-        outcome = self.run_judge(rid, job, keeper, with_worker=not spec.reference_only)
+        job = ServerJob(rid, raw, spec, result, task_source=task_source, kernel_source=kernel_source)
+        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], job.fields(),
+                                    peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir))
+        outcome = self.run_judge(job, keeper, with_worker=not spec.reference_only)
         outcome["duration_s"] = time.time() - started
         if outcome.get("correct") and spec.profile and spec.device != "cpu":
             from .ncu import run_ncu
 
-            outcome["profile"] = run_ncu(job, self.sandbox, self.policy(), self.private_root)
+            outcome["profile"] = run_ncu(job.fields(), self.sandbox, self.policy(), self.private_root)
         return outcome
 
-    def start_worker(self, rid, job, result):
+    def start_worker(self, job):
         """The worker forked by the kernels' zygote: (the zygote, the judge's end of its channel,
         its log, its pid in the kernels' sandbox)."""
-        spec = job["_wire"]
+        rid, spec, result = job.rid, job.spec, job.result
         spawn = spec.settings.executor == "spawn"
         zygote, lost = self.ensure_zygote(fresh=spawn)
         if lost:
@@ -395,7 +361,7 @@ class Server:
         judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # The worker's output goes into a pipe this process drains, never a file by name.
         worker_log = LogTail()
-        atol, rtol = audit_tolerance(job)
+        atol, rtol = audit_tolerance(job.raw)
         worker_job = {"device": spec.device, "jit_kernels": result["static"].get("jit_kernels", []),
                       "limits": {}, "atol": atol, "rtol": rtol,
                       "precision": spec.settings.precision or DEFAULT_POLICY}
@@ -419,19 +385,19 @@ class Server:
         worker_log.writer_gone()
         return zygote, judge_end, worker_log, pid
 
-    def start_judge(self, rid, job, judge_end, worker_pid=None):
+    def start_judge(self, job, judge_end, worker_pid=None):
         """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
         judge_end: its end of the worker's channel (None: a task check); its pid differs from
         `worker_pid` (the worker's in its own sandbox: CUDA IPC between them needs it)."""
         judges = self.ensure_judges()
         if judges.hello.get("preimport_error"):
-            job["_result"]["notes"].append("the judge's process could not preload its modules (%s): each judge "
-                                           "imports them itself, slower" % judges.hello["preimport_error"])
+            job.result["notes"].append("the judge's process could not preload its modules (%s): each judge "
+                                       "imports them itself, slower" % judges.hello["preimport_error"])
         server_end, judge_server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judge_log = LogTail()
         fds = [judge_server_end.fileno(), judge_log.write_fd] + ([judge_end.fileno()] if judge_end else [])
         try:
-            judges.fork(rid, {}, fds, avoid_pid=worker_pid)
+            judges.fork(job.rid, {}, fds, avoid_pid=worker_pid)
         except BaseException:
             server_end.close()
             judge_log.close()
@@ -439,31 +405,29 @@ class Server:
         finally:
             judge_server_end.close()
         judge_log.writer_gone()
-        result = job["_result"]
-        request = {"job": job["_raw"], "id": rid, "task_source": job["task_source"],
-                   "kernel_source": job["kernel_source"], "result": dict(result), "diagnostics": knobs.active()}
+        request = job.judge_request(knobs.active())
         try:
             server_end.sendall(json.dumps(request, default=str).encode() + b"\n")
         except OSError:
             pass  # the judge is gone already: its end says how
         return judges, server_end, judge_log
 
-    def run_judge(self, rid, job, keeper, with_worker):
+    def run_judge(self, job, keeper, with_worker):
         """One evaluation's judge (and, `with_worker`, its worker) from start to result."""
-        result, spec = job["_result"], job["_wire"]
+        rid, result, spec = job.rid, job.result, job.spec
         # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
         server_s = result.setdefault("server_phases_s", {})
         mark = time.time()
         zygote = judge_end = worker_log = worker_pid = None
         if with_worker:
             try:
-                zygote, judge_end, worker_log, worker_pid = self.start_worker(rid, job, result)
+                zygote, judge_end, worker_log, worker_pid = self.start_worker(job)
             except (HarnessError, OSError) as e:
                 return fail(result, "harness", "cannot start the kernel's process: %s" % e)
             server_s["worker_start"] = time.time() - mark
             mark = time.time()
         try:
-            judges, server_end, judge_log = self.start_judge(rid, job, judge_end, worker_pid)
+            judges, server_end, judge_log = self.start_judge(job, judge_end, worker_pid)
         except (HarnessError, OSError) as e:
             if zygote is not None:
                 zygote.kill(rid)
@@ -476,9 +440,9 @@ class Server:
                 judge_end.close()
         server_s["judge_start"] = time.time() - mark
         mark = time.time()
-        self.send({"event": "started", "id": rid, "executor": "spawn" if spec.settings.executor == "spawn" else "fork",
-                   "sandbox": self.sandbox.kind})
-        final, ended_by = self.watch(rid, job, server_end, keeper, [judge_log, worker_log])
+        self.send(envelope.Started(rid, "spawn" if spec.settings.executor == "spawn" else "fork",
+                                   self.sandbox.kind).message())
+        final, ended_by = self.watch(job, server_end, keeper, [judge_log, worker_log])
         server_s["judge"] = time.time() - mark
         mark = time.time()
         server_end.close()
@@ -502,7 +466,7 @@ class Server:
             zygote.stop()
             self.zygote = None
         if final is not None:
-            final = self.checked(final, result)
+            final = checked(final, result, self.sandbox_record())
             final["server_phases_s"] = server_s
         out = ending(job, final, ended_by, (judge or {}).get("status"), log)
         if final is not None and out is final and out.get("category") == "crash" \
@@ -521,34 +485,15 @@ class Server:
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
         return out
 
-    def checked(self, final, result):
-        """The judge's result as the server passes it on: a result record (only the fields
-        kforge reads; anything else is a `harness` failure), with what only the server knows
-        (the sandbox, the versions) set again by the server: the judge runs the task's code,
-        which could have written anything into it."""
-        try:
-            if not isinstance(final, dict):
-                raise KeyError("the judge's result is not an object")
-            out = wire.ResultRecord(final)
-        except KeyError as e:
-            return fail(result, "harness", "the judge sent a malformed result: %s" % first_line(str(e)),
-                        details={"kernel_loaded": True})
-        out["sandbox"] = self.sandbox_record()
-        out["versions"] = result["versions"]
-        for key in ("notes", "flags"):
-            if not isinstance(out.get(key), list):
-                out[key] = []
-        return out
-
-    def watch(self, rid, job, channel, keeper, logs):
+    def watch(self, job, channel, keeper, logs):
         """Relays the judge's progress until its result; answers its requests (`keeper`:
         what the server keeps for it); enforces the deadline and cancels; drains the logs
         (LogTails or None) so that no process blocks on a full pipe. Returns (the judge's
         result or None, what ended it: None, "timeout", "cancelled", "shutdown")."""
-        result = job["_result"]
+        rid, result = job.rid, job.result
         started = time.time()
-        timeline = job.setdefault("_timeline", [])
-        deadline = started + job["_wire"].settings.timeout_s
+        timeline = job.timeline
+        deadline = started + job.spec.settings.timeout_s
         read_fd = channel.fileno()
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
         logs = [log for log in logs if log is not None]
@@ -597,7 +542,7 @@ class Server:
                             phase = str(message["progress"])[:200]
                             result["phase"] = phase
                             timeline.append((time.time() - started, phase))
-                            self.send({"event": "progress", "id": rid, "phase": phase})
+                            self.send(envelope.Progress(rid, phase).message())
                         elif "ask" in message:
                             answer(channel, keeper.answer(message))
                         elif "result" in message:
@@ -610,38 +555,61 @@ class Server:
                 if log.fd is not None and log.fd in self.selector.get_map():
                     self.selector.unregister(log.fd)
 
-    def device_info(self):
-        """Runs in a forked child: the server must never initialize CUDA."""
-        def query():
-            import torch
+def device_info():
+    """Runs in a forked child: the server must never initialize CUDA."""
+    def query():
+        import torch
 
-            info = {"cuda_available": torch.cuda.is_available()}
-            info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
-                if info["cuda_available"] else []
-            info["cuda_version"] = torch.version.cuda
-            return info
+        info = {"cuda_available": torch.cuda.is_available()}
+        info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
+            if info["cuda_available"] else []
+        info["cuda_version"] = torch.version.cuda
+        return info
 
-        return in_child(query, "device query", 120)
+    return in_child(query, "device query", 120)
 
-    def device_peaks(self, cache_dir):
-        """Each CUDA device's measured peaks (peaks.py), cached or measured now, in a forked
-        child (the server must never initialize CUDA): what `kforge doctor` shows."""
+def device_peaks(cache_dir):
+    """Each CUDA device's measured peaks (peaks.py), cached or measured now, in a forked
+    child (the server must never initialize CUDA): what `kforge doctor` shows."""
+    def query():
+        import torch
+
+        from . import peaks
+
+        if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+            return {"devices": []}
+        found = []
+        for i in range(torch.cuda.device_count()):
+            info = device_description(i)
+            found.append(dict(peaks.device_peaks("cuda:%d" % i, info, peaks.driver_version(info),
+                                                 torch.__version__, cache_dir), device="cuda:%d" % i,
+                              name=info.get("name")))
+        return {"devices": found}
+
+    return in_child(query, "peaks measurement", 300)
+
+
+def measured_peaks(kept, device, cache_dir):
+    """The device's peaks (peaks.py), read from the cache or measured, in a forked child
+    of this server's (no task's code runs there: a task could otherwise forge the peaks
+    every task's bound is taken against); once per device for the server's life (`kept`:
+    the server's peaks by device)."""
+    if device not in kept:
         def query():
             import torch
 
             from . import peaks
 
-            if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
-                return {"devices": []}
-            found = []
-            for i in range(torch.cuda.device_count()):
-                info = device_description(i)
-                found.append(dict(peaks.device_peaks("cuda:%d" % i, info, peaks.driver_version(info),
-                                                     torch.__version__, cache_dir), device="cuda:%d" % i,
-                                  name=info.get("name")))
-            return {"devices": found}
+            torch.cuda.set_device(device)
+            info = device_description(device)
+            return peaks.device_peaks(device, info, peaks.driver_version(info), torch.__version__,
+                                      peaks.cache_dir_beside(cache_dir))
 
-        return in_child(query, "peaks measurement", 300)
+        found = in_child(query, "peaks measurement", 300)
+        if "error" in found:
+            return found  # not kept: a later evaluation tries again
+        kept[device] = found
+    return dict(kept[device])
 
 
 def in_child(query, what, timeout_s):
@@ -704,48 +672,28 @@ def zygote_restarted(result, why):
                            "and was started again" % why)
 
 
-def add_log(out, job, log):
-    """The evaluation's log onto its result (the phases the judge reported, then what the
-    processes printed); a correct result's phase says it finished."""
-    out["log"] = tail_bytes((out.get("log") or "") + evaluation_log(job.get("_timeline", []), log))
-    if out.get("correct"):
-        out["phase"] = "finished"
-
-
-def ending(job, final, ended_by, status, log):
-    """The result of an evaluation whose judge has ended: its own, or what ended it."""
-    result = job["_result"]
-    if ended_by == "shutdown":
-        sys.exit(0)
-    timeout_s = float(job.get("timeout_s", 300))
-    phase = result.get("phase") or "start-up"
-    if ended_by == "cancelled":
-        out = fail(result, "cancelled", "evaluation cancelled")
-        out["status"] = "cancelled"
-        return out
-    if ended_by == "timeout":
-        return fail(result, "timeout", "timed out after %gs (during %s)" % (timeout_s, phase),
-                    "the evaluation did not finish within %gs; last phase: %s\n%s" % (
-                        timeout_s, phase, clean_text(log, 40)))
-    if final is not None:
-        return final
-    loaded = kernel_loaded(job)
-    if status == -signal.SIGKILL:
-        # Nothing of kforge's SIGKILLs a judge it still waits for (a timeout or a cancel ends
-        # above), and a kernel cannot reach it: the host's out-of-memory killer does that.
-        return fail(result, "oom", "the judge was killed (SIGKILL) during %s, most likely by the host's "
-                    "out-of-memory killer: %s" % (
-                        phase, "the evaluation needed more host memory than was free" if loaded
-                        else "the task does not fit in host memory (before any kernel ran)"),
-                    clean_text(log), {"phase": phase, "kernel_loaded": loaded, "signal": "SIGKILL"})
-    return fail(result, "harness", describe_exit(status, result.get("phase"), "the judge"), clean_text(log),
-                {"kernel_loaded": loaded})
-
-
-def kernel_loaded(job):
-    """Whether the judge had begun loading the kernel into its process (its progress said
-    so): before that, nothing the kernel wrote had run."""
-    return any(phase == KERNEL_LOADING for _, phase in job.get("_timeline", []))
+def static_verdict(spec, result, kernel_source):
+    """The static checks of the kernel (none for a task check), their report and the
+    source's precision findings into `result`; True where they fail it (its result then
+    says how)."""
+    if spec.reference_only:
+        category, report, syntax = None, result["static"], None
+    else:
+        category, report, syntax = static_check(kernel_source, spec.settings.reject_torch_ops)
+    result["static"] = report
+    if not spec.reference_only:
+        # What the kernel computes in, from its source; the judge applies it to the task's dtypes.
+        result["precision"] = summarize(spec.settings.precision or DEFAULT_POLICY, scan(kernel_source), [], {})
+    if category == "static_check" and not spec.settings.static_checks:
+        # The filter is off: its findings stay in the report as warnings, and the kernel
+        # meets the sandbox, the judge and the audit alone.
+        report["warnings"] = report["errors"] + report["warnings"]
+        report["errors"] = []
+        category = None
+    if category:
+        fail_static(result, category, report, syntax)
+        return True
+    return False
 
 
 def fail_static(result, category, report, syntax):

@@ -13,7 +13,7 @@ taken before its import beside the reference's, give the offset between the two 
 import random
 import time
 
-from . import knobs, timing
+from . import knobs, messages, timing
 from .device import thrash_l2
 from .protocol import HarnessError, KernelFailure
 from .window import WindowClock, WorkerGone
@@ -83,7 +83,7 @@ class Side:
             extra.append((inputs, slots))
             descriptors.append({"inputs": input_desc, "outputs": slot_desc})
             fds.extend(set_fds)
-        self.link.call({"op": "sets", "sets": descriptors}, "sets_set", fds)  # closes the fds once sent
+        self.link.call(messages.Sets(op="sets", sets=descriptors), "sets_set", fds)  # closes the fds once sent
         self.sets.extend(extra)
 
     def input_sets(self, forwards):
@@ -459,7 +459,7 @@ def relocating(round_index):
 def relocate(side, rng):
     """`side`'s process moves its model's weights and temporaries (worker.op_relocate); its
     link says what a process that fails or goes away is (a kernel's crash, a harness error)."""
-    side.link.call({"op": "relocate", "nonce": rng.getrandbits(32)}, "relocated")
+    side.link.call(messages.Relocate(op="relocate", nonce=rng.getrandbits(32)), "relocated")
 
 
 def snapshotter(slot_sets):

@@ -13,7 +13,7 @@ import os
 import socket
 import time
 
-from . import compiled, guard, launchpath, protocol, seal
+from . import compiled, guard, launchpath, messages, protocol, seal
 from .errors import classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
@@ -56,7 +56,7 @@ class Worker:
 
     def refused_at_run_time(self, text):
         """The guard's verdict on the kernel's code (guard.py): the process ends after it."""
-        self.reply({"type": "failure", "category": "static_check", "summary": text})
+        self.reply(messages.Failure(type="failure", category="static_check", summary=text))
 
     def harness_changed(self):
         """A failure to report when the kernel replaced a function or class the harness relies on,
@@ -64,9 +64,10 @@ class Worker:
         names = self.changed() if self.changed is not None else []
         if not names:
             return None
-        return {"type": "failure", "category": "static_check",
-                "summary": "the kernel's process replaced the harness's own code (%s%s): refused at run time"
-                           % (", ".join(names[:3]), ", ..." if len(names) > 3 else "")}
+        return messages.Failure(
+            type="failure", category="static_check",
+            summary="the kernel's process replaced the harness's own code (%s%s): refused at run time"
+                    % (", ".join(names[:3]), ", ..." if len(names) > 3 else ""))
 
     def protect(self, request, kernel_file):
         """Before the kernel's first line: the seal of every later message, the harness's entry
@@ -84,8 +85,8 @@ class Worker:
 
     def failure(self, exc, stage):
         f = classify(exc, stage, self.ctx)
-        self.reply({"type": "failure", "category": f.category, "summary": f.summary, "message": f.message,
-                    "details": f.details})
+        self.reply(messages.Failure(type="failure", category=f.category, summary=f.summary, message=f.message,
+                                    details=f.details))
 
     def serve(self):
         if self.gpu:
@@ -99,18 +100,18 @@ class Worker:
                 self.context, self.context_error = None, str(e)
         if self.job.get("precision"):
             apply_policy(self.job["precision"])  # the policy's settings, before any task or kernel code
-        self.reply({"type": "hello"})
+        self.reply(messages.Hello(type="hello"))
         while True:
             request, fds = protocol.recv_message(self.sock)
             if request is None:
                 return
             if request.get("op") == "exit":
-                self.reply({"type": "bye"})
+                self.reply(messages.Bye(type="bye"))
                 return
             op = request.get("op")
             handler = getattr(self, "op_" + str(op), None)
             if handler is None:
-                self.reply({"type": "error", "error": "unknown op %r" % op})
+                self.reply(messages.Error(type="error", error="unknown op %r" % op))
                 return
             if op != "draw":
                 self.attach_cuda()
@@ -151,7 +152,7 @@ class Worker:
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
         self.outputs = self.borrower.attach_tree(request["outputs"], mappings)
         self.sets = [(self.inputs, self.outputs)]
-        self.reply({"type": "attached"})
+        self.reply(messages.Attached(type="attached"))
 
     def op_sets(self, request, mappings):
         """More input sets and output slots for timed windows of several forwards (timed.py):
@@ -160,7 +161,7 @@ class Worker:
                  for s in request["sets"]]
         # Added to the sets lent before: the judge lends only the ones a wider window needs.
         self.sets = self.sets + extra
-        self.reply({"type": "sets_set", "sets": len(self.sets)})
+        self.reply(messages.SetsSet(type="sets_set", sets=len(self.sets)))
 
     def op_load(self, request, mappings):
         import torch
@@ -180,16 +181,16 @@ class Worker:
         try:
             kernel = load_module(kernel_file, "kforge_kernel")
         except SystemExit as e:
-            self.reply({"type": "failure", "category": "import",
-                        "summary": "the kernel called sys.exit(%s) while being imported" % (e.code,)})
+            self.reply(messages.Failure(type="failure", category="import",
+                                        summary="the kernel called sys.exit(%s) while being imported" % (e.code,)))
             return False
         except BaseException as e:  # noqa: BLE001 -- everything the candidate raises is classified
             self.failure(e, "import")
             return False
         cls = getattr(kernel, "ModelNew", None)
         if not isinstance(cls, type):
-            self.reply({"type": "failure", "category": "import",
-                        "summary": "the kernel module has no class ModelNew after import"})
+            self.reply(messages.Failure(type="failure", category="import",
+                                        summary="the kernel module has no class ModelNew after import"))
             return False
         try:
             seed_everything(int(request["seed"]))
@@ -211,7 +212,7 @@ class Worker:
         # The precision settings in force once the module ran its import (a task or kernel may
         # set them): the reference's go into the timing's environment.
         tf32 = settings()
-        self.reply({"type": "loaded", "state": state, "module": isinstance(model, torch.nn.Module), "tf32": tf32})
+        self.reply(messages.Loaded(type="loaded", state=state, module=isinstance(model, torch.nn.Module), tf32=tf32))
 
     def op_params(self, request, mappings):
         import torch
@@ -220,7 +221,7 @@ class Worker:
         with torch.no_grad():
             for name, desc in request["assign"]:
                 state[name].copy_(self.borrower.attach(desc, mappings))
-        self.reply({"type": "params_set"})
+        self.reply(messages.ParamsSet(type="params_set"))
 
     def op_relocate(self, request, mappings):
         """The model's parameters and buffers to fresh memory, a spacer of a random size
@@ -252,7 +253,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001
             self.failure(e, "forward")
             return False
-        self.reply({"type": "relocated", "bytes": moved})
+        self.reply(messages.Relocated(type="relocated", bytes=moved))
 
     def op_precision(self, request, mappings):
         """What the audited forwards' Triton launches compute in, from their compiled code
@@ -261,7 +262,7 @@ class Worker:
             reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu)
         except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
             reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}
-        self.reply({"type": "precision", "reading": reading})
+        self.reply(messages.PrecisionReading(type="precision", reading=reading))
 
     def op_clock(self, request, mappings):
         """The flags the judge lends to order timed runs (window.py)."""
@@ -270,7 +271,7 @@ class Worker:
         self.flags = self.borrower.attach(request["flags"], mappings)
         base = self.flags.data_ptr()
         self.clock = [base + 4 * flag for flag in (FLAG_A, FLAG_END)]
-        self.reply({"type": "clock_set"})
+        self.reply(messages.ClockSet(type="clock_set"))
 
     def op_forward(self, request, mappings):
         import torch
@@ -307,7 +308,7 @@ class Worker:
         except BaseException as e:  # noqa: BLE001
             self.failure(e, "forward")
             return False
-        message = {"type": "done", "run": request.get("run"), "copied": copied, "outputs": description}
+        message = messages.Done(type="done", run=request.get("run"), copied=copied, outputs=description)
         if record is not None:
             message["gpu" if mode == "gpu_time" else "audit"] = record
             changed = self.harness_changed()
@@ -349,14 +350,14 @@ class Worker:
                 write_value(stream, end, seq)
             if request["mode"] == "null":
                 out = None
-            self.reply({"type": "armed", "run": request.get("run")})
+            self.reply(messages.Armed(type="armed", run=request.get("run")))
             torch.cuda.synchronize()
             description = describe(out) if out is not None else None
         except BaseException as e:  # noqa: BLE001
             self.failure(e, "forward")
             return False
-        self.reply({"type": "done", "run": request.get("run"), "copied": copied, "outputs": description,
-                    "event_ms": sum(start.elapsed_time(stop) for start, stop in events) / count})
+        self.reply(messages.Done(type="done", run=request.get("run"), copied=copied, outputs=description,
+                                 event_ms=sum(start.elapsed_time(stop) for start, stop in events) / count))
 
     def null_outputs(self):
         """What a null run returns: its own tensors shaped like the slots, just written (a

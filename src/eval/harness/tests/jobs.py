@@ -19,3 +19,15 @@ JOB = {
 def job(**changes):
     """JOB with `changes`, parsed as the server parses a job."""
     return wire.Job.parse(dict(JOB, **changes))
+
+
+def judged(spec=None, store=None, **result):
+    """A judge's Run (kforge_harness.judge.context.Run) of `spec` (JOB by default) whose result
+    so far is `result` (notes, flags and the records the phases write): what a phase reads of
+    its evaluation, without a task, a device or a kernel's process."""
+    from kforge_harness.judge.context import Run
+
+    spec = spec or job()
+    record = dict({"notes": [], "flags": [], "memory": {}}, **result)
+    return Run(job={"timing_trials": spec.settings.timing_trials, "task_file": "/tmp/task.py"}, spec=spec,
+               result=record, progress=lambda text: None, store=store)

@@ -272,35 +272,31 @@ def test_best_rate_takes_the_fastest_run():
     assert peaks.best_rate(10.0, []) == 0.0
 
 
-class _Judged:
-    """What Evaluation.record_speed_of_light reads of the judge, on a GPU with timing."""
+def _judged(work, peaks_, kernel):
+    """What judge.speed.record_speed_of_light reads, on a GPU with timing: (run, work, peaks)."""
+    from jobs import judged
 
-    def __init__(self, work, peaks_, kernel):
-        self.result = {"device": {"l2_bytes": 50 << 20}, "flags": [], "notes": [],
-                       "timing": {"reference": {"median_ms": 1.0, "ci_high_ms": 1.01}, "kernel": kernel}}
-        self.work, self.peaks, self.policy, self.gpu = work, peaks_, "strict", True
-        self.settings = job(flush_l2=True).settings
-
-    def timing(self):
-        return True
+    run = judged(job(flush_l2=True, precision="strict"), device={"l2_bytes": 50 << 20},
+                 timing={"reference": {"median_ms": 1.0, "ci_high_ms": 1.01}, "kernel": kernel})
+    return run, work, peaks_
 
 
 def test_the_judge_records_the_figures_and_flags_a_kernel_faster_than_light():
-    from kforge_harness.judge import Evaluation
+    from kforge_harness.judge.speed import record_speed_of_light
 
     # 1 GiB in and out at 1 TB/s: 2.147 ms at the speed of light.
     work = {"flops": [], "total_flops": 0, "bytes": {"inputs": 1 << 30, "parameters": 0, "outputs": 1 << 30},
             "total_bytes": 2 << 30}
-    honest = _Judged(work, PEAKS, {"median_ms": 2.5, "ci_high_ms": 2.6})
-    Evaluation.record_speed_of_light(honest)
+    honest, *rest = _judged(work, PEAKS, {"median_ms": 2.5, "ci_high_ms": 2.6})
+    record_speed_of_light(honest, *rest)
     figures = honest.result["speed_of_light"]
     # Inputs from DRAM; of the outputs, what L2 (50 MiB) cannot hold.
     least = ((1 << 30) + (1 << 30) - (50 << 20)) / 1e12 * 1e3
     assert figures["limit"] == "memory" and abs(figures["bound_ms"] - least) < 1e-9
     assert abs(figures["kernel_pct"] - 100 * least / 2.5) < 1e-9
     assert not figures["faster_than_light"] and honest.result["flags"] == []
-    cheat = _Judged(work, PEAKS, {"median_ms": 0.5, "ci_high_ms": 0.52})
-    Evaluation.record_speed_of_light(cheat)
+    cheat, *rest = _judged(work, PEAKS, {"median_ms": 0.5, "ci_high_ms": 0.52})
+    record_speed_of_light(cheat, *rest)
     assert cheat.result["speed_of_light"]["faster_than_light"]
     assert cheat.result["flags"] == ["faster_than_light"]
     assert cheat.result["notes"][0].startswith("faster than light: the kernel's median 0.5000 ms (95% interval up to "
@@ -308,15 +304,15 @@ def test_the_judge_records_the_figures_and_flags_a_kernel_faster_than_light():
 
 
 def test_the_judge_says_why_there_is_no_bound():
-    from kforge_harness.judge import Evaluation
+    from kforge_harness.judge.speed import record_speed_of_light
 
-    failed = _Judged({"error": "counting the reference's work failed: RuntimeError: x"}, PEAKS, None)
-    Evaluation.record_speed_of_light(failed)
+    failed, *rest = _judged({"error": "counting the reference's work failed: RuntimeError: x"}, PEAKS, None)
+    record_speed_of_light(failed, *rest)
     assert failed.result["speed_of_light"] == {"counts": None,
                                                "reason": "counting the reference's work failed: RuntimeError: x"}
-    no_peaks = _Judged(gemm_counts(8, 8, 8), {"error": "measuring the device's peaks failed: OOM"},
-                       {"median_ms": 0.01})
-    Evaluation.record_speed_of_light(no_peaks)
+    no_peaks, *rest = _judged(gemm_counts(8, 8, 8), {"error": "measuring the device's peaks failed: OOM"},
+                              {"median_ms": 0.01})
+    record_speed_of_light(no_peaks, *rest)
     assert no_peaks.result["speed_of_light"]["bound_ms"] is None
     assert no_peaks.result["speed_of_light"]["reason"].endswith("OOM")
 

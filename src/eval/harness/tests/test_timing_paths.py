@@ -10,9 +10,12 @@ import pytest
 import torch
 
 from kforge_harness import judge, protocol, timed
+from kforge_harness.judge import start as judge_start
 from kforge_harness.protocol import HarnessError, KernelFailure, TaskFailure
 from kforge_harness.refprocess import ReferenceProcess
 from kforge_harness.window import GateUnavailable, WorkerGone
+
+from jobs import judged
 
 
 class GoneClock:
@@ -100,14 +103,13 @@ def test_without_a_gate_the_result_says_its_windows_hold_host_latency(monkeypatc
     def no_gate():
         raise GateUnavailable("the CUDA driver has no stream wait on memory (test)")
 
-    monkeypatch.setattr(judge, "HostGate", no_gate)
-    evaluation = object.__new__(judge.Evaluation)
-    evaluation.result = {"notes": []}
-    evaluation.open_gate()
-    assert evaluation.gate is None
-    assert len(evaluation.result["notes"]) == 1
+    monkeypatch.setattr(judge_start, "HostGate", no_gate)
+    run = judged()
+    judge_start.open_gate(run)
+    assert run.gate is None
+    assert len(run.result["notes"]) == 1
     assert "timed windows are not gated (the CUDA driver has no stream wait on memory (test))" in \
-        evaluation.result["notes"][0]
+        run.result["notes"][0]
 
 
 class WideningSide:

@@ -1,7 +1,7 @@
 """The timing records (wire.Timing, TimingStats, CompileFigures) as the judge builds them:
 a key none of them declares is refused where it is written, and the judge's own timing,
-built by judge.Evaluation.measure from a stand-in measurement, holds only declared keys of
-their declared types. The CPU path never times (Evaluation.timing() is the GPU's), so a
+built by the timing phase (judge.timing_phase.measure) from a stand-in measurement, holds only
+declared keys of their declared types. The CPU path never times (Run.timing is the GPU's), so a
 real CPU evaluation has no timing to check; the measurement is a stand-in here instead."""
 
 import dataclasses
@@ -10,9 +10,11 @@ import json
 import pytest
 import torch
 
-from kforge_harness import baselines, defaults, judge, timed, wire
+from kforge_harness import baselines, defaults, timed, wire
+from kforge_harness.judge import timing_phase
+from kforge_harness.judge.reference import Reference
 
-from jobs import job
+from jobs import job, judged
 
 
 def check_declared(record_class, record):
@@ -87,37 +89,33 @@ def outcome(windows_ms, forwards=1):
     return out
 
 
-def stand_in_evaluation(monkeypatch):
-    """An Evaluation whose measurement is stand-in windows: 40 runs of the reference at
-    about 1.1 ms a window, of the kernel at about 0.6 ms, nulls at 0.1 ms."""
+def stand_in_measure(monkeypatch):
+    """The timing phase (judge.timing_phase.measure) on stand-in windows: 40 runs of the
+    reference at about 1.1 ms a window, of the kernel at about 0.6 ms, nulls at 0.1 ms.
+    Returns measure(flush)."""
     ref_out = outcome([1.1 + 0.001 * (i % 7) for i in range(40)])
     kernel_out = outcome([0.6 + 0.001 * (i % 5) for i in range(40)])
     nulls = [0.1 + 0.0005 * (i % 3) for i in range(40)]
-    monkeypatch.setattr(judge, "time_runs", lambda *args, **kwargs: (nulls, ref_out, kernel_out))
-    monkeypatch.setattr(judge, "gpu_clocks", lambda device: None)
-    spec = job(compile_baseline=True, baseline="best")
-    e = object.__new__(judge.Evaluation)
-    e.job = {"timing_trials": spec.settings.timing_trials}
-    e.spec, e.settings, e.seed = spec, spec.settings, 7
-    e.result = {"notes": [], "flags": [], "device": {"name": "stand-in"}}
-    e.progress = lambda text: None
-    e.check_timed = None
-    e.draw_cost_ms = 0.0
-    e.clock, e.meter = Clock(), Meter()
-    e.let_reference_go = lambda: None
-    e.environment = lambda before: {"timing_method": "stand-in"}
+    monkeypatch.setattr(timing_phase, "time_runs", lambda *args, **kwargs: (nulls, ref_out, kernel_out))
+    monkeypatch.setattr(timing_phase, "gpu_clocks", lambda device: None)
+    monkeypatch.setattr(timing_phase, "environment", lambda run, tf32, before: {"timing_method": "stand-in"})
+    run = judged(job(compile_baseline=True, baseline="best"), device={"name": "stand-in"})
+    run.clock, run.meter = Clock(), Meter()
     null = {"overhead_ms": 0.1, "queue_ms": 0.01, "floor_ms": 0.09, "spread_ms": 0.01, "runs": 40}
-    e.reference_side = type("Side", (), {"null": dict(null), "clock": Clock()})()
-    e.kernel_side = type("Side", (), {"null": dict(null), "clock": Clock()})()
-    e.compiled = dict(baselines.figures("default", 3.0, {"median_ms": 1.0}, {"median_ms": 0.8}, (1.2, 1.3)),
-                      cached=False)
-    e.defaults = dict(defaults.figures("strict", "float32 convolutions", {"median_ms": 1.0}, {"median_ms": 0.4},
-                                       (2.4, 2.6)), cached=False)
-    return e
+    reference = Reference.none(run)
+    reference.side = type("Side", (), {"null": dict(null), "clock": Clock()})()
+    reference.let_go = lambda: None  # no process to tell
+    kernel_side = type("Side", (), {"null": dict(null), "clock": Clock()})()
+    seconds = timing_phase.Baselines(
+        compiled=dict(baselines.figures("default", 3.0, {"median_ms": 1.0}, {"median_ms": 0.8}, (1.2, 1.3)),
+                      cached=False),
+        defaults=dict(defaults.figures("strict", "float32 convolutions", {"median_ms": 1.0}, {"median_ms": 0.4},
+                                       (2.4, 2.6)), cached=False))
+    return lambda flush: timing_phase.measure(run, reference, kernel_side, flush, None, lambda: 0.0, seconds)
 
 
 def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch):
-    timing = stand_in_evaluation(monkeypatch).measure(torch.zeros(16))
+    timing = stand_in_measure(monkeypatch)(torch.zeros(16))
     assert isinstance(timing, wire.TimingRecord)
     assert timing["score"] is not None and timing["compile"] is not None  # every part was built
     check_declared(wire.Timing, timing)
@@ -133,7 +131,7 @@ def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch):
 
 
 def test_a_key_added_to_the_judges_timing_is_refused(monkeypatch):
-    evaluation = stand_in_evaluation(monkeypatch)
+    measure = stand_in_measure(monkeypatch)
     original = baselines.against_compile
 
     def misspelt(timing_result, compiled, choice):
@@ -142,5 +140,5 @@ def test_a_key_added_to_the_judges_timing_is_refused(monkeypatch):
 
     monkeypatch.setattr(baselines, "against_compile", misspelt)
     with pytest.raises(KeyError, match="'score_vs_compiled' is not a field of a timing"):
-        evaluation.measure(torch.zeros(16))
+        measure(torch.zeros(16))
 

@@ -42,21 +42,22 @@ def test_the_kernels_process_offset_is_taken_off_its_single_windows():
 
 
 def test_the_judge_bounds_the_score_and_says_so():
-    from kforge_harness.judge import Evaluation
+    from kforge_harness.judge.timing_phase import bound_window_gain
 
-    evaluation = Evaluation.__new__(Evaluation)
-    evaluation.result = {"flags": [], "notes": []}
+    from jobs import judged
+
+    run = judged()
     result = {"reference": {"median_ms": 0.010, "ci_low_ms": 0.0099, "ci_high_ms": 0.0101},
               "kernel": {"median_ms": 0.0005, "ci_low_ms": 0.00049, "ci_high_ms": 0.00051},
               "score": 20.0, "score_low": 19.0, "score_high": 21.0, "forwards_per_window": 64, "calibration": {}}
-    evaluation.bound_window_gain(result, single(0.3, 0.011, 0.005), 0.0)
+    bound_window_gain(run, result, single(0.3, 0.011, 0.005), 0.0)
     windowing = result["calibration"]["windowing"]
     assert windowing["bounded"] and windowing["score_in_windows"] == 20.0
     assert 2.0 < result["score"] < 2.5, result["score"]  # alone: 10/5 us, as the reference gains
     assert result["score_low"] < result["score"] < result["score_high"]
-    assert evaluation.result["flags"] == ["window_batching"]
-    assert "in windows of 64 forwards" in evaluation.result["notes"][0]
+    assert run.result["flags"] == ["window_batching"]
+    assert "in windows of 64 forwards" in run.result["notes"][0]
     honest = dict(result, kernel={"median_ms": 0.005}, score=2.0, calibration={})
-    evaluation.result = {"flags": [], "notes": []}
-    evaluation.bound_window_gain(honest, single(0.3, 0.011, 0.0055), 0.0)
-    assert honest["score"] == 2.0 and not evaluation.result["flags"]
+    run = judged()
+    bound_window_gain(run, honest, single(0.3, 0.011, 0.0055), 0.0)
+    assert honest["score"] == 2.0 and not run.result["flags"]
