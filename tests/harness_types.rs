@@ -90,12 +90,27 @@ fn module_file(harness: &Path, module: &str) -> std::path::PathBuf {
 fn python_files(harness: &Path) -> usize {
     ["kforge_harness", "tests"]
         .iter()
-        .flat_map(|dir| std::fs::read_dir(harness.join(dir)).unwrap())
-        .filter(|entry| {
-            let path = entry.as_ref().unwrap().path();
-            path.extension().is_some_and(|e| e == "py")
+        .map(|dir| python_files_under(&harness.join(dir)))
+        .sum()
+}
+
+/// The `.py` files under `dir`, its subpackages (the judge's `judge/`) included.
+fn python_files_under(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .map(|path| {
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "__pycache__") {
+                    0
+                } else {
+                    python_files_under(&path)
+                }
+            } else {
+                usize::from(path.extension().is_some_and(|e| e == "py"))
+            }
         })
-        .count()
+        .sum()
 }
 
 #[test]
