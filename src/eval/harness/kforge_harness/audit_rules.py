@@ -6,8 +6,8 @@ docstring.
 
 import math
 
-from .audit import (ATEN_DOMINANT, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS, MAX_LAUNCH_NAMES, MAX_NAME,
-                    MAX_OPS, MAX_OUTPUTS, MEANINGFUL, OP_KINDS, VERSION)
+from .audit_vocab import (ATEN_DOMINANT, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS, MAX_LAUNCH_NAMES, MAX_NAME,
+                          MAX_OPS, MAX_OUTPUTS, MEANINGFUL, OP_KINDS, VERSION)
 
 def _count(v):
     return type(v) is int and 0 <= v < 1 << 62

@@ -27,7 +27,7 @@ def load(path, name):
     return module
 
 
-from kforge_harness import audit, audit_rules  # noqa: E402 -- the worker's side and the judge's
+from kforge_harness import audit, audit_launch, audit_rules, audit_vocab  # noqa: E402 -- the worker's side and the judge's
 
 
 # ---------------------------------------------------------------------------
@@ -617,7 +617,7 @@ def attribution(rec):
 def test_chunked_passes_give_the_unchunked_labels(signed, monkeypatch, case):
     whole, verdict = scenario(case, signed)  # CHUNK_ELEMENTS far above these sizes: one chunk a tensor
     for chunk in (1, 7, 64):
-        monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(audit_vocab, "CHUNK_ELEMENTS", chunk)
         rec, chunked_verdict = scenario(case, signed)
         assert attribution(rec) == attribution(whole), (case, chunk)
         assert chunked_verdict == verdict
@@ -642,8 +642,8 @@ def test_a_launch_writing_two_arguments_attributes_each_against_the_labels_befor
 def test_host_staged_snapshots_give_the_same_verdicts(signed, monkeypatch, case):
     on_device, verdict = scenario(case, signed)
     assert on_device["snapshots"] == "device"
-    monkeypatch.setattr(audit, "_device_free_bytes", lambda device: 0)  # no room: stage on the host
-    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", 7)
+    monkeypatch.setattr(audit_launch, "_device_free_bytes", lambda device: 0)  # no room: stage on the host
+    monkeypatch.setattr(audit_vocab, "CHUNK_ELEMENTS", 7)
     staged, staged_verdict = scenario(case, signed)
     assert staged["snapshots"] == ("host" if on_device["triton_launches"] else "device")
     assert attribution(staged) == attribution(on_device) and staged_verdict == verdict
@@ -685,7 +685,7 @@ def test_bookkeeping_peak_of_a_relu(monkeypatch):
     # element (the input is never labeled: nothing writes it), one chunk step's temporaries, and the
     # content digests' weights (a fixed allowance: their size follows the largest storage digested).
     chunk = 1000
-    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(audit_vocab, "CHUNK_ELEMENTS", chunk)
     torch.manual_seed(0)
     x = torch.randn(64, 1000)
     out, rec, result = run(fixture("relu_ok"), x)
@@ -695,7 +695,7 @@ def test_bookkeeping_peak_of_a_relu(monkeypatch):
     assert size + size + size // 4 <= peak <= size + size + size // 4 + step
     assert peak <= audit.audit_extra_bytes([x], [out]) == 2 * size + 2 * (size // 4) + step
     # host staging: the device holds the labels and a chunk step only
-    monkeypatch.setattr(audit, "_device_free_bytes", lambda device: 0)
+    monkeypatch.setattr(audit_launch, "_device_free_bytes", lambda device: 0)
     out, rec, result = run(fixture("relu_ok"), x)
     assert result["verdict"] == "ok" and rec["snapshots"] == "host"
     assert size // 4 <= rec["bookkeeping_peak_bytes"] <= size // 4 + step
@@ -764,7 +764,7 @@ def byte_view_model(case):
 def test_writes_through_narrower_views_coarsen_to_the_element(signed, monkeypatch, case):
     results = []
     for chunk in (1 << 24, 3, 8):
-        monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(audit_vocab, "CHUNK_ELEMENTS", chunk)
         results.append(run(byte_view_model(case), signed))
     (out, rec, result), shares = results[0], results[0][1]["outputs"][0]["shares"]
     assert all(attribution(r[1]) == attribution(rec) for r in results[1:])  # chunking changes nothing
@@ -1324,8 +1324,8 @@ def test_label_merge_order_leans_away_from_triton():
 def test_chunk_digests_are_words_digests_of_the_chunks(monkeypatch, chunk_bytes, chunk_elements):
     # the audit digests many chunks in one pass: each must be digest.words_digest of its chunk, words
     # indexed from the chunk's start (one set of weights serves every chunk)
-    monkeypatch.setattr(audit, "DIGEST_CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(audit, "CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(audit_vocab, "DIGEST_CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(audit_vocab, "CHUNK_ELEMENTS", chunk_elements)
     data = torch.randint(0, 256, (3 * 4096 + 7,), dtype=torch.uint8, generator=torch.Generator().manual_seed(7))
     a = audit._Audit(1e-2, 1e-2, seed=99)
     st = data.untyped_storage()
