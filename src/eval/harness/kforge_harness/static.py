@@ -1421,17 +1421,29 @@ def _computed_format(node, names):
     return _src(node.func)
 
 
-def _security_rules(tree, report):
-    names = Names(tree)
-    selves = Selves(tree, names)
+class _Checker:
+    """What the security rules share over one kernel's tree: its names and selves, the report, the
+    (subject, line) pairs already reported (one error per name and line), and the names the kernel
+    defines itself (its private names are its own business)."""
 
-    def refuse(rule, what, why, line):
+    def __init__(self, tree, report):
+        self.names = Names(tree)
+        self.selves = Selves(tree, self.names)
+        self.report = report
+        self.seen = set()
+        self.own = set()
+        for node in self.names.nodes:
+            self.own.update(_bound_names(node))
+            if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+                self.own.add(node.id if isinstance(node, ast.Name) else node.attr)
+
+    def refuse(self, rule, what, why, line):
+        report = self.report
         report.error(rule, "%s (line %s): %s" % (what, line, why), line)
 
-    seen = set()
-    _special_method_rules(names, refuse)
-
-    def check_name(q, how, line, node=None, presence=False):
+    def check_name(self, q, how, line, node=None, presence=False):
+        """Refuses the name q (a module, or an object under one) if it is forbidden; `how`: "imports" or "uses"."""
+        refuse, seen = self.refuse, self.seen
         hit = forbidden(q)
         if not hit and how == "imports":
             hit = reach.import_refusal(q, STDLIB_NAMES, _installed)
@@ -1447,10 +1459,11 @@ def _security_rules(tree, report):
         subject = show(subject)
         refuse(rule, "%s %s" % (how, subject) + ("" if written == subject else " (written %s)" % written), why, line)
 
-    def check_attr(attr, obj, line, written):
+    def check_attr(self, attr, obj, line, written):
         """`obj.attr` (or getattr(obj, "attr")) where obj resolves to nothing imported (a parameter,
         a call's result, an item of a container, self): names of files, native memory and loaders,
         of os, sys and subprocess functions, of modules, and private names not the kernel's own."""
+        names, selves, refuse, own = self.names, self.selves, self.refuse, self.own
         opaque = OPAQUE in names.qual(obj)
         if attr in NAMED:
             rule, why = NAMED[attr]
@@ -1460,13 +1473,9 @@ def _security_rules(tree, report):
         elif _private(attr) and attr not in own and attr not in PRIVATE_PUBLIC and not selves.chain_ok(obj):
             refuse("private", "uses .%s on %s" % (attr, written), _PRIVATE, line)
 
-    own = set()  # names the kernel defines itself: its private names are its own business
-    for node in names.nodes:
-        own.update(_bound_names(node))
-        if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
-            own.add(node.id if isinstance(node, ast.Name) else node.attr)
-
-    def value_use_allowed(node):
+    def value_use_allowed(self, node):
+        """May this module, timer, attribute function or private name be used here (not handed on as a value)?"""
+        names = self.names
         parent = names.parent.get(node)
         if (isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node) or \
                 (isinstance(parent, ast.Call) and parent.func is node) or id(node) in names.annotations:
@@ -1485,175 +1494,221 @@ def _security_rules(tree, report):
         return isinstance(parent, ast.Call) and parent.args[:1] == [node] and \
             any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))
 
-    for node in names.nodes:
-        line = getattr(node, "lineno", None)
 
-        # --- imports, by statement
-        if isinstance(node, ast.Import):
+def _import_rules(ck, node, line):
+    """Imports, by statement: each imported name checked, relative imports, private modules, star imports."""
+    names, refuse, check_name = ck.names, ck.refuse, ck.check_name
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            check_name(a.name, "imports", line)
+            private = any(_private(p) for p in a.name.split(".")) and not any(
+                a.name == p or a.name.startswith(p + ".") for p in PRIVATE_OK)  # every part is a module
+            if private and not forbidden(a.name):
+                refuse("private", "imports %s" % a.name, _PRIVATE, line)
+    elif isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        if node.level:
+            refuse("imports", "relative import from %s%s" % ("." * node.level, module),
+                   "the kernel is a single file", line)
+        else:
+            if any(_private(p) for p in module.split(".")) and not forbidden(module) and not any(
+                    module == p or module.startswith(p + ".") for p in PRIVATE_OK):
+                refuse("private", "imports from %s" % module, _PRIVATE, line)
             for a in node.names:
-                check_name(a.name, "imports", line)
-                private = any(_private(p) for p in a.name.split(".")) and not any(
-                    a.name == p or a.name.startswith(p + ".") for p in PRIVATE_OK)  # every part is a module
-                if private and not forbidden(a.name):
-                    refuse("private", "imports %s" % a.name, _PRIVATE, line)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                refuse("imports", "relative import from %s%s" % ("." * node.level, module),
-                       "the kernel is a single file", line)
+                if a.name != "*":
+                    check_name(module + "." + a.name, "imports", line)
+                elif forbidden(module):
+                    check_name(module, "imports", line)
+                elif module not in STAR_IMPORT_OK:
+                    refuse("imports", "from %s import *" % module,
+                           "star imports hide which names are used (import them by name)", line)
+
+
+def _class_body_import_rule(ck, node, line):
+    """No import in a class body: it makes the module a class attribute, out of reach of the checks."""
+    names, refuse = ck.names, ck.refuse
+    if isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(names.parent.get(node), ast.ClassDef):
+        refuse("imports", "import in the body of class %s" % names.parent[node].name,
+               "it makes the module a class attribute, out of reach of the checks", line)
+
+
+def _attribute_rules(ck, node, line):
+    """Attributes that reach frames, globals, code and the class graph, on any object; and the names
+    refused on an object the names do not resolve (check_attr)."""
+    names, selves, refuse, check_attr, seen = ck.names, ck.selves, ck.refuse, ck.check_attr, ck.seen
+    if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRS:
+        if not (node.attr == "__dict__" and selves.is_self(node.value)) and \
+                not (node.attr == "__getattr__" and _is_super(node.value)):
+            full = sorted(show(q) for q in names.resolved(node))
+            for q in full:  # reported here, not again by the names check below
+                seen.add((q, line))
+            if full:
+                what = "uses " + full[0] + ("" if _src(node) == full[0] else " (written %s)" % _src(node))
             else:
-                if any(_private(p) for p in module.split(".")) and not forbidden(module) and not any(
-                        module == p or module.startswith(p + ".") for p in PRIVATE_OK):
-                    refuse("private", "imports from %s" % module, _PRIVATE, line)
-                for a in node.names:
-                    if a.name != "*":
-                        check_name(module + "." + a.name, "imports", line)
-                    elif forbidden(module):
-                        check_name(module, "imports", line)
-                    elif module not in STAR_IMPORT_OK:
-                        refuse("imports", "from %s import *" % module,
-                               "star imports hide which names are used (import them by name)", line)
+                what = "uses .%s on %s" % (node.attr, _src(node.value))
+            refuse("introspection", what, _INTROSPECT, line)
+    elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and not names.resolved(node) and \
+            not any(forbidden(q) for q in names.qual(node)):
+        # an object the names do not resolve: a parameter, a call's result, an item, self
+        check_attr(node.attr, node.value, line, _src(node.value))
 
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(names.parent.get(node), ast.ClassDef):
-            refuse("imports", "import in the body of class %s" % names.parent[node].name,
-                   "it makes the module a class attribute, out of reach of the checks", line)
 
-        # --- attributes that reach frames, globals, code and the class graph, on any object
-        if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRS:
-            if not (node.attr == "__dict__" and selves.is_self(node.value)) and \
-                    not (node.attr == "__getattr__" and _is_super(node.value)):
-                full = sorted(show(q) for q in names.resolved(node))
-                for q in full:  # reported here, not again by the names check below
-                    seen.add((q, line))
-                if full:
-                    what = "uses " + full[0] + ("" if _src(node) == full[0] else " (written %s)" % _src(node))
-                else:
-                    what = "uses .%s on %s" % (node.attr, _src(node.value))
-                refuse("introspection", what, _INTROSPECT, line)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and not names.resolved(node) and \
-                not any(forbidden(q) for q in names.qual(node)):
-            # an object the names do not resolve: a parameter, a call's result, an item, self
-            check_attr(node.attr, node.value, line, _src(node.value))
-        if isinstance(node, ast.MatchClass) and node.kwd_attrs:
-            # `case object(system=f)` looks .system up on the subject
-            subject = node
-            while subject is not None and not isinstance(subject, ast.Match):
-                subject = names.parent.get(subject)
-            for attr in node.kwd_attrs:
-                written = "the subject of match (%s=)" % attr
-                if attr in BANNED_ATTRS:
-                    refuse("introspection", "uses .%s on %s" % (attr, written), _INTROSPECT, line)
-                elif subject is not None and names.resolved(subject.subject):
-                    for q in sorted(names.resolved(subject.subject)):
-                        check_name(q + "." + attr, "uses", line)
-                elif subject is not None:
-                    check_attr(attr, subject.subject, line, written)
-        if isinstance(node, ast.ClassDef):
-            # a class that defines __array_interface__ or _as_parameter_ hands numpy or ctypes an address
-            for item in node.body:
-                targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
-                defined = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                    else [t.id for t in targets if isinstance(t, ast.Name)]
-                for name in defined:
-                    if name in NAMED:
-                        rule, why = NAMED[name]
-                        refuse(rule, "class %s defines %s" % (node.name, name), why, getattr(item, "lineno", line))
-        if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
-            refuse("introspection", "uses %s" % node.id, _INTROSPECT, line)
+def _match_class_rule(ck, node, line):
+    """`case object(system=f)` looks .system up on the match's subject: checked like an attribute."""
+    names, refuse, check_name, check_attr = ck.names, ck.refuse, ck.check_name, ck.check_attr
+    if isinstance(node, ast.MatchClass) and node.kwd_attrs:
+        # `case object(system=f)` looks .system up on the subject
+        subject = node
+        while subject is not None and not isinstance(subject, ast.Match):
+            subject = names.parent.get(subject)
+        for attr in node.kwd_attrs:
+            written = "the subject of match (%s=)" % attr
+            if attr in BANNED_ATTRS:
+                refuse("introspection", "uses .%s on %s" % (attr, written), _INTROSPECT, line)
+            elif subject is not None and names.resolved(subject.subject):
+                for q in sorted(names.resolved(subject.subject)):
+                    check_name(q + "." + attr, "uses", line)
+            elif subject is not None:
+                check_attr(attr, subject.subject, line, written)
 
-        if isinstance(node, ast.Call):
-            built, fmt = _class_builder_call(node, names), _computed_format(node, names)
-            if built:
-                refuse("dynamic_code", "builds a class at run time (%s)" % built, _CLASS_BUILT, line)
-            if fmt:
-                refuse("computed_name", "%s with a format string built at run time" % fmt,
-                       "its fields read attributes and items by name ({0.__class__}), which no check sees: use an "
-                       "f-string or a literal format string", line)
-        if isinstance(node, ast.Call):  # before the names: `__import__("gc")` is reported as an import
-            _check_call(node, names, selves, refuse, check_name, check_attr, report, line)
 
-        # --- what names and attribute chains resolve to
-        loads = isinstance(getattr(node, "ctx", ast.Load()), ast.Load)
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and loads:
-            quals = names.qual(node)
-            parent = names.parent.get(node)
-            called_import = isinstance(parent, ast.Call) and parent.func is node and "@.__import__" in quals
-            # torch.jit in torch.jit.is_scripting: which modules a kernel may reach is ruled on the whole chain
-            inner = isinstance(parent, ast.Attribute) and parent.value is node
-            for q in sorted(quals):
-                if not (called_import and q == "@.__import__"):  # the call was checked above
-                    check_name(q, "uses", line, node, presence=inner)
-            if not value_use_allowed(node):
-                for q in sorted(quals):
-                    if q.startswith("@.") and show(q) in ATTR_FUNCS and not (
-                            isinstance(parent, (ast.Assign, ast.AnnAssign)) and names.is_alias(parent)):
-                        refuse("computed_name", "uses %s as a value" % show(q),
-                               "getattr, setattr, delattr and hasattr may only be called, with the object and a "
-                               "literal name (passed around, the name they get is not checked)", line)
-                        break
-                    stream = q in ("sys.stdout", "sys.stderr") and isinstance(parent, ast.keyword) and \
-                        parent.arg == "file"
-                    if not q.startswith(("@.", OPAQUE)) and not stream and (names.is_module(q) or any(
-                            q == p or q.startswith(p + ".") for p in PROTECTED)):
-                        refuse("module_value", "uses %s as a value" % q,
-                               "modules and timers may only be used through their attributes (passed "
-                               "around, what is done with them cannot be checked)", line)
-                        break
-                    if not q.startswith(("@.", "<")) and any(_private(p) for p in q.split(".")[1:]) and \
-                            not stream:
-                        refuse("private", "uses %s as a value" % q, "private internals may only be called "
-                               "(passed around, what is done with them cannot be checked)", line)
-                        break
+def _class_defines_rule(ck, node, line):
+    """A class that defines __array_interface__ or _as_parameter_ (a NAMED name) hands numpy or ctypes
+    an address."""
+    refuse = ck.refuse
+    if isinstance(node, ast.ClassDef):
+        # a class that defines __array_interface__ or _as_parameter_ hands numpy or ctypes an address
+        for item in node.body:
+            targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
+            defined = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                else [t.id for t in targets if isinstance(t, ast.Name)]
+            for name in defined:
+                if name in NAMED:
+                    rule, why = NAMED[name]
+                    refuse(rule, "class %s defines %s" % (node.name, name), why, getattr(item, "lineno", line))
 
-        # --- assignments to attributes and items of imported things
-        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            verb = "deletes" if isinstance(node.ctx, ast.Del) else "assigns"
-            base = names.resolved(node.value)
-            target = _src(node)
-            full = sorted(q + "." + node.attr for q in base) if isinstance(node, ast.Attribute) else sorted(base)
-            shown = target if not full or full[0] == target else "%s (%s)" % (target, full[0])
-            if any(q.endswith("os.environ") for q in (full if isinstance(node, ast.Attribute) else base)):
-                refuse("environment", "%s %s" % (verb, shown),
-                       "writing the environment is not allowed (reads are)", line)
-            elif base:
-                hit, why = _patched(base)
-                refuse("patching", "%s %s" % (verb, shown if hit == sorted(base)[0] else "%s (%s)" % (target, hit)),
-                       why, line)
 
-        # --- strings that spell a banned attribute: getattr(x, n) with n built somewhere else
+def _banned_name_rule(ck, node, line):
+    """__loader__, __spec__: the module's loader and import machinery."""
+    refuse = ck.refuse
+    if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
+        refuse("introspection", "uses %s" % node.id, _INTROSPECT, line)
+
+
+def _built_at_run_time_rule(ck, node, line):
+    """Classes built at run time, and str.format with a format string built at run time."""
+    names, refuse = ck.names, ck.refuse
+    if isinstance(node, ast.Call):
+        built, fmt = _class_builder_call(node, names), _computed_format(node, names)
+        if built:
+            refuse("dynamic_code", "builds a class at run time (%s)" % built, _CLASS_BUILT, line)
+        if fmt:
+            refuse("computed_name", "%s with a format string built at run time" % fmt,
+                   "its fields read attributes and items by name ({0.__class__}), which no check sees: use an "
+                   "f-string or a literal format string", line)
+
+
+def _resolution_rules(ck, node, line):
+    """What names and attribute chains resolve to: each checked, and modules, timers, attribute
+    functions and private names used as values."""
+    names, refuse, check_name, value_use_allowed = ck.names, ck.refuse, ck.check_name, ck.value_use_allowed
+    loads = isinstance(getattr(node, "ctx", ast.Load()), ast.Load)
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and loads:
+        quals = names.qual(node)
         parent = names.parent.get(node)
-        attr_name = isinstance(parent, ast.Call) and parent.args[1:2] == [node] and \
-            any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))  # checked by _check_call
-        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and \
-                not isinstance(parent, (ast.BinOp, ast.JoinedStr)) and not attr_name:
-            for text in sorted(names.values(node) or (), key=repr):
-                if isinstance(text, bytes):
-                    text = text.decode("latin-1")
-                if isinstance(text, str) and (text in BANNED_STRINGS or _FORMAT_REACH.search(text)):
-                    refuse("introspection", "the string %r names an introspection attribute" % text[:60],
-                           _INTROSPECT, line)
-
-        # --- string annotations: typing.get_type_hints, torch.library.custom_op evaluate them as code
-        for annotation in (getattr(node, "annotation", None), getattr(node, "returns", None)):
-            if annotation is None:
-                continue
-            for const, expr in _string_annotations(annotation):
-                bad = next((n for n in ast.walk(expr) if not isinstance(n, _TYPE_NODES) or (
-                    isinstance(n, ast.BinOp) and not isinstance(n.op, ast.BitOr))), None)
-                if bad is not None:
-                    refuse("dynamic_code", "the string annotation %r" % const.value[:60],
-                           "string annotations are evaluated as code (typing.get_type_hints, "
-                           "torch.library.custom_op): only type names are allowed in them", line)
+        called_import = isinstance(parent, ast.Call) and parent.func is node and "@.__import__" in quals
+        # torch.jit in torch.jit.is_scripting: which modules a kernel may reach is ruled on the whole chain
+        inner = isinstance(parent, ast.Attribute) and parent.value is node
+        for q in sorted(quals):
+            if not (called_import and q == "@.__import__"):  # the call was checked above
+                check_name(q, "uses", line, node, presence=inner)
+        if not value_use_allowed(node):
+            for q in sorted(quals):
+                if q.startswith("@.") and show(q) in ATTR_FUNCS and not (
+                        isinstance(parent, (ast.Assign, ast.AnnAssign)) and names.is_alias(parent)):
+                    refuse("computed_name", "uses %s as a value" % show(q),
+                           "getattr, setattr, delattr and hasattr may only be called, with the object and a "
+                           "literal name (passed around, the name they get is not checked)", line)
                     break
-                for n in ast.walk(expr):
-                    if isinstance(n, ast.Attribute) and (n.attr in BANNED_ATTRS or n.attr in NAMED):
-                        refuse("introspection", "the string annotation %r" % const.value[:60], _INTROSPECT, line)
-                    elif isinstance(n, (ast.Name, ast.Attribute)):
-                        for q in sorted(names.qual(n)):
-                            check_name(q, "uses", line)
+                stream = q in ("sys.stdout", "sys.stderr") and isinstance(parent, ast.keyword) and \
+                    parent.arg == "file"
+                if not q.startswith(("@.", OPAQUE)) and not stream and (names.is_module(q) or any(
+                        q == p or q.startswith(p + ".") for p in PROTECTED)):
+                    refuse("module_value", "uses %s as a value" % q,
+                           "modules and timers may only be used through their attributes (passed "
+                           "around, what is done with them cannot be checked)", line)
+                    break
+                if not q.startswith(("@.", "<")) and any(_private(p) for p in q.split(".")[1:]) and \
+                        not stream:
+                    refuse("private", "uses %s as a value" % q, "private internals may only be called "
+                           "(passed around, what is done with them cannot be checked)", line)
+                    break
 
 
-def _check_call(node, names, selves, refuse, check_name, check_attr, report, line):
+def _store_rules(ck, node, line):
+    """Assignments to (and deletions of) attributes and items of imported things: patching, or writing
+    the environment."""
+    names, refuse = ck.names, ck.refuse
+    if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        verb = "deletes" if isinstance(node.ctx, ast.Del) else "assigns"
+        base = names.resolved(node.value)
+        target = _src(node)
+        full = sorted(q + "." + node.attr for q in base) if isinstance(node, ast.Attribute) else sorted(base)
+        shown = target if not full or full[0] == target else "%s (%s)" % (target, full[0])
+        if any(q.endswith("os.environ") for q in (full if isinstance(node, ast.Attribute) else base)):
+            refuse("environment", "%s %s" % (verb, shown),
+                   "writing the environment is not allowed (reads are)", line)
+        elif base:
+            hit, why = _patched(base)
+            refuse("patching", "%s %s" % (verb, shown if hit == sorted(base)[0] else "%s (%s)" % (target, hit)),
+                   why, line)
+
+
+def _banned_string_rule(ck, node, line):
+    """Strings that spell a banned attribute: getattr(x, n) with n built somewhere else."""
+    names, refuse = ck.names, ck.refuse
+    parent = names.parent.get(node)
+    attr_name = isinstance(parent, ast.Call) and parent.args[1:2] == [node] and \
+        any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))  # checked by _call_rule
+    if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and \
+            not isinstance(parent, (ast.BinOp, ast.JoinedStr)) and not attr_name:
+        for text in sorted(names.values(node) or (), key=repr):
+            if isinstance(text, bytes):
+                text = text.decode("latin-1")
+            if isinstance(text, str) and (text in BANNED_STRINGS or _FORMAT_REACH.search(text)):
+                refuse("introspection", "the string %r names an introspection attribute" % text[:60],
+                       _INTROSPECT, line)
+
+
+def _string_annotation_rules(ck, node, line):
+    """String annotations: typing.get_type_hints and torch.library.custom_op evaluate them as code."""
+    names, refuse, check_name = ck.names, ck.refuse, ck.check_name
+    for annotation in (getattr(node, "annotation", None), getattr(node, "returns", None)):
+        if annotation is None:
+            continue
+        for const, expr in _string_annotations(annotation):
+            bad = next((n for n in ast.walk(expr) if not isinstance(n, _TYPE_NODES) or (
+                isinstance(n, ast.BinOp) and not isinstance(n.op, ast.BitOr))), None)
+            if bad is not None:
+                refuse("dynamic_code", "the string annotation %r" % const.value[:60],
+                       "string annotations are evaluated as code (typing.get_type_hints, "
+                       "torch.library.custom_op): only type names are allowed in them", line)
+                break
+            for n in ast.walk(expr):
+                if isinstance(n, ast.Attribute) and (n.attr in BANNED_ATTRS or n.attr in NAMED):
+                    refuse("introspection", "the string annotation %r" % const.value[:60], _INTROSPECT, line)
+                elif isinstance(n, (ast.Name, ast.Attribute)):
+                    for q in sorted(names.qual(n)):
+                        check_name(q, "uses", line)
+
+
+def _call_rule(ck, node, line):
+    """A call: importers (a literal name checked like an import, anything else refused), module names
+    handed to other calls, and getattr, setattr, delattr and hasattr. Before the names rule:
+    `__import__("gc")` is reported as an import."""
+    if not isinstance(node, ast.Call):
+        return
+    names, selves, refuse, check_name, check_attr = ck.names, ck.selves, ck.refuse, ck.check_name, ck.check_attr
     func = {show(q) for q in names.qual(node.func)}
     args = node.args
     target = names.importer(node)
@@ -1707,8 +1762,37 @@ def _check_call(node, names, selves, refuse, check_name, check_attr, report, lin
     elif kind == "delattr" and not _is_self(obj):
         refuse("patching", call, "delattr is only allowed on self", line)
     elif kind == "setattr" and not _is_self(obj):
-        report.warn("setattr", "%s (line %s): setattr on an object other than self is not checked statically"
+        ck.report.warn("setattr", "%s (line %s): setattr on an object other than self is not checked statically"
                     % (call, line), line)
+
+
+# The security rules' families, in the order each node meets them (the order matters where one marks
+# what another then skips: the attribute rule records its names in `seen` before the resolution rule,
+# the call rule reports `__import__("gc")` as an import first). A new family is one function and one row.
+NODE_RULES = (
+    _import_rules,
+    _class_body_import_rule,
+    _attribute_rules,
+    _match_class_rule,
+    _class_defines_rule,
+    _banned_name_rule,
+    _built_at_run_time_rule,
+    _call_rule,
+    _resolution_rules,
+    _store_rules,
+    _banned_string_rule,
+    _string_annotation_rules,
+)
+
+
+def _security_rules(tree, report):
+    """Every security rule family over every node of the tree (see the module's docstring)."""
+    ck = _Checker(tree, report)
+    _special_method_rules(ck.names, ck.refuse)
+    for node in ck.names.nodes:
+        line = getattr(node, "lineno", None)
+        for rule in NODE_RULES:
+            rule(ck, node, line)
 
 
 def _torch_op_rules(modelnew, functions, report, reject):
