@@ -5,6 +5,7 @@ ops and GPU kernels, and the bounds of the audit's memory. No torch here."""
 from __future__ import annotations
 
 import re
+from typing import AbstractSet
 
 
 
@@ -66,7 +67,7 @@ LIBRARY_KERNEL = re.compile(r"gemm|gemv|cublas|cutlass|cudnn|xmma|nvjet|convolut
 COPY_KERNEL = re.compile(r"memcpy|memset|copy|FillFunctor", re.I)
 
 
-def op_kind(name):
+def op_kind(name: str) -> str:
     if name in META_OPS:
         return "view"
     if name in ALLOC_OPS:
@@ -76,7 +77,7 @@ def op_kind(name):
     return "library" if name in LIBRARY_OPS or "convolution" in name or "attention" in name else "compute"
 
 
-def kernel_class(name, triton_names):
+def kernel_class(name: str, triton_names: AbstractSet[str]) -> str:
     if name in triton_names:
         return "triton"
     return "library" if LIBRARY_KERNEL.search(name) else "copy" if COPY_KERNEL.search(name) else "aten"
