@@ -128,6 +128,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    import torch
+
+    from .audit_chunks import Key
 
 from . import audit_vocab as vocab
 from .audit_chunks import _chunk_cost, _ranges, _flat, _put, _storage_key, _tensors
@@ -150,14 +156,14 @@ class _Audit(_Launches):
     """One audited forward's bookkeeping: the layers (state, labels, digests, matching, aten ops,
     launches) in audit_*.py, and what exists as the forward begins (take_inventory)."""
 
-    def release_all(self):
+    def release_all(self) -> None:
         """Lets go of the inventory and of every label, record and weight (the audit is over)."""
         self.inventory.clear()
         self.shadows.clear()
         self.records.clear()
         self.weights.clear()
 
-    def take_inventory(self, model, inputs, harness=()):
+    def take_inventory(self, model: Any, inputs: Sequence[Any], harness: Iterable[torch.Tensor] = ()) -> None:
         """The storages that exist as the forward begins: those of every tensor (and storage) the garbage
         collector tracks, of the inputs and of the model's parameters and buffers. Held for the audit's
         duration, so that no storage made later can take one's address, and digested: a storage with no
@@ -210,7 +216,7 @@ class _Audit(_Launches):
             self.record(key, st)
 
 
-def _leaves(value, path, out):
+def _leaves(value: Any, path: str, out: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
     if isinstance(value, (list, tuple)):
         for i, v in enumerate(value):
             _leaves(v, "%s[%d]" % (path, i), out)
@@ -222,7 +228,8 @@ def _leaves(value, path, out):
     return out
 
 
-def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
+def audit_extra_bytes(inputs: Iterable[torch.Tensor], outputs: Iterable[torch.Tensor] = (),
+                      snapshots: str = "device") -> int:
     """The audit's expected extra device bytes at its peak, for a forward over these tensors whose
     Triton launch takes them all (a ReLU: inputs [x], outputs [y]); what `bookkeeping_peak_bytes`
     reports stays within it for such a forward. Per storage: one label byte per element (its shadow)
@@ -233,7 +240,7 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
     DIGEST_WEIGHT_BYTES: a digest chunk's words'). Not included: storages the forward makes in
     between (each adds its labels, and the launches that take it its snapshot) and ops that move data
     (index, gather, cat...: a transient label byte per element of their operands and result)."""
-    storages = {}
+    storages: Dict[Key, Tuple[int, int]] = {}
     for t in list(inputs) + list(outputs):
         storages.setdefault(_storage_key(t), (t.untyped_storage().nbytes(), t.element_size()))
     if not storages:
@@ -246,7 +253,7 @@ def audit_extra_bytes(inputs, outputs=(), snapshots="device"):
             + _chunk_cost(vocab.CHUNK_ELEMENTS, max(size for _, size in storages.values())))
 
 
-def _launch_classes():
+def _launch_classes() -> List[Any]:
     """The Triton classes whose `run` a launch goes through: JITFunction, and under
     TRITON_INTERPRET=1 the interpreter's (it needs numpy)."""
     import triton.runtime.jit as jit
@@ -259,17 +266,18 @@ def _launch_classes():
     return classes
 
 
-def _dispatch_mode(audit):
+def _dispatch_mode(audit: _Audit) -> Any:
     """The TorchDispatchMode that shows the audit every aten op of the forward (its failures recorded:
     the audit is then incomplete, the op still runs)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class Mode(TorchDispatchMode):
+    class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's __init_subclass__ is unannotated
         @classmethod
-        def _should_skip_dynamo(cls):
+        def _should_skip_dynamo(cls) -> bool:
             return no_dynamo()
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
             implementation = custom_implementation(func)
             if implementation is not None:
@@ -292,7 +300,7 @@ def _dispatch_mode(audit):
     return Mode
 
 
-def _launch_hook(audit, launches):
+def _launch_hook(audit: _Audit, launches: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """hook(original run) -> the run that shows the audit every Triton launch of the forward (and notes
     it in `launches`, a compiled.Launches, where given)."""
     from torch.utils import _python_dispatch
@@ -300,8 +308,8 @@ def _launch_hook(audit, launches):
     # (private; the `paused` flag keeps the audit right without it)
     unmode = getattr(_python_dispatch, "_disable_current_modes", contextlib.nullcontext)
 
-    def hook(original):
-        def run(fn, *args, **kwargs):
+    def hook(original: Callable[..., Any]) -> Callable[..., Any]:
+        def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("warmup") or audit.paused:
                 return original(fn, *args, **kwargs)
             name = str(getattr(getattr(fn, "fn", None), "__name__", type(fn).__name__))[:MAX_NAME]
@@ -319,7 +327,7 @@ def _launch_hook(audit, launches):
     return hook
 
 
-def _output_entries(audit, outputs, seed):
+def _output_entries(audit: _Audit, outputs: Any, seed: int) -> List[Dict[str, Any]]:
     """The record's entries of the forward's tensor outputs (the first MAX_OUTPUTS leaves): every
     output checked for unseen writes first (two may share a storage), then labelled and digested."""
     import torch
@@ -340,7 +348,7 @@ def _output_entries(audit, outputs, seed):
     return entries
 
 
-def _record(audit, device_type, entries):
+def _record(audit: _Audit, device_type: str, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The record (schema in the module's docstring) of an audit that has seen the whole forward."""
     ops = sorted(audit.ops.items(), key=lambda kv: -kv[1][0])
     launches = sorted(audit.launches.items(), key=lambda kv: -kv[1][0])
@@ -355,7 +363,9 @@ def _record(audit, device_type, entries):
     }
 
 
-def audited_forward(model, inputs, device, jit_kernel_names, atol=1e-2, rtol=1e-2, seed=0, harness=(), launches=None):
+def audited_forward(model: Callable[..., Any], inputs: Sequence[Any], device: Any, jit_kernel_names: Iterable[str],
+                    atol: float = 1e-2, rtol: float = 1e-2, seed: int = 0, harness: Iterable[torch.Tensor] = (),
+                    launches: Any = None) -> Tuple[Any, Dict[str, Any]]:
     """Runs model(*inputs) once under audit under torch.no_grad(); returns (outputs, record).
     atol/rtol: the evaluation's tolerance (what the output would have been accepted within).
     seed: the judge's nonce for the outputs' digests (record["outputs"][k]["digest"]: tensor_digest of

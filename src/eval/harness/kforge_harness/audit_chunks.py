@@ -5,12 +5,20 @@ small helpers on storages, byte spans and values that the audit's parts share.""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    import torch
+    Key = Tuple[torch.device, int]  # a storage: its device and data pointer
+    Same = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # per element: the same value?
+    # (finite, NaN, +inf, -inf counts), [sum, sum |x|, sum x^2, sum x^3, sum |x|^3], min, max
+    Moments = Tuple[Tuple[int, ...], List[float], float, float]
 
 from . import audit_vocab as vocab
 from .audit_vocab import ATEN, MOMENT_RTOL, TIGHT_RTOL, TRITON, UNSEEN
 
 
-def _tensors(value, out):
+def _tensors(value: Any, out: List[torch.Tensor]) -> List[torch.Tensor]:
     import torch
     if isinstance(value, torch.Tensor):
         out.append(value)
@@ -22,7 +30,7 @@ def _tensors(value, out):
     return out
 
 
-def _close(a, b, atol, rtol):
+def _close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     """Per element of the flattened tensors: b within tolerance of a (NaN matches NaN)."""
     import torch
     a, b = a.reshape(-1), b.reshape(-1)
@@ -36,12 +44,12 @@ def _close(a, b, atol, rtol):
 # in logical (row-major) order, so that the tensors of one launch, whatever their shapes and strides,
 # line up element by element as they did when whole tensors were flattened.
 
-def _ranges(n, step):
+def _ranges(n: int, step: int) -> Iterator[Tuple[int, int]]:
     for a in range(0, n, step):
         yield a, min(n, a + step)
 
 
-def _pieces(shape, a, b):
+def _pieces(shape: Tuple[int, ...], a: int, b: int) -> List[Tuple[Any, ...]]:
     """Index tuples whose views cover the logical elements [a, b) of a tensor of this shape, in order:
     a partial row, a slab of whole rows, a partial row, recursively (each view holds <= b - a elements)."""
     if len(shape) <= 1:
@@ -63,7 +71,7 @@ def _pieces(shape, a, b):
     return out + tail
 
 
-def _flat(x, a, b, lead=None):
+def _flat(x: torch.Tensor, a: int, b: int, lead: Optional[int] = None) -> torch.Tensor:
     """The logical elements [a, b) of x's first `lead` dims (default all) as one contiguous tensor of
     shape (b - a,) + x.shape[lead:]: a view where x's layout allows, else a copy of that range only."""
     import torch
@@ -76,7 +84,7 @@ def _flat(x, a, b, lead=None):
         return parts[0].contiguous() if len(parts) == 1 else torch.cat(parts)
 
 
-def _put(x, a, b, values, lead=None):
+def _put(x: torch.Tensor, a: int, b: int, values: Union[torch.Tensor, int], lead: Optional[int] = None) -> None:
     """Writes values (shape (b - a,) + x.shape[lead:], or a number) into the logical elements [a, b)
     of x's first `lead` dims, in place."""
     lead = x.dim() if lead is None else lead
@@ -96,7 +104,7 @@ def _put(x, a, b, values, lead=None):
             view.copy_(values[at:at + n].reshape(view.shape))
 
 
-def _differs(a, b):
+def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per element of two flat tensors of one dtype: do their bytes differ? Compared as integers of the
     element's width (a view, no [numel, element size] byte matrix)."""
     import torch
@@ -107,12 +115,12 @@ def _differs(a, b):
     return ne.any(1) if size > width else ne.view(-1)
 
 
-def _suspect(labels):
+def _suspect(labels: torch.Tensor) -> torch.Tensor:
     """Per label: a PyTorch compute label that a Triton copy must not launder (aten), or unseen."""
     return (labels == ATEN) | (labels == UNSEEN)
 
 
-def _chunk_cost(n, element_size):
+def _chunk_cost(n: int, element_size: int) -> int:
     """Device bytes one chunk step of n elements may hold at once, as the accounting charges it: a
     generous bound (a copy of the chunk of each of three operands, isclose's promoted copies and
     temporaries, about six at the promoted width, and 32 bytes of byte masks, labels and int64 cell
@@ -120,21 +128,21 @@ def _chunk_cost(n, element_size):
     return n * (3 * element_size + 6 * max(element_size, 4) + 32)
 
 
-def _extent(t):
+def _extent(t: torch.Tensor) -> Tuple[int, int]:
     """Byte range [lo, hi) of t's storage that t's elements cover (numel > 0)."""
     size = t.element_size()
     lo = t.storage_offset() * size
-    return lo, lo + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * size
+    return int(lo), int(lo + (1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))) * size)
 
 
-def _storage_key(t):
+def _storage_key(t: torch.Tensor) -> Key:
     return t.device, t.untyped_storage().data_ptr()
 
 
 SNAPSHOT_ALIGN = 16  # bytes: the largest element size; a snapshot starting there holds any view typed
 
 
-def _device_free_bytes(device):
+def _device_free_bytes(device: torch.device) -> Optional[int]:
     """Bytes the device can still give torch (free memory plus torch's cached, unused blocks); None
     where unknown (CPU: the snapshots then stay on the device, which is the host)."""
     import torch
@@ -144,25 +152,25 @@ def _device_free_bytes(device):
     return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
-def _is_oom(exc):
+def _is_oom(exc: BaseException) -> bool:
     import torch
     text = str(exc).lower()
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in text or "not enough memory" in text
 
 
-def _raw(storage, lo, hi):
+def _raw(storage: torch.UntypedStorage, lo: int, hi: int) -> torch.Tensor:
     """The bytes [lo, hi) of a storage as a flat uint8 view."""
     import torch
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, lo, (hi - lo,), (1,))
 
 
-def _word_span(lo, hi, nbytes):
+def _word_span(lo: int, hi: int, nbytes: int) -> Tuple[int, int]:
     """[lo, hi) widened to whole 4-byte words (digests sum words), within the storage's nbytes."""
     return lo // 4 * 4, min(-(-hi // 4) * 4, nbytes)
 
 
-def _merge_spans(spans):
-    out = []
+def _merge_spans(spans: Iterable[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    out: List[List[int]] = []
     for lo, hi in sorted(spans):
         if out and lo <= out[-1][1]:
             out[-1][1] = max(out[-1][1], hi)
@@ -171,7 +179,7 @@ def _merge_spans(spans):
     return [(lo, hi) for lo, hi in out]
 
 
-def _chunks_of(lo, hi):
+def _chunks_of(lo: int, hi: int) -> List[Tuple[int, int, int]]:
     """The byte range [lo, hi) cut at digest-chunk boundaries: [(chunk index, a, b)]."""
     out = []
     while lo < hi:
@@ -182,14 +190,14 @@ def _chunks_of(lo, hi):
     return out
 
 
-def _digest_step():
+def _digest_step() -> int:
     """Bytes digested in one pass (many chunks at once: one device sync): temporaries of
     DIGEST_BYTE_COST a byte stay within a chunk step's cost (_chunk_cost) for any CHUNK_ELEMENTS of
     2048 or more (48 MiB on the default)."""
     return max(4096, 3 * vocab.CHUNK_ELEMENTS // 4 * 4)
 
 
-def _positions(prev, now, same):
+def _positions(prev: Optional[torch.Tensor], now: torch.Tensor, same: Same) -> torch.Tensor:
     """Per element of now (flat): same(prev, now) at the same position. prev may be shorter (a smaller
     source: positions past its end never match) or None (nothing there)."""
     import torch
@@ -201,7 +209,7 @@ def _positions(prev, now, same):
     return out
 
 
-def _tight(prev, now):
+def _tight(prev: torch.Tensor, now: torch.Tensor) -> torch.Tensor:
     """Per element of two flat tensors: now holds prev's value (relative TIGHT_RTOL, NaN never) and is not
     an exact zero (zeros are everywhere: a ReLU's zeros are nobody's copy)."""
     import torch
@@ -213,7 +221,7 @@ def _tight(prev, now):
     return torch.isclose(b, a, rtol=TIGHT_RTOL, atol=0.0) & (b != 0)
 
 
-def _pad(labels, n):
+def _pad(labels: Optional[torch.Tensor], n: int) -> torch.Tensor:
     """Labels of the first positions (or None), padded with Triton's to n (positions a source lacks)."""
     import torch
     if labels is not None and labels.numel() == n:
@@ -224,10 +232,10 @@ def _pad(labels, n):
     return out
 
 
-def _ints(value, out):
+def _ints(value: Any, out: List[int]) -> List[int]:
     """The integer arguments of a launch (raw pointers among them), nested in tuples, lists and dicts."""
     import numbers
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
         out.append(int(value))
     elif isinstance(value, (list, tuple)):
         for v in value:
@@ -238,7 +246,7 @@ def _ints(value, out):
     return out
 
 
-def _same_moments(x, y):
+def _same_moments(x: Moments, y: Moments) -> bool:
     """x, y: moments (_Audit.moments) of two sets of values. The same multiset, as far as the counts,
     sum, sum of squares, sum of cubes, min and max tell within MOMENT_RTOL of the absolute moments; and
     not a constant (all values equal: any constant output would match it)."""
@@ -246,7 +254,7 @@ def _same_moments(x, y):
     if cx != cy or cx[0] < 2 or not (lx < hx and ly < hy):
         return False
 
-    def near(p, q, scale):
+    def near(p: float, q: float, scale: float) -> bool:
         return abs(p - q) <= MOMENT_RTOL * scale
 
     extreme = max(abs(lx), abs(hx), abs(ly), abs(hy))
@@ -255,7 +263,7 @@ def _same_moments(x, y):
             and near(sx[4], sy[4], max(sx[4], sy[4])) and near(lx, ly, extreme) and near(hx, hy, extreme))
 
 
-def _patch(dst, src):
+def _patch(dst: torch.Tensor, src: torch.Tensor) -> None:
     """dst.copy_(src) for two views of one layout; an expanded (stride 0) dimension is written once."""
     for d in range(src.dim()):
         if src.stride(d) == 0 and src.shape[d] > 1:
@@ -263,9 +271,9 @@ def _patch(dst, src):
     dst.copy_(src)
 
 
-def _written(func, args, kwargs):
+def _written(func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[torch.Tensor]:
     """The tensors an aten op writes in place (schema `(a!)`, and `_copy_from`'s destination)."""
-    out = []
+    out: List[torch.Tensor] = []
     for i, arg in enumerate(func._schema.arguments):
         if arg.alias_info is not None and arg.alias_info.is_write:
             _tensors(args[i] if i < len(args) else kwargs.get(arg.name), out)

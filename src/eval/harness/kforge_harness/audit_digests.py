@@ -5,6 +5,15 @@ unseen)."""
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, cast
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key
+
+    Digest = Tuple[int, int]  # digest.words_digest's two sums
+    Piece = Tuple[int, int, int, Digest]  # (chunk, a, b, the digest of the bytes [a, b))
+    Read = Callable[[int, int], torch.Tensor]  # read(a, b): the bytes [a, b) as uint8
 
 from .digest import PRIME as _PRIME
 from . import audit_vocab as vocab
@@ -16,7 +25,7 @@ from .audit_labels import _Labels
 class _Digests(_Labels):
     """Per storage, one digest.words_digest per DIGEST_CHUNK_BYTES chunk (audit.py's docstring)."""
 
-    def digest_pieces(self, read, lo, hi, device):
+    def digest_pieces(self, read: Read, lo: int, hi: int, device: torch.device) -> List[Piece]:
         """[(chunk, a, b, digest)] of a storage's bytes [lo, hi) (lo a multiple of 4) cut at chunk
         boundaries, read(a, b) giving the bytes [a, b). Each digest is digest.words_digest's of its piece,
         its words indexed from its chunk's start (segment_digests), computed for many pieces at once:
@@ -42,7 +51,7 @@ class _Digests(_Labels):
             i = j
         return out
 
-    def segment_digests(self, raw, first, cuts, device):
+    def segment_digests(self, raw: torch.Tensor, first: int, cuts: List[int], device: torch.device) -> List[Digest]:
         """words_digest(raw[cuts[k]:cuts[k + 1]], seed, w_k) for each k in one pass, w_k being the word
         offset of that piece within its digest chunk (pieces never cross a chunk boundary, and every
         piece but the first starts one): raw is a flat uint8 tensor starting at byte `first` of its
@@ -70,7 +79,7 @@ class _Digests(_Labels):
             sums = torch.stack([((words * w) % _PRIME).sum(-1).reshape(-1) for w in weights], 1)
             return [(x % _PRIME, y % _PRIME) for x, y in sums.tolist()]
 
-    def chunk_weights(self, n, device):
+    def chunk_weights(self, n: int, device: torch.device) -> List[torch.Tensor]:
         """The first n words_digest weights of a digest chunk's words (word offset 0, this audit's seed),
         both sums; computed once per device (in CPU_DIGEST_BYTES steps on the CPU), grown as needed up
         to a chunk's words, and held (at most DIGEST_WEIGHT_BYTES)."""
@@ -87,26 +96,26 @@ class _Digests(_Labels):
             self.hold(2 * 8 * m)
         return cached
 
-    def digests(self, storage, spans, read):
+    def digests(self, storage: torch.UntypedStorage, spans: List[Tuple[int, int]], read: Read) -> List[Piece]:
         """[(chunk, a, b, digest)] of the byte spans (word-aligned) cut at chunk boundaries, the bytes of
         [a, b) being read(a, b)."""
         return [piece for lo, hi in spans for piece in self.digest_pieces(read, lo, hi, storage.device)]
 
-    def record(self, key, storage):
+    def record(self, key: Key, storage: torch.UntypedStorage) -> None:
         """Digests all of a storage's bytes, chunk by chunk: its contents as the audit saw them last."""
         nbytes = storage.nbytes()
         raw = _raw(storage, 0, nbytes)
         pieces = self.digest_pieces(lambda a, b: raw[a:b], 0, nbytes, storage.device)
         self.records[key] = [weakref.ref(storage), nbytes, [d for _, _, _, d in pieces]]
 
-    def record_of(self, key, storage):
+    def record_of(self, key: Key, storage: torch.UntypedStorage) -> Optional[List[Any]]:
         """The record of this very storage (not of a freed one whose address it took), or None."""
         rec = self.records.get(key)
         if rec is None or rec[1] != storage.nbytes() or (key not in self.inventory and rec[0]() is not storage):
             return None
         return rec
 
-    def update(self, key, storage, before):
+    def update(self, key: Key, storage: torch.UntypedStorage, before: List[Piece]) -> None:
         """After a write the audit saw: each chunk's digest moves by what the write changed (the digest of
         the written span after it, minus before it: `before` from digests()), so that a write it did not
         see elsewhere in the chunk still shows. A storage without a record is recorded whole."""
@@ -122,13 +131,13 @@ class _Digests(_Labels):
             p, q = rec[2][c]
             rec[2][c] = ((p - p0 + p1) % _PRIME, (q - q0 + q1) % _PRIME)
 
-    def verify(self, tensors):
+    def verify(self, tensors: List[torch.Tensor]) -> Dict[Tuple[Key, int], Digest]:
         """Before work reads these tensors (a launch, a copy, a library op) and at the end for the outputs:
         the digest chunks of their storages whose bytes differ from the audit's last record of them were
         written by something it did not see; their labels become unseen, and the record takes the bytes
         as they are (so that what is read from them now carries that label, and a copy of it too).
         Returns the digests it computed: {(storage key, chunk): digest}."""
-        touched = {}
+        touched: Dict[Key, Tuple[torch.Tensor, torch.UntypedStorage, Set[int]]] = {}
         for t in tensors:
             if t.numel() == 0:
                 continue
@@ -139,7 +148,7 @@ class _Digests(_Labels):
                                                                         -(-hi // vocab.DIGEST_CHUNK_BYTES)))
         computed = {}
         for key, (t, st, chunks) in touched.items():
-            rec, raw, nbytes = self.record_of(key, st), _raw(st, 0, st.nbytes()), st.nbytes()
+            rec, raw, nbytes = cast(List[Any], self.record_of(key, st)), _raw(st, 0, st.nbytes()), st.nbytes()
             spans = _merge_spans([(c * vocab.DIGEST_CHUNK_BYTES, min(nbytes, (c + 1) * vocab.DIGEST_CHUNK_BYTES)) for c in chunks])
             for c, a, b, now in self.digests(st, spans, lambda a, b: raw[a:b]):
                 computed[(key, c)] = now
@@ -148,7 +157,7 @@ class _Digests(_Labels):
                     rec[2][c] = now
         return computed
 
-    def unseen_writes(self, t):
+    def unseen_writes(self, t: torch.Tensor) -> None:
         """At the end of the forward, for an output: verify(), and a storage with labels but no record (its
         recording failed) vouches for nothing."""
         key, st = _storage_key(t), t.untyped_storage()

@@ -3,6 +3,8 @@ mode shares with it (custom_implementation, no_dynamo)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
 from .audit_vocab import GPU_CLASSES, MAX_KERNELS, MAX_NAME, op_kind
 
 
@@ -11,7 +13,7 @@ BUILTIN_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "c10d_funct
                                 "_quantized", "quantized", "rngprims", "debugprims", "fbgemm", "_test"})
 
 
-def custom_implementation(func):
+def custom_implementation(func: Any) -> Optional[Callable[..., Any]]:
     """The Python implementation of an operator the kernel registered with torch.library
     (triton_op, custom_op), to run inside the dispatch mode instead of the operator: its
     own PyTorch ops and Triton launches are then audited like the rest of the forward,
@@ -28,7 +30,7 @@ def custom_implementation(func):
     return getattr(definition, "_init_fn", None)
 
 
-def no_dynamo():
+def no_dynamo() -> bool:
     """False: the dispatch modes here must not be wrapped in `torch._disable_dynamo`, whose
     first call imports torch._dynamo and inductor (1.3 s on the CPU, ~3 s in a fresh GPU
     worker: most of an evaluation's overhead). Nothing is compiled under these modes. (The
@@ -36,7 +38,7 @@ def no_dynamo():
     return False
 
 
-def gpu_time(model, inputs, triton_names):
+def gpu_time(model: Callable[..., Any], inputs: Sequence[Any], triton_names: Iterable[str]) -> Dict[str, Any]:
     """GPU time per kernel class over one plain forward (the judge gives it fresh inputs, so
     a memoizing kernel cannot answer it from a cache), or why it could not be measured.
 
@@ -49,10 +51,12 @@ def gpu_time(model, inputs, triton_names):
         import triton.runtime.jit as jit
         from torch.utils._python_dispatch import TorchDispatchMode
 
-        spans = []  # (name, class, start event, end event)
+        spans: List[Tuple[str, str, Any, Any]] = []  # (name, class, start event, end event)
 
-        def bracket(name, cls, call):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        def bracket(name: str, cls: str, call: Callable[[], Any]) -> Any:
+            # torch.cuda.Event and TorchDispatchMode's __init_subclass__ and __init__ are unannotated
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             start.record()
             try:
                 return call()
@@ -61,12 +65,13 @@ def gpu_time(model, inputs, triton_names):
                 if len(spans) < 100000:
                     spans.append((name, cls, start, end))
 
-        class Timer(TorchDispatchMode):
+        class Timer(TorchDispatchMode):  # type: ignore[no-untyped-call]
             @classmethod
-            def _should_skip_dynamo(cls):
+            def _should_skip_dynamo(cls) -> bool:
                 return no_dynamo()
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                                   kwargs: Optional[Dict[str, Any]] = None) -> Any:
                 implementation = custom_implementation(func)
                 if implementation is not None:
                     with self:
@@ -80,7 +85,7 @@ def gpu_time(model, inputs, triton_names):
 
         original = jit.JITFunction.run
 
-        def run(fn, *args, **kwargs):
+        def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("warmup"):
                 return original(fn, *args, **kwargs)
             name = str(getattr(getattr(fn, "fn", None), "__name__", "triton"))[:MAX_NAME]
@@ -90,7 +95,7 @@ def gpu_time(model, inputs, triton_names):
         torch.cuda.synchronize()
         jit.JITFunction.run = run
         try:
-            with torch.no_grad(), Timer():
+            with torch.no_grad(), Timer():  # type: ignore[no-untyped-call]
                 model(*inputs)
         finally:
             if own:
@@ -98,7 +103,7 @@ def gpu_time(model, inputs, triton_names):
             else:
                 del jit.JITFunction.run
         torch.cuda.synchronize()
-        kernels = {}
+        kernels: Dict[Tuple[str, str], List[Any]] = {}
         for name, cls, start, end in spans:
             entry = kernels.setdefault((name, cls), [0.0, 0])
             entry[0] += 1000.0 * start.elapsed_time(end)

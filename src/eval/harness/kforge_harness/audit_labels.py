@@ -4,6 +4,14 @@ shares of them (its record entry)."""
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any, Dict, Literal, Optional, Union, overload
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key
+    from .audit_shadow import _Source
+
+    Frozen = Dict[Key, Optional[_Shadow]]  # labels as they were before a launch
 
 from . import audit_vocab as vocab
 from .audit_vocab import ALLOC, LABELS, MAX_NAME, UNSEEN
@@ -15,7 +23,14 @@ from .audit_state import _AuditState
 class _Labels(_AuditState):
     """The labels of what the forward wrote, per element."""
 
-    def shadow(self, t, create, fresh=False):
+    @overload
+    def shadow(self, t: torch.Tensor, create: Literal[True], fresh: bool = False) -> _Shadow: ...
+
+    @overload
+    def shadow(self, t: torch.Tensor, create: bool, fresh: bool = False) -> Optional[_Shadow]: ...
+
+    def shadow(self, t: torch.Tensor, create: bool, fresh: bool = False) -> Optional[_Shadow]:
+        """t's storage's labels (made for it when `create`, new when `fresh`), else None."""
         import torch
         st = t.untyped_storage()
         key = _storage_key(t)
@@ -35,7 +50,7 @@ class _Labels(_AuditState):
                 value_dtype=t.dtype if label == UNSEEN and t.is_floating_point() else None)
         return shadow
 
-    def read(self, t, a, b, frozen=None):
+    def read(self, t: torch.Tensor, a: int, b: int, frozen: Optional[Frozen] = None) -> torch.Tensor:
         """Labels of t's logical elements [a, b); frozen: storage key -> its labels before the launch
         being attributed (None: it had none, i.e. its default label)."""
         import torch
@@ -45,16 +60,16 @@ class _Labels(_AuditState):
             return torch.full((b - a,), self.default_label(key), dtype=torch.uint8, device=t.device)
         return shadow.read(t, a, b)
 
-    def suspect_source(self, src, frozen):
+    def suspect_source(self, src: _Source, frozen: Optional[Frozen]) -> bool:
         """May the source hold aten or unseen labels (as they were before the launch)?"""
         shadow = frozen[src.key] if frozen and src.key in frozen else self.shadow(src.like, False)
         return shadow.suspect if shadow is not None else self.default_label(src.key) == UNSEEN
 
-    def writers(self, t):
+    def writers(self, t: torch.Tensor) -> Dict[str, str]:
         shadow = self.shadow(t, False)
         return dict(shadow.writers) if shadow else {}
 
-    def set_labels(self, t, labels, writers):
+    def set_labels(self, t: torch.Tensor, labels: Union[torch.Tensor, int], writers: Dict[str, str]) -> None:
         """labels: a label, or a tensor of t's numel (taken in logical order) or broadcastable to t."""
         shadow = self.shadow(t, True)
         if not isinstance(labels, int) and labels.numel() != t.numel():
@@ -66,7 +81,7 @@ class _Labels(_AuditState):
         if t.is_floating_point():
             shadow.value_dtype = t.dtype
 
-    def value_view(self, x, like):
+    def value_view(self, x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
         """x (a chunk of argument `like`) as the values last written into like's storage: an integer
         view of the same width over a float result (`y.view(torch.int32)`) is read as those floats, so
         that adding 1 to the bits (one ulp) is a nudge of PyTorch's values, not Triton's work."""
@@ -76,7 +91,7 @@ class _Labels(_AuditState):
             return x.view(dtype)
         return x
 
-    def labels_full(self, t):
+    def labels_full(self, t: torch.Tensor) -> torch.Tensor:
         """All of t's labels as one tensor of t's shape (for data-movement ops rerun on labels); the
         caller accounts for it."""
         import torch
@@ -86,7 +101,7 @@ class _Labels(_AuditState):
             flat[a:b] = self.read(t, a, b)
         return out
 
-    def copy_labels(self, source, t, writers):
+    def copy_labels(self, source: torch.Tensor, t: torch.Tensor, writers: Dict[str, str]) -> None:
         """t takes source's labels element by element (logical order; a broadcast source expanded)."""
         if source.numel() != t.numel():
             source = source.expand(t.shape)
@@ -102,15 +117,15 @@ class _Labels(_AuditState):
         if t.is_floating_point():
             shadow.value_dtype = t.dtype
 
-    def output_entry(self, path, t, seed=0):
+    def output_entry(self, path: str, t: torch.Tensor, seed: int = 0) -> Dict[str, Any]:
         import torch
         from .digest import tensor_digest
         counts = torch.zeros(len(LABELS), dtype=torch.int64, device=t.device)
         for a, b in _ranges(t.numel(), vocab.CHUNK_ELEMENTS):  # counted on the device, chunk by chunk
             with self.temp(9 * (b - a)):
                 counts += torch.bincount(self.read(t, a, b), minlength=len(LABELS))
-        counts = counts.tolist()
+        tally = counts.tolist()
         return {"path": path[:MAX_NAME], "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
-                "numel": t.numel(), "shares": {k: c / max(t.numel(), 1) for k, c in zip(LABELS, counts)},
+                "numel": t.numel(), "shares": {k: c / max(t.numel(), 1) for k, c in zip(LABELS, tally)},
                 "writers": {k: str(v)[:MAX_NAME] for k, v in self.writers(t).items()},
                 "digest": tensor_digest(t, seed)}

@@ -3,6 +3,17 @@ they changed found byte for byte and attributed, raw-pointer arguments resolved,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, cast
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key
+    from .audit_digests import Digest
+    from .audit_labels import Frozen
+    from .audit_shadow import _Source
+
+    Pointers = Tuple[List[_Source], bool]  # storages reached through raw pointers, and whether one is opaque
+
 from . import audit_vocab as vocab
 from .audit_vocab import HOST_COPY_BYTES, POINTER_FLOOR, SNAPSHOT_MARGIN_BYTES, SNAPSHOT_MARGIN_FRACTION, UNSEEN
 from .audit_chunks import _chunk_cost, _chunks_of, _device_free_bytes, _differs, _flat, _ints, _is_oom, _patch, _ranges, _raw, _storage_key, _tensors
@@ -10,7 +21,7 @@ from .audit_shadow import _Snapshot
 from .audit_ops import _Ops
 
 
-def _host_buffer(nbytes):
+def _host_buffer(nbytes: int) -> torch.Tensor:
     import torch
     try:
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)  # pinned: fast copies back
@@ -21,7 +32,7 @@ def _host_buffer(nbytes):
 class _Launches(_Ops):
     """What a Triton launch writes, labelled."""
 
-    def on_launch(self, name, args, kwargs, run):
+    def on_launch(self, name: str, args: Sequence[Any], kwargs: Dict[str, Any], run: Callable[[], Any]) -> Any:
         snapshot = pointers = verified = None
         try:
             seen, tensors = set(), []
@@ -51,7 +62,7 @@ class _Launches(_Ops):
             if snapshot is not None:
                 self.release(snapshot, range(len(snapshot.buffers)))
 
-    def track(self, tensors):
+    def track(self, tensors: List[torch.Tensor]) -> None:
         """Arguments on storages the audit does not know (made where it could not see) get unseen labels
         and a record: what the launch and later work do with them is followed from here on."""
         for t in tensors:
@@ -60,21 +71,21 @@ class _Launches(_Ops):
                 self.shadow(t, True)
                 self.record(key, st)
 
-    def live_storages(self):
+    def live_storages(self) -> Tuple[List[Tuple[int, int, Key, torch.UntypedStorage]], List[Tuple[int, int]]]:
         """[(lo, hi, key, storage)] of the storages the audit knows that are alive, and [(lo, hi)] of the
         tracked ones freed since."""
         live, dead = [], []
         for key, st in self.inventory.items():
             live.append((key[1], key[1] + st.nbytes(), key, st))
         for key, shadow in self.shadows.items():
-            st = shadow.storage()
-            if st is None:
+            alive = shadow.storage()
+            if alive is None:
                 dead.append((key[1], key[1] + shadow.nbytes))
             elif key not in self.inventory:
-                live.append((key[1], key[1] + st.nbytes(), key, st))
+                live.append((key[1], key[1] + alive.nbytes(), key, alive))
         return live, dead
 
-    def pointers(self, args, kwargs, tensors):
+    def pointers(self, args: Sequence[Any], kwargs: Dict[str, Any], tensors: List[torch.Tensor]) -> Pointers:
         """The launch's integer arguments that point into storages the audit knows, other than its tensor
         arguments' (raw pointers: [_Source]), and whether one is opaque (see POINTER_FLOOR)."""
         ints = [v for v in _ints((args, {k: v for k, v in kwargs.items() if k != "grid"}), []) if v >= 4096]
@@ -94,7 +105,7 @@ class _Launches(_Ops):
                     sources.append(source)
         return sources, opaque
 
-    def snapshot(self, args):
+    def snapshot(self, args: List[torch.Tensor]) -> _Snapshot:
         """Copies the launch's arguments' bytes: on the device when it has room for them beside a
         margin, else (or when the device copy runs out of memory) in host memory, pinned if possible."""
         import torch
@@ -118,7 +129,7 @@ class _Launches(_Ops):
         self.fill(snap, intervals, host=True)
         return snap
 
-    def fill(self, snap, intervals, host):
+    def fill(self, snap: _Snapshot, intervals: List[List[Any]], host: bool) -> None:
         import torch
         self.staged |= host
         for lo, hi, storage, indexes in intervals:
@@ -141,7 +152,7 @@ class _Launches(_Ops):
                 snap.before[i] = view.set_(buffer.untyped_storage(), (t.storage_offset() * t.element_size() - lo)
                                            // t.element_size(), t.shape, t.stride())
 
-    def release(self, snap, buffers):
+    def release(self, snap: _Snapshot, buffers: Iterable[int]) -> None:
         for j in buffers:
             entry = snap.buffers[j]
             if entry[0] is not None:
@@ -150,7 +161,7 @@ class _Launches(_Ops):
                 entry[0] = None
                 self.drop(entry[1])
 
-    def changed(self, t, before):
+    def changed(self, t: torch.Tensor, before: torch.Tensor) -> bool:
         """Did the launch change any byte of t?"""
         for a, b in _ranges(t.numel(), vocab.CHUNK_ELEMENTS):
             with self.temp(_chunk_cost(b - a, t.element_size())):
@@ -158,14 +169,17 @@ class _Launches(_Ops):
                     return True
         return False
 
-    def attribute(self, name, snap, pointers=None, verified=None):
+    def attribute(self, name: str, snap: _Snapshot, pointers: Optional[Pointers] = None,
+                  verified: Optional[Dict[Tuple[Key, int], Digest]] = None) -> int:
         """Labels what the launch wrote; returns the elements credited to Triton."""
         args = snap.args
         writers = [self.writers(t) for t in args]
-        changed = [self.changed(t, snap.before[i]) for i, t in enumerate(args)]
+        before = [cast("torch.Tensor", b) for b in snap.before]  # all taken: none released yet
+        changed = [self.changed(t, before[i]) for i, t in enumerate(args)]
         # An unchanged argument holds exactly its bytes from before the launch: read it in place, and
         # let its snapshot go before the comparisons' temporaries come.
-        values = [snap.before[i] if changed[i] else t for i, t in enumerate(args)]
+        values = [before[i] if changed[i] else t for i, t in enumerate(args)]
+        del before  # the unchanged arguments' snapshots must be freeable by the release below
         self.release(snap, [j for j, entry in enumerate(snap.buffers) if not any(changed[i] for i in entry[2])])
         sources = {i: [j for j in range(len(args)) if j != i] for i in range(len(args)) if changed[i]}
         raw, opaque = pointers or ([], False)
@@ -180,7 +194,7 @@ class _Launches(_Ops):
         self.seal(snap, changed, verified or {})
         return credited
 
-    def freeze(self, args, sources):
+    def freeze(self, args: List[torch.Tensor], sources: Dict[int, List[int]]) -> Tuple[Frozen, int]:
         """Copies of the labels, as before the launch, of the storages that it writes and whose labels
         another argument's attribution reads (as a source, or two written views of one storage): the
         attribution of one argument must not see another's new labels (a copy of PyTorch's result
@@ -198,7 +212,7 @@ class _Launches(_Ops):
                     self.hold(shadow.labels.nbytes)
         return frozen, nbytes
 
-    def seal(self, snap, changed, verified):
+    def seal(self, snap: _Snapshot, changed: List[bool], verified: Dict[Tuple[Key, int], Digest]) -> None:
         """After a launch's attribution, per storage byte range of its arguments that it changed: the
         digests follow what it wrote there; and bytes it changed there outside its arguments' elements
         (a strided view's gaps, alignment padding), which nothing attributes, become unseen."""

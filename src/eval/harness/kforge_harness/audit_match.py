@@ -5,6 +5,13 @@ tracked result."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, cast
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key, Moments
+    from .audit_labels import Frozen
+    from .audit_shadow import _Shadow
 
 from . import audit_vocab as vocab
 from .audit_vocab import LIBRARY, TRITON, UNSEEN
@@ -16,7 +23,7 @@ from .audit_digests import _Digests
 class _Matching(_Digests):
     """Attribution of one launch's writes into one argument."""
 
-    def storage_source(self, key, st, offset):
+    def storage_source(self, key: Key, st: torch.UntypedStorage, offset: int) -> Optional[_Source]:
         """A storage read flat from byte `offset`, in the float dtype PyTorch last wrote it as (float32
         where unknown), as a source; None where the offset is not aligned to that dtype."""
         import torch
@@ -31,7 +38,7 @@ class _Matching(_Digests):
                                                                    ((st.nbytes() - offset) // size,), (1,))
         return _Source(view, view, shadow.writers if shadow is not None else {})
 
-    def tracked(self, exclude):
+    def tracked(self, exclude: Set[Key]) -> List[_Source]:
         """The other live storages that may hold aten or unseen labels, as sources read flat from their
         first element (what a copy over several launches would have come from)."""
         out = []
@@ -45,7 +52,8 @@ class _Matching(_Digests):
                     out.append(source)
         return out
 
-    def relabel(self, name, i, args, values, sources, writers, frozen, raw=(), opaque=False):
+    def relabel(self, name: str, i: int, args: List[torch.Tensor], values: List[torch.Tensor], sources: List[int],
+                writers: List[Dict[str, str]], frozen: Frozen, raw: Sequence[_Source] = (), opaque: bool = False) -> int:
         """Labels what the launch wrote into argument i (changed); returns the elements credited to Triton.
 
         Sources, in order: t's own values before the launch, the other arguments' (of any size: position
@@ -104,10 +112,11 @@ class _Matching(_Digests):
             shadow.writers.update(new_writers)
         return credited
 
-    def zeros_from(self, t, before, src, frozen, step, cost):
+    def zeros_from(self, t: torch.Tensor, before: torch.Tensor, src: _Source, frozen: Frozen, step: int,
+                   cost: int) -> int:
         """The changed elements of t now Triton's that are zero where src is zero take src's (suspect)
         labels; returns how many."""
-        device, shadow, taken = t.device, self.shadow(t, False), 0
+        device, shadow, taken = t.device, cast("_Shadow", self.shadow(t, False)), 0
         for a, b in _ranges(min(t.numel(), src.m), step):
             with self.temp(cost):
                 now = _flat(t, a, b)
@@ -122,7 +131,8 @@ class _Matching(_Digests):
                     taken += int(kept.sum())
         return taken
 
-    def permutation(self, t, before, pool, frozen):
+    def permutation(self, t: torch.Tensor, before: Optional[torch.Tensor], pool: List[_Source],
+                    frozen: Optional[Frozen]) -> Optional[_Source]:
         """A source of t's size that may hold aten or unseen labels and whose values t now holds
         rearranged (a transpose, a permutation), told by their moments (_same_moments); None if none.
         Runs only when no source holds all the changed values at their positions."""
@@ -137,14 +147,16 @@ class _Matching(_Digests):
             return None
         for src in pool:
             if src.own:
-                theirs = self.moments(lambda a, b: self.value_view(_flat(before, a, b).to(device), t), n)
+                theirs = self.moments(lambda a, b: self.value_view(_flat(cast("torch.Tensor", before), a, b).to(device), t), n)
             else:
-                theirs = self.moments(lambda a, b, s=src: self.value_view(_flat(s.values, a, b).to(device), s.like), n)
+                def read(a: int, b: int, s: _Source = src) -> torch.Tensor:
+                    return self.value_view(_flat(s.values, a, b).to(device), s.like)
+                theirs = self.moments(read, n)
             if theirs is not None and _same_moments(mine, theirs):
                 return src
         return None
 
-    def moments(self, read, n):
+    def moments(self, read: Callable[[int, int], torch.Tensor], n: int) -> Optional[Moments]:
         """((finite, NaN, +inf, -inf counts), [sum, sum |x|, sum x^2, sum x^3, sum |x|^3], min, max) of
         the values read(a, b) gives for [a, b) in [0, n), in float64, chunk by chunk; None if not floats."""
         import torch
@@ -175,15 +187,16 @@ class _Attribution:
     the sources used, the tracked storages (looked up once, when first needed) and the open non-zero
     values each of them matched, the elements credited to Triton."""
 
-    def __init__(self, audit, t, before, cands, frozen, exclude, opaque):
+    def __init__(self, audit: _Matching, t: torch.Tensor, before: torch.Tensor, cands: List[_Source], frozen: Frozen,
+                 exclude: Set[Key], opaque: bool) -> None:
         self.audit, self.t, self.before, self.cands = audit, t, before, cands
         self.frozen, self.exclude, self.opaque = frozen, exclude, opaque
-        self.tracked = None  # the audit's other suspect storages (audit.tracked), once looked up
-        self.used = []
-        self.open_nonzero, self.matched = 0, {}  # tracked storages: the open non-zero values each one holds
+        self.tracked: Optional[List[_Source]] = None  # the audit's other suspect storages (audit.tracked), once looked up
+        self.used: List[_Source] = []
+        self.open_nonzero, self.matched = 0, cast(Dict[int, int], {})  # tracked storages: the open non-zero values each one holds
         self.credited = 0
 
-    def previous(self, src, old, a, b):
+    def previous(self, src: _Source, old: torch.Tensor, a: int, b: int) -> Optional[torch.Tensor]:
         """The source's values at t's positions [a, b) (fewer past its end; None if none), read as the
         values last written into its storage."""
         if src.own:
@@ -191,20 +204,20 @@ class _Attribution:
         e = min(b, src.m)
         return self.audit.value_view(_flat(src.values, a, e).to(self.t.device), src.like) if e > a else None
 
-    def labels_of(self, src, own, a, b):
+    def labels_of(self, src: _Source, own: Optional[torch.Tensor], a: int, b: int) -> torch.Tensor:
         """The source's labels at t's positions [a, b) (own: t's, for t's own values)."""
         if src.own:
-            return own
+            return cast("torch.Tensor", own)  # given for t's own source
         e = min(b, src.m)
         device = self.t.device
         return _pad(self.audit.read(src.like, a, e, self.frozen).to(device) if e > a else None, b - a).to(device)
 
-    def tracked_sources(self):
+    def tracked_sources(self) -> List[_Source]:
         if self.tracked is None:
             self.tracked = self.audit.tracked(self.exclude)
         return self.tracked
 
-    def whole_source(self, step, cost):
+    def whole_source(self, step: int, cost: int) -> Optional[_Source]:
         """Pass 1: the first source within tolerance of which all the changed elements lie, else a
         suspect source whose values t holds rearranged (permutation); None if neither."""
         audit, t, before = self.audit, self.t, self.before
@@ -225,7 +238,8 @@ class _Attribution:
             winner = audit.permutation(t, before, self.cands + self.tracked_sources(), self.frozen)
         return winner
 
-    def by_element(self, new, changed, now, old, a, b):
+    def by_element(self, new: torch.Tensor, changed: torch.Tensor, now: torch.Tensor, old: torch.Tensor, a: int,
+                   b: int) -> torch.Tensor:
         """Pass 2 over the chunk [a, b): the new labels of its changed elements (new: t's labels before
         the launch), each kept from the handed source, then the tracked storage, it matches; the rest is
         Triton's (unseen where the launch holds an opaque pointer)."""

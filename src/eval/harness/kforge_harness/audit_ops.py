@@ -3,6 +3,16 @@
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key
+    from .audit_digests import Piece
+
+    Before = Dict[Key, Tuple[torch.UntypedStorage, int, List[Piece]]]  # what an op may write, digested before it
+
 from .audit_vocab import ALLOC, ATEN, LABELS, LIBRARY, META_OPS, MOVE_OPS, SENTINEL_OPS, op_kind
 from .audit_chunks import _chunk_cost, _close, _extent, _flat, _merge_spans, _pad, _positions, _ranges, _raw, _storage_key, _suspect, _tensors, _word_span, _written
 from .audit_shadow import _Source
@@ -12,7 +22,7 @@ from .audit_match import _Matching
 class _Ops(_Matching):
     """What an aten op writes, labelled."""
 
-    def before_op(self, func, args, kwargs):
+    def before_op(self, func: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Before:
         """Before an aten op that writes in place into storages the audit has digests of: the digests of
         the bytes it may write ({key: (storage, nbytes, digests)}), for update() after it."""
         name = func.overloadpacket.__name__
@@ -20,19 +30,19 @@ class _Ops(_Matching):
             return {}
         if op_kind(name) in ("copy", "library"):  # they pass their sources' labels on, or launder them
             self.verify(_tensors((args, kwargs), []))
-        spans = {}
+        spans: Dict[Key, Tuple[torch.UntypedStorage, List[Tuple[int, int]]]] = {}
         for t in _written(func, args, kwargs):
             if t.numel() > 0:
                 key, st = _storage_key(t), t.untyped_storage()
                 if self.record_of(key, st) is not None:
                     spans.setdefault(key, (st, []))[1].append(_word_span(*_extent(t), st.nbytes()))
-        return {key: (st, st.nbytes(), self.digests(st, _merge_spans(s), lambda a, b, st=st: _raw(st, a, b)))
+        return {key: (st, st.nbytes(), self.digests(st, _merge_spans(s), functools.partial(_raw, st)))
                 for key, (st, s) in spans.items()}
 
-    def follow(self, tensors, before):
+    def follow(self, tensors: List[torch.Tensor], before: Optional[Before]) -> None:
         """After an aten op wrote into these tensors: their storages' digests follow the write (fresh
         storages, and ones without a record, are digested whole)."""
-        storages = {}
+        storages: Dict[Key, torch.UntypedStorage] = {}
         for t in tensors:
             if t.numel() > 0:
                 storages.setdefault(_storage_key(t), t.untyped_storage())
@@ -43,7 +53,8 @@ class _Ops(_Matching):
             else:
                 self.record(key, st)
 
-    def on_op(self, func, args, kwargs, out, before=None):
+    def on_op(self, func: Any, args: Sequence[Any], kwargs: Dict[str, Any], out: Any,
+              before: Optional[Before] = None) -> None:
         """Called from the dispatch mode after the op ran (the mode is off meanwhile); before: what
         before_op returned for it."""
         import torch
@@ -105,7 +116,7 @@ class _Ops(_Matching):
                     self.library_copies(t, inputs)
         self.follow(fresh + written + targets, before)
 
-    def library_copies(self, t, inputs):
+    def library_copies(self, t: torch.Tensor, inputs: List[torch.Tensor]) -> None:
         """A library result that holds the values of an input with aten or unseen labels (a GEMM with an
         identity or permutation matrix) computed nothing: those elements keep the input's labels, else the
         epilogue rule (a Triton write over a library result is Triton's) would launder PyTorch's work

@@ -3,6 +3,12 @@ _Snapshot (a launch's arguments' bytes from before it) and _Source (values a lau
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    import torch
+    from .audit_chunks import Key
+
 from . import audit_vocab as vocab
 from .audit_vocab import ATEN, LABELS, UNSEEN
 from .audit_chunks import SNAPSHOT_ALIGN, _extent, _flat, _pieces, _put, _storage_key, _suspect
@@ -31,7 +37,9 @@ class _Shadow:
       honest byte-view writers at most some Triton share, never a PyTorch result some Triton credit.
     """
 
-    def __init__(self, labels, cell, nbytes, writers=None, value_dtype=None, ref=None, suspect=False):
+    def __init__(self, labels: torch.Tensor, cell: int, nbytes: int, writers: Optional[Dict[str, str]] = None,
+                 value_dtype: Optional[torch.dtype] = None, ref: Optional[Callable[[], Any]] = None,
+                 suspect: bool = False) -> None:
         self.labels, self.cell, self.nbytes, self.writers = labels, cell, nbytes, dict(writers or {})
         # The floating dtype PyTorch last wrote this storage as: a Triton launch that changes it
         # through an integer view of the same width is judged on those values (see value_view).
@@ -39,20 +47,20 @@ class _Shadow:
         self.ref = ref              # weak reference to the storage: dead once it is freed
         self.suspect = suspect      # may hold aten or unseen labels (never cleared: a hint, not a fact)
 
-    def copy(self):
+    def copy(self) -> _Shadow:
         return _Shadow(self.labels.clone(), self.cell, self.nbytes, self.writers, self.value_dtype, self.ref,
                        self.suspect)
 
-    def storage(self):
+    def storage(self) -> Optional[torch.UntypedStorage]:
         """The storage, or None once it has been freed."""
         return self.ref() if self.ref is not None else None
 
-    def mark(self, lo, hi, label):
+    def mark(self, lo: int, hi: int, label: int) -> None:
         """Sets the label of every cell that the storage's bytes [lo, hi) touch."""
         self.labels[lo // self.cell:-(-hi // self.cell)] = label
         self.suspect |= label in (ATEN, UNSEEN)
 
-    def layout(self, t):
+    def layout(self, t: torch.Tensor) -> Tuple[str, Any, Any]:
         """("grid", view of shape t.shape + (r,), r cells per element) or ("cells", k, whole) for views
         of elements smaller than a cell: k elements a cell; whole: each row covers whole cells."""
         size, cell = t.element_size(), self.cell
@@ -68,13 +76,13 @@ class _Shadow:
                  and all(s % k == 0 for s in t.stride()[:-1]))
         return "cells", k, whole
 
-    def step(self, t):
+    def step(self, t: torch.Tensor) -> int:
         """The chunk step for writes into t: a whole number of cells when elements share cells."""
         kind, k, whole = self.layout(t)
         return vocab.CHUNK_ELEMENTS if kind == "grid" or not whole else -(-vocab.CHUNK_ELEMENTS // k) * k
 
     @staticmethod
-    def _cells(t, a, b, k):
+    def _cells(t: torch.Tensor, a: int, b: int, k: int) -> torch.Tensor:
         """Cell index of each of t's logical elements [a, b) (int64)."""
         import torch
         parts = []
@@ -86,7 +94,7 @@ class _Shadow:
             parts.append(offsets.reshape(-1))
         return (parts[0] if len(parts) == 1 else torch.cat(parts)) // k
 
-    def read(self, t, a, b):
+    def read(self, t: torch.Tensor, a: int, b: int) -> torch.Tensor:
         """Labels of t's logical elements [a, b) (a new uint8 tensor)."""
         kind, grid_or_k, r_or_whole = self.layout(t)
         if kind == "cells":
@@ -96,7 +104,7 @@ class _Shadow:
             return cells[:, 0].clone()
         return cells.amax(1)  # an element spanning cells: their merge (the most suspect)
 
-    def write(self, t, a, b, values):
+    def write(self, t: torch.Tensor, a: int, b: int, values: Union[torch.Tensor, int]) -> None:
         """Sets the labels of t's logical elements [a, b) to values (uint8 tensor of b - a, or a label)."""
         import torch
         kind, grid_or_k, r_or_whole = self.layout(t)
@@ -120,24 +128,24 @@ class _Snapshot:
     """The bytes of one launch's tensor arguments before it ran, one copy per storage byte range that
     the arguments cover (two views of one storage share it): on the device, or staged in host memory."""
 
-    def __init__(self, args):
+    def __init__(self, args: List[torch.Tensor]) -> None:
         self.args = args             # the launch's tensor arguments (numel > 0, each once)
-        self.before = [None] * len(args)
+        self.before: List[Optional[torch.Tensor]] = [None] * len(args)
         # [tensor or None, device bytes accounted, argument indexes, lo, hi, storage]: bytes [lo, hi)
-        self.buffers = []
+        self.buffers: List[List[Any]] = []
 
     @staticmethod
-    def intervals(args):
+    def intervals(args: List[torch.Tensor]) -> List[List[Any]]:
         """Per storage, the merged, 16-byte-aligned byte ranges covered: [(lo, hi, storage, indexes)]."""
-        by_storage = {}
+        by_storage: Dict[Key, List[Tuple[int, int, int]]] = {}
         for i, t in enumerate(args):
             lo, hi = _extent(t)
             by_storage.setdefault(_storage_key(t), []).append((lo, hi, i))
-        out = []
+        out: List[List[Any]] = []
         for spans in by_storage.values():
             storage = args[spans[0][2]].untyped_storage()
             spans.sort()
-            current = None
+            current: Optional[List[Any]] = None
             for lo, hi, i in spans:
                 lo = lo // SNAPSHOT_ALIGN * SNAPSHOT_ALIGN
                 hi = min(-(-hi // SNAPSHOT_ALIGN) * SNAPSHOT_ALIGN, storage.nbytes())
@@ -158,6 +166,7 @@ class _Source:
 
     __slots__ = ("like", "values", "m", "writers", "own", "key")
 
-    def __init__(self, like, values, writers, own=False):
+    def __init__(self, like: torch.Tensor, values: torch.Tensor, writers: Optional[Dict[str, str]],
+                 own: bool = False) -> None:
         self.like, self.values, self.m, self.own = like, values, like.numel(), own
         self.writers, self.key = dict(writers or {}), _storage_key(like)
