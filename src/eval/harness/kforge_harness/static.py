@@ -414,14 +414,27 @@ _TRY_NODES: Tuple[type, ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))  # tr
 
 
 def _static_rules(tree: ast.Module, report: StaticReport, reject_torch_ops: bool) -> None:
+    """The rule families in their order: the kernels and launches found (and the structure they
+    must have), the security rules, fallbacks and side streams, PyTorch compute in forward."""
     top_classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     functions: Dict[str, Function] = {}
-    node: Any  # every kind of node, narrowed where it matters
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.setdefault(node.name, node)
+    jit = _jit_kernels(tree)
+    report.jit_kernels = sorted(jit)
+    launches: List[Any] = [n for n in ast.walk(tree) if _is_launch(n, jit)]  # calls of a subscript
+    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
+    _structure_rules(report, "ModelNew" in top_classes, bool(jit), bool(launches))
+    modelnew = top_classes.get("ModelNew")
+    _security_rules(tree, report)
+    _fallback_rules(tree, report, jit, functions, modelnew)
+    if modelnew is not None:
+        _torch_op_rules(modelnew, functions, report, reject_torch_ops)
 
-    # @triton.jit kernels, by decorator or by `name = triton.jit(fn)`.
+
+def _jit_kernels(tree: ast.Module) -> Set[str]:
+    """@triton.jit kernels, by decorator or by `name = triton.jit(fn)`."""
     jit = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -432,32 +445,36 @@ def _static_rules(tree: ast.Module, report: StaticReport, reject_torch_ops: bool
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         jit.add(t.id)
-    report.jit_kernels = sorted(jit)
+    return jit
 
-    def is_launch(call: ast.AST) -> bool:
-        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
-            return False
-        name = dotted(launched(call.func.value)) or ""
-        return name.split(".")[-1] in jit
 
-    launches: List[Any] = [n for n in ast.walk(tree) if is_launch(n)]  # calls of a subscript
-    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
-    launching_functions = {
-        name for name, fn in functions.items() if name not in jit and any(is_launch(n) for n in ast.walk(fn))
-    }
+def _is_launch(call: ast.AST, jit: Set[str]) -> bool:
+    """`kernel[grid](...)` (or `wrap_triton(kernel)[grid](...)`) of one of the jit kernels."""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
+        return False
+    name = dotted(launched(call.func.value)) or ""
+    return name.split(".")[-1] in jit
 
-    if "ModelNew" not in top_classes:
+
+def _structure_rules(report: StaticReport, has_modelnew: bool, has_jit: bool, has_launch: bool) -> None:
+    """A module-level ModelNew, a @triton.jit kernel, and a launch of one."""
+    if not has_modelnew:
         report.error("no_modelnew", "the kernel must define `class ModelNew` at module level")
-    if not jit:
+    if not has_jit:
         report.error("no_triton", "no @triton.jit kernel is defined: the work must run in Triton")
-    elif not launches:
+    elif not has_launch:
         report.error("no_launch", "no @triton.jit kernel is launched (expected `kernel[grid](...)`)")
 
-    modelnew = top_classes.get("ModelNew")
+
+def _fallback_rules(tree: ast.Module, report: StaticReport, jit: Set[str], functions: Dict[str, Function],
+                    modelnew: Optional[ast.ClassDef]) -> None:
+    """try/except around kernel code (a launch, a call of a function that launches, anything in
+    ModelNew) and contextlib.suppress hide kernel failures; side CUDA streams are a warning."""
+    launching_functions = {
+        name for name, fn in functions.items() if name not in jit and any(_is_launch(n, jit) for n in ast.walk(fn))
+    }
     modelnew_nodes = set(id(n) for n in ast.walk(modelnew)) if modelnew else set()
-
-    _security_rules(tree, report)
-
+    node: Any  # every kind of node, narrowed where it matters
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
         if isinstance(node, ast.Call):
@@ -469,7 +486,7 @@ def _static_rules(tree: ast.Module, report: StaticReport, reject_torch_ops: bool
         elif isinstance(node, _TRY_NODES) and cast(Any, node).handlers:
             inside_modelnew = id(node) in modelnew_nodes
             guarded = any(
-                is_launch(n)
+                _is_launch(n, jit)
                 or (isinstance(n, ast.Call) and (dotted(n.func) or "").split(".")[-1] in launching_functions)
                 for stmt in cast(Any, node).body
                 for n in ast.walk(stmt)
@@ -480,9 +497,6 @@ def _static_rules(tree: ast.Module, report: StaticReport, reject_torch_ops: bool
                     "try/except around kernel code: a fallback hides kernel failures (remove the try/except)",
                     line,
                 )
-
-    if modelnew is not None:
-        _torch_op_rules(modelnew, functions, report, reject_torch_ops)
 
 
 # ---------------------------------------------------------------- forbidden names, by any spelling
