@@ -4,32 +4,40 @@ record, and a record it cannot read is `malformed`, never a pass. The record's s
 docstring.
 """
 
+from __future__ import annotations
+
 import math
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
-from .audit import (ATEN_DOMINANT, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS, MAX_LAUNCH_NAMES, MAX_NAME,
-                    MAX_OPS, MAX_OUTPUTS, MEANINGFUL, OP_KINDS, VERSION)
+from .audit_vocab import (ATEN_DOMINANT, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS, MAX_LAUNCH_NAMES, MAX_NAME,
+                          MAX_OPS, MAX_OUTPUTS, MEANINGFUL, OP_KINDS, VERSION)
 
-def _count(v):
+Predicate = Callable[[Any], bool]
+# A predicate, {key: spec} (keys marked _Optional may be absent) or [cap, item spec].
+Spec = Union[Predicate, Dict[str, Any], List[Any]]
+
+
+def _count(v: Any) -> bool:
     return type(v) is int and 0 <= v < 1 << 62
 
 
-def _number(v):
+def _number(v: Any) -> bool:
     return type(v) in (int, float) and math.isfinite(v) and v >= 0
 
 
-def _fraction(v):
+def _fraction(v: Any) -> bool:
     return _number(v) and v <= 1.0
 
 
-def _name(v):
+def _name(v: Any) -> bool:
     return type(v) is str and len(v) <= MAX_NAME
 
 
-def _one_of(*values):
+def _one_of(*values: Any) -> Predicate:
     return lambda v: any(type(v) is type(x) and v == x for x in values)
 
 
-def _shares(keys):
+def _shares(keys: Iterable[str]) -> Predicate:
     return lambda v: (isinstance(v, dict) and set(v) == set(keys) and all(_fraction(x) for x in v.values())
                       and sum(v.values()) <= 1 + 1e-6)
 
@@ -37,11 +45,11 @@ def _shares(keys):
 class _Optional:
     """In a {key: spec}: the key may be absent (records of workers from before it)."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: Spec) -> None:
         self.spec = spec
 
 
-def _ok(value, spec):
+def _ok(value: Any, spec: Spec) -> bool:
     """spec: a predicate, {key: spec} (these keys, those marked _Optional may be absent) or [cap, item spec]."""
     if isinstance(spec, dict):
         required = {k for k, s in spec.items() if not isinstance(s, _Optional)}
@@ -52,7 +60,7 @@ def _ok(value, spec):
     return spec(value)
 
 
-def _digest(v):
+def _digest(v: Any) -> bool:
     """digest.tensor_digest's form: 24 lowercase hex digits."""
     return type(v) is str and len(v) == 24 and all(c in "0123456789abcdef" for c in v)
 
@@ -77,7 +85,7 @@ RECORD_SPEC = {
 }
 
 
-def _validate(record, device_is_gpu):
+def _validate(record: Any, device_is_gpu: bool) -> Optional[str]:
     """The first problem with the record, or None."""
     if not _ok(record, RECORD_SPEC):
         return "it does not follow the schema"
@@ -94,12 +102,12 @@ def _validate(record, device_is_gpu):
     return None
 
 
-def _percent(share):
+def _percent(share: float) -> str:
     # never round a sliver away: "<1%" and ">99%" say that the other part is not nothing
     return "<1%" if 0 < share < 0.005 else ">99%" if 0.995 <= share < 1 else "%d%%" % round(share * 100)
 
 
-def _describe_output(o):
+def _describe_output(o: Dict[str, Any]) -> str:
     words = {"alloc": "never written", "input": "copied from inputs", "aten": "PyTorch",
              "library": "PyTorch library", "triton": "Triton", "unseen": "made where the audit could not see"}
     parts = ["%s %s%s" % (_percent(o["shares"][k]), words[k], " (%s)" % o["writers"][k] if k in o["writers"] else "")
@@ -107,18 +115,18 @@ def _describe_output(o):
     return "%s: %s" % (o["path"], ", ".join(parts) or "empty")
 
 
-def unseen_outputs(record):
+def unseen_outputs(record: Dict[str, Any]) -> List[str]:
     """Paths of the outputs of a (validated) record with elements whose writer the audit did
     not see."""
     return [o["path"] for o in record["outputs"] if o["shares"]["unseen"] > 0]
 
 
-def _result(verdict, summary, shares, details):
+def _result(verdict: str, summary: str, shares: Dict[str, Any], details: Dict[str, Any]) -> Dict[str, Any]:
     return {"verdict": verdict, "summary": summary[:1000], "triton_share": shares.get("triton"),
             "library_share": shares.get("library"), "aten_share": shares.get("aten"), "details": details}
 
 
-def classify(record, device_is_gpu):
+def classify(record: Any, device_is_gpu: bool) -> Dict[str, Any]:
     """Verdict on an audit record: "ok", "torch_fallback", or "malformed" (with the reason)."""
     try:
         problem = _validate(record, device_is_gpu)

@@ -19,7 +19,9 @@ thought of. Inside an allowed module, the rules of static.py (files, frames, pri
   LIBRARY_ALLOWED, and its first attribute there is not one of TOP_REFUSED.
 """
 
-from typing import Callable, Dict, FrozenSet, Iterable, Optional, Tuple
+from __future__ import annotations
+
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 Hit = Tuple[str, str, str]  # (rule, subject, why)
 RULE = "reach"
@@ -127,7 +129,7 @@ def under(name: str, prefixes: Iterable[str]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def _module_part(parts: list, is_module: Callable[[str], bool]) -> str:
+def _module_part(parts: List[str], is_module: Callable[[str], bool]) -> str:
     """The longest prefix of parts that is a module of the library (at least its root)."""
     for n in range(len(parts), 1, -1):
         prefix = ".".join(parts[:n])

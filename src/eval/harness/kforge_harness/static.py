@@ -75,6 +75,8 @@ reached under a name the check does not know as a module; values an object's att
 at run time (self-chains are trusted from their assignments).
 """
 
+from __future__ import annotations
+
 import ast
 import base64
 import binascii
@@ -85,8 +87,12 @@ import os
 import re
 import string
 import sys
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union, cast
 
 from . import reach
+
+Entry = Dict[str, Any]  # a report's error or warning: {"rule", "message", "line"}
+Refuse = Callable[[str, str, str, Optional[int]], None]  # refuse(rule, what, why, line)
 
 _PROCESS = "signals, threads and processes are not allowed"
 _INTROSPECT = "frame and object introspection is not allowed (it reaches the harness and the reference)"
@@ -326,7 +332,7 @@ NN_COMPUTE_MODULES = re.compile(
 )
 
 
-def dotted(node):
+def dotted(node: Optional[ast.AST]) -> Optional[str]:
     """'torch.cuda.Event' for an Attribute/Name chain, else None."""
     parts = []
     while isinstance(node, ast.Attribute):
@@ -343,7 +349,7 @@ def dotted(node):
 LAUNCH_WRAPPERS = {"wrap_triton", "capture_triton"}
 
 
-def launched(node):
+def launched(node: ast.expr) -> ast.expr:
     """The kernel a launch's subscripted expression names: `kernel` in `kernel[grid]` and in
     `wrap_triton(kernel)[grid]`."""
     if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and \
@@ -352,28 +358,28 @@ def launched(node):
     return node
 
 
-def decorator_is_jit(dec):
+def decorator_is_jit(dec: ast.expr) -> bool:
     target = dec.func if isinstance(dec, ast.Call) else dec
     name = dotted(target) or ""
     return name.split(".")[-1] == "jit"
 
 
 class StaticReport:
-    def __init__(self):
-        self.errors = []
-        self.warnings = []
-        self.jit_kernels = []
-        self.launches = []
+    def __init__(self) -> None:
+        self.errors: List[Entry] = []
+        self.warnings: List[Entry] = []
+        self.jit_kernels: List[str] = []
+        self.launches: List[str] = []
 
-    def error(self, rule, message, line=None):
+    def error(self, rule: str, message: str, line: Optional[int] = None) -> None:
         entry = {"rule": rule, "message": message, "line": line}
         if entry not in self.errors:
             self.errors.append(entry)
 
-    def warn(self, rule, message, line=None):
+    def warn(self, rule: str, message: str, line: Optional[int] = None) -> None:
         self.warnings.append({"rule": rule, "message": message, "line": line})
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         return {
             "errors": self.errors,
             "warnings": self.warnings,
@@ -382,7 +388,7 @@ class StaticReport:
         }
 
 
-def static_check(source, reject_torch_ops=False):
+def static_check(source: str, reject_torch_ops: bool = False) -> Tuple[Optional[str], Dict[str, Any], Optional[Dict[str, Any]]]:
     """Returns (category or None, report dict, syntax detail or None)."""
     report = StaticReport()
     try:
@@ -404,14 +410,31 @@ def static_check(source, reject_torch_ops=False):
     return ("static_check" if report.errors else None), report.as_dict(), None
 
 
-def _static_rules(tree, report, reject_torch_ops):
+_TRY_NODES: Tuple[type, ...] = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except and try/except*
+
+
+def _static_rules(tree: ast.Module, report: StaticReport, reject_torch_ops: bool) -> None:
+    """The rule families in their order: the kernels and launches found (and the structure they
+    must have), the security rules, fallbacks and side streams, PyTorch compute in forward."""
     top_classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    functions = {}
+    functions: Dict[str, Function] = {}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.setdefault(node.name, node)
+    jit = _jit_kernels(tree)
+    report.jit_kernels = sorted(jit)
+    launches: List[Any] = [n for n in ast.walk(tree) if _is_launch(n, jit)]  # calls of a subscript
+    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
+    _structure_rules(report, "ModelNew" in top_classes, bool(jit), bool(launches))
+    modelnew = top_classes.get("ModelNew")
+    _security_rules(tree, report)
+    _fallback_rules(tree, report, jit, functions, modelnew)
+    if modelnew is not None:
+        _torch_op_rules(modelnew, functions, report, reject_torch_ops)
 
-    # @triton.jit kernels, by decorator or by `name = triton.jit(fn)`.
+
+def _jit_kernels(tree: ast.Module) -> Set[str]:
+    """@triton.jit kernels, by decorator or by `name = triton.jit(fn)`."""
     jit = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -422,32 +445,36 @@ def _static_rules(tree, report, reject_torch_ops):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         jit.add(t.id)
-    report.jit_kernels = sorted(jit)
+    return jit
 
-    def is_launch(call):
-        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
-            return False
-        name = dotted(launched(call.func.value)) or ""
-        return name.split(".")[-1] in jit
 
-    launches = [n for n in ast.walk(tree) if is_launch(n)]
-    report.launches = sorted({(dotted(launched(n.func.value)) or "?") for n in launches})
-    launching_functions = {
-        name for name, fn in functions.items() if name not in jit and any(is_launch(n) for n in ast.walk(fn))
-    }
+def _is_launch(call: ast.AST, jit: Set[str]) -> bool:
+    """`kernel[grid](...)` (or `wrap_triton(kernel)[grid](...)`) of one of the jit kernels."""
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Subscript):
+        return False
+    name = dotted(launched(call.func.value)) or ""
+    return name.split(".")[-1] in jit
 
-    if "ModelNew" not in top_classes:
+
+def _structure_rules(report: StaticReport, has_modelnew: bool, has_jit: bool, has_launch: bool) -> None:
+    """A module-level ModelNew, a @triton.jit kernel, and a launch of one."""
+    if not has_modelnew:
         report.error("no_modelnew", "the kernel must define `class ModelNew` at module level")
-    if not jit:
+    if not has_jit:
         report.error("no_triton", "no @triton.jit kernel is defined: the work must run in Triton")
-    elif not launches:
+    elif not has_launch:
         report.error("no_launch", "no @triton.jit kernel is launched (expected `kernel[grid](...)`)")
 
-    modelnew = top_classes.get("ModelNew")
+
+def _fallback_rules(tree: ast.Module, report: StaticReport, jit: Set[str], functions: Dict[str, Function],
+                    modelnew: Optional[ast.ClassDef]) -> None:
+    """try/except around kernel code (a launch, a call of a function that launches, anything in
+    ModelNew) and contextlib.suppress hide kernel failures; side CUDA streams are a warning."""
+    launching_functions = {
+        name for name, fn in functions.items() if name not in jit and any(_is_launch(n, jit) for n in ast.walk(fn))
+    }
     modelnew_nodes = set(id(n) for n in ast.walk(modelnew)) if modelnew else set()
-
-    _security_rules(tree, report)
-
+    node: Any  # every kind of node, narrowed where it matters
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
         if isinstance(node, ast.Call):
@@ -456,12 +483,12 @@ def _static_rules(tree, report, reject_torch_ops):
                 report.warn("side_stream", "uses a side CUDA stream (%s): timing is cross-checked against host time" % name, line)
             if name.split(".")[-1] == "suppress" and ("contextlib" in name or name == "suppress"):
                 report.error("fallback", "contextlib.suppress hides kernel failures", line)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and node.handlers:
+        elif isinstance(node, _TRY_NODES) and cast(Any, node).handlers:
             inside_modelnew = id(node) in modelnew_nodes
             guarded = any(
-                is_launch(n)
+                _is_launch(n, jit)
                 or (isinstance(n, ast.Call) and (dotted(n.func) or "").split(".")[-1] in launching_functions)
-                for stmt in node.body
+                for stmt in cast(Any, node).body
                 for n in ast.walk(stmt)
             )
             if guarded or inside_modelnew:
@@ -470,9 +497,6 @@ def _static_rules(tree, report, reject_torch_ops):
                     "try/except around kernel code: a fallback hides kernel failures (remove the try/except)",
                     line,
                 )
-
-    if modelnew is not None:
-        _torch_op_rules(modelnew, functions, report, reject_torch_ops)
 
 
 # ---------------------------------------------------------------- forbidden names, by any spelling
@@ -486,7 +510,7 @@ _CODECS = {"utf-8", "utf8", "ascii", "latin-1", "latin1", "iso-8859-1", "utf-16"
 _STR_METHODS = {"join", "replace", "lower", "upper", "strip", "lstrip", "rstrip", "decode", "encode", "capitalize",
                 "title", "swapcase", "removeprefix", "removesuffix", "casefold", "__add__", "translate", "format",
                 "maketrans"}
-_DECODERS = {"base64.b64decode": base64.b64decode, "base64.b32decode": base64.b32decode,
+_DECODERS: Dict[str, Callable[..., Any]] = {"base64.b64decode": base64.b64decode, "base64.b32decode": base64.b32decode,
              "base64.b16decode": base64.b16decode, "base64.a85decode": base64.a85decode,
              "base64.b85decode": base64.b85decode, "base64.urlsafe_b64decode": base64.urlsafe_b64decode,
              "binascii.unhexlify": binascii.unhexlify, "binascii.a2b_hex": binascii.a2b_hex,
@@ -494,7 +518,7 @@ _DECODERS = {"base64.b64decode": base64.b64decode, "base64.b32decode": base64.b3
 _PERCENT_OK = re.compile(r"(?:[^%]|%[%sdrxXo])*", re.S)
 
 
-def fold(node, env=None, depth=0):
+def fold(node: ast.AST, env: Optional[Dict[str, Any]] = None, depth: int = 0) -> Any:
     """The value of a constant string expression ("fo" + "rk", "".join([...]), "krof"[::-1],
     chr(102), f"{'fo'}rk", "{}{}".format(...), "%s" % ..., bytes.decode, rot13, a name bound only
     to constants (env), ...), else None. Nothing of the candidate runs: only these operations on
@@ -504,7 +528,7 @@ def fold(node, env=None, depth=0):
     return None if isinstance(value, (str, bytes, list, tuple)) and len(value) > _LIMIT else value
 
 
-def _fold_format(fmt, args, kwargs):
+def _fold_format(fmt: str, args: Sequence[Any], kwargs: Dict[Any, Any]) -> Optional[str]:
     for _, field, spec, conversion in string.Formatter().parse(fmt):
         if field is not None and (spec or conversion or not re.fullmatch(r"\d*|[A-Za-z_]\w*", field)):
             return None  # widths, conversions, attribute and item lookups are not folded
@@ -513,10 +537,12 @@ def _fold_format(fmt, args, kwargs):
     return fmt.format(*args, **kwargs)
 
 
-def _fold(node, env, depth):
+def _fold(node: Any, env: Dict[str, Any], depth: int) -> Any:
     if depth > 100:
         return None
-    sub = lambda n, e=env: fold(n, e, depth + 1)  # noqa: E731
+    def sub(n: ast.AST, e: Dict[str, Any] = env) -> Any:
+        return fold(n, e, depth + 1)
+
     if isinstance(node, ast.Constant):
         v = node.value
         return v if isinstance(v, (str, bytes, int)) and not isinstance(v, bool) else None
@@ -553,12 +579,12 @@ def _fold(node, env, depth):
             return None
         if isinstance(node, ast.JoinedStr):
             parts = []
-            for v in node.values:
-                if isinstance(v, ast.FormattedValue):
-                    if v.format_spec is not None or v.conversion != -1:
+            for piece in node.values:
+                if isinstance(piece, ast.FormattedValue):
+                    if piece.format_spec is not None or piece.conversion != -1:
                         return None
-                    v = v.value
-                part = sub(v)
+                    piece = piece.value
+                part = sub(piece)
                 if part is None:
                     return None
                 parts.append(str(part))
@@ -589,7 +615,7 @@ def _fold(node, env, depth):
     return None
 
 
-def _fold_call(node, env, sub):
+def _fold_call(node: ast.Call, env: Dict[str, Any], sub: Callable[..., Any]) -> Any:
     f = node.func
     if isinstance(f, ast.Name) and f.id == "map" and len(node.args) == 2 and isinstance(node.args[0], ast.Name):
         # map(chr, [...]): the first argument is a function, not a constant.
@@ -611,7 +637,7 @@ def _fold_call(node, env, sub):
     elif isinstance(f, ast.Attribute) and f.attr in ("decode", "encode"):
         codec = args[1:2] if isinstance(f.value, ast.Name) and f.value.id in ("str", "bytes", "codecs") else args[:1]
     else:
-        codec = ()
+        codec = []
     if any(not isinstance(a, str) or a.lower() not in _CODECS for a in codec):
         return None
     if isinstance(f, ast.Name) and f.id in ("chr", "str", "reversed", "list", "tuple", "sorted", "bytes",
@@ -623,8 +649,10 @@ def _fold_call(node, env, sub):
         if f.id == "int" and len(args) == 2 and isinstance(args[0], str) and len(args[0]) <= 64:
             return int(*args)
         if f.id not in ("chr", "int") and len(args) == 1 and isinstance(args[0], (str, bytes, list, tuple)):
-            return {"str": str, "reversed": lambda v: list(reversed(v)), "list": list, "tuple": tuple,
-                    "sorted": sorted, "bytes": bytes, "bytearray": bytes}[f.id](args[0])
+            convert: Dict[str, Callable[[Any], Any]] = {
+                "str": str, "reversed": lambda v: list(reversed(v)), "list": list, "tuple": tuple, "sorted": sorted,
+                "bytes": bytes, "bytearray": bytes}
+            return convert[f.id](args[0])
         return None
     if name in ("codecs.decode", "codecs.encode") and len(args) == 2 and args[1] in ("rot13", "rot_13") and \
             isinstance(args[0], str):
@@ -652,11 +680,11 @@ def _fold_call(node, env, sub):
     return None
 
 
-def _private(p):
+def _private(p: str) -> bool:
     return p.startswith("_") and not (p.startswith("__") and p.endswith("__"))
 
 
-def _private_hit(parts):
+def _private_hit(parts: List[str]) -> Optional[str]:
     """The dotted name up to the private name that refuses parts, else None."""
     if parts[0].startswith(("@", "<")) or len(parts) < 2:
         return None
@@ -671,7 +699,7 @@ def _private_hit(parts):
     return None
 
 
-def _forbidden_rooted(parts):
+def _forbidden_rooted(parts: List[str]) -> Optional[reach.Hit]:
     for n in range(1, len(parts) + 1):
         prefix = ".".join(parts[:n])
         if prefix in FORBIDDEN:
@@ -719,9 +747,9 @@ def _forbidden_rooted(parts):
         return "introspection", ".".join(parts), "global module hooks see every module's inputs and outputs"
     if root == CLASS and attr in OPAQUE_ATTRS:
         return "unresolved_module", ".".join(parts), _UNRESOLVED % attr
-    hit = _private_hit(parts)
-    if hit:
-        return "private", hit, _PRIVATE
+    private = _private_hit(parts)
+    if private:
+        return "private", private, _PRIVATE
     return None
 
 
@@ -729,7 +757,7 @@ _UNRESOLVED = ("an object this check cannot resolve is used like a module (os, s
                "no kernel needs .%s on anything")
 
 
-def _rerooted(parts):
+def _rerooted(parts: List[str]) -> List[List[str]]:
     """The chains q stands for: itself, and from each module named on the way (torch.serialization.os.fork
     is os.fork, torch.storage.np.load is numpy.load), those first."""
     found = []
@@ -743,19 +771,19 @@ def _rerooted(parts):
     return found + [parts]
 
 
-def _on_the_way_to(name, allowed):
+def _on_the_way_to(name: str, allowed: Iterable[str]) -> bool:
     """name is one of `allowed`, below one, or a chain on the way to one (torch._C on the way to
     torch._C._cuda_getCurrentRawStream)."""
     return reach.under(name, allowed) or any(p.startswith(name + ".") for p in allowed)
 
 
-def _stdlib_on_the_way(parts, i):
+def _stdlib_on_the_way(parts: List[str], i: int) -> bool:
     """parts[i] is a standard module reached through torch, numpy or triton (torch.fx.graph_module.linecache),
     not a module of the library of the same name (torch.random, torch.signal)."""
     return parts[0] in LIBRARIES and parts[i] in STDLIB_MODULES and ".".join(parts[:i + 1]) not in library_modules()
 
 
-def forbidden(q):
+def forbidden(q: str) -> Optional[reach.Hit]:
     """(rule, subject, why) when the dotted name q is refused, else None."""
     for parts in _rerooted(q.split(".")):
         hit = _forbidden_rooted(parts)
@@ -764,16 +792,16 @@ def forbidden(q):
     return None
 
 
-_LIBRARY_MODULES = None
+_LIBRARY_MODULES: Optional[Set[str]] = None
 STDLIB_NAMES = frozenset(getattr(sys, "stdlib_module_names", ()))
-_INSTALLED = {}
+_INSTALLED: Dict[str, bool] = {}
 
 
-def _is_library_module(name):
+def _is_library_module(name: str) -> bool:
     return name in library_modules()
 
 
-def _installed(root):
+def _installed(root: str) -> bool:
     """A top-level module of that name can be imported here (a builtin module or one on the path):
     found, not imported."""
     if root not in _INSTALLED:
@@ -785,12 +813,12 @@ def _installed(root):
     return _INSTALLED[root]
 
 
-def library_modules():
+def library_modules() -> Set[str]:
     """Dotted names of the modules of torch, numpy and triton, from the files of the installed
     packages (nothing is imported; read once per process)."""
     global _LIBRARY_MODULES
     if _LIBRARY_MODULES is None:
-        found = set()
+        found: Set[str] = set()
         for root in sorted(LIBRARIES):
             try:
                 spec = importlib.machinery.PathFinder.find_spec(root)
@@ -811,13 +839,13 @@ def library_modules():
     return _LIBRARY_MODULES
 
 
-def show(q):
+def show(q: str) -> str:
     if q.startswith(OPAQUE):
         return "(a call's result)" + q[len(OPAQUE):]
     return q[2:] if q.startswith("@.") else q
 
 
-def _module_string(s):
+def _module_string(s: str) -> Optional[str]:
     """The module or dotted name that the string s names ("os", "ctypes", "os.system", "os:system")
     where that is refused, else None."""
     name = s.replace(":", ".")
@@ -829,7 +857,7 @@ def _module_string(s):
     return None
 
 
-def _bound_names(node):
+def _bound_names(node: ast.AST) -> List[str]:
     """Identifiers a node binds other than by `name = value` or a loop over constants."""
     if isinstance(node, ast.arg):
         return [node.arg]
@@ -851,19 +879,20 @@ class Names:
     "torch.cuda.Event") or of builtins ("@.open"), through imports and plain assignments; and of
     names bound only to constants to their values."""
 
-    def __init__(self, tree):
-        self.nodes = list(ast.walk(tree))  # walked once: every pass below goes over this list
-        self.parent = {}
+    def __init__(self, tree: ast.AST) -> None:
+        # walked once: every pass below goes over this list (nodes of every kind, narrowed where it matters)
+        self.nodes: List[Any] = list(ast.walk(tree))
+        self.parent: Dict[ast.AST, ast.AST] = {}
         for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
-        self.bindings = {}
-        self._memo = None
+        self.bindings: Dict[str, Set[str]] = {}
+        self._memo: Optional[Dict[int, Tuple[ast.AST, FrozenSet[str]]]] = None
         self.modules = set(KNOWN_MODULES)
-        self.annotations = set()
+        self.annotations: Set[int] = set()
         self.local_classes = {n.name: n for n in self.nodes if isinstance(n, ast.ClassDef)}
         self._constants(tree)
-        aliases = []
+        aliases: List[Tuple[List[Any], ast.expr]] = []
         for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -875,16 +904,16 @@ class Names:
                     if a.name != "*":
                         self.bind(a.asname or a.name, node.module + "." + a.name)
             elif self.is_alias(node):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                targets: List[Any] = node.targets if isinstance(node, ast.Assign) else [node.target]
                 aliases.append(([t.id for t in targets], node.value))
             elif isinstance(node, ast.Assign) and len(node.targets) == 1 and dotted(node.targets[0]):
                 # self.cls = type(x): attribute targets are bound by their dotted name ("self.cls"). A
                 # module or timer stored this way is refused as a value use; this follows the rest.
                 aliases.append(([dotted(node.targets[0])], node.value))
             annotations = [getattr(node, "returns", None), getattr(node, "annotation", None)]
-            for a in annotations:
-                if a is not None:
-                    self.annotations.update(id(n) for n in ast.walk(a))
+            for annotation in annotations:
+                if annotation is not None:
+                    self.annotations.update(id(n) for n in ast.walk(annotation))
         for _ in range(4):  # `a = os; b = a; c = b.path`: a few rounds reach a fixed point in practice
             for targets, value in aliases:
                 for q in self.qual(value):
@@ -892,11 +921,12 @@ class Names:
                         self.bind(t, q)
         self._memo = {}  # the bindings are final: qual is a function of the node from here on
 
-    def _constants(self, tree):
+    def _constants(self, tree: ast.AST) -> None:
         """self.consts: identifier -> the set of constant values it is ever bound to, for names
         bound only by `name = <constant expression>` or `for name in <constant sequence>`
         (flow-insensitive, like the rest); self.env: those bound to one value."""
-        candidates, variable = {}, set()
+        candidates: Dict[str, List[Tuple[bool, ast.expr]]] = {}
+        variable: Set[str] = set()
         for node in self.nodes:
             variable.update(_bound_names(node))
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -930,10 +960,10 @@ class Names:
                         else:
                             self.multi.add(name)
 
-    def fold(self, node):
+    def fold(self, node: ast.AST) -> Any:
         return fold(node, self.env)
 
-    def values(self, node):
+    def values(self, node: ast.AST) -> Optional[Set[Any]]:
         """Every value a constant expression can have (names bound to several constants are tried
         with each), else None."""
         multi = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id in self.multi}) \
@@ -951,17 +981,17 @@ class Names:
             found.add(tuple(value) if isinstance(value, list) else value)
         return found
 
-    def strings(self, node):
+    def strings(self, node: ast.AST) -> Optional[Set[Any]]:
         """The strings a constant expression can be, else None (a name built at run time)."""
         found = self.values(node)
         return found if found and all(isinstance(v, str) for v in found) else None
 
-    def bind(self, name, q):
+    def bind(self, name: str, q: str) -> None:
         quals = self.bindings.setdefault(name, set())
         if len(quals) < 16 and q.count(".") < 12:
             quals.add(q)
 
-    def is_alias(self, node):
+    def is_alias(self, node: ast.AST) -> bool:
         """`name = expr` (or `a = b = expr`, `name: T = expr`) outside a class body."""
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -971,7 +1001,7 @@ class Names:
             return False
         return all(isinstance(t, ast.Name) for t in targets) and not isinstance(self.parent.get(node), ast.ClassDef)
 
-    def qual(self, node):
+    def qual(self, node: ast.AST) -> Set[str]:
         if self._memo is None:
             return self._qual(node)
         found = self._memo.get(id(node))
@@ -979,7 +1009,7 @@ class Names:
             found = self._memo[id(node)] = (node, frozenset(self._qual(node)))
         return set(found[1])
 
-    def _qual(self, node):
+    def _qual(self, node: ast.AST) -> Set[str]:
         if isinstance(node, ast.Name):
             quals = set(self.bindings.get(node.id, ()))
             if node.id in BUILTIN_NAMES and not self.is_parameter(node):
@@ -991,7 +1021,7 @@ class Names:
             if node.attr == "__class__":
                 return {CLASS}
             quals = {q + "." + node.attr for q in self.qual(node.value) if not q.startswith("@.")}
-            return quals | self.bindings.get(dotted(node), set())
+            return quals | self.bindings.get(dotted(node) or "", set())
         if isinstance(node, ast.Call):
             func = self.qual(node.func)
             if "@.type" in func and len(node.args) == 1:
@@ -1006,10 +1036,11 @@ class Names:
                 return {OPAQUE}
         return set()
 
-    def is_parameter(self, node):
+    def is_parameter(self, node: ast.Name) -> bool:
         """The name is a parameter of a function it is in (`def g(input)`), not the builtin. A
         default value or annotation is evaluated outside the function it belongs to."""
-        child, parent = node, self.parent.get(node)
+        child: ast.AST = node
+        parent = self.parent.get(node)
         outside = None
         while parent is not None:
             if isinstance(child, ast.arguments):
@@ -1021,7 +1052,7 @@ class Names:
             child, parent = parent, self.parent.get(parent)
         return False
 
-    def importer(self, node, func=None):
+    def importer(self, node: ast.Call, func: Optional[Set[str]] = None) -> Union[str, bool, None]:
         """For a call of a function that imports by name: the dotted name it imports when that is a
         literal string, True when it is anything else (even a constant expression: names of modules
         are written out), else None (not an importer)."""
@@ -1048,27 +1079,29 @@ class Names:
             return name + "." + obj.value if isinstance(obj, ast.Constant) and isinstance(obj.value, str) else True
         return name
 
-    def resolved(self, node):
+    def resolved(self, node: ast.AST) -> Set[str]:
         """The dotted names of imported things (or CLASS) node may be; builtins and results of
         unresolved calls left out."""
         return {q for q in self.qual(node) if not q.startswith(("@.", OPAQUE))}
 
-    def is_module(self, q):
+    def is_module(self, q: str) -> bool:
         parts = q.split(".")
         if parts[0] in LIBRARIES and len(parts) > 1 and parts[-1] in STDLIB_MODULES:
             return True
         return any(".".join(p) in self.modules or ".".join(p) in library_modules() for p in _rerooted(parts))
 
 
-def _is_self(node):
+def _is_self(node: ast.AST) -> bool:
     return (dotted(node) or "").split(".")[0] == "self"
 
 
-def _is_super(node):
+def _is_super(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_METHODS = (ast.FunctionDef, ast.AsyncFunctionDef)  # what self.methods holds
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 # Classes whose instances are nn.Module-like objects a constructor returns (a safe `self.x = ...`).
 _IMPLICIT_CLASS_METHODS = {"__new__", "__init_subclass__", "__class_getitem__"}
 
@@ -1084,7 +1117,7 @@ class Selves:
     result of a class's constructor (nn.ModuleList(...), a class of the file) or a constant, and
     `self` is never handed to code that could assign it something else."""
 
-    def __init__(self, tree, names):
+    def __init__(self, tree: ast.AST, names: Names) -> None:
         self.names = names
         self.methods = set()
         self.tainted = False
@@ -1102,12 +1135,12 @@ class Selves:
                     self.methods.add(item)
         self.method_names = {m.name for m in self.methods}
         self.instances = self._instance_names()
-        self.exposed = set()
-        self.stores = {}
+        self.exposed: Set[str] = set()
+        self.stores: Dict[str, List[Optional[ast.expr]]] = {}
         for node in names.nodes:
             self._scan(node)
 
-    def _instance_names(self):
+    def _instance_names(self) -> Set[str]:
         """Names only ever bound to a new object of one of the file's classes (`model = ModelNew()`):
         `model.forward(x)` calls forward on an instance."""
         good, bad = set(), set()
@@ -1123,11 +1156,11 @@ class Selves:
                     bad.add(node.id)
         return good - bad
 
-    def _meta_base(self, base):
+    def _meta_base(self, base: ast.expr) -> bool:
         name = (dotted(base) or "").split(".")[-1]
         return "@.type" in self.names.qual(base) or name in self.metaclasses or name.endswith(("Meta", "MetaClass"))
 
-    def _plain(self, fn):
+    def _plain(self, fn: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> bool:
         args = fn.args.posonlyargs + fn.args.args
         if fn.name in _IMPLICIT_CLASS_METHODS or not args or args[0].arg != "self":
             return False
@@ -1139,7 +1172,7 @@ class Selves:
                 return False
         return True
 
-    def _scan(self, node):
+    def _scan(self, node: ast.AST) -> None:
         names = self.names
         if isinstance(node, ast.Name) and node.id == "self" and not isinstance(node.ctx, ast.Load):
             self.tainted = True
@@ -1165,18 +1198,19 @@ class Selves:
         # stores to self chains, for chain_ok
         if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and _is_self(node):
             parent = names.parent.get(node)
+            value: Optional[ast.expr]
             if isinstance(parent, ast.Assign) and node in parent.targets:
                 value = parent.value
             elif isinstance(parent, ast.AnnAssign) and parent.target is node:
                 value = parent.value
             else:
                 value = None
-            self.stores.setdefault(dotted(node), []).append(value)
+            self.stores.setdefault(cast(str, dotted(node)), []).append(value)  # self.<chain>
         elif isinstance(node, ast.Call) and len(node.args) >= 3 and "@.setattr" in names.qual(node.func) and \
                 _is_self(node.args[0]):
             attr = names.strings(node.args[1])
             if attr and len(attr) == 1:
-                self.stores.setdefault(dotted(node.args[0]) + "." + next(iter(attr)), []).append(node.args[2])
+                self.stores.setdefault((dotted(node.args[0]) or "") + "." + next(iter(attr)), []).append(node.args[2])
             elif not self._safe_value(node.args[2]):
                 self.chains_tainted = True  # setattr(self, name_at_run_time, anything)
         elif isinstance(node, ast.Name) and node.id == "self" and isinstance(node.ctx, ast.Load):
@@ -1184,7 +1218,7 @@ class Selves:
             if not self._self_use_ok(node, parent):
                 self.chains_tainted = True
 
-    def _self_use_ok(self, node, parent):
+    def _self_use_ok(self, node: ast.AST, parent: Optional[ast.AST]) -> bool:
         """self used where nothing can assign its attributes behind the check's back."""
         if isinstance(parent, ast.Attribute) and parent.value is node:
             if parent.attr != "__dict__":
@@ -1207,7 +1241,7 @@ class Selves:
                 show(q) in ATTR_FUNCS for q in func)  # nn.Module.__init__(self), torch functions
         return False
 
-    def _safe_value(self, value):
+    def _safe_value(self, value: Optional[ast.AST]) -> bool:
         """value is an instance: a constant, a container, an nn module or parameter, or an object of
         one of the file's classes (not a function, a bound method, a class or a module, one
         attribute away from __globals__ or a module's functions)."""
@@ -1224,7 +1258,7 @@ class Selves:
         resolved = self.names.resolved(func)
         return bool(resolved) and all(q.startswith("torch.nn.") and q.split(".")[-1][:1].isupper() for q in resolved)
 
-    def _plain_class(self, name, seen):
+    def _plain_class(self, name: str, seen: Set[str]) -> bool:
         """A class of the file whose constructor returns an instance: no metaclass and no __new__
         of its own or of a base class of the file."""
         if name in seen:
@@ -1238,22 +1272,23 @@ class Selves:
         return all(self._plain_class(b.id, seen) for b in cls.bases
                    if isinstance(b, ast.Name) and b.id in self.names.local_classes)
 
-    def method_of(self, node):
-        while node is not None:
-            node = self.names.parent.get(node)
-            if isinstance(node, _FUNCTIONS) and any(
-                    a.arg == "self" for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs):
-                return node
+    def method_of(self, node: ast.AST) -> Optional[Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda]]:
+        current: Optional[ast.AST] = node
+        while current is not None:
+            current = self.names.parent.get(current)
+            if isinstance(current, _FUNCTIONS) and any(
+                    a.arg == "self" for a in current.args.posonlyargs + current.args.args + current.args.kwonlyargs):
+                return current
         return None
 
-    def is_self(self, node):
+    def is_self(self, node: ast.AST) -> bool:
         """node is a `self` that is the kernel's own instance."""
         if self.tainted or not (isinstance(node, ast.Name) and node.id == "self"):
             return False
         method = self.method_of(node)
-        return method in self.methods and method.name not in self.exposed
+        return isinstance(method, _METHODS) and method in self.methods and method.name not in self.exposed
 
-    def chain_ok(self, node):
+    def chain_ok(self, node: ast.AST) -> bool:
         """node is `self` or a chain `self.a.b` of the kernel's own objects."""
         parts = (dotted(node) or "").split(".")
         root = node
@@ -1274,7 +1309,7 @@ class Selves:
         return True
 
 
-def _patched(base):
+def _patched(base: Set[str]) -> Tuple[str, str]:
     """What a patch of something resolved to `base` hits, and why that is refused."""
     q = sorted(base)[0]
     if q.startswith(CLASS):
@@ -1282,7 +1317,7 @@ def _patched(base):
     return q, "patching imported modules (torch, triton, timers) is not allowed"
 
 
-def _src(node, limit=60):
+def _src(node: ast.AST, limit: int = 60) -> str:
     text = ast.unparse(node)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -1291,11 +1326,11 @@ _TYPE_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.
                ast.BitOr)
 
 
-def _string_annotations(node, depth=0):
+def _string_annotations(node: ast.AST, depth: int = 0) -> Iterator[Tuple[ast.Constant, ast.expr]]:
     """(string constant, the expression it parses to) for every string in the annotation node
     but those of Literal[...]: typing.get_type_hints, torch.library.custom_op and
     functools.singledispatch evaluate them as code."""
-    literal = set()
+    literal: Set[int] = set()
     for n in ast.walk(node):
         if isinstance(n, ast.Subscript) and (dotted(n.value) or "").split(".")[-1] == "Literal":
             literal.update(id(m) for m in ast.walk(n.slice))
@@ -1342,7 +1377,7 @@ _CLASS_BUILT = ("classes built at run time are not allowed: their special method
 _FORMAT_ATTRS = ("format", "format_map")
 
 
-def _defined_names(item):
+def _defined_names(item: ast.stmt) -> List[str]:
     """Names a statement of a class body (or module) defines."""
     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [item.name]
@@ -1350,7 +1385,7 @@ def _defined_names(item):
     return [t.id for t in targets if isinstance(t, ast.Name)]
 
 
-def _forwards_to_super(fn):
+def _forwards_to_super(fn: Any) -> bool:
     """`def __getattr__(self, name): return super().__getattr__(name)` (nn.Module subclasses)."""
     body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
     if not isinstance(fn, ast.FunctionDef) or len(body) != 1 or not isinstance(body[0], ast.Return):
@@ -1360,7 +1395,7 @@ def _forwards_to_super(fn):
         and _is_super(call.func.value) and len(call.args) == 1 and not call.keywords
 
 
-def _special_method_rules(names, refuse):
+def _special_method_rules(names: Names, refuse: Refuse) -> None:
     """Special methods outside SPECIAL_METHODS_OK, in a class body or at module level (a module's
     __getattr__ answers every attribute looked up on it), and classes deriving from torch.Tensor."""
     for node in names.nodes:
@@ -1382,7 +1417,7 @@ def _special_method_rules(names, refuse):
                     refuse("hook", "%s defines %s" % (where, name), _SPECIAL_WHY % name, getattr(item, "lineno", None))
 
 
-def _refused_special(name, item, module):
+def _refused_special(name: str, item: ast.stmt, module: bool) -> bool:
     """`name`, defined by `item` in a class body (or at module level), is a hook no kernel may define."""
     if module:
         return name in ("__getattr__", "__getattribute__")
@@ -1393,7 +1428,7 @@ def _refused_special(name, item, module):
     return not (name == "__getattr__" and _forwards_to_super(item))
 
 
-def _class_builder_call(node, names):
+def _class_builder_call(node: ast.Call, names: Names) -> Optional[str]:
     """The call builds a class at run time: type(name, bases, namespace), type.__new__ / __call__,
     types.new_class, dataclasses.make_dataclass. Returns what it is written as, else None."""
     func = names.qual(node.func)
@@ -1406,7 +1441,7 @@ def _class_builder_call(node, names):
     return built[0] if built else None
 
 
-def _computed_format(node, names):
+def _computed_format(node: ast.Call, names: Names) -> Optional[str]:
     """str.format / format_map with a format string built at run time: its fields read attributes and
     items by name ("{0.__class__}"), which no check sees. Returns the call as written, else None."""
     func = node.func
@@ -1421,17 +1456,30 @@ def _computed_format(node, names):
     return _src(node.func)
 
 
-def _security_rules(tree, report):
-    names = Names(tree)
-    selves = Selves(tree, names)
+class _Checker:
+    """What the security rules share over one kernel's tree: its names and selves, the report, the
+    (subject, line) pairs already reported (one error per name and line), and the names the kernel
+    defines itself (its private names are its own business)."""
 
-    def refuse(rule, what, why, line):
+    def __init__(self, tree: ast.AST, report: StaticReport) -> None:
+        self.names = Names(tree)
+        self.selves = Selves(tree, self.names)
+        self.report = report
+        self.seen: Set[Tuple[str, Optional[int]]] = set()
+        self.own: Set[str] = set()
+        for node in self.names.nodes:
+            self.own.update(_bound_names(node))
+            if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+                self.own.add(node.id if isinstance(node, ast.Name) else node.attr)
+
+    def refuse(self, rule: str, what: str, why: str, line: Optional[int]) -> None:
+        report = self.report
         report.error(rule, "%s (line %s): %s" % (what, line, why), line)
 
-    seen = set()
-    _special_method_rules(names, refuse)
-
-    def check_name(q, how, line, node=None, presence=False):
+    def check_name(self, q: str, how: str, line: Optional[int], node: Optional[ast.AST] = None,
+                   presence: bool = False) -> None:
+        """Refuses the name q (a module, or an object under one) if it is forbidden; `how`: "imports" or "uses"."""
+        refuse, seen = self.refuse, self.seen
         hit = forbidden(q)
         if not hit and how == "imports":
             hit = reach.import_refusal(q, STDLIB_NAMES, _installed)
@@ -1447,10 +1495,11 @@ def _security_rules(tree, report):
         subject = show(subject)
         refuse(rule, "%s %s" % (how, subject) + ("" if written == subject else " (written %s)" % written), why, line)
 
-    def check_attr(attr, obj, line, written):
+    def check_attr(self, attr: str, obj: ast.AST, line: Optional[int], written: str) -> None:
         """`obj.attr` (or getattr(obj, "attr")) where obj resolves to nothing imported (a parameter,
         a call's result, an item of a container, self): names of files, native memory and loaders,
         of os, sys and subprocess functions, of modules, and private names not the kernel's own."""
+        names, selves, refuse, own = self.names, self.selves, self.refuse, self.own
         opaque = OPAQUE in names.qual(obj)
         if attr in NAMED:
             rule, why = NAMED[attr]
@@ -1460,13 +1509,9 @@ def _security_rules(tree, report):
         elif _private(attr) and attr not in own and attr not in PRIVATE_PUBLIC and not selves.chain_ok(obj):
             refuse("private", "uses .%s on %s" % (attr, written), _PRIVATE, line)
 
-    own = set()  # names the kernel defines itself: its private names are its own business
-    for node in names.nodes:
-        own.update(_bound_names(node))
-        if isinstance(node, (ast.Name, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
-            own.add(node.id if isinstance(node, ast.Name) else node.attr)
-
-    def value_use_allowed(node):
+    def value_use_allowed(self, node: ast.AST) -> bool:
+        """May this module, timer, attribute function or private name be used here (not handed on as a value)?"""
+        names = self.names
         parent = names.parent.get(node)
         if (isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node) or \
                 (isinstance(parent, ast.Call) and parent.func is node) or id(node) in names.annotations:
@@ -1485,175 +1530,228 @@ def _security_rules(tree, report):
         return isinstance(parent, ast.Call) and parent.args[:1] == [node] and \
             any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))
 
-    for node in names.nodes:
-        line = getattr(node, "lineno", None)
 
-        # --- imports, by statement
-        if isinstance(node, ast.Import):
+def _import_rules(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """Imports, by statement: each imported name checked, relative imports, private modules, star imports."""
+    names, refuse, check_name = ck.names, ck.refuse, ck.check_name
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            check_name(a.name, "imports", line)
+            private = any(_private(p) for p in a.name.split(".")) and not any(
+                a.name == p or a.name.startswith(p + ".") for p in PRIVATE_OK)  # every part is a module
+            if private and not forbidden(a.name):
+                refuse("private", "imports %s" % a.name, _PRIVATE, line)
+    elif isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        if node.level:
+            refuse("imports", "relative import from %s%s" % ("." * node.level, module),
+                   "the kernel is a single file", line)
+        else:
+            if any(_private(p) for p in module.split(".")) and not forbidden(module) and not any(
+                    module == p or module.startswith(p + ".") for p in PRIVATE_OK):
+                refuse("private", "imports from %s" % module, _PRIVATE, line)
             for a in node.names:
-                check_name(a.name, "imports", line)
-                private = any(_private(p) for p in a.name.split(".")) and not any(
-                    a.name == p or a.name.startswith(p + ".") for p in PRIVATE_OK)  # every part is a module
-                if private and not forbidden(a.name):
-                    refuse("private", "imports %s" % a.name, _PRIVATE, line)
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                refuse("imports", "relative import from %s%s" % ("." * node.level, module),
-                       "the kernel is a single file", line)
+                if a.name != "*":
+                    check_name(module + "." + a.name, "imports", line)
+                elif forbidden(module):
+                    check_name(module, "imports", line)
+                elif module not in STAR_IMPORT_OK:
+                    refuse("imports", "from %s import *" % module,
+                           "star imports hide which names are used (import them by name)", line)
+
+
+def _class_body_import_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """No import in a class body: it makes the module a class attribute, out of reach of the checks."""
+    names, refuse = ck.names, ck.refuse
+    parent = names.parent.get(node)
+    if isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(parent, ast.ClassDef):
+        refuse("imports", "import in the body of class %s" % parent.name,
+               "it makes the module a class attribute, out of reach of the checks", line)
+
+
+def _attribute_rules(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """Attributes that reach frames, globals, code and the class graph, on any object; and the names
+    refused on an object the names do not resolve (check_attr)."""
+    names, selves, refuse, check_attr, seen = ck.names, ck.selves, ck.refuse, ck.check_attr, ck.seen
+    if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRS:
+        if not (node.attr == "__dict__" and selves.is_self(node.value)) and \
+                not (node.attr == "__getattr__" and _is_super(node.value)):
+            full = sorted(show(q) for q in names.resolved(node))
+            for q in full:  # reported here, not again by the names check below
+                seen.add((q, line))
+            if full:
+                what = "uses " + full[0] + ("" if _src(node) == full[0] else " (written %s)" % _src(node))
             else:
-                if any(_private(p) for p in module.split(".")) and not forbidden(module) and not any(
-                        module == p or module.startswith(p + ".") for p in PRIVATE_OK):
-                    refuse("private", "imports from %s" % module, _PRIVATE, line)
-                for a in node.names:
-                    if a.name != "*":
-                        check_name(module + "." + a.name, "imports", line)
-                    elif forbidden(module):
-                        check_name(module, "imports", line)
-                    elif module not in STAR_IMPORT_OK:
-                        refuse("imports", "from %s import *" % module,
-                               "star imports hide which names are used (import them by name)", line)
+                what = "uses .%s on %s" % (node.attr, _src(node.value))
+            refuse("introspection", what, _INTROSPECT, line)
+    elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and not names.resolved(node) and \
+            not any(forbidden(q) for q in names.qual(node)):
+        # an object the names do not resolve: a parameter, a call's result, an item, self
+        check_attr(node.attr, node.value, line, _src(node.value))
 
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and isinstance(names.parent.get(node), ast.ClassDef):
-            refuse("imports", "import in the body of class %s" % names.parent[node].name,
-                   "it makes the module a class attribute, out of reach of the checks", line)
 
-        # --- attributes that reach frames, globals, code and the class graph, on any object
-        if isinstance(node, ast.Attribute) and node.attr in BANNED_ATTRS:
-            if not (node.attr == "__dict__" and selves.is_self(node.value)) and \
-                    not (node.attr == "__getattr__" and _is_super(node.value)):
-                full = sorted(show(q) for q in names.resolved(node))
-                for q in full:  # reported here, not again by the names check below
-                    seen.add((q, line))
-                if full:
-                    what = "uses " + full[0] + ("" if _src(node) == full[0] else " (written %s)" % _src(node))
-                else:
-                    what = "uses .%s on %s" % (node.attr, _src(node.value))
-                refuse("introspection", what, _INTROSPECT, line)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and not names.resolved(node) and \
-                not any(forbidden(q) for q in names.qual(node)):
-            # an object the names do not resolve: a parameter, a call's result, an item, self
-            check_attr(node.attr, node.value, line, _src(node.value))
-        if isinstance(node, ast.MatchClass) and node.kwd_attrs:
-            # `case object(system=f)` looks .system up on the subject
-            subject = node
-            while subject is not None and not isinstance(subject, ast.Match):
-                subject = names.parent.get(subject)
-            for attr in node.kwd_attrs:
-                written = "the subject of match (%s=)" % attr
-                if attr in BANNED_ATTRS:
-                    refuse("introspection", "uses .%s on %s" % (attr, written), _INTROSPECT, line)
-                elif subject is not None and names.resolved(subject.subject):
-                    for q in sorted(names.resolved(subject.subject)):
-                        check_name(q + "." + attr, "uses", line)
-                elif subject is not None:
-                    check_attr(attr, subject.subject, line, written)
-        if isinstance(node, ast.ClassDef):
-            # a class that defines __array_interface__ or _as_parameter_ hands numpy or ctypes an address
-            for item in node.body:
-                targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
-                defined = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                    else [t.id for t in targets if isinstance(t, ast.Name)]
-                for name in defined:
-                    if name in NAMED:
-                        rule, why = NAMED[name]
-                        refuse(rule, "class %s defines %s" % (node.name, name), why, getattr(item, "lineno", line))
-        if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
-            refuse("introspection", "uses %s" % node.id, _INTROSPECT, line)
+def _enclosing_match(names: Names, node: ast.AST) -> Optional[ast.Match]:
+    """The match statement a class pattern belongs to."""
+    current: Optional[ast.AST] = node
+    while current is not None and not isinstance(current, ast.Match):
+        current = names.parent.get(current)
+    return current
 
-        if isinstance(node, ast.Call):
-            built, fmt = _class_builder_call(node, names), _computed_format(node, names)
-            if built:
-                refuse("dynamic_code", "builds a class at run time (%s)" % built, _CLASS_BUILT, line)
-            if fmt:
-                refuse("computed_name", "%s with a format string built at run time" % fmt,
-                       "its fields read attributes and items by name ({0.__class__}), which no check sees: use an "
-                       "f-string or a literal format string", line)
-        if isinstance(node, ast.Call):  # before the names: `__import__("gc")` is reported as an import
-            _check_call(node, names, selves, refuse, check_name, check_attr, report, line)
 
-        # --- what names and attribute chains resolve to
-        loads = isinstance(getattr(node, "ctx", ast.Load()), ast.Load)
-        if isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and loads:
-            quals = names.qual(node)
-            parent = names.parent.get(node)
-            called_import = isinstance(parent, ast.Call) and parent.func is node and "@.__import__" in quals
-            # torch.jit in torch.jit.is_scripting: which modules a kernel may reach is ruled on the whole chain
-            inner = isinstance(parent, ast.Attribute) and parent.value is node
-            for q in sorted(quals):
-                if not (called_import and q == "@.__import__"):  # the call was checked above
-                    check_name(q, "uses", line, node, presence=inner)
-            if not value_use_allowed(node):
-                for q in sorted(quals):
-                    if q.startswith("@.") and show(q) in ATTR_FUNCS and not (
-                            isinstance(parent, (ast.Assign, ast.AnnAssign)) and names.is_alias(parent)):
-                        refuse("computed_name", "uses %s as a value" % show(q),
-                               "getattr, setattr, delattr and hasattr may only be called, with the object and a "
-                               "literal name (passed around, the name they get is not checked)", line)
-                        break
-                    stream = q in ("sys.stdout", "sys.stderr") and isinstance(parent, ast.keyword) and \
-                        parent.arg == "file"
-                    if not q.startswith(("@.", OPAQUE)) and not stream and (names.is_module(q) or any(
-                            q == p or q.startswith(p + ".") for p in PROTECTED)):
-                        refuse("module_value", "uses %s as a value" % q,
-                               "modules and timers may only be used through their attributes (passed "
-                               "around, what is done with them cannot be checked)", line)
-                        break
-                    if not q.startswith(("@.", "<")) and any(_private(p) for p in q.split(".")[1:]) and \
-                            not stream:
-                        refuse("private", "uses %s as a value" % q, "private internals may only be called "
-                               "(passed around, what is done with them cannot be checked)", line)
-                        break
+def _match_class_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """`case object(system=f)` looks .system up on the match's subject: checked like an attribute."""
+    names, refuse, check_name, check_attr = ck.names, ck.refuse, ck.check_name, ck.check_attr
+    if isinstance(node, ast.MatchClass) and node.kwd_attrs:
+        # `case object(system=f)` looks .system up on the subject
+        subject = _enclosing_match(names, node)
+        for attr in node.kwd_attrs:
+            written = "the subject of match (%s=)" % attr
+            if attr in BANNED_ATTRS:
+                refuse("introspection", "uses .%s on %s" % (attr, written), _INTROSPECT, line)
+            elif subject is not None and names.resolved(subject.subject):
+                for q in sorted(names.resolved(subject.subject)):
+                    check_name(q + "." + attr, "uses", line)
+            elif subject is not None:
+                check_attr(attr, subject.subject, line, written)
 
-        # --- assignments to attributes and items of imported things
-        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            verb = "deletes" if isinstance(node.ctx, ast.Del) else "assigns"
-            base = names.resolved(node.value)
-            target = _src(node)
-            full = sorted(q + "." + node.attr for q in base) if isinstance(node, ast.Attribute) else sorted(base)
-            shown = target if not full or full[0] == target else "%s (%s)" % (target, full[0])
-            if any(q.endswith("os.environ") for q in (full if isinstance(node, ast.Attribute) else base)):
-                refuse("environment", "%s %s" % (verb, shown),
-                       "writing the environment is not allowed (reads are)", line)
-            elif base:
-                hit, why = _patched(base)
-                refuse("patching", "%s %s" % (verb, shown if hit == sorted(base)[0] else "%s (%s)" % (target, hit)),
-                       why, line)
 
-        # --- strings that spell a banned attribute: getattr(x, n) with n built somewhere else
+def _class_defines_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """A class that defines __array_interface__ or _as_parameter_ (a NAMED name) hands numpy or ctypes
+    an address."""
+    refuse = ck.refuse
+    if isinstance(node, ast.ClassDef):
+        # a class that defines __array_interface__ or _as_parameter_ hands numpy or ctypes an address
+        for item in node.body:
+            targets = item.targets if isinstance(item, ast.Assign) else [getattr(item, "target", None)]
+            defined = [item.name] if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                else [t.id for t in targets if isinstance(t, ast.Name)]
+            for name in defined:
+                if name in NAMED:
+                    rule, why = NAMED[name]
+                    refuse(rule, "class %s defines %s" % (node.name, name), why, getattr(item, "lineno", line))
+
+
+def _banned_name_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """__loader__, __spec__: the module's loader and import machinery."""
+    refuse = ck.refuse
+    if isinstance(node, ast.Name) and node.id in BANNED_NAMES:
+        refuse("introspection", "uses %s" % node.id, _INTROSPECT, line)
+
+
+def _built_at_run_time_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """Classes built at run time, and str.format with a format string built at run time."""
+    names, refuse = ck.names, ck.refuse
+    if isinstance(node, ast.Call):
+        built, fmt = _class_builder_call(node, names), _computed_format(node, names)
+        if built:
+            refuse("dynamic_code", "builds a class at run time (%s)" % built, _CLASS_BUILT, line)
+        if fmt:
+            refuse("computed_name", "%s with a format string built at run time" % fmt,
+                   "its fields read attributes and items by name ({0.__class__}), which no check sees: use an "
+                   "f-string or a literal format string", line)
+
+
+def _resolution_rules(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """What names and attribute chains resolve to: each checked, and modules, timers, attribute
+    functions and private names used as values."""
+    names, refuse, check_name, value_use_allowed = ck.names, ck.refuse, ck.check_name, ck.value_use_allowed
+    loads = isinstance(getattr(node, "ctx", ast.Load()), ast.Load)
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and loads:
+        quals = names.qual(node)
         parent = names.parent.get(node)
-        attr_name = isinstance(parent, ast.Call) and parent.args[1:2] == [node] and \
-            any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))  # checked by _check_call
-        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and \
-                not isinstance(parent, (ast.BinOp, ast.JoinedStr)) and not attr_name:
-            for text in sorted(names.values(node) or (), key=repr):
-                if isinstance(text, bytes):
-                    text = text.decode("latin-1")
-                if isinstance(text, str) and (text in BANNED_STRINGS or _FORMAT_REACH.search(text)):
-                    refuse("introspection", "the string %r names an introspection attribute" % text[:60],
-                           _INTROSPECT, line)
-
-        # --- string annotations: typing.get_type_hints, torch.library.custom_op evaluate them as code
-        for annotation in (getattr(node, "annotation", None), getattr(node, "returns", None)):
-            if annotation is None:
-                continue
-            for const, expr in _string_annotations(annotation):
-                bad = next((n for n in ast.walk(expr) if not isinstance(n, _TYPE_NODES) or (
-                    isinstance(n, ast.BinOp) and not isinstance(n.op, ast.BitOr))), None)
-                if bad is not None:
-                    refuse("dynamic_code", "the string annotation %r" % const.value[:60],
-                           "string annotations are evaluated as code (typing.get_type_hints, "
-                           "torch.library.custom_op): only type names are allowed in them", line)
+        called_import = isinstance(parent, ast.Call) and parent.func is node and "@.__import__" in quals
+        # torch.jit in torch.jit.is_scripting: which modules a kernel may reach is ruled on the whole chain
+        inner = isinstance(parent, ast.Attribute) and parent.value is node
+        for q in sorted(quals):
+            if not (called_import and q == "@.__import__"):  # the call was checked above
+                check_name(q, "uses", line, node, presence=inner)
+        if not value_use_allowed(node):
+            for q in sorted(quals):
+                if q.startswith("@.") and show(q) in ATTR_FUNCS and not (
+                        isinstance(parent, (ast.Assign, ast.AnnAssign)) and names.is_alias(parent)):
+                    refuse("computed_name", "uses %s as a value" % show(q),
+                           "getattr, setattr, delattr and hasattr may only be called, with the object and a "
+                           "literal name (passed around, the name they get is not checked)", line)
                     break
-                for n in ast.walk(expr):
-                    if isinstance(n, ast.Attribute) and (n.attr in BANNED_ATTRS or n.attr in NAMED):
-                        refuse("introspection", "the string annotation %r" % const.value[:60], _INTROSPECT, line)
-                    elif isinstance(n, (ast.Name, ast.Attribute)):
-                        for q in sorted(names.qual(n)):
-                            check_name(q, "uses", line)
+                stream = q in ("sys.stdout", "sys.stderr") and isinstance(parent, ast.keyword) and \
+                    parent.arg == "file"
+                if not q.startswith(("@.", OPAQUE)) and not stream and (names.is_module(q) or any(
+                        q == p or q.startswith(p + ".") for p in PROTECTED)):
+                    refuse("module_value", "uses %s as a value" % q,
+                           "modules and timers may only be used through their attributes (passed "
+                           "around, what is done with them cannot be checked)", line)
+                    break
+                if not q.startswith(("@.", "<")) and any(_private(p) for p in q.split(".")[1:]) and \
+                        not stream:
+                    refuse("private", "uses %s as a value" % q, "private internals may only be called "
+                           "(passed around, what is done with them cannot be checked)", line)
+                    break
 
 
-def _check_call(node, names, selves, refuse, check_name, check_attr, report, line):
+def _store_rules(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """Assignments to (and deletions of) attributes and items of imported things: patching, or writing
+    the environment."""
+    names, refuse = ck.names, ck.refuse
+    if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        verb = "deletes" if isinstance(node.ctx, ast.Del) else "assigns"
+        base = names.resolved(node.value)
+        target = _src(node)
+        full = sorted(q + "." + node.attr for q in base) if isinstance(node, ast.Attribute) else sorted(base)
+        shown = target if not full or full[0] == target else "%s (%s)" % (target, full[0])
+        if any(q.endswith("os.environ") for q in (full if isinstance(node, ast.Attribute) else base)):
+            refuse("environment", "%s %s" % (verb, shown),
+                   "writing the environment is not allowed (reads are)", line)
+        elif base:
+            hit, why = _patched(base)
+            refuse("patching", "%s %s" % (verb, shown if hit == sorted(base)[0] else "%s (%s)" % (target, hit)),
+                   why, line)
+
+
+def _banned_string_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """Strings that spell a banned attribute: getattr(x, n) with n built somewhere else."""
+    names, refuse = ck.names, ck.refuse
+    parent = names.parent.get(node)
+    attr_name = isinstance(parent, ast.Call) and parent.args[1:2] == [node] and \
+        any(show(q) in ATTR_FUNCS for q in names.qual(parent.func))  # checked by _call_rule
+    if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and \
+            not isinstance(parent, (ast.BinOp, ast.JoinedStr)) and not attr_name:
+        for text in sorted(names.values(node) or (), key=repr):
+            if isinstance(text, bytes):
+                text = text.decode("latin-1")
+            if isinstance(text, str) and (text in BANNED_STRINGS or _FORMAT_REACH.search(text)):
+                refuse("introspection", "the string %r names an introspection attribute" % text[:60],
+                       _INTROSPECT, line)
+
+
+def _string_annotation_rules(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """String annotations: typing.get_type_hints and torch.library.custom_op evaluate them as code."""
+    names, refuse, check_name = ck.names, ck.refuse, ck.check_name
+    for annotation in (getattr(node, "annotation", None), getattr(node, "returns", None)):
+        if annotation is None:
+            continue
+        for const, expr in _string_annotations(annotation):
+            bad = next((n for n in ast.walk(expr) if not isinstance(n, _TYPE_NODES) or (
+                isinstance(n, ast.BinOp) and not isinstance(n.op, ast.BitOr))), None)
+            if bad is not None:
+                refuse("dynamic_code", "the string annotation %r" % str(const.value)[:60],
+                       "string annotations are evaluated as code (typing.get_type_hints, "
+                       "torch.library.custom_op): only type names are allowed in them", line)
+                break
+            for n in ast.walk(expr):
+                if isinstance(n, ast.Attribute) and (n.attr in BANNED_ATTRS or n.attr in NAMED):
+                    refuse("introspection", "the string annotation %r" % str(const.value)[:60], _INTROSPECT, line)
+                elif isinstance(n, (ast.Name, ast.Attribute)):
+                    for q in sorted(names.qual(n)):
+                        check_name(q, "uses", line)
+
+
+def _call_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
+    """A call: importers (a literal name checked like an import, anything else refused), module names
+    handed to other calls, and getattr, setattr, delattr and hasattr. Before the names rule:
+    `__import__("gc")` is reported as an import."""
+    if not isinstance(node, ast.Call):
+        return
+    names, selves, refuse, check_name, check_attr = ck.names, ck.selves, ck.refuse, ck.check_name, ck.check_attr
     func = {show(q) for q in names.qual(node.func)}
     args = node.args
     target = names.importer(node)
@@ -1691,14 +1789,14 @@ def _check_call(node, names, selves, refuse, check_name, check_attr, report, lin
             check_attr(s, obj, line, call)
     modules = sorted(q for q in base if q != CLASS)
     if base and kind in ("setattr", "delattr"):
-        hit, why = _patched(base)
-        refuse("patching", "%s on %s" % (call, hit), why, line)
+        patched, why = _patched(base)
+        refuse("patching", "%s on %s" % (call, patched), why, line)
     elif modules and not literal:
         refuse("computed_name", "%s on %s" % (call, modules[0]), "a computed attribute name on a module is not allowed"
                + (" (this one is %r)" % name if isinstance(name, str) else ""), line)
     elif modules and kind == "hasattr":
         for q in modules:
-            check_name(q + "." + attr.value, "uses", line, presence=True)
+            check_name(q + "." + cast(Any, attr).value, "uses", line, presence=True)
     elif strings is None and not own:
         refuse("computed_name", call,
                "an attribute name built at run time is only allowed on self and on the kernel's own objects "
@@ -1707,11 +1805,40 @@ def _check_call(node, names, selves, refuse, check_name, check_attr, report, lin
     elif kind == "delattr" and not _is_self(obj):
         refuse("patching", call, "delattr is only allowed on self", line)
     elif kind == "setattr" and not _is_self(obj):
-        report.warn("setattr", "%s (line %s): setattr on an object other than self is not checked statically"
+        ck.report.warn("setattr", "%s (line %s): setattr on an object other than self is not checked statically"
                     % (call, line), line)
 
 
-def _torch_op_rules(modelnew, functions, report, reject):
+# The security rules' families, in the order each node meets them (the order matters where one marks
+# what another then skips: the attribute rule records its names in `seen` before the resolution rule,
+# the call rule reports `__import__("gc")` as an import first). A new family is one function and one row.
+NODE_RULES = (
+    _import_rules,
+    _class_body_import_rule,
+    _attribute_rules,
+    _match_class_rule,
+    _class_defines_rule,
+    _banned_name_rule,
+    _built_at_run_time_rule,
+    _call_rule,
+    _resolution_rules,
+    _store_rules,
+    _banned_string_rule,
+    _string_annotation_rules,
+)
+
+
+def _security_rules(tree: ast.AST, report: StaticReport) -> None:
+    """Every security rule family over every node of the tree (see the module's docstring)."""
+    ck = _Checker(tree, report)
+    _special_method_rules(ck.names, ck.refuse)
+    for node in ck.names.nodes:
+        line = getattr(node, "lineno", None)
+        for rule in NODE_RULES:
+            rule(ck, node, line)
+
+
+def _torch_op_rules(modelnew: ast.ClassDef, functions: Dict[str, Function], report: StaticReport, reject: bool) -> None:
     methods = {n.name: n for n in modelnew.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     forward = methods.get("forward")
     if forward is None:

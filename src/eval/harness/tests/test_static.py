@@ -6,15 +6,20 @@ that), so the case fails only because of the construct, and the test asserts bot
 category and a substring of the message that names what was found.
 """
 
+from __future__ import annotations
+
 import ast
 import glob
 import os
 import textwrap
-import tomllib
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import pytest
 
 from kforge_harness.static import fold, static_check
+
+# cases.toml is read with tomllib (Python 3.11+; the type check targets 3.10, where it is absent)
+tomllib = pytest.importorskip("tomllib")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
@@ -46,12 +51,12 @@ class ModelNew(nn.Module):
 '''
 
 
-def kernel(top="", body=""):
+def kernel(top: str = "", body: str = "") -> str:
     return BASE.format(top=textwrap.dedent(top).strip("\n"),
                        body=textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8))
 
 
-def errors(source):
+def errors(source: str) -> Tuple[Optional[str], List[str], Dict[str, Any]]:
     category, report, _ = static_check(source)
     return category, [e["message"] for e in report["errors"]], report
 
@@ -582,20 +587,20 @@ BYPASSES = [
 ]
 
 
-def test_base_kernel_passes():
+def test_base_kernel_passes() -> None:
     """Every bypass case below is this kernel plus one construct: it must pass on its own."""
     category, messages, report = errors(kernel())
     assert category is None, messages
     assert report["launches"] == ["relu_kernel"]
 
 
-def test_there_are_enough_cases_and_ids_are_unique():
+def test_there_are_enough_cases_and_ids_are_unique() -> None:
     ids = [c[0] for c in BYPASSES]
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
 
 
 @pytest.mark.parametrize("top,body,expected", [c[1:] for c in BYPASSES], ids=[c[0] for c in BYPASSES])
-def test_bypass_is_rejected(top, body, expected):
+def test_bypass_is_rejected(top: str, body: str, expected: str) -> None:
     source = kernel(top, body)
     ast.parse(source)  # the case itself is valid Python: the static check, not a typo, refuses it
     category, messages, _ = errors(source)
@@ -603,7 +608,7 @@ def test_bypass_is_rejected(top, body, expected):
     assert any(expected in m for m in messages), messages
 
 
-def test_messages_name_the_line():
+def test_messages_name_the_line() -> None:
     source = kernel("import os", "os.fork()")
     line = next(i for i, text in enumerate(source.splitlines(), 1) if "os.fork()" in text)
     _, _, report = errors(source)
@@ -730,12 +735,12 @@ LEGIT = [
 
 
 @pytest.mark.parametrize("top,body", [c[1:] for c in LEGIT], ids=[c[0] for c in LEGIT])
-def test_legitimate_code_passes(top, body):
+def test_legitimate_code_passes(top: str, body: str) -> None:
     category, messages, _ = errors(kernel(top, body))
     assert category is None, messages
 
 
-def test_computed_names_are_errors_except_on_self():
+def test_computed_names_are_errors_except_on_self() -> None:
     """getattr(x, name) with a name built at run time is refused on anything but self (and the
     kernel's own objects under it): on a function it reaches __globals__, on a class the class
     graph, on a module everything. Literal and constant-folded names are checked like x.name."""
@@ -913,13 +918,13 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("name", sorted(HONEST_KERNELS))
-def test_honest_kernels_pass(name):
+def test_honest_kernels_pass(name: str) -> None:
     category, messages, report = errors(HONEST_KERNELS[name])
     assert category is None, messages
     assert report["launches"]
 
 
-def _fixture_paths():
+def _fixture_paths() -> List[str]:
     paths = glob.glob(os.path.join(FIXTURES, "kernels", "*ok*.py"))
     paths += glob.glob(os.path.join(ROOT, "examples", "kernels", "*.py"))
     paths += glob.glob(os.path.join(ROOT, "sessions", "softmax_h100_scripted", "kernels", "*.py"))
@@ -927,7 +932,7 @@ def _fixture_paths():
 
 
 @pytest.mark.parametrize("path", _fixture_paths(), ids=lambda p: os.path.relpath(p, ROOT))
-def test_honest_fixtures_have_no_static_errors(path):
+def test_honest_fixtures_have_no_static_errors(path: str) -> None:
     """The honest kernels of the repository: warnings at most."""
     with open(path) as f:
         category, messages, report = errors(f.read())
@@ -983,7 +988,7 @@ STRUCTURAL = {"syntax", "no_modelnew", "no_triton", "no_launch", "no_forward", "
 
 @pytest.mark.parametrize("name", sorted(os.path.basename(p)
                                         for p in glob.glob(os.path.join(FIXTURES, "kernels", "*.py"))))
-def test_fixture_verdicts_hold(name):
+def test_fixture_verdicts_hold(name: str) -> None:
     with open(os.path.join(FIXTURES, "kernels", name)) as f:
         category, report, _ = static_check(f.read())
     rules = {e["rule"] for e in report["errors"]} - STRUCTURAL
@@ -994,9 +999,10 @@ def test_fixture_verdicts_hold(name):
         assert not rules, report["errors"]
 
 
-def load_cases():
+def load_cases() -> List[Dict[str, Any]]:
     with open(os.path.join(FIXTURES, "cases.toml"), "rb") as f:
-        return tomllib.load(f)["case"]
+        cases: List[Dict[str, Any]] = tomllib.load(f)["case"]
+    return cases
 
 
 # Cases with static_checks = false (timer_patch_dynamic) are correct only with the filter off.
@@ -1004,7 +1010,7 @@ CORRECT = sorted({c["kernel"] for c in load_cases() if c["expect"] == "correct" 
 
 
 @pytest.mark.parametrize("path", CORRECT)
-def test_correct_fixture_kernels_pass(path):
+def test_correct_fixture_kernels_pass(path: str) -> None:
     with open(os.path.join(FIXTURES, path)) as f:
         category, messages, _ = errors(f.read())
     assert category is None, messages
@@ -1012,13 +1018,13 @@ def test_correct_fixture_kernels_pass(path):
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "examples", "kernels", "*.py"))),
                          ids=os.path.basename)
-def test_example_kernels_pass(path):
+def test_example_kernels_pass(path: str) -> None:
     with open(path) as f:
         category, messages, _ = errors(f.read())
     assert category is None, messages
 
 
-def test_environment_printing_fixture_passes():
+def test_environment_printing_fixture_passes() -> None:
     """os.environ reads are allowed (the sandbox scrubs the environment); cli_eval.rs runs this
     kernel through the whole pipeline with the static check on."""
     with open(os.path.join(FIXTURES, "kernels", "relu_print_env.py")) as f:
@@ -1036,7 +1042,7 @@ HACKS = [
 
 
 @pytest.mark.parametrize("name,rules,expected", HACKS, ids=[h[0] for h in HACKS])
-def test_hack_fixture_is_rejected_for_its_construct_only(name, rules, expected):
+def test_hack_fixture_is_rejected_for_its_construct_only(name: str, rules: Set[str], expected: str) -> None:
     with open(os.path.join(FIXTURES, "kernels", name)) as f:
         source = f.read()
     assert ast.get_docstring(ast.parse(source)), "the fixture says what it tries"
@@ -1047,16 +1053,16 @@ def test_hack_fixture_is_rejected_for_its_construct_only(name, rules, expected):
     assert report["jit_kernels"] and report["launches"], "a real Triton launch"
 
 
-def test_syntax_errors_are_syntax():
+def test_syntax_errors_are_syntax() -> None:
     category, report, detail = static_check("def forward(self, x:\n    return x\n")
     assert category == "syntax"
-    assert report["errors"][0]["rule"] == "syntax" and detail["line"] == 1
+    assert report["errors"][0]["rule"] == "syntax" and detail is not None and detail["line"] == 1
     with open(os.path.join(FIXTURES, "kernels", "relu_syntax.py")) as f:
         category, report, _ = static_check(f.read())
     assert category == "syntax" and "never closed" in report["errors"][0]["message"]
 
 
-def test_folds_stay_small_and_look_up_no_codec():
+def test_folds_stay_small_and_look_up_no_codec() -> None:
     """Folding evaluates the candidate's constants in the checker's own process: no widths
     (a width of 10**9 is a gigabyte), and only the listed codecs (a codec's name is imported)."""
     for expr in ["str.format('{0:>999999999}', 'x')", "'{0:>999999999}'.format('x')", "'%999999999s' % 'x'",
@@ -1068,7 +1074,7 @@ def test_folds_stay_small_and_look_up_no_codec():
     assert category is None, report["errors"]
 
 
-def test_nesting_is_folded_or_refused_never_crashes():
+def test_nesting_is_folded_or_refused_never_crashes() -> None:
     # 50 nested string additions fold like any other constant; the folded value is harmless.
     category, report, _ = static_check(kernel("NAME = " + "(" * 50 + "'a'" + " + 'b')" * 50))
     assert category is None, report["errors"]
@@ -1088,7 +1094,7 @@ def test_nesting_is_folded_or_refused_never_crashes():
     ("timer_patch.py", "setattr(_event, 'elapsed' + '_time') on torch.cuda.Event"),
     ("sandbox_escape.py", "uses os.fork"),
 ])
-def test_older_hostile_fixtures_are_refused(name, expected):
+def test_older_hostile_fixtures_are_refused(name: str, expected: str) -> None:
     with open(os.path.join(FIXTURES, "kernels", name)) as f:
         category, messages, _ = errors(f.read())
     assert category == "static_check" and any(expected in m for m in messages), messages
