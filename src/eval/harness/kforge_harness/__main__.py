@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Sequence
+from typing import List
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: List[str]) -> int:
     command = argv[1] if len(argv) > 1 else ""
     if command == "serve":
         from .server import serve as serve_evaluations
