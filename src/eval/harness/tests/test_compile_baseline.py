@@ -3,6 +3,11 @@ measurement: a cached record is read, a measured one cached, and whatever goes w
 measuring (the compiled process, the reference's, memory, a bug) costs the baseline only,
 never the evaluation."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
 import pytest
 
 from kforge_harness import baselines, judge
@@ -12,8 +17,9 @@ from kforge_harness.protocol import HarnessError, KernelFailure, TaskFailure
 from jobs import JOB, job
 
 
-def stand_in(tmp_path, measure):
-    e = judge.Evaluation.__new__(judge.Evaluation)
+def stand_in(tmp_path: Path, measure: Callable[..., Any]) -> Any:
+    """An Evaluation with only what compile_baseline reads (`Any`: its attributes are set here)."""
+    e: Any = judge.Evaluation.__new__(judge.Evaluation)
     changes = dict(compile_mode="default", baseline_cache=True, baseline_cache_dir=str(tmp_path),
                    compile_baseline=True, baseline="best")
     e.spec = job(**changes)
@@ -34,16 +40,16 @@ def stand_in(tmp_path, measure):
 MEASURED = baselines.figures("default", 3.0, {"median_ms": 2.0}, {"median_ms": 1.0}, (1.9, 2.1))
 
 
-def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
-    calls = []
+def test_a_measured_baseline_is_cached_and_read_back(tmp_path: Path) -> None:
+    calls: list[tuple[Any, ...]] = []
 
-    def measure(*args):
+    def measure(*args: Any) -> dict[str, Any]:
         calls.append(args)
         return dict(MEASURED)
 
-    drawn = []
+    drawn: list[int] = []
 
-    def base_of():
+    def base_of() -> str:
         drawn.append(1)
         return "inputs"
 
@@ -55,7 +61,7 @@ def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
     again.compile_baseline(None, base_of, None, None)
     assert again.compiled["cached"] is True and len(calls) == 1
     assert len(drawn) == 1, "a cached baseline draws no inputs"
-    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    timing: dict[str, Any] = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     again.against_compile(timing)
     assert timing["baseline"] == "compile" and timing["score_vs_compile"] == pytest.approx(0.75)
 
@@ -71,14 +77,14 @@ def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
      "RuntimeError at judge.py:"),
     (ValueError("a window of 41 forwards over 3 input sets"), ": a window of 41 forwards"),
 ])
-def test_any_failure_costs_the_baseline_only(tmp_path, failure, says):
-    def measure(*args):
+def test_any_failure_costs_the_baseline_only(tmp_path: Path, failure: Exception, says: str) -> None:
+    def measure(*args: Any) -> None:
         raise failure
 
     e = stand_in(tmp_path, measure)
     e.compile_baseline(None, lambda: None, None, None)  # does not raise
     assert e.compiled["error"] and says in e.compiled["error"]
-    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    timing: dict[str, Any] = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     e.against_compile(timing)
     assert timing["baseline"] == "eager" and "score_vs_compile" not in timing
     assert any("no torch.compile baseline" in n for n in e.result["notes"])
