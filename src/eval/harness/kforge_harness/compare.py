@@ -228,7 +228,7 @@ def compare_outputs(ref_out: Any, new_out: Any, atol: Optional[float] = None, rt
     return first_failure is None, reports, first_failure, tolerance
 
 
-def merge_tolerance(previous: Optional[Mapping[str, Any]], latest: ToleranceRecord) -> ToleranceRecord:
+def merge_tolerance(previous: Optional[Mapping[str, Any]], latest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The evaluation's tolerance summary after one more comparison: the latest's, with each
     `oracle` output's entry the one of the comparison where its error ratio against the
     float64 oracle was worst (the margin the result reports; a comparison under a reused
