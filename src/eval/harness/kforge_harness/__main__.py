@@ -8,22 +8,26 @@
     python -m kforge_harness ttir                      (compiled.py: a kernel's launches to TTIR, on the CPU)
 """
 
+from __future__ import annotations
+
 import json
 import sys
+from typing import List
 
 
-def main(argv):
+def main(argv: List[str]) -> int:
     command = argv[1] if len(argv) > 1 else ""
     if command == "serve":
-        from .server import serve
+        from .server import serve as serve_evaluations
 
         hidden = [argv[i + 1] for i in range(2, len(argv) - 1) if argv[i] == "--hide"]
-        return serve(hidden)
+        status: int = serve_evaluations(hidden)
+        return status
     if command == "zygote" and len(argv) == 6:
-        from .zygote import ROLES, serve
+        from .zygote import ROLES, serve as serve_zygote
 
         if argv[5] in ROLES:
-            return serve(int(argv[2]), argv[3], argv[4] == "1", argv[5])
+            return serve_zygote(int(argv[2]), argv[3], argv[4] == "1", argv[5])
     if command == "sandbox-init":
         from .sandbox import main_sandbox_init
 

@@ -15,10 +15,25 @@ A request that does not fit (a wrong type, oversized) is answered with an error,
 followed: what the judge sends is data, never a path.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from . import baselines, defaults, launchpath, timing
+from .peaks import Peaks
+
+# A cached record (a reference's timing, a baseline's figures) as JSON.
+Record = Dict[str, Any]
+
+
+class FloorStore(Protocol):
+    """Where a Floor's samples are kept: a Keeper, or the judge's judgeproc.Remote."""
+
+    def floor_samples(self, gpu: Optional[str], driver: Optional[str]) -> List[float]: ...
+
+    def keep_floor(self, gpu: Optional[str], driver: Optional[str], samples: object) -> None: ...
 
 MAX_MATERIAL = 64 << 10  # bytes of JSON a key's material (the inputs' shapes) may take
 MAX_RECORD = 256 << 10  # bytes of JSON of a record to keep
@@ -29,15 +44,15 @@ class Refused(ValueError):
     """A judge's request the keeper does not follow: the text says why."""
 
 
-def json_size(value):
+def json_size(value: object) -> int:
     return len(json.dumps(value, default=str))
 
 
-def device_of(value):
+def device_of(value: object) -> Dict[str, Optional[str]]:
     """The device as the judge described it, reduced to what keys read: name and uuid."""
     if not isinstance(value, dict):
         raise Refused("the device is not an object")
-    out = {}
+    out: Dict[str, Optional[str]] = {}
     for name in ("name", "uuid"):
         v = value.get(name)
         if v is not None and not (isinstance(v, str) and len(v) <= MAX_NAME):
@@ -46,20 +61,20 @@ def device_of(value):
     return out
 
 
-def inputs_of(value):
+def inputs_of(value: object) -> List[Any]:
     """The inputs' signature ([path, shape, dtype] per tensor), as plain JSON of bounded size."""
     if not isinstance(value, list) or json_size(value) > MAX_MATERIAL:
         raise Refused("the inputs' signature is not a list of at most %d bytes" % MAX_MATERIAL)
     return value
 
 
-def record_of(value):
+def record_of(value: object) -> Record:
     if not isinstance(value, dict) or json_size(value) > MAX_RECORD:
         raise Refused("the record is not an object of at most %d bytes" % MAX_RECORD)
     return value
 
 
-def short_text(value, what):
+def short_text(value: object, what: str) -> Optional[str]:
     if value is not None and not (isinstance(value, str) and len(value) <= MAX_NAME):
         raise Refused("%s is not a short string" % what)
     return value
@@ -70,7 +85,8 @@ class Keeper:
     baseline_cache_dir; None keeps nothing). `peaks()` gives the device's peaks (the server
     measures them); answer() serves a judge's request."""
 
-    def __init__(self, cache_dir, task_source, versions, job, peaks=None):
+    def __init__(self, cache_dir: Optional[str], task_source: str, versions: Mapping[str, Any], job: Mapping[str, Any],
+                 peaks: Optional[Callable[[], Peaks]] = None) -> None:
         self.cache_dir = cache_dir
         self.task_hash = hashlib.sha256(task_source.encode()).hexdigest()
         self.task_source = task_source
@@ -80,15 +96,15 @@ class Keeper:
 
     # -- keys: the task's hash first, always ----------------------------------------------
 
-    def reference_key(self, device, inputs):
+    def reference_key(self, device: object, inputs: object) -> str:
         return timing.baseline_key(self.task_source, device_of(device), self.versions, inputs_of(inputs), self.job)
 
-    def compile_key(self, device, inputs, mode):
+    def compile_key(self, device: object, inputs: object, mode: object) -> str:
         if mode not in baselines.MODES:
             raise Refused("unknown compile mode %r" % (mode,))
         return baselines.cache_key(self.reference_key(device, inputs), mode)
 
-    def floor_key(self, gpu, driver):
+    def floor_key(self, gpu: object, driver: object) -> str:
         material = json.dumps({"gpu": short_text(gpu, "the GPU's name"), "driver": short_text(driver, "the driver"),
                                "schema": launchpath.SCHEMA, "launches": launchpath.PROBE_LAUNCHES,
                                "task": self.task_hash}, sort_keys=True)
@@ -96,40 +112,40 @@ class Keeper:
 
     # -- what the judge asks for ------------------------------------------------------------
 
-    def reference_timing(self, device, inputs):
+    def reference_timing(self, device: object, inputs: object) -> Tuple[str, Optional[Record]]:
         """(key, the cached reference figures or None)."""
         key = self.reference_key(device, inputs)
         return key, timing.read_baseline(self.cache_dir, key)
 
-    def keep_reference_timing(self, device, inputs, figures):
+    def keep_reference_timing(self, device: object, inputs: object, figures: object) -> str:
         key = self.reference_key(device, inputs)
         timing.write_baseline(self.cache_dir, key, record_of(figures))
         return key
 
-    def compile_baseline(self, device, inputs, mode):
+    def compile_baseline(self, device: object, inputs: object, mode: object) -> Tuple[str, Optional[Record]]:
         """(key, the cached compile baseline record or None)."""
         key = self.compile_key(device, inputs, mode)
         return key, baselines.read_cached(self.cache_dir, key)
 
-    def keep_compile_baseline(self, device, inputs, mode, record):
+    def keep_compile_baseline(self, device: object, inputs: object, mode: object, record: object) -> str:
         key = self.compile_key(device, inputs, mode)
         baselines.write_cached(self.cache_dir, key, record_of(record))
         return key
 
-    def defaults_baseline(self, device, inputs):
+    def defaults_baseline(self, device: object, inputs: object) -> Tuple[str, Optional[Record]]:
         """(key, the cached record of the reference under PyTorch's defaults or None)."""
         key = defaults.cache_key(self.reference_key(device, inputs))
         return key, defaults.read_cached(self.cache_dir, key)
 
-    def keep_defaults_baseline(self, device, inputs, record):
+    def keep_defaults_baseline(self, device: object, inputs: object, record: object) -> str:
         key = defaults.cache_key(self.reference_key(device, inputs))
         defaults.write_cached(self.cache_dir, key, record_of(record))
         return key
 
-    def floor_samples(self, gpu, driver):
+    def floor_samples(self, gpu: Optional[str], driver: Optional[str]) -> List[float]:
         return self.disk_floor(gpu, driver).samples
 
-    def keep_floor(self, gpu, driver, samples):
+    def keep_floor(self, gpu: Optional[str], driver: Optional[str], samples: object) -> None:
         if not isinstance(samples, list) or len(samples) > launchpath.FLOOR_SAMPLES \
                 or not all(map(launchpath.is_probe, samples)):
             raise Refused("the floor's samples are not a list of at most %d positive numbers"
@@ -138,7 +154,7 @@ class Keeper:
         floor.samples = [float(v) for v in samples]
         floor.write()
 
-    def disk_floor(self, gpu, driver):
+    def disk_floor(self, gpu: Optional[str], driver: Optional[str]) -> launchpath.Floor:
         """launchpath's floor on disk, beside the device's peaks, under the task's key."""
         from .peaks import cache_dir_beside
 
@@ -147,12 +163,12 @@ class Keeper:
         floor.samples = floor.read()
         return floor
 
-    def peaks(self):
+    def peaks(self) -> Peaks:
         if self.peaks_of is None:
             return {"error": "the device's peaks are not measured here"}
         return self.peaks_of()
 
-    def answer(self, request):
+    def answer(self, request: Mapping[str, Any]) -> Dict[str, Any]:
         """The answer to a judge's request (a dict, never raises): {"error": why} where the
         request does not fit."""
         try:
@@ -192,14 +208,14 @@ class Floor(launchpath.Floor):
     judge's judgeproc.Remote): its samples read and written by the server, under the task's
     key."""
 
-    def __init__(self, store, gpu_name, driver):
+    def __init__(self, store: FloorStore, gpu_name: Optional[str], driver: Optional[str]) -> None:
         self.store = store
         self.gpu_name = gpu_name
         self.driver = driver
         super().__init__(None, gpu_name, driver)
 
-    def read(self):
+    def read(self) -> List[float]:
         return [float(v) for v in self.store.floor_samples(self.gpu_name, self.driver) if launchpath.is_probe(v)]
 
-    def write(self):
+    def write(self) -> None:
         self.store.keep_floor(self.gpu_name, self.driver, self.samples)

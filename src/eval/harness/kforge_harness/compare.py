@@ -34,10 +34,26 @@ pass over the reference finds its scale, a second gathers the errors, counts and
 bad element. No temporary is larger than a few chunks, whatever the outputs' size or strides.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from .tensors import describe_shape, flatten_outputs, structure
 from .wire import OutputToleranceRecord, ToleranceRecord
+
+if TYPE_CHECKING:
+    import torch
+
+    from .oracle import Oracle, OutputScale
+
+# One output's report (compare_outputs' per-output entries: output, passed, shape, dtype, the
+# errors and counts, reason): a JSON object the judge writes into the result.
+Report = Dict[str, Any]
+# A dtype as torch has it, or its name.
+DtypeLike = Union["torch.dtype", str]
+# An index into a tensor: ints, then a slice (_piece_indices).
+Index = Tuple[Union[int, slice], ...]
 
 
 TOLERANCE_MODES = ("oracle", "dtype", "kernelbench", "scaled")
@@ -73,12 +89,12 @@ SCALE_FRACTION = 0.02
 ATOL_FLOOR = 1e-7  # an all-zero reference still allows rounding noise
 
 
-def dtype_name(dtype):
+def dtype_name(dtype: DtypeLike) -> str:
     """`float32` for torch.float32 (and for the string itself)."""
     return str(dtype).replace("torch.", "")
 
 
-def dtype_tolerance(dtype, precision="strict"):
+def dtype_tolerance(dtype: DtypeLike, precision: Optional[str] = "strict") -> float:
     """atol = rtol of the table for a floating dtype (torch dtype or its name) under a
     precision policy."""
     name = dtype_name(dtype)
@@ -90,13 +106,14 @@ def dtype_tolerance(dtype, precision="strict"):
     try:
         import torch
 
-        eps = torch.finfo(getattr(torch, name)).eps
+        eps: float = torch.finfo(getattr(torch, name)).eps
     except (AttributeError, TypeError, ImportError):
         eps = 0.0
     return max(OTHER_FLOAT_TOLERANCE, eps)
 
 
-def tolerance_for(dtype, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict"):
+def tolerance_for(dtype: DtypeLike, atol: Optional[float] = None, rtol: Optional[float] = None, mode: str = DEFAULT_MODE,
+                  precision: Optional[str] = "strict") -> Tuple[float, float]:
     """(atol, rtol) for an output of this dtype under the `dtype`, `kernelbench` and
     `scaled` rules (and an `oracle` output that falls back to `dtype`): the explicit values
     where given, else the table's (the `scaled` mode's single LEGACY_TOLERANCE)."""
@@ -106,7 +123,7 @@ def tolerance_for(dtype, atol=None, rtol=None, mode=DEFAULT_MODE, precision="str
     return (table if atol is None else float(atol)), (table if rtol is None else float(rtol))
 
 
-def audit_tolerance(job):
+def audit_tolerance(job: Mapping[str, Any]) -> Tuple[float, float]:
     """(atol, rtol) the audit labels copies and nudges within: the explicit ones, else the
     widest table value a float32 task meets (LEGACY_TOLERANCE): a wider net only labels more
     elements as copies of what a launch was handed."""
@@ -114,7 +131,7 @@ def audit_tolerance(job):
     return (LEGACY_TOLERANCE if atol is None else atol), (LEGACY_TOLERANCE if rtol is None else rtol)
 
 
-def effective_atol(atol, scale, mode):
+def effective_atol(atol: float, scale: float, mode: str) -> float:
     if mode == "kernelbench":
         return atol
     if mode not in TOLERANCE_MODES:
@@ -122,10 +139,10 @@ def effective_atol(atol, scale, mode):
     return min(atol, max(SCALE_FRACTION * scale, ATOL_FLOOR))
 
 
-def weak_outputs(trials, atol=None):
+def weak_outputs(trials: Iterable[Mapping[str, Any]], atol: Optional[float] = None) -> List[str]:
     """Outputs whose reference never reaches atol in magnitude: under KernelBench's rule a
     kernel returning zeros would pass them."""
-    weak = set()
+    weak: set[str] = set()
     for trial in trials:
         for o in trial["outputs"]:
             if o.get("max_abs_ref") is not None and o.get("atol") is not None and o["max_abs_ref"] < o["atol"]:
@@ -133,7 +150,9 @@ def weak_outputs(trials, atol=None):
     return sorted(weak)
 
 
-def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, precision="strict", oracle=None):
+def compare_outputs(ref_out: Any, new_out: Any, atol: Optional[float] = None, rtol: Optional[float] = None,
+                    mode: str = DEFAULT_MODE, precision: Optional[str] = "strict",
+                    oracle: Optional[Oracle] = None) -> Tuple[bool, List[Report], Optional[str], ToleranceRecord]:
     """Returns (passed, per-output reports, reason of the first failure or None, tolerance
     summary {mode, precision, atol, rtol (the explicit ones, else None), effective_atol:
     {output: value}, outputs: {output: {dtype, rule, ...}}, oracle}). atol/rtol None: each
@@ -149,13 +168,13 @@ def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, p
     ref_items = flatten_outputs(ref_out)
     new_items = flatten_outputs(new_out)
     if [p for p, _ in ref_items] != [p for p, _ in new_items]:
-        reason = "output structure differs: the kernel returned %s, the reference %s" % (
+        reason: Optional[str] = "output structure differs: the kernel returned %s, the reference %s" % (
             structure(new_out), structure(ref_out))
         return False, [], reason, tolerance
-    reports = []
-    first_failure = None
+    reports: List[Report] = []
+    first_failure: Optional[str] = None
     for (path, r), (_, n) in zip(ref_items, new_items):
-        report = {"output": path, "passed": True}
+        report: Report = {"output": path, "passed": True}
         reason = None
         if isinstance(r, torch.Tensor):
             report.update({"shape": list(r.shape), "dtype": str(r.dtype).replace("torch.", "")})
@@ -209,7 +228,7 @@ def compare_outputs(ref_out, new_out, atol=None, rtol=None, mode=DEFAULT_MODE, p
     return first_failure is None, reports, first_failure, tolerance
 
 
-def merge_tolerance(previous, latest):
+def merge_tolerance(previous: Optional[Mapping[str, Any]], latest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The evaluation's tolerance summary after one more comparison: the latest's, with each
     `oracle` output's entry the one of the comparison where its error ratio against the
     float64 oracle was worst (the margin the result reports; a comparison under a reused
@@ -228,19 +247,20 @@ def merge_tolerance(previous, latest):
     return merged
 
 
-def _margin_rank(entry):
+def _margin_rank(entry: Mapping[str, Any]) -> Tuple[bool, float]:
     """How an output's entry ranks as the reported margin: float64 comparisons first, then
     the larger error ratio."""
     return (entry.get("oracle") == "float64 oracle", entry.get("error_ratio") or 0.0)
 
 
-def honest_summary(report):
+def honest_summary(report: Mapping[str, Any]) -> OutputToleranceRecord:
     """An `oracle` output's entry in the tolerance summary."""
     keys = ("dtype", "rule", "limit", "error_ratio", "honest_rms", "max_allowed", "oracle", "worst_at")
     return OutputToleranceRecord({k: report[k] for k in keys if k in report})
 
 
-def compare_honest(path, r, n, target, scale, report):
+def compare_honest(path: str, r: torch.Tensor, n: torch.Tensor, target: Optional[torch.Tensor], scale: OutputScale,
+                   report: Report) -> Optional[str]:
     """Compares a kernel's output with the oracle (`target`, float64; None: the float32
     reference `r` stands in, under a scale measured on an earlier comparison) under the
     honest scale: |n - target| <= factor * s per element; NaN/Inf as the dtype rule
@@ -289,7 +309,7 @@ def compare_honest(path, r, n, target, scale, report):
         totals["worst_allowed"] / factor, report["max_abs_err"])
 
 
-def _offset_chunks(*tensors):
+def _offset_chunks(*tensors: torch.Tensor) -> Iterator[Tuple[torch.Tensor, List[torch.Tensor]]]:
     """(flat offsets as a tensor on the first tensor's device, chunks) in oracle-sized pieces."""
     from .oracle import _chunks as oracle_chunks
 
@@ -300,13 +320,13 @@ class _HonestTally:
     """The running totals of one comparison under the honest scale, chunk by chunk, kept on
     the reference's device (one host sync at the end)."""
 
-    def __init__(self, r, ref_has_nonfinite):
+    def __init__(self, r: torch.Tensor, ref_has_nonfinite: bool) -> None:
         import torch
 
         device = r.device
         self.ref_has_nonfinite = ref_has_nonfinite
 
-        def zero(dtype=torch.float64):
+        def zero(dtype: torch.dtype = torch.float64) -> torch.Tensor:
             return torch.zeros((), dtype=dtype, device=device)
 
         self.lost, self.special_bad, self.bad = zero(torch.int64), zero(torch.int64), zero(torch.int64)
@@ -314,7 +334,8 @@ class _HonestTally:
         self.worst_ratio, self.worst_allowed = zero(), zero()
         self.max_abs_err, self.max_rel_err, self.max_allowed = zero(), zero(), zero()
 
-    def add(self, offsets, r_chunk, n_chunk, t_chunk, scale):
+    def add(self, offsets: torch.Tensor, r_chunk: torch.Tensor, n_chunk: torch.Tensor, t_chunk: torch.Tensor,
+            scale: OutputScale) -> None:
         import torch
 
         r64, n64, t64 = (c.to(torch.float64) for c in (r_chunk, n_chunk, t_chunk))
@@ -346,7 +367,7 @@ class _HonestTally:
         rel = error.div_(torch.where(magnitude > 0, magnitude, math.inf))
         self.max_rel_err = torch.maximum(self.max_rel_err, rel.amax())
 
-    def totals(self):
+    def totals(self) -> Dict[str, Any]:
         values = _to_host(self.lost, self.special_bad, self.bad, self.worst, self.worst_ratio, self.worst_allowed,
                           self.max_abs_err, self.max_rel_err, self.max_allowed)
         lost, special_bad, bad, worst = (int(v) for v in values[:4])
@@ -364,7 +385,7 @@ CHUNK_ELEMENTS = 1 << 24
 TINY = 1e-30
 
 
-def all_finite(tree):
+def all_finite(tree: Any) -> bool:
     """Whether every floating or complex tensor of a tree is free of NaN and Inf: the same
     chunked pass that finds a reference's scale (no full-size temporary, strided outputs
     cut along their dims)."""
@@ -377,12 +398,13 @@ def all_finite(tree):
     return True
 
 
-def reference_scale(r):
+def reference_scale(r: torch.Tensor) -> float:
     """The largest finite |ref| (0 for an empty or all non-finite output)."""
     return _reference_extent(r)[0]
 
 
-def compare_tensor(path, r, n, atol, rtol, report, mode=DEFAULT_MODE):
+def compare_tensor(path: str, r: torch.Tensor, n: torch.Tensor, atol: float, rtol: float, report: Report,
+                   mode: str = DEFAULT_MODE) -> Optional[str]:
     """Compares two tensors of the same shape and dtype (strides may differ; n may be on
     another device) under this output's atol and rtol. Fills the report; returns the reason
     of the failure or None."""
@@ -434,7 +456,7 @@ def compare_tensor(path, r, n, atol, rtol, report, mode=DEFAULT_MODE):
         list(index), n[index].item(), r[index].item())
 
 
-def _identical(r, n):
+def _identical(r: torch.Tensor, n: torch.Tensor) -> bool:
     """Whether every element of n equals r's, chunk by chunk (stops at the first chunk that
     differs)."""
     import torch
@@ -442,7 +464,7 @@ def _identical(r, n):
     return all(torch.equal(r_chunk, n_chunk) for _, r_chunk, n_chunk in _chunk_pairs(r, n))
 
 
-def _compare_exactly(path, r, n, report):
+def _compare_exactly(path: str, r: torch.Tensor, n: torch.Tensor, report: Report) -> Optional[str]:
     """Integer and bool outputs must match exactly."""
     import torch
 
@@ -453,12 +475,12 @@ def _compare_exactly(path, r, n, report):
         count = differs.sum()
         differing += count
         first = _earliest(first, differs, count, offset)
-    bad, first = (int(v) for v in _to_host(differing, first))
+    bad, first_index = (int(v) for v in _to_host(differing, first))
     report["bad_elements"] = bad
     report["numel"] = r.numel()
     if not bad:
         return None
-    index = _unravel(first, r.shape)
+    index = _unravel(first_index, r.shape)
     return "%s: %d of %d elements differ (integer output must match exactly; first at %s: %s vs %s)" % (
         path, bad, r.numel(), list(index), n[index].item(), r[index].item())
 
@@ -477,7 +499,7 @@ class _FloatTally:
     rtol, atol) is false, computed in the outputs' own dtype as torch.allclose does:
     |ref - new| <= atol + rtol * |new|, NaN never close, an infinity close only to itself."""
 
-    def __init__(self, r, atol, rtol, ref_has_nonfinite, allclose=False):
+    def __init__(self, r: torch.Tensor, atol: float, rtol: float, ref_has_nonfinite: bool, allclose: bool = False) -> None:
         import torch
 
         # The outputs' own precision: half types are widened to float32 chunk by chunk.
@@ -486,7 +508,7 @@ class _FloatTally:
         self.ref_has_nonfinite = ref_has_nonfinite
         self.allclose = allclose
 
-        def count():
+        def count() -> torch.Tensor:
             return torch.zeros((), dtype=torch.int64, device=r.device)
 
         self.lost = count()  # NaN/Inf in the kernel's output where the reference is finite
@@ -496,10 +518,10 @@ class _FloatTally:
         self.max_abs_err = torch.zeros((), dtype=self.work, device=r.device)
         self.max_rel_err = torch.zeros((), dtype=self.work, device=r.device)
 
-    def add(self, offset, r_chunk, n_chunk):
+    def add(self, offset: int, r_chunk: torch.Tensor, n_chunk: torch.Tensor) -> None:
         import torch
 
-        not_close = None
+        not_close: Optional[torch.Tensor] = None
         if self.allclose:
             # In the outputs' own dtype, before widening: torch.allclose's exact arithmetic.
             not_close = torch.isclose(r_chunk, n_chunk, rtol=self.rtol, atol=self.atol).logical_not_()
@@ -524,7 +546,8 @@ class _FloatTally:
         rel_err = abs_err.div_(denominator)  # abs_err is not needed any more
         self.max_rel_err = torch.maximum(self.max_rel_err, rel_err.amax())
 
-    def _check_nonfinite(self, r_chunk, n_chunk, not_close=None):
+    def _check_nonfinite(self, r_chunk: torch.Tensor, n_chunk: torch.Tensor,
+                         not_close: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Counts the NaN/Inf failures of a chunk (where the reference is NaN/Inf: those of
         `not_close` when given, else the elements not equal to it, NaN matching NaN);
         returns the mask of elements whose error is not measured (not both finite)."""
@@ -547,7 +570,7 @@ class _FloatTally:
         self.special_bad += (~ref_finite & differs).sum()
         return both_finite.logical_not_()
 
-    def totals(self):
+    def totals(self) -> Dict[str, Any]:
         """The totals as Python numbers (one host sync)."""
         lost, special_bad, bad, first_bad, max_abs_err, max_rel_err = _to_host(
             self.lost, self.special_bad, self.bad, self.first_bad, self.max_abs_err, self.max_rel_err)
@@ -555,14 +578,14 @@ class _FloatTally:
                 "max_abs_err": max_abs_err, "max_rel_err": max_rel_err}
 
 
-def _reference_extent(r):
+def _reference_extent(r: torch.Tensor) -> Tuple[float, bool]:
     """(largest finite |r|, whether r holds a NaN or Inf), in one chunked pass."""
     import torch
 
     if r.numel() == 0:
         return 0.0, False
-    largest = None  # of the finite |r|
-    largest_any = None  # of all |r|: NaN or Inf when r holds one (maximum propagates NaN)
+    largest: Optional[torch.Tensor] = None  # of the finite |r|
+    largest_any: Optional[torch.Tensor] = None  # of all |r|: NaN or Inf when r holds one (maximum propagates NaN)
     for _, chunk in _chunks(r.detach()):
         magnitude = chunk.abs()
         if magnitude.is_floating_point():
@@ -571,13 +594,14 @@ def _reference_extent(r):
             magnitude.nan_to_num_(nan=0.0, posinf=0.0)
         chunk_largest = magnitude.amax()
         largest = chunk_largest if largest is None else torch.maximum(largest, chunk_largest)
+    assert largest is not None  # r has elements
     if largest_any is None:
         return float(largest), False
-    largest, largest_any = _to_host(largest, largest_any)
-    return largest, not math.isfinite(largest_any)
+    extent, extent_any = _to_host(largest, largest_any)
+    return extent, not math.isfinite(extent_any)
 
 
-def _earliest(first, mask, count, offset):
+def _earliest(first: torch.Tensor, mask: torch.Tensor, count: torch.Tensor, offset: int) -> torch.Tensor:
     """min(first, offset + position of mask's first True) when count (mask's number of
     True) is not 0, else first; computed on the device without a host sync."""
     import torch
@@ -587,29 +611,29 @@ def _earliest(first, mask, count, offset):
     return torch.where(count > 0, torch.minimum(first, position), first)
 
 
-def _to_host(*scalars):
+def _to_host(*scalars: torch.Tensor) -> List[Any]:
     """0-d tensors of one device as Python numbers, in one transfer."""
     import torch
 
     return torch.stack([s.to(torch.float64) for s in scalars]).tolist()
 
 
-def _unravel(flat, shape):
+def _unravel(flat: int, shape: Iterable[int]) -> Tuple[int, ...]:
     """The multi-index of a flat row-major index."""
-    index = []
+    index: List[int] = []
     for size in reversed(tuple(shape)):
         flat, i = divmod(flat, size)
         index.append(i)
     return tuple(reversed(index))
 
 
-def _chunk_pairs(r, n):
+def _chunk_pairs(r: torch.Tensor, n: torch.Tensor) -> Iterator[Tuple[int, torch.Tensor, torch.Tensor]]:
     """(offset, r's chunk, n's chunk on r's device) over the same logical range of both."""
     for offset, r_chunk, n_chunk in _chunks(r, n):
         yield offset, r_chunk, n_chunk.to(r.device)
 
 
-def _chunks(*tensors):
+def _chunks(*tensors: torch.Tensor) -> Iterator[Tuple[Any, ...]]:
     """(flat offset, 1-D chunk of each tensor) covering tensors of one shape in logical
     (row-major) order, at most CHUNK_ELEMENTS elements a chunk; the same elements in each.
     Contiguous tensors are cut from their flat view (no copy); otherwise each tensor is cut
@@ -631,7 +655,7 @@ def _chunks(*tensors):
         offset += pieces[0].numel()
 
 
-def _piece_indices(shape, limit):
+def _piece_indices(shape: Tuple[int, ...], limit: int) -> Iterator[Index]:
     """Indices (ints, then one slice) that cut a tensor of this non-empty shape into pieces
     of at most `limit` elements, in logical order: runs of whole slices along dim 0, or,
     where one such slice alone is too big, each slice cut the same way one dim further in."""
@@ -639,7 +663,7 @@ def _piece_indices(shape, limit):
         yield ()
         return
 
-    def cut(prefix, dim):
+    def cut(prefix: Index, dim: int) -> Iterator[Index]:
         inner = math.prod(shape[dim + 1:])
         if inner > limit:
             for i in range(shape[dim]):

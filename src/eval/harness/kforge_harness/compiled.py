@@ -16,13 +16,31 @@ parses them itself (precision.compiled_findings). They come from the kernel's pr
 the audit's record: docs/security.md says what that means.
 """
 
+from __future__ import annotations
+
 import ast
 import json
 import os
 import re
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypedDict, Union
+
+
+class LaunchKey(TypedDict):
+    """A launch as the reading keys it (launch_key): the kernel, its arguments' Triton types
+    ("constexpr" for constexprs) and the constexprs' values as JSON."""
+
+    kernel: str
+    signature: Dict[str, str]
+    constexprs: Dict[str, Any]
+
+
+# One kernel's compiled code as read: {"kernel", "ttir", "ptx"} (and "error" in a reading).
+KernelCode = Dict[str, Optional[str]]
+# The reading the worker sends the judge (read, compile_main): {"kernels": [KernelCode],
+# "errors": [str], "compiled_for"}.
+Reading = Dict[str, Any]
 
 MAX_KEYS = 16  # distinct launches read per evaluation
 MAX_TEXT = 256 * 1024  # characters of one kernel's relevant lines sent to the judge
@@ -38,11 +56,11 @@ _CONSTANT_BUILTINS = ("int", "float", "bool", "str", "min", "max", "abs", "round
                       "dict", "pow", "sum", "True", "False", "None")
 
 
-def _constexpr_names(fn) -> List[str]:
+def _constexpr_names(fn: Callable[..., Any]) -> List[str]:
     """Parameters of the Python function annotated tl.constexpr (or "tl.constexpr")."""
     import inspect
 
-    names = []
+    names: List[str] = []
     for name, param in inspect.signature(fn).parameters.items():
         note = param.annotation
         if "constexpr" in (note if isinstance(note, str) else getattr(note, "__name__", "")):
@@ -50,14 +68,14 @@ def _constexpr_names(fn) -> List[str]:
     return names
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """A constexpr's value as JSON (a Triton dtype by its name)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return {"dtype": str(value)} if hasattr(value, "primitive_bitwidth") else {"repr": repr(value)[:200]}
 
 
-def launch_key(fn, args, kwargs) -> Optional[dict]:
+def launch_key(fn: object, args: Sequence[object], kwargs: Mapping[str, object]) -> Optional[LaunchKey]:
     """{"kernel", "signature", "constexprs"} of a launch of `fn` (a JITFunction or the
     interpreter's InterpretedFunction) with these arguments, or None."""
     import inspect
@@ -71,7 +89,8 @@ def launch_key(fn, args, kwargs) -> Optional[dict]:
     bound = inspect.signature(py).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
     bound.apply_defaults()
     constexprs = set(_constexpr_names(py))
-    signature, values = {}, {}
+    signature: Dict[str, str] = {}
+    values: Dict[str, Any] = {}
     for name, value in bound.arguments.items():
         if name in constexprs or value is None:
             signature[name] = "constexpr"
@@ -85,12 +104,12 @@ class Launches:
     """The launches of the audited forwards: their keys (distinct, at most MAX_KEYS) and, on a
     GPU, the compiled kernels' TTIR and PTX."""
 
-    def __init__(self):
-        self.keys: Dict[str, dict] = {}
-        self.code: Dict[str, dict] = {}
+    def __init__(self) -> None:
+        self.keys: Dict[str, LaunchKey] = {}
+        self.code: Dict[str, KernelCode] = {}
         self.errors: List[str] = []
 
-    def note(self, fn, args, kwargs, result) -> None:
+    def note(self, fn: object, args: Sequence[object], kwargs: Mapping[str, object], result: object) -> None:
         """Bookkeeping only: never raises."""
         try:
             key = launch_key(fn, args, kwargs)
@@ -108,7 +127,7 @@ class Launches:
                 self.errors.append("%s: %s" % (type(e).__name__, str(e)[:200]))
 
 
-def relevant(text) -> Optional[str]:
+def relevant(text: object) -> Optional[str]:
     """The lines of a TTIR or PTX text the precision reading needs, capped."""
     if not isinstance(text, str):
         return None
@@ -116,11 +135,11 @@ def relevant(text) -> Optional[str]:
     return "\n".join(lines)[:MAX_TEXT]
 
 
-def read(launches: Launches, source: str, workdir: str, gpu: bool) -> dict:
+def read(launches: Launches, source: str, workdir: str, gpu: bool) -> Reading:
     """{"kernels": [{"kernel", "ttir", "ptx", "error"}], "errors": [...]}: on a GPU the
     launched kernels' own code; on the CPU each launch compiled up to TTIR in a fresh process."""
     if gpu or launches.code:
-        kernels = [dict(launches.code[k], error=None) if k in launches.code else
+        kernels: List[KernelCode] = [dict(launches.code[k], error=None) if k in launches.code else
                    {"kernel": key["kernel"], "ttir": None, "ptx": None, "error": "its launch returned no compiled kernel"}
                    for k, key in launches.keys.items()]
         return {"kernels": kernels, "errors": launches.errors, "compiled_for": "the GPU it ran on"}
@@ -129,13 +148,13 @@ def read(launches: Launches, source: str, workdir: str, gpu: bool) -> dict:
     module = os.path.join(workdir, "kernel_jit.py")
     with open(module, "w", encoding="utf-8") as f:
         f.write(jit_module(source))
-    request = {"module": module, "launches": list(launches.keys.values()), "target": TARGET}
+    request: Dict[str, Any] = {"module": module, "launches": list(launches.keys.values()), "target": TARGET}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         done = subprocess.run([sys.executable, "-m", "kforge_harness", "ttir"], input=json.dumps(request),
                               capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, env=env, cwd=workdir)
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        answer: Any = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     except (OSError, subprocess.SubprocessError, ValueError) as e:
         answer, done = None, None
         launches.errors.append("the compiler's process: %s: %s" % (type(e).__name__, str(e)[:200]))
@@ -151,9 +170,9 @@ def read(launches: Launches, source: str, workdir: str, gpu: bool) -> dict:
 # -- the kernel's @triton.jit functions alone --------------------------------------------------
 
 
-def _is_jit_decorator(node) -> bool:
+def _is_jit_decorator(node: ast.expr) -> bool:
     target = node.func if isinstance(node, ast.Call) else node
-    parts = []
+    parts: List[str] = []
     while isinstance(target, ast.Attribute):
         parts.append(target.attr)
         target = target.value
@@ -162,11 +181,11 @@ def _is_jit_decorator(node) -> bool:
     return bool(parts) and parts[0] == "jit"
 
 
-def _names_loaded(node) -> set:
+def _names_loaded(node: ast.AST) -> Set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _kept_import(node) -> bool:
+def _kept_import(node: ast.stmt) -> bool:
     if isinstance(node, ast.Import):
         return all(a.name.split(".")[0] in _KEEP_IMPORTS for a in node.names)
     return isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in _KEEP_IMPORTS
@@ -182,19 +201,19 @@ def jit_module(source: str) -> str:
     defined = set(_CONSTANT_BUILTINS)
     for node in tree.body:
         first, last = node.lineno - 1, node.end_lineno
-        if _kept_import(node):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and _kept_import(node):
             keep[first:last] = lines[first:last]
             defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and getattr(node, "value", None) is not None:
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if all(isinstance(t, ast.Name) for t in targets) and _names_loaded(node.value) <= defined:
                 keep[first:last] = lines[first:last]
-                defined |= {t.id for t in targets}
+                defined |= {t.id for t in targets if isinstance(t, ast.Name)}
         elif isinstance(node, ast.FunctionDef) and any(_is_jit_decorator(d) for d in node.decorator_list):
             start = node.decorator_list[0].lineno - 1
             keep[start:last] = lines[start:last]
             for dec in node.decorator_list:
-                for n in range(dec.lineno - 1, dec.end_lineno):
+                for n in range(dec.lineno - 1, dec.end_lineno or dec.lineno):
                     keep[n] = ""
             keep[node.decorator_list[-1].lineno - 1] = " " * node.col_offset + "@triton.jit"
             defined.add(node.name)
@@ -208,15 +227,18 @@ def jit_module(source: str) -> str:
 # -- the compiler's process ---------------------------------------------------------------------
 
 
-def compile_main(stream_in, stream_out) -> int:
+def compile_main(stream_in: IO[str], stream_out: IO[str]) -> int:
     """`python -m kforge_harness ttir`: compiles each launch of the request to TTIR; prints
     {"kernels": [{"kernel", "ttir", "error"}], "errors": []} as one JSON line."""
     request = json.loads(stream_in.read())
-    kernels, errors = [], []
+    kernels: List[KernelCode] = []
+    errors: List[str] = []
+    module: Any
     try:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location("kforge_kernel_jit", request["module"])
+        assert spec is not None and spec.loader is not None, request["module"]
         module = importlib.util.module_from_spec(spec)
         sys.modules["kforge_kernel_jit"] = module
         spec.loader.exec_module(module)
@@ -235,7 +257,7 @@ def compile_main(stream_in, stream_out) -> int:
     return 0
 
 
-def _constexpr_value(value):
+def _constexpr_value(value: object) -> object:
     import triton.language as tl
 
     if isinstance(value, dict) and "dtype" in value:
@@ -243,7 +265,7 @@ def _constexpr_value(value):
     return value
 
 
-def _ttir(fn, launch, target) -> str:
+def _ttir(fn: object, launch: Mapping[str, Any], target: Tuple[str, int, int]) -> str:
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import CUDABackend
@@ -258,6 +280,6 @@ def _ttir(fn, launch, target) -> str:
     ir.load_dialects(context)
     backend.load_dialects(context)
     module = src.make_ir(gpu, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
-    stages = {}
+    stages: Dict[str, Callable[..., Any]] = {}
     backend.add_stages(stages, options, src.language)
     return str(stages["ttir"](module, {}))

@@ -13,10 +13,13 @@ policy median. The headline, fast_p and the session's selection stay on the poli
 reference; this figure is shown beside them.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
+from typing import Any, Mapping, Optional, Tuple
 
-from .baselines import divided, measured_or_why, read_json, write_json
+from .baselines import T, Cached, divided, measured_or_why, read_json, write_json
 from .precision import SETTINGS
 from .wire import DefaultsFiguresRecord
 
@@ -25,10 +28,10 @@ WHAT = ("the headline, fast_p and the session's selection use the policy's refer
         "against the reference under PyTorch's default settings")
 
 
-def differences(policy):
+def differences(policy: Optional[str]) -> list[str]:
     """The settings that differ between `policy` and PyTorch's defaults, in words: [] where
     none do."""
-    mine, theirs = SETTINGS.get(policy, SETTINGS[DEFAULTS]), SETTINGS[DEFAULTS]
+    mine, theirs = SETTINGS.get(policy or DEFAULTS, SETTINGS[DEFAULTS]), SETTINGS[DEFAULTS]
     out = []
     if mine[0] != theirs[0]:
         out.append("TF32 matmuls %s (PyTorch's default: %s)" % (_on(mine[0]), _on(theirs[0])))
@@ -37,22 +40,22 @@ def differences(policy):
     return out
 
 
-def _on(flag):
+def _on(flag: bool) -> str:
     return "on" if flag else "off"
 
 
-def applies(policy, counts):
+def applies(policy: Optional[str], counts: Optional[Mapping[str, Any]]) -> Tuple[bool, str]:
     """(whether the reference is timed under the defaults too, why or why not). It is where
     the policy's settings differ from the defaults for work the task does: float32 matmuls
     (the matmul switch) or float32 convolutions (the cuDNN switch), by the counted work; a
     task whose work was not counted is measured (it may run either)."""
-    mine, theirs = SETTINGS.get(policy, SETTINGS[DEFAULTS]), SETTINGS[DEFAULTS]
+    mine, theirs = SETTINGS.get(policy or DEFAULTS, SETTINGS[DEFAULTS]), SETTINGS[DEFAULTS]
     if mine == theirs or policy == DEFAULTS:
         return False, "the policy runs the reference under PyTorch's defaults"
     if not counts or "flops" not in counts:
         return True, "; ".join(differences(policy))
     families = {entry["family"] for entry in counts["flops"] if entry.get("dtype") == "float32"}
-    affected = []
+    affected: list[str] = []
     if mine[0] != theirs[0] and "matmul" in families:
         affected.append("float32 matmuls")
     if mine[1] != theirs[1] and "convolution" in families:
@@ -63,31 +66,32 @@ def applies(policy, counts):
     return True, "%s: %s" % (" and ".join(affected), "; ".join(differences(policy)))
 
 
-def cache_key(baseline_key):
+def cache_key(baseline_key: str) -> str:
     """The figures' key: the eager baseline's (task, device, versions, inputs, timing
     method, precision policy) and the defaults."""
     return hashlib.sha256(json.dumps([baseline_key, "pytorch defaults"]).encode()).hexdigest()[:32]
 
 
-def read_cached(cache_dir, key):
+def read_cached(cache_dir: Optional[str], key: str) -> Optional[Cached]:
     value = read_json(cache_dir, key + ".defaults.json")
     return value if value is not None and measured_or_why(value) else None
 
 
-def write_cached(cache_dir, key, record):
+def write_cached(cache_dir: Optional[str], key: str, record: Mapping[str, Any]) -> None:
     write_json(cache_dir, key + ".defaults.json", record)
 
 
-def settings_of(policy):
+def settings_of(policy: str) -> dict[str, Any]:
     matmul, cudnn, matmul_precision = SETTINGS[policy]
     return {"matmul": matmul, "cudnn": cudnn, "float32_matmul_precision": matmul_precision}
 
 
-def figures(policy, why, reference, defaults_side, interval):
+def figures(policy: str, why: str, reference: Mapping[str, Any], defaults_side: Mapping[str, Any],
+            interval: Tuple[Optional[float], Optional[float]]) -> DefaultsFiguresRecord:
     """The record of a measured defaults baseline: `reference` and `defaults_side` are both
     sides' timing figures from one interleaved measurement, `interval` the bootstrap of
     reference / defaults (how much faster the defaults run)."""
-    ratio = reference["median_ms"] / defaults_side["median_ms"] if defaults_side["median_ms"] > 0 else None
+    ratio: Optional[float] = reference["median_ms"] / defaults_side["median_ms"] if defaults_side["median_ms"] > 0 else None
     low, high = interval if ratio is not None else (None, None)
     return DefaultsFiguresRecord({
         "error": None, "pytorch_settings": settings_of(DEFAULTS), "policy_settings": settings_of(policy), "differs": why,
@@ -97,7 +101,7 @@ def figures(policy, why, reference, defaults_side, interval):
         "speedup_high": high, "cached": False, "used_for": WHAT})
 
 
-def unavailable(policy, why):
+def unavailable(policy: str, why: str) -> DefaultsFiguresRecord:
     """The record of a task whose reference could not be timed under the defaults."""
     return DefaultsFiguresRecord({
         "error": why, "pytorch_settings": settings_of(DEFAULTS), "policy_settings": settings_of(policy), "differs": None,
@@ -106,16 +110,16 @@ def unavailable(policy, why):
         "used_for": WHAT})
 
 
-def usable(record):
+def usable(record: Optional[Mapping[str, Any]]) -> bool:
     return bool(record is not None and record.get("error") is None and record.get("speedup_over_reference"))
 
 
-def against_defaults(timing_result, record):
+def against_defaults(timing_result: T, record: Optional[Mapping[str, Any]]) -> T:
     """Adds to an evaluation's timing the defaults figures and the score against them
     (score / (reference / defaults)), with its interval."""
     timing_result["defaults"] = record
     score = timing_result.get("score")
-    if score is not None and usable(record):
+    if score is not None and record is not None and usable(record):
         value, low, high = divided(score, timing_result.get("score_low"), timing_result.get("score_high"),
                                    record["speedup_over_reference"], record.get("speedup_low"),
                                    record.get("speedup_high"))

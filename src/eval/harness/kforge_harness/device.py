@@ -1,9 +1,38 @@
 """Facts about the evaluation device and the versions in use."""
 
+from __future__ import annotations
+
 import platform
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, TypedDict, Union
+
+if TYPE_CHECKING:
+    import ctypes
+
+    import torch
 
 
-def device_description(device):
+class DeviceInfo(TypedDict, total=False):
+    """result["device"]: what device_description says of the evaluation's device."""
+
+    kind: str
+    torch_name: str
+    name: str
+    interpreter: bool
+    uuid: Optional[str]
+    capability: str
+    memory_bytes: int
+    multiprocessors: int
+    l2_bytes: Optional[int]
+
+
+# The NVML library (a ctypes.CDLL: its functions are looked up by name, so `Any`) and a
+# device's handle.
+NvmlDevice = Tuple[Any, "ctypes.c_void_p"]
+# A device as torch takes it: "cpu", "cuda:0", an index or a torch.device.
+DeviceLike = Union[str, int, "torch.device"]
+
+
+def device_description(device: DeviceLike) -> DeviceInfo:
     import torch
 
     if device == "cpu":
@@ -24,28 +53,30 @@ def device_description(device):
     }
 
 
-def versions():
+def versions() -> dict[str, str]:
     import torch
     import triton
 
     return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
 
 
-def sync(device):
+def sync(device: DeviceLike) -> None:
     import torch
 
     if device != "cpu":
         torch.cuda.synchronize()
 
 
-def l2_flush_bytes(job, result):
+def l2_flush_bytes(job: Mapping[str, Any], result: Mapping[str, Any]) -> int:
     """Bytes of the L2 flush buffer: at least 256 MB and twice L2; 0 when flushing is off."""
     if not job["flush_l2"]:
         return 0
-    return max(256 << 20, 2 * (result["device"].get("l2_bytes") or 0))
+    l2: int = result["device"].get("l2_bytes") or 0
+    return max(256 << 20, 2 * l2)
 
 
-def l2_flush_buffer(job, result, device):
+def l2_flush_buffer(job: Mapping[str, Any], result: Mapping[str, Any],
+                    device: DeviceLike) -> Optional[torch.Tensor]:
     """A buffer larger than L2 (l2_flush_bytes), written by the judge before each timed run:
     L2 is shared by every process on the GPU, so the worker cannot keep it warm. int64 and
     written by `thrash_l2`, as KernelBench does: a zero fill becomes a memset, which is not
@@ -56,7 +87,7 @@ def l2_flush_buffer(job, result, device):
     return torch.empty(nbytes // 8, dtype=torch.int64, device=device) if nbytes else None
 
 
-def thrash_l2(buffer):
+def thrash_l2(buffer: torch.Tensor) -> None:
     """KernelBench's L2 thrash: an in-place fill of a buffer larger than L2 with 42."""
     buffer.fill_(42)
 
@@ -70,10 +101,10 @@ THROTTLE_REASONS = [(0x1, "idle"), (0x2, "applications_clocks_setting"), (0x4, "
                     (0x8, "hw_slowdown"), (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"),
                     (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"),
                     (0x100, "display_clock_setting")]
-_nvml = []
+_nvml: list[Any] = []
 
 
-def nvml_device(device_info):
+def nvml_device(device_info: Mapping[str, Any]) -> Optional[NvmlDevice]:
     """(NVML library, handle) for the device by its UUID, or None where NVML is missing."""
     import ctypes
 
@@ -96,7 +127,7 @@ def nvml_device(device_info):
     return lib, handle
 
 
-def _clock(lib, handle, kind, clock_id=None):
+def _clock(lib: Any, handle: ctypes.c_void_p, kind: int, clock_id: Optional[int] = None) -> Optional[int]:
     import ctypes
 
     value = ctypes.c_uint()
@@ -105,7 +136,7 @@ def _clock(lib, handle, kind, clock_id=None):
     return value.value if status == 0 else None
 
 
-def gpu_clocks(device_info):
+def gpu_clocks(device_info: Mapping[str, Any]) -> Optional[dict[str, Optional[int]]]:
     """SM and memory clocks now (MHz), or None without NVML."""
     found = nvml_device(device_info)
     if found is None:
@@ -114,7 +145,9 @@ def gpu_clocks(device_info):
     return {"sm": _clock(lib, handle, NVML_CLOCK_SM), "mem": _clock(lib, handle, NVML_CLOCK_MEM)}
 
 
-def environment(device_info, versions, tf32, before, method, input_refresh):
+def environment(device_info: Mapping[str, Any], versions: Mapping[str, Any], tf32: Optional[Mapping[str, Any]],
+                before: Optional[Mapping[str, Optional[int]]], method: str,
+                input_refresh: Optional[str]) -> Dict[str, Any]:
     """What shaped a timing: precision settings of the reference's process, clocks before and
     after the kernel's timed runs (and whether they were pinned), driver and library versions,
     the method and the input refresh."""
@@ -122,7 +155,7 @@ def environment(device_info, versions, tf32, before, method, input_refresh):
 
     import torch
 
-    env = {"torch": versions.get("torch"), "triton": versions.get("triton"), "cuda_runtime": torch.version.cuda,
+    env: Dict[str, Any] = {"torch": versions.get("torch"), "triton": versions.get("triton"), "cuda_runtime": torch.version.cuda,
            "timing_method": method, "input_refresh": input_refresh}
     tf32 = tf32 or {}
     env.update({"tf32_matmul": tf32.get("matmul"), "tf32_cudnn": tf32.get("cudnn"),

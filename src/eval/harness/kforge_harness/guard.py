@@ -34,9 +34,15 @@ raw memory through numpy's array interface or the Triton interpreter's pointers.
 filter refuses every spelling of those it knows; docs/security.md says what remains.
 """
 
+from __future__ import annotations
+
 import os
 import sys
-from typing import Callable, Dict, FrozenSet, Optional, Tuple
+from types import FrameType, ModuleType
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
+
+# A root a site may lie in: (name, directory) (roots).
+Roots = Tuple[Tuple[str, str], ...]
 
 STATUS = 86  # the worker's exit status after a refusal
 
@@ -116,8 +122,9 @@ def roots() -> Tuple[Tuple[str, str], ...]:
     found = [("stdlib", os.path.dirname(os.__file__) + "/")]
     for name in ("torch", "triton", "numpy"):
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            found.append(("site", os.path.dirname(os.path.dirname(module.__file__)) + "/"))
+        file: Optional[str] = getattr(module, "__file__", None) if module is not None else None
+        if file:
+            found.append(("site", os.path.dirname(os.path.dirname(file)) + "/"))
     return tuple(dict.fromkeys(found))
 
 
@@ -129,12 +136,13 @@ def trusted_roots() -> Tuple[str, ...]:
     found = {os.path.abspath(p) + "/" for p in paths} | {os.path.realpath(p) + "/" for p in paths}
     for module in ("torch", "triton", "numpy"):
         loaded = sys.modules.get(module)
-        if loaded is not None and getattr(loaded, "__file__", None):
-            found.add(os.path.dirname(os.path.dirname(os.path.abspath(loaded.__file__))) + "/")
+        file: Optional[str] = getattr(loaded, "__file__", None) if loaded is not None else None
+        if file:
+            found.add(os.path.dirname(os.path.dirname(os.path.abspath(file))) + "/")
     return tuple(sorted(found))
 
 
-def site_of(filename: str, known: Tuple[Tuple[str, str], ...]) -> str:
+def site_of(filename: str, known: Roots) -> str:
     """"site:triton/runtime/jit.py" for a file below a root; the file name itself otherwise."""
     for name, root in known:
         if filename.startswith(root):
@@ -154,8 +162,9 @@ def memory_file(path: object, realpath: Callable[[str], str] = os.path.realpath)
         real in ("/dev/mem", "/dev/kmem", "/dev/port")
 
 
-def kernel_line(raiser, kernel_file: str, trusted: Tuple[str, ...], importing: FrozenSet[str] = IMPORTING,
-                startswith=str.startswith) -> Optional[int]:
+def kernel_line(raiser: Optional[FrameType], kernel_file: str, trusted: Tuple[str, ...],
+                importing: FrozenSet[str] = IMPORTING,
+                startswith: Callable[..., bool] = str.startswith) -> Optional[int]:
     """The line of the kernel's code the stack above `raiser` runs, or None: none is there, or a
     module of the installation is being imported in between (its body, not the kernel, raised the
     event). The kernel's code is its file's, and that of any other file outside the installation
@@ -175,25 +184,28 @@ def kernel_line(raiser, kernel_file: str, trusted: Tuple[str, ...], importing: F
     return None
 
 
-def requester(raiser, known: Tuple[Tuple[str, str], ...], pass_through: Tuple[str, ...] = _PASS_THROUGH,
-              site=site_of, startswith=str.startswith):
+def requester(raiser: FrameType, known: Roots, pass_through: Tuple[str, ...] = _PASS_THROUGH,
+              site: Callable[[str, Roots], str] = site_of,
+              startswith: Callable[..., bool] = str.startswith) -> FrameType:
     """The frame that asked for the event: the raiser, or for code inside a pass-through module
     (ctypes' own Python), the first frame outside it."""
-    frame = raiser
+    frame: Optional[FrameType] = raiser
     while frame is not None and startswith(site(frame.f_code.co_filename, known), pass_through):
         frame = frame.f_back
     return frame if frame is not None else raiser
 
 
-def permitted(event: str, args: tuple, frame, known, trusted, allowed=ALLOWED, only_from=ONLY_FROM,
-              sensitive=SENSITIVE_ATTRIBUTES, read_ok=READ_ONLY_OK, site=site_of, startswith=str.startswith) -> bool:
+def permitted(event: str, args: Tuple[Any, ...], frame: FrameType, known: Roots, trusted: Tuple[str, ...],
+              allowed: Mapping[str, FrozenSet[Site]] = ALLOWED, only_from: Mapping[Site, str] = ONLY_FROM,
+              sensitive: FrozenSet[str] = SENSITIVE_ATTRIBUTES, read_ok: FrozenSet[str] = READ_ONLY_OK,
+              site: Callable[[str, Roots], str] = site_of, startswith: Callable[..., bool] = str.startswith) -> bool:
     """Whether the event, raised while the kernel runs, is a library's own use (see ALLOWED)."""
     if event.startswith("object.") and len(args) > 1:
         name = args[1]
         if name not in sensitive or (event == "object.__getattr__" and name in read_ok):
             return True
     where = (site(frame.f_code.co_filename, known), frame.f_code.co_name)
-    table = allowed.get("ctypes" if startswith(event, "ctypes.") else event, ())
+    table: FrozenSet[Site] = allowed.get("ctypes" if startswith(event, "ctypes.") else event, frozenset())
     if where not in table and (where[0], "*") not in table:
         return False
     if where in only_from:
@@ -222,7 +234,7 @@ def to_log(line: str) -> None:
         os.write(2, ("kforge guard trace: %s\n" % line).encode("utf-8", "replace"))
 
 
-_traced: set = set()
+_traced: set[str] = set()
 
 
 def _remove_signal_handlers() -> None:
@@ -230,22 +242,24 @@ def _remove_signal_handlers() -> None:
     event: the function that installs them goes (the process keeps the handlers it has)."""
     import signal
 
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # no stubs: the C half of signal
 
-    def refused(*args, **kwargs):
+    def refused(*args: object, **kwargs: object) -> None:
         raise PermissionError("signal handlers cannot be installed in the kernel's process")
 
+    module: Any  # the two modules' `signal` functions are replaced
     for module in (signal, _signal):
         module.signal = refused
 
 
-def _hook(kernel_file, refused, trace, known, trusted):
+def _hook(kernel_file: str, refused: Callable[[str], None], trace: Optional[Callable[[str], None]], known: Roots,
+          trusted: Tuple[str, ...]) -> Callable[[str, Tuple[Any, ...]], None]:
     getframe, exit_now, write, realpath, text = sys._getframe, os._exit, os.write, os.path.realpath, str
     integrity, what, is_memory, running, asker, allow, site = INTEGRITY, dict(WHAT), memory_file, kernel_line, \
         requester, permitted, site_of
     busy = [False]
 
-    def guard(event, args):
+    def guard(event: str, args: Tuple[Any, ...]) -> None:
         if busy[0] or not (event in integrity or event == "open" or event[:7] == "ctypes."):
             return
         busy[0] = True
@@ -268,7 +282,7 @@ def _hook(kernel_file, refused, trace, known, trusted):
         finally:
             busy[0] = False
 
-    def stop(about, line):
+    def stop(about: str, line: Optional[int]) -> None:
         message = "the run-time guard refused %s%s" % (about, "" if line is None else
                                                        " while line %d of the kernel ran" % line)
         try:
@@ -288,9 +302,10 @@ WATCHED_CLASSES: Tuple[str, ...] = ("torch.Tensor", "triton.runtime.jit.JITFunct
                                     "triton.runtime.interpreter.InterpretedFunction")
 
 
-def _watched(module_names, class_names, modules=sys.modules):
+def _watched(module_names: Tuple[str, ...], class_names: Tuple[str, ...],
+             modules: Mapping[str, Optional[ModuleType]] = sys.modules) -> List[Tuple[str, Mapping[str, Any]]]:
     """[(label, namespace dict)] of the harness's modules and classes, and the watched ones."""
-    found = []
+    found: List[Tuple[str, Mapping[str, Any]]] = []
     for name, module in sorted(modules.items()):
         if module is None:
             continue
@@ -309,7 +324,7 @@ def _watched(module_names, class_names, modules=sys.modules):
 
 
 def snapshot(module_names: Tuple[str, ...] = WATCHED_MODULES,
-             class_names: Tuple[str, ...] = WATCHED_CLASSES) -> Callable[[], list]:
+             class_names: Tuple[str, ...] = WATCHED_CLASSES) -> Callable[[], List[str]]:
     """Takes note of the functions, classes and modules the harness's modules and classes (and the
     watched ones of torch and triton) hold, before the kernel is imported; returns a function that
     lists the names whose object was since replaced or removed (names added later, by lazy
@@ -318,7 +333,7 @@ def snapshot(module_names: Tuple[str, ...] = WATCHED_MODULES,
     taken = [(label, namespace, {k: v for k, v in list(namespace.items()) if isinstance(v, kinds)})
              for label, namespace in _watched(module_names, class_names)]
 
-    def changed(taken=taken, missing=object()):
+    def changed(taken: List[Tuple[str, Mapping[str, Any], Dict[str, Any]]] = taken, missing: object = object()) -> List[str]:
         return ["%s.%s" % (label, key) for label, namespace, values in taken
                 for key, value in values.items() if namespace.get(key, missing) is not value]
 

@@ -22,9 +22,16 @@ The pure parts (the trial count, the discard rule, the statistics) need no GPU a
 unit-tested in tests/test_kbprotocol.py.
 """
 
+from __future__ import annotations
+
 import math
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, Union
 
 from . import timing
+from .timing import Figures
+
+if TYPE_CHECKING:
+    import torch
 
 NUM_WARMUP = 5  # measure_ref_program_time's default
 NUM_TRIALS = 100
@@ -33,20 +40,20 @@ L2_THRASH_SHAPE = (32, 1024, 1024)  # int64: 32 * 1024 * 1024 * 8 B = 256 MB
 L2_THRASH_BYTES = 32 * 1024 * 1024 * 8
 
 
-def total_trials(num_trials=NUM_TRIALS, discard_first=DISCARD_FIRST):
+def total_trials(num_trials: int = NUM_TRIALS, discard_first: int = DISCARD_FIRST) -> int:
     """How many timed trials run: the kept ones plus the ones discarded at the start."""
     if num_trials < 1 or discard_first < 0:
         raise ValueError("need at least one kept trial and a non-negative discard count")
     return num_trials + discard_first
 
 
-def kept_trials(elapsed_ms, discard_first=DISCARD_FIRST):
+def kept_trials(elapsed_ms: Iterable[float], discard_first: int = DISCARD_FIRST) -> list[float]:
     """The trials that count: every one after the first `discard_first` (KernelBench keeps
     trial i when i >= discard_first)."""
     return [t for i, t in enumerate(elapsed_ms) if i >= discard_first]
 
 
-def timing_stats(elapsed_ms):
+def timing_stats(elapsed_ms: Sequence[float]) -> Figures:
     """KernelBench's statistics of the kept trials, unrounded, plus the median: kforge's own
     `timing.stats`, with the standard deviation KernelBench reports, the population one
     (numpy's `np.std` default, ddof=0) instead of kforge's sample one."""
@@ -62,7 +69,7 @@ KFORGE_FIRST = "kforge_first"
 KERNELBENCH_FIRST = "kernelbench_first"
 
 
-def round_orders(rounds):
+def round_orders(rounds: int) -> list[str]:
     """Which protocol times the reference first in each round of `rounds` (at least one):
     kforge's first, then the two alternate, so a drift of the GPU or host over the rounds
     (clocks, temperature, other work) falls on both protocols alike instead of showing as a
@@ -73,7 +80,7 @@ def round_orders(rounds):
     return [KFORGE_FIRST if i % 2 == 0 else KERNELBENCH_FIRST for i in range(rounds)]
 
 
-def clear_l2_cache(device):
+def clear_l2_cache(device: torch.device) -> None:
     """KernelBench's L2 thrash: a fresh 256 MB tensor, filled, then freed, before each trial."""
     import torch
 
@@ -82,14 +89,15 @@ def clear_l2_cache(device):
     del dummy
 
 
-def time_model(model, inputs, device, num_warmup=NUM_WARMUP, num_trials=NUM_TRIALS,
-               discard_first=DISCARD_FIRST):
+def time_model(model: Callable[..., object], inputs: Sequence[object], device: Union[str, int, torch.device],
+               num_warmup: int = NUM_WARMUP, num_trials: int = NUM_TRIALS,
+               discard_first: int = DISCARD_FIRST) -> Figures:
     """Times `model(*inputs)` on CUDA `device` with KernelBench's protocol and returns its
     statistics (see `timing_stats`) with the protocol's settings. Exceptions propagate."""
     import torch
 
     device = torch.device(device)
-    elapsed = []
+    elapsed: list[float] = []
     with torch.no_grad(), torch.cuda.device(device):
         torch.cuda.synchronize(device=device)
         for _ in range(num_warmup):
@@ -99,8 +107,8 @@ def time_model(model, inputs, device, num_warmup=NUM_WARMUP, num_trials=NUM_TRIA
         torch.cuda.empty_cache()
         for _ in range(total_trials(num_trials, discard_first)):
             torch.cuda.synchronize(device=device)
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             clear_l2_cache(device)
             start.record()
             _ = model(*inputs)  # held until the next trial's output replaces it, as theirs is

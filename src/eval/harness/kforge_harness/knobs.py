@@ -5,7 +5,10 @@ difference can be measured (scripts/gpu/reference_gap.py sets them one at a time
 for normal use: a timing taken with any set says so (`timing.environment.diagnostics`), and
 its reference figures are cached under their own key, never as a task's baseline."""
 
+from __future__ import annotations
+
 import os
+from typing import Iterable
 
 KNOBS = {
     "KFORGE_DIAG_NO_RELOCATE": "the models' weights are not moved between rounds of timed runs",
@@ -18,15 +21,15 @@ KNOBS = {
 
 # The switches of this process when the server gave them (a judge in the tasks' sandbox, whose
 # environment is an allow-list without them: judgeproc.py); None: this process's environment.
-_given = []
+_given: list[list[str]] = []
 
 
-def give(names):
+def give(names: Iterable[str]) -> None:
     """The switches the server read from its environment, for a process that cannot read them."""
     _given[:] = [sorted(n for n in names if n in KNOBS)]
 
 
-def on(name):
+def on(name: str) -> bool:
     """Whether the switch `name` (a key of KNOBS) is set to 1."""
     if name not in KNOBS:
         raise KeyError(name)
@@ -35,6 +38,6 @@ def on(name):
     return os.environ.get(name) == "1"
 
 
-def active():
+def active() -> list[str]:
     """The switches set, sorted (empty in normal use)."""
     return sorted(name for name in KNOBS if on(name))

@@ -24,10 +24,24 @@ Only the driver API (ctypes on libcuda) and a PTX probe are used: torch must not
 touched CUDA in the process yet, since a reset under it would pull its context away.
 """
 
+from __future__ import annotations
+
 import ctypes
 import hashlib
 import json
 import os
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+
+class Probed(Protocol):
+    """A context that `draw` probes and draws again (Context; a test's stand-in)."""
+
+    def probe(self) -> float: ...
+
+    def redraw(self) -> None: ...
 
 PROBE_LAUNCHES = 256
 PROBE_REPEATS = 5  # the fastest of these windows is the probe: another context's work only adds
@@ -75,7 +89,7 @@ class Unavailable(Exception):
     """The driver API or the probe failed: the context stays as it is (the first draw)."""
 
 
-def accepts(probe_ms, floor_ms, earlier_ms, tolerance):
+def accepts(probe_ms: float, floor_ms: Optional[float], earlier_ms: Sequence[float], tolerance: float) -> bool:
     """Whether a context whose probe is `probe_ms` is kept: within `tolerance` of the lowest
     of the device's floor and this process's earlier draws. Without a floor (the device's
     first evaluation) at least NO_FLOOR_DRAWS contexts are drawn, so that the bar is the
@@ -90,7 +104,7 @@ class Driver:
     """The few driver-API calls a draw needs, each checked, on the harness's one libcuda
     (exchange.cuda_driver)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         from .exchange import cuda_driver
 
         try:
@@ -98,7 +112,7 @@ class Driver:
         except OSError as e:
             raise Unavailable("libcuda: %s" % e)
 
-    def call(self, name, *args):
+    def call(self, name: str, *args: Any) -> None:
         code = getattr(self.lib, name)(*args)
         if code != 0:
             text = ctypes.c_char_p()
@@ -110,28 +124,28 @@ class Context:
     """The primary context of one device, created through the driver API and drawn again on
     request; torch attaches to whichever draw is current when it first uses CUDA."""
 
-    def __init__(self, ordinal):
+    def __init__(self, ordinal: int) -> None:
         self.driver = Driver()
         self.driver.call("cuInit", 0)
         self.device = ctypes.c_int()
         self.driver.call("cuDeviceGet", ctypes.byref(self.device), int(ordinal))
-        self.handle = None
+        self.handle: Optional[ctypes.c_void_p] = None
         self.create()
 
-    def create(self):
+    def create(self) -> None:
         handle = ctypes.c_void_p()
         self.driver.call("cuDevicePrimaryCtxRetain", ctypes.byref(handle), self.device)
         self.driver.call("cuCtxSetCurrent", handle)
         self.handle = handle
 
-    def redraw(self):
+    def redraw(self) -> None:
         """Destroys the primary context and creates it again: a new draw."""
         self.driver.call("cuDevicePrimaryCtxRelease_v2", self.device)
         self.handle = None
         self.driver.call("cuDevicePrimaryCtxReset_v2", self.device)
         self.create()
 
-    def probe(self, launches=PROBE_LAUNCHES, repeats=PROBE_REPEATS):
+    def probe(self, launches: int = PROBE_LAUNCHES, repeats: int = PROBE_REPEATS) -> float:
         """GPU time (ms) of `launches` tiny launches queued behind a spin: the fastest of
         `repeats` windows."""
         call, c = self.driver.call, ctypes
@@ -148,7 +162,7 @@ class Context:
             cycles = c.c_uint64(SPIN_CYCLES)
             spin_args = (c.c_void_p * 1)(c.addressof(cycles))
             tiny_args = (c.c_void_p * 1)(c.addressof(buffer))
-            windows = []
+            windows: List[float] = []
             for run in range(repeats + 1):  # the first run loads the module's code: not kept
                 call("cuLaunchKernel", spin, 1, 1, 1, 1, 1, 1, 0, None, spin_args, None)
                 call("cuEventRecord", start, None)
@@ -170,11 +184,12 @@ class Context:
             self.driver.lib.cuModuleUnload(module)
 
 
-def draw(context, floor_ms, tolerance=DEFAULT_TOLERANCE, max_draws=DEFAULT_MAX_DRAWS):
+def draw(context: Probed, floor_ms: Optional[float], tolerance: float = DEFAULT_TOLERANCE,
+         max_draws: int = DEFAULT_MAX_DRAWS) -> Dict[str, Any]:
     """Probes `context` and draws it again until `accepts`, at most `max_draws` contexts in
     all. Returns the record the judge keeps: every probe in order (the last is the context
     kept) and whether the kept one was accepted."""
-    probes = []
+    probes: List[float] = []
     while True:
         probe = context.probe()
         accepted = accepts(probe, floor_ms, probes, tolerance)
@@ -184,12 +199,12 @@ def draw(context, floor_ms, tolerance=DEFAULT_TOLERANCE, max_draws=DEFAULT_MAX_D
         context.redraw()
 
 
-def is_probe(value):
+def is_probe(value: object) -> TypeGuard[float]:
     """Whether `value` can be a probe's figure (ms): a positive number, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def floor_of(samples):
+def floor_of(samples: Iterable[object]) -> Optional[float]:
     """The device's floor from its past probes: the second lowest, so that one probe
     measured too low (it cannot be, but a clock can jump) does not make every later draw
     fail; the lowest while there is one."""
@@ -204,17 +219,17 @@ class Floor:
     the device's peaks. Only the judge reads and writes it, and only probes taken before a
     kernel was loaded go in."""
 
-    def __init__(self, cache_dir, gpu_name, driver):
+    def __init__(self, cache_dir: Optional[str], gpu_name: Optional[str], driver: Optional[str]) -> None:
         self.cache_dir = cache_dir
         material = json.dumps({"gpu": gpu_name, "driver": driver, "schema": SCHEMA, "launches": PROBE_LAUNCHES},
                               sort_keys=True)
         self.key = "launch-" + hashlib.sha256(material.encode()).hexdigest()[:24]
         self.samples = self.read()
 
-    def path(self):
+    def path(self) -> Optional[str]:
         return os.path.join(self.cache_dir, self.key + ".json") if self.cache_dir else None
 
-    def read(self):
+    def read(self) -> List[float]:
         path = self.path()
         if not path:
             return []
@@ -228,13 +243,13 @@ class Floor:
             return []
         return [float(v) for v in samples if is_probe(v)]
 
-    def floor_ms(self):
+    def floor_ms(self) -> Optional[float]:
         return floor_of(self.samples)
 
-    def add(self, probes):
+    def add(self, probes: Iterable[object]) -> None:
         self.samples = (self.samples + [float(v) for v in probes if is_probe(v)])[-FLOOR_SAMPLES:]
 
-    def write(self):
+    def write(self) -> None:
         """Written as the reference baselines are (atomically; a cache that cannot be
         written only costs a draw or two next time)."""
         from .timing import write_baseline
@@ -248,20 +263,20 @@ class Draws:
     (the floor as it stands), and each process's record, kept for the timing's environment.
     A reply is checked before anything of it is kept: probes must be positive numbers."""
 
-    def __init__(self, floor, tolerance=DEFAULT_TOLERANCE, max_draws=DEFAULT_MAX_DRAWS):
+    def __init__(self, floor: Floor, tolerance: float = DEFAULT_TOLERANCE, max_draws: int = DEFAULT_MAX_DRAWS) -> None:
         self.floor = floor
         self.tolerance = tolerance
         self.max_draws = max_draws
-        self.records = {}
+        self.records: Dict[str, Dict[str, Any]] = {}
 
-    def request(self):
+    def request(self) -> Dict[str, Any]:
         return {"op": "draw", "floor_ms": self.floor.floor_ms(), "tolerance": self.tolerance,
                 "max_draws": self.max_draws}
 
-    def take(self, who, request, reply):
+    def take(self, who: str, request: Mapping[str, Any], reply: Mapping[str, Any]) -> Dict[str, Any]:
         """Keeps `who`'s record from its reply to `request`; its probes join the floor."""
-        record = {"floor_ms": request["floor_ms"]}
-        probes = reply.get("probes_ms")
+        record: Dict[str, Any] = {"floor_ms": request["floor_ms"]}
+        probes: Any = reply.get("probes_ms")
         valid = isinstance(probes, list) and 0 < len(probes) <= self.max_draws and all(map(is_probe, probes))
         if valid:
             record.update(probes_ms=[float(v) for v in probes], accepted=bool(reply.get("accepted")))
@@ -272,7 +287,7 @@ class Draws:
         self.records[who] = record
         return record
 
-    def environment(self):
+    def environment(self) -> Optional[Dict[str, Any]]:
         """The timing environment's `launch_path`: None where nothing was drawn."""
         if not self.records:
             return None

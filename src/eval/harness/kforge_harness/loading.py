@@ -1,23 +1,33 @@
 """Loading the task (the judge and its timing processes only, in the tasks' sandbox) and the
 kernel (worker only), seeding, and drawing inputs."""
 
+from __future__ import annotations
+
 import importlib.util
 import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, List, MutableMapping, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    import random
+
+    import torch
 
 from .errors import first_line
 from .protocol import TaskFailure
 from .tensors import to_device, tree_map, tree_map_pairs
 
 
-def load_module(path, name):
+def load_module(path: str, name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path  # a .py file has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # triton and dataclasses look modules up by name
     spec.loader.exec_module(module)
     return module
 
 
-def load_task(path):
+def load_task(path: str) -> ModuleType:
     try:
         module = load_module(path, "kforge_task")
     except SyntaxError as e:
@@ -28,7 +38,7 @@ def load_task(path):
         raise TaskFailure("importing the task file raised %s: %s" % (type(e).__name__, first_line(str(e))))
     import torch
 
-    missing = []
+    missing: List[str] = []
     model = getattr(module, "Model", None)
     if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
         missing.append("a `class Model(nn.Module)`")
@@ -39,7 +49,7 @@ def load_task(path):
     return module
 
 
-def seed_everything(seed):
+def seed_everything(seed: int) -> None:
     import random
 
     import torch
@@ -54,7 +64,7 @@ def seed_everything(seed):
         pass
 
 
-def task_init_inputs(task, result):
+def task_init_inputs(task: Any, result: MutableMapping[str, Any]) -> List[Any]:
     """Constructor arguments from the task (none when it has no get_init_inputs)."""
     if not hasattr(task, "get_init_inputs"):
         result["notes"].append("the task has no get_init_inputs(); constructors get no arguments")
@@ -65,12 +75,14 @@ def task_init_inputs(task, result):
         raise TaskFailure("the task's get_init_inputs() raised %s: %s" % (type(e).__name__, first_line(str(e))))
 
 
-def build_reference(task, init_inputs, seed, device):
+def build_reference(task: Any, init_inputs: Sequence[Any], seed: int,
+                    device: str | torch.device) -> torch.nn.Module:
     from .memory import is_out_of_memory
 
     try:
         seed_everything(seed)
-        return task.Model(*init_inputs).to(device)
+        model: torch.nn.Module = task.Model(*init_inputs).to(device)
+        return model
     except Exception as e:  # noqa: BLE001
         if is_out_of_memory(e):
             raise
@@ -85,14 +97,14 @@ class InputSource:
     latest draw. A draw that runs out of device memory is not retried on the host: the
     judge turns it into an `oom` verdict."""
 
-    def __init__(self, task, device, draw_limit_s=None):
+    def __init__(self, task: Any, device: str, draw_limit_s: Optional[float] = None) -> None:
         self.task = task
         self.device = device
         self.draw_limit_s = draw_limit_s
-        self.where = None
-        self.draw_ms = None
+        self.where: Optional[str] = None
+        self.draw_ms: Optional[float] = None
 
-    def draw(self, seed):
+    def draw(self, seed: int) -> Any:
         import time
 
         from .device import sync
@@ -100,16 +112,16 @@ class InputSource:
         started = time.perf_counter()
         values = self._draw(seed)
         sync(self.device)
-        self.draw_ms = (time.perf_counter() - started) * 1e3
-        if self.draw_limit_s and self.draw_ms > self.draw_limit_s * 1e3:
+        draw_ms = self.draw_ms = (time.perf_counter() - started) * 1e3
+        if self.draw_limit_s and draw_ms > self.draw_limit_s * 1e3:
             raise TaskFailure(
                 "the task's get_inputs() took %.1f s for one call (limit %g s, [eval] input_draw_limit_s); an "
                 "evaluation draws inputs about a dozen times: build them with torch factory functions "
                 "(torch.rand, torch.randn, torch.randint), which kforge directs to the GPU"
-                % (self.draw_ms / 1e3, self.draw_limit_s))
+                % (draw_ms / 1e3, self.draw_limit_s))
         return values
 
-    def _draw(self, seed):
+    def _draw(self, seed: int) -> Any:
         import torch
 
         from .memory import is_out_of_memory
@@ -135,7 +147,7 @@ class InputSource:
         self.where = self.where or ("host" if self.device != "cpu" else "cpu")
         return to_device(values, self.device)
 
-    def meta_sizes(self, init_inputs, free_bytes):
+    def meta_sizes(self, init_inputs: Sequence[Any], free_bytes: int) -> Tuple[Optional[int], Optional[int]]:
         """(bytes of one draw, bytes of the reference's outputs), found without allocating
         either: the task's factories and a second Model run on PyTorch's meta device. Either
         is None where the task cannot run that way (numpy inputs, ops without meta kernels,
@@ -161,7 +173,7 @@ class InputSource:
             return tensor_bytes(inputs), None
 
 
-def reference_forward(ref, inputs, device):
+def reference_forward(ref: Callable[..., Any], inputs: Sequence[Any], device: object) -> Any:
     import torch
 
     from .memory import is_out_of_memory
@@ -179,13 +191,13 @@ def reference_forward(ref, inputs, device):
             type(e).__name__, first_line(str(e))))
 
 
-def rotate_into(buffers, values, rng):
+def rotate_into(buffers: Any, values: Any, rng: random.Random) -> None:
     """Writes into same-shaped buffers the values of a tree, each tensor's flattened values
     rotated by a random offset of `rng` (the same values, every position moved: fresh inputs
     for a task whose draw is too slow to repeat per run)."""
     import torch
 
-    def one(b, v):
+    def one(b: object, v: Any) -> None:
         if isinstance(b, torch.Tensor):
             n = b.numel()
             with torch.no_grad():
@@ -204,11 +216,11 @@ def rotate_into(buffers, values, rng):
     tree_map_pairs(one, buffers, values)
 
 
-def copy_into(buffers, values):
+def copy_into(buffers: Any, values: Any) -> Any:
     """Writes a tree of values into same-shaped lent buffers (tensors only)."""
     import torch
 
-    def one(b, v):
+    def one(b: object, v: object) -> None:
         if isinstance(b, torch.Tensor):
             if not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(b.shape) or v.dtype != b.dtype:
                 raise TaskFailure("get_inputs() returned inputs of a different shape or dtype from one call to "

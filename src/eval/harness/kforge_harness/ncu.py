@@ -1,5 +1,7 @@
 """Nsight Compute: presence, permission and one profiled forward of ModelNew."""
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
@@ -7,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import sandbox
 from .errors import clean_text, first_line
@@ -33,7 +36,7 @@ NCU_PERMISSION_FIX = ("GPU performance counters are not permitted for this user:
                       "driver with NVreg_RestrictProfilingToAdminUsers=0 (see NVIDIA's ERR_NVGPUCTRPERM page)")
 
 
-def find_ncu():
+def find_ncu() -> Optional[str]:
     explicit = os.environ.get("KFORGE_NCU")
     if explicit:
         return explicit if os.path.exists(explicit) else None
@@ -50,7 +53,7 @@ def find_ncu():
     return None
 
 
-def ncu_check():
+def ncu_check() -> Dict[str, Any]:
     ncu = find_ncu()
     if not ncu:
         return {"found": False, "message": "ncu (Nsight Compute) not found on PATH; install Nsight Compute or set KFORGE_NCU"}
@@ -75,7 +78,8 @@ def ncu_check():
             "message": "" if permitted else "ncu ran but reported no metric: " + first_line(clean_text(text, 5))}
 
 
-def run_ncu(job, info, policy, private_root):
+def run_ncu(job: Mapping[str, Any], info: sandbox.SandboxInfo, policy: sandbox.Policy,
+            private_root: str) -> Dict[str, Any]:
     """Profiles one forward of ModelNew in a fresh process under ncu, inside the same kind of
     sandbox as every worker (the profiled process runs the kernel's code). It is not part of
     any verdict, so the task module may live in it. Its files come from a directory of the
@@ -120,7 +124,7 @@ def run_ncu(job, info, policy, private_root):
         shutil.rmtree(inputs, ignore_errors=True)
 
 
-def parse_ncu_csv(text):
+def parse_ncu_csv(text: str) -> List[Dict[str, Any]]:
     import csv
     import io
 
@@ -129,14 +133,14 @@ def parse_ncu_csv(text):
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     header = rows[0]
-    kernels = []
+    kernels: List[Dict[str, Any]] = []
     for row in rows[1:]:
         if len(row) != len(header):
             continue
         record = dict(zip(header, row))
         if record.get("ID", "").strip() == "" or not record.get("ID", "0").strip().isdigit():
             continue  # the units row
-        metrics = {}
+        metrics: Dict[str, Union[float, str]] = {}
         for name in NCU_METRICS:
             raw = record.get(name, "").replace(",", "")
             try:
@@ -148,7 +152,7 @@ def parse_ncu_csv(text):
     return kernels
 
 
-def profile_main(job_path):
+def profile_main(job_path: str) -> None:
     """One warmed-up forward of ModelNew between cudaProfilerStart/Stop."""
     import torch
 
@@ -166,13 +170,13 @@ def profile_main(job_path):
         for _ in range(2):
             model(*inputs)
         torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
+        torch.cuda.cudart().cudaProfilerStart()  # type: ignore[no-untyped-call]
         model(*inputs)
         torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        torch.cuda.cudart().cudaProfilerStop()  # type: ignore[no-untyped-call]
 
 
-def _read_fd(fd, limit=1 << 20):
+def _read_fd(fd: int, limit: int = 1 << 20) -> str:
     """The last `limit` bytes of a memory file, by its descriptor."""
     size = os.fstat(fd).st_size
     return os.pread(fd, limit, max(0, size - limit)).decode("utf-8", errors="replace")

@@ -43,11 +43,22 @@ by the reference's own error (a few s, next to FACTOR * s). Where there can be n
 raises), the output is compared under the dtype rule and the result says why.
 """
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 from .tensors import flatten_outputs, tree_map
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .wire import OracleRecord
+
+# A dtype as torch has it, or its name.
+DtypeLike = Union["torch.dtype", str]
 
 # The honest error may be exceeded this many times, per output dtype (the module's docstring).
 FACTOR = {"float32": 128.0, "complex64": 128.0, "float16": 16.0, "bfloat16": 16.0, "complex32": 16.0}
@@ -76,11 +87,11 @@ TWIN_TEXT = ("the reference with sums, means, cumulative sums and matrix product
              "time in order (at most %d steps per reduction)" % (TWIN_BLOCK, TWIN_MAX_STEPS))
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: DtypeLike) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def covers(dtype) -> bool:
+def covers(dtype: DtypeLike) -> bool:
     """Whether outputs of this dtype are judged against the oracle (float64 ones have no
     wider oracle; integer and bool ones are compared exactly)."""
     return dtype_name(dtype) in UNIT_ROUNDOFF
@@ -89,7 +100,7 @@ def covers(dtype) -> bool:
 # -- the float64 forward -----------------------------------------------------------------
 
 
-def _wide(dtype):
+def _wide(dtype: torch.dtype) -> Optional[torch.dtype]:
     import torch
 
     if dtype.is_complex:
@@ -99,12 +110,12 @@ def _wide(dtype):
     return None
 
 
-def widen(tree):
+def widen(tree: Any) -> Any:
     """A copy of a tree with its floating tensors in float64 (complex in complex128) and its
     other tensors cloned: inputs the float64 forward may change in place."""
     import torch
 
-    def one(v):
+    def one(v: object) -> object:
         if isinstance(v, torch.Tensor):
             wide = _wide(v.dtype)
             return v.detach().to(wide) if wide is not None else v.detach().clone()
@@ -118,11 +129,12 @@ class _Widened:
     float64 value) and the buffers get back the values they had (a forward may update
     running statistics)."""
 
-    def __init__(self, model):
+    def __init__(self, model: object) -> None:
         self.model = model
-        self.saved = []
+        # (the module's store, the name, the tensor, its dtype, a copy of a buffer's values)
+        self.saved: List[Tuple[Dict[str, Any], str, torch.Tensor, torch.dtype, Optional[torch.Tensor]]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> _Widened:
         import torch
 
         if not isinstance(self.model, torch.nn.Module):
@@ -134,7 +146,7 @@ class _Widened:
                         continue
                     self.saved.append((store, name, t, t.dtype, t.detach().clone() if store is module._buffers
                                        else None))
-        seen = set()
+        seen: set[int] = set()
         for store, name, t, dtype, _ in self.saved:
             if id(t) in seen:
                 continue  # a tied parameter: widened once
@@ -142,8 +154,8 @@ class _Widened:
             t.data = t.data.to(_wide(dtype))
         return self
 
-    def __exit__(self, *exc):
-        restored = set()
+    def __exit__(self, *exc: object) -> Literal[False]:
+        restored: set[int] = set()
         for store, name, t, dtype, copy in self.saved:
             if id(t) not in restored:
                 restored.add(id(t))
@@ -156,7 +168,7 @@ class NarrowedError(RuntimeError):
     narrower dtype itself, so its float64 run is no oracle."""
 
 
-def _narrowing_watch():
+def _narrowing_watch() -> TorchDispatchMode:
     """A TorchDispatchMode that raises NarrowedError at the first operator that turns
     float64 (or complex128) operands into a narrower floating result."""
     import torch
@@ -164,8 +176,10 @@ def _narrowing_watch():
 
     wide = (torch.float64, torch.complex128)
 
-    class Watch(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    # TorchDispatchMode's __init_subclass__ and __init__ are not annotated.
+    class Watch(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        def __torch_dispatch__(self, func: Any, types: object, args: Tuple[Any, ...] = (),
+                               kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
             operands = [t for _, t in flatten_outputs([list(args), kwargs]) if isinstance(t, torch.Tensor)]
@@ -177,10 +191,10 @@ def _narrowing_watch():
                                             % (dtype_name(t.dtype), func._overloadpacket))
             return out
 
-    return Watch()
+    return Watch()  # type: ignore[no-untyped-call]
 
 
-def float64_forward(model, inputs):
+def float64_forward(model: Callable[..., Any], inputs: Sequence[Any]) -> Any:
     """The reference's forward in float64 on a widened copy of `inputs` (no grad, float64
     default dtype). Raises whatever the forward raises, and NarrowedError where it computes
     below float64 (a cast to float32 in the task's code)."""
@@ -199,7 +213,7 @@ def float64_forward(model, inputs):
 # -- the sequential twin --------------------------------------------------------------------
 
 
-def _accumulator(dtype):
+def _accumulator(dtype: torch.dtype) -> torch.dtype:
     import torch
 
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -209,7 +223,7 @@ def _block(length: int) -> int:
     return max(TWIN_BLOCK, -(-length // TWIN_MAX_STEPS))
 
 
-def _ordered_sum_last(x):
+def _ordered_sum_last(x: torch.Tensor) -> torch.Tensor:
     """The sum over the last dim, TWIN_BLOCK-term blocks added in order, in the
     accumulator's dtype."""
     acc_dtype = _accumulator(x.dtype)
@@ -223,24 +237,25 @@ def _ordered_sum_last(x):
     return acc
 
 
-def ordered_sum(x, dims=None, keepdim=False, dtype=None):
+def ordered_sum(x: torch.Tensor, dims: Optional[Sequence[int]] = None, keepdim: bool = False,
+                dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """torch.sum(x, dims, keepdim, dtype=dtype) accumulated in order (`_ordered_sum_last`)."""
     if dtype is not None:
         x = x.to(dtype)
     if x.dim() == 0:
         return x.clone()
-    dims = sorted({d % x.dim() for d in dims}) if dims else list(range(x.dim()))
-    kept = [d for d in range(x.dim()) if d not in dims]
-    moved = x.permute(kept + dims)
-    moved = moved.reshape([x.shape[d] for d in kept] + [math.prod(x.shape[d] for d in dims)])
+    summed = sorted({d % x.dim() for d in dims}) if dims else list(range(x.dim()))
+    kept = [d for d in range(x.dim()) if d not in summed]
+    moved = x.permute(kept + summed)
+    moved = moved.reshape([x.shape[d] for d in kept] + [math.prod(x.shape[d] for d in summed)])
     out = _ordered_sum_last(moved).to(x.dtype)
     if keepdim:
-        for d in dims:
+        for d in summed:
             out = out.unsqueeze(d)
     return out
 
 
-def ordered_cumsum(x, dim, dtype=None):
+def ordered_cumsum(x: torch.Tensor, dim: int, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """torch.cumsum(x, dim) as a blocked scan with a carried total, blocks in order."""
     import torch
 
@@ -253,7 +268,7 @@ def ordered_cumsum(x, dim, dtype=None):
     step = _block(length)
     acc_dtype = _accumulator(x.dtype)
     out = torch.empty(moved.shape, dtype=acc_dtype, device=x.device)
-    carry = None
+    carry: Optional[torch.Tensor] = None
     for start in range(0, length, step):
         part = moved[..., start:start + step].to(acc_dtype).cumsum(-1)
         if carry is not None:
@@ -263,30 +278,31 @@ def ordered_cumsum(x, dim, dtype=None):
     return out.to(x.dtype).movedim(-1, dim)
 
 
-def ordered_matmul(a, b):
+def ordered_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b (2-D or batched 3-D) with the inner dimension taken TWIN_BLOCK at a time, the
     partial products added in order in the accumulator's dtype."""
     acc_dtype = _accumulator(a.dtype)
     length = a.shape[-1]
     step = _block(length)
-    acc = None
+    acc: Optional[torch.Tensor] = None
     for start in range(0, max(length, 1), step):
         part = (a[..., start:start + step].to(acc_dtype) @ b[..., start:start + step, :].to(acc_dtype))
         if acc is None:
             acc = part
         else:
             acc.add_(part)
+    assert acc is not None  # at least one step
     return acc
 
 
-def _scaled(acc, bias, beta, alpha):
+def _scaled(acc: torch.Tensor, bias: torch.Tensor, beta: float, alpha: float) -> torch.Tensor:
     out = acc if alpha == 1 else acc.mul_(alpha)
     if beta != 0:
         out = out.add_(bias if beta == 1 else bias * beta)
     return out
 
 
-def _twin_op(func, args, kwargs):
+def _twin_op(func: object, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
     """The ordered version of a reduction operator, or NotImplemented for any other."""
     import torch
 
@@ -315,13 +331,14 @@ def _twin_op(func, args, kwargs):
     return NotImplemented
 
 
-def twin_mode():
+def twin_mode() -> TorchDispatchMode:
     """A TorchDispatchMode running sums, means, cumulative sums and matrix products of
     floating tensors in order (the sequential twin); every other operator as it is."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class Twin(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    class Twin(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        def __torch_dispatch__(self, func: Any, types: object, args: Tuple[Any, ...] = (),
+                               kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
             first = args[0] if args else None
             if getattr(first, "is_floating_point", lambda: False)():
@@ -330,10 +347,10 @@ def twin_mode():
                     return out
             return func(*args, **kwargs)
 
-    return Twin()
+    return Twin()  # type: ignore[no-untyped-call]
 
 
-def twin_forward(model, inputs):
+def twin_forward(model: Callable[..., Any], inputs: Sequence[Any]) -> Any:
     """The reference's forward in float32 with its reductions in order, on a copy of
     `inputs`."""
     import torch
@@ -348,7 +365,7 @@ def twin_forward(model, inputs):
 # -- the honest scale ---------------------------------------------------------------------
 
 
-def _dim_indices(offsets, shape, dim):
+def _dim_indices(offsets: torch.Tensor, shape: Sequence[int], dim: int) -> torch.Tensor:
     """The index along `dim` of each logical (row-major) flat offset."""
     stride = math.prod(shape[dim + 1:])
     return (offsets // stride) % shape[dim]
@@ -360,10 +377,10 @@ class _Moments:
     error and the count of finite elements per index; and the totals."""
 
     axes: List[int]
-    per_axis: list
-    counts: list
+    per_axis: List[torch.Tensor]  # per axis: summed squared error per index
+    counts: List[torch.Tensor]  # per axis: finite elements per index
     total: float = 0.0
-    count: int = 0
+    count: float = 0  # of finite elements (a float: it is summed on the device)
     magnitude: float = 0.0  # summed squared |oracle|
 
 
@@ -375,10 +392,11 @@ class ErrorModel:
 
     order: str
     mean_square: float
-    factors: list
+    factors: List[torch.Tensor]
     relative: float
 
-    def square(self, offsets, target, shape, axes):
+    def square(self, offsets: torch.Tensor, target: torch.Tensor, shape: Sequence[int],
+               axes: Sequence[int]) -> torch.Tensor:
         import torch
 
         square = torch.full(target.shape, self.mean_square, dtype=torch.float64, device=target.device)
@@ -395,7 +413,7 @@ class OutputScale:
 
     path: str
     dtype: str
-    shape: tuple
+    shape: Tuple[int, ...]
     axes: List[int]  # the axes with their own factor
     models: List[ErrorModel]
     source: str  # which evaluation set the scale ("random trial 1")
@@ -412,30 +430,31 @@ class OutputScale:
         """The overall RMS honest error (the larger order's)."""
         return math.sqrt(max(m.mean_square for m in self.models))
 
-    def at(self, offsets, target):
+    def at(self, offsets: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The honest error s of the elements at these flat offsets (float64), whose exact
         values are `target` (float64): the orders' modelled error, at least the rounding of
         the exact value to the output's dtype (and its smallest normal at 0)."""
         import torch
 
-        square = None
+        square: Optional[torch.Tensor] = None
         for model in self.models:
             one = model.square(offsets, target, self.shape, self.axes)
             square = one if square is None else torch.maximum(square, one)
+        assert square is not None  # a scale has at least one model (_scale_from)
         rounding = target.abs().mul_(self.unit).clamp_min_(TINY[self.dtype] / self.factor)
         return torch.maximum(square.sqrt_(), rounding)
 
-    def describe(self) -> dict:
+    def describe(self) -> Dict[str, Any]:
         return {"honest_rms": self.rms(), "smoothed_axes": list(self.axes), "source": self.source,
                 "orders": {m.order: math.sqrt(m.mean_square) for m in self.models}}
 
 
-def _axes(shape) -> List[int]:
+def _axes(shape: Sequence[int]) -> List[int]:
     numel = math.prod(shape)
     return [d for d, size in enumerate(shape) if size > 1 and numel // size >= MIN_AVERAGED]
 
 
-def _chunks(*tensors):
+def _chunks(*tensors: torch.Tensor) -> Iterator[Tuple[torch.Tensor, List[torch.Tensor]]]:
     from .compare import _chunks as chunks
 
     import torch
@@ -448,7 +467,8 @@ def _chunks(*tensors):
             yield offsets, [p[start:stop] for p in pieces]
 
 
-def _moments(shape, oracle, approx, device):
+def _moments(shape: Tuple[int, ...], oracle: torch.Tensor, approx: torch.Tensor,
+             device: torch.device) -> _Moments:
     """The squared-error moments of `approx` (a float32 evaluation) against the oracle."""
     import torch
 
@@ -475,18 +495,19 @@ def _moments(shape, oracle, approx, device):
     return m
 
 
-def _scale_from(path, dtype, shape, moments: Dict[str, _Moments], source) -> Optional[OutputScale]:
+def _scale_from(path: str, dtype: str, shape: Sequence[int], moments: Dict[str, _Moments],
+                source: str) -> Optional[OutputScale]:
     """The honest scale of one output from each order's moments."""
     import torch
 
-    models = []
+    models: List[ErrorModel] = []
     axes = _axes(shape)
     for order, m in moments.items():
         if not m.count:
             continue
         mean_square = m.total / m.count
         relative = m.total / m.magnitude if m.magnitude > 0 else 0.0
-        factors = []
+        factors: List[torch.Tensor] = []
         for per, counts in zip(m.per_axis, m.counts):
             level = torch.where(counts > 0, per / counts.clamp_min(1.0), torch.full_like(per, mean_square))
             factors.append(level / mean_square if mean_square > 0 else torch.ones_like(level))
@@ -504,13 +525,13 @@ class Oracle:
 
     family: str
     scales: Dict[str, OutputScale] = field(default_factory=dict)
-    targets: Dict[str, object] = field(default_factory=dict)
+    targets: Dict[str, torch.Tensor] = field(default_factory=dict)
     unavailable: Dict[str, str] = field(default_factory=dict)
     reason: Optional[str] = None  # why there is no oracle at all
     twin_error: Optional[str] = None  # why the sequential twin did not run
     seconds: float = 0.0  # the float64 and twin forwards' time
 
-    def reused(self) -> "Oracle":
+    def reused(self) -> Oracle:
         """The same scales for a later comparison of the family, without exact values."""
         return Oracle(self.family, dict(self.scales), {}, dict(self.unavailable), self.reason, self.twin_error, 0.0)
 
@@ -519,7 +540,7 @@ class Oracle:
             return None
         return self.unavailable.get(path) or self.reason or "no float64 oracle for this output"
 
-    def record(self) -> dict:
+    def record(self) -> OracleRecord:
         """The result's description of the oracle (tolerance.oracle)."""
         from .wire import OracleRecord
 
@@ -529,7 +550,8 @@ class Oracle:
                              "reason": self.reason, "seconds": None})
 
 
-def build(family, source, ref_out, exact_out, twin_out, twin_error=None) -> Oracle:
+def build(family: str, source: str, ref_out: Any, exact_out: Any, twin_out: Any,
+          twin_error: Optional[str] = None) -> Oracle:
     """The oracle of one comparison: the reference's float32 outputs, its float64 outputs
     and its sequential twin's (None where it did not run)."""
     import torch
@@ -554,7 +576,7 @@ def build(family, source, ref_out, exact_out, twin_out, twin_error=None) -> Orac
                 "a tensor of shape %s" % list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__,
                 list(r.shape))
             continue
-        real = (lambda t: torch.view_as_real(t)) if r.is_complex() else (lambda t: t)
+        real: Callable[[torch.Tensor], torch.Tensor] = (lambda t: torch.view_as_real(t)) if r.is_complex() else (lambda t: t)
         shape = tuple(real(r).shape)
         moments = {"reference": _moments(shape, real(x.detach()), real(r.detach()), r.device)}
         t = twin.get(path)
@@ -569,7 +591,7 @@ def build(family, source, ref_out, exact_out, twin_out, twin_error=None) -> Orac
     return oracle
 
 
-def unavailable(family, reason) -> Oracle:
+def unavailable(family: str, reason: str) -> Oracle:
     return Oracle(family, reason=reason)
 
 
@@ -590,19 +612,20 @@ class Pending:
     seconds: float = 0.0
 
 
-def _first_line(e) -> str:
+def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return "%s: %s" % (type(e).__name__, text[0][:300] if text else "")
 
 
-def _release(device):
+def _release(device: object) -> None:
     if device != "cpu":
         import torch
 
         torch.cuda.empty_cache()
 
 
-def prepare(family, source, model, inputs, device, room=None) -> Pending:
+def prepare(family: str, source: str, model: Callable[..., Any], inputs: Sequence[Any], device: object,
+            room: Optional[Tuple[int, int]] = None) -> Pending:
     """Runs the reference in float64 and its sequential twin on (copies of) `inputs`, before
     the float32 reference runs on them (which may change them in place). `room`: (bytes the
     two forwards need at most, bytes free): an oracle that would not fit is not attempted.
@@ -644,7 +667,7 @@ def prepare(family, source, model, inputs, device, room=None) -> Pending:
     return pending
 
 
-def finish(pending: Pending, ref_out) -> Oracle:
+def finish(pending: Pending, ref_out: Any) -> Oracle:
     """The oracle of a comparison from its pending forwards and the float32 reference's
     outputs on the same inputs (the exact and twin outputs are dropped here)."""
     if pending.reason is not None:
@@ -663,7 +686,7 @@ def finish(pending: Pending, ref_out) -> Oracle:
     return oracle
 
 
-def room_needed(footprint: Optional[dict]) -> int:
+def room_needed(footprint: Optional[Dict[str, Any]]) -> int:
     """Bytes the float64 forward and the twin need at their peak beyond what the evaluation
     holds, from its memory plan: the widened inputs, outputs, scratch and model, and the
     twin's copy of the inputs and its outputs (the float64 outputs are kept meanwhile)."""

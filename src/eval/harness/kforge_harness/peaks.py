@@ -15,10 +15,23 @@ rising, another process). The cache key is the GPU's name, the driver and torch'
 (cuBLAS comes with torch).
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+
+if TYPE_CHECKING:
+    import torch
+
+# A peaks record (as cached, and as device_peaks returns it: with "cached" and "key", or
+# {"error", "key"}): {"dram_bytes_per_s", "dram_streams", "matmul_flops_per_s": {math: FLOP/s},
+# "method", "measure_s", "gpu", "driver", "torch"}.
+Peaks = Dict[str, Any]
+# {stream: (bytes it moves a run, seconds of each timed run)}
+StreamRuns = Dict[str, Tuple[float, List[float]]]
 
 COPY_BYTES = 1 << 30
 MATMUL_SIZE = 8192
@@ -30,13 +43,13 @@ METHOD = ("bandwidth: the fastest of a device-to-device copy ((read + written by
 SCHEMA = 2
 
 
-def cache_key(device_info, driver, torch_version):
+def cache_key(device_info: Optional[Mapping[str, Any]], driver: Optional[str], torch_version: str) -> str:
     material = json.dumps({"gpu": (device_info or {}).get("name"), "driver": driver, "torch": torch_version,
                            "method": METHOD, "schema": SCHEMA}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:24]
 
 
-def read_cached(cache_dir, key):
+def read_cached(cache_dir: Optional[str], key: str) -> Optional[Peaks]:
     if not cache_dir:
         return None
     try:
@@ -47,7 +60,7 @@ def read_cached(cache_dir, key):
     return value if valid(value) else None
 
 
-def valid(peaks):
+def valid(peaks: object) -> bool:
     """Whether a peaks record holds positive figures for the bandwidth and each math."""
     if not isinstance(peaks, dict):
         return False
@@ -58,7 +71,7 @@ def valid(peaks):
     return all(isinstance(matmul.get(n), (int, float)) and matmul[n] > 0 for n in ("fp32", "tf32", "fp16", "bf16"))
 
 
-def write_cached(cache_dir, key, peaks):
+def write_cached(cache_dir: Optional[str], key: str, peaks: Peaks) -> None:
     """Written as the reference baselines are (atomically; a cache that cannot be written
     only costs a measurement next time)."""
     from .timing import write_baseline
@@ -66,20 +79,22 @@ def write_cached(cache_dir, key, peaks):
     write_baseline(cache_dir, key, peaks)
 
 
-def best_rate(amount, seconds):
+def best_rate(amount: float, seconds: Iterable[float]) -> float:
     """`amount` per second at the fastest of the runs' `seconds` (0 where none ran)."""
     fastest = min((s for s in seconds if s > 0), default=None)
     return amount / fastest if fastest else 0.0
 
 
-def _time_runs(device, work, repeats):
+def _time_runs(device: str, work: Callable[[], object], repeats: int) -> list[float]:
     import torch
 
     work()  # warm-up: cuBLAS picks its algorithm, clocks rise
     torch.cuda.synchronize(device)
-    times = []
+    times: list[float] = []
     for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # torch.cuda.Event's constructor is not annotated.
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         work()
         end.record()
@@ -88,7 +103,7 @@ def _time_runs(device, work, repeats):
     return times
 
 
-def _stream_runs(device):
+def _stream_runs(device: str) -> StreamRuns:
     """{stream: (bytes it moves a run, seconds of each timed run)} for a copy, a read and a
     write of COPY_BYTES (the buffers freed on return)."""
     import torch
@@ -101,12 +116,12 @@ def _stream_runs(device):
             "write": (1.0 * COPY_BYTES, _time_runs(device, lambda: dst.fill_(2.0), REPEATS))}
 
 
-def stream_rates(streams):
+def stream_rates(streams: Mapping[str, Tuple[float, Iterable[float]]]) -> dict[str, float]:
     """Bytes per second of each stream at its fastest run."""
     return {name: best_rate(amount, seconds) for name, (amount, seconds) in streams.items()}
 
 
-def _matmul_runs(device, dtype):
+def _matmul_runs(device: str, dtype: torch.dtype) -> list[float]:
     """Seconds of each timed MATMUL_SIZE square matmul in `dtype` under the math settings in force."""
     import torch
 
@@ -116,7 +131,7 @@ def _matmul_runs(device, dtype):
     return _time_runs(device, lambda: torch.matmul(a, b, out=c), REPEATS)
 
 
-def measure(device):
+def measure(device: str) -> Peaks:
     """The peaks of `device` (a CUDA device name), measured now."""
     import torch
 
@@ -127,7 +142,7 @@ def measure(device):
     try:
         with torch.cuda.device(device), torch.no_grad():
             streams = stream_rates(_stream_runs(device))
-            matmul = {}
+            matmul: dict[str, float] = {}
             for name, dtype, tf32 in (("fp32", torch.float32, False), ("tf32", torch.float32, True),
                                       ("fp16", torch.float16, False), ("bf16", torch.bfloat16, False)):
                 torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -143,7 +158,8 @@ def measure(device):
             "method": METHOD, "measure_s": time.time() - began}
 
 
-def device_peaks(device, device_info, driver, torch_version, cache_dir):
+def device_peaks(device: str, device_info: Optional[Mapping[str, Any]], driver: Optional[str], torch_version: str,
+                 cache_dir: Optional[str]) -> Peaks:
     """The device's peaks: cached, or measured now (and cached). A measurement that fails
     (out of memory beside the task, a driver error) returns {"error": why}: the evaluation
     then has no bound, never a failure."""
@@ -163,7 +179,7 @@ def device_peaks(device, device_info, driver, torch_version, cache_dir):
     return dict(peaks, cached=False, key=key)
 
 
-def driver_version(device_info):
+def driver_version(device_info: Mapping[str, Any]) -> Optional[str]:
     """The NVIDIA driver's version (NVML), else the CUDA driver API's, else None."""
     import ctypes
 
@@ -177,12 +193,12 @@ def driver_version(device_info):
     try:
         import torch
 
-        return "cuda %d" % torch._C._cuda_getDriverVersion()
+        return "cuda %d" % torch._C._cuda_getDriverVersion()  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):
         return None
 
 
-def cache_dir_beside(baseline_cache_dir):
+def cache_dir_beside(baseline_cache_dir: Optional[str]) -> Optional[str]:
     """The peaks' cache directory: `peaks/` beside the reference baselines' directory."""
     if not baseline_cache_dir:
         return None

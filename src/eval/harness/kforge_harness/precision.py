@@ -20,10 +20,32 @@ The judge adds what the kernel's process really had in force once it was importe
 (`dynamic_findings`), and what applies to the task's dtypes (`summarize`).
 """
 
+from __future__ import annotations
+
 import ast
 import re
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, TypedDict, Union
 
 from .static import dotted
+
+
+class _FindingFields(TypedDict):
+    category: str  # one of CATEGORIES
+    line: Optional[int]  # in the kernel's file
+    text: str
+    where: str  # "kernel NAME", "module" or "process"
+    lowers: bool  # math below float32 on float32 operands (LOWERING)
+    dynamic: bool  # seen in the kernel's process (dynamic_findings), not in its code
+
+
+class Finding(_FindingFields, total=False):
+    """What a kernel computes in, at one place (`finding`)."""
+
+    compiled: bool  # read from the compiled code (ttir_findings, ptx_findings)
+
+
+# A kernel's function definition (what the scan reads the Triton code of).
+FunctionNode = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 POLICIES = ("strict", "tf32", "pytorch")
 DEFAULT_POLICY = "strict"
@@ -59,18 +81,18 @@ DOT_PRECISION_POSITION, DOT_ALLOW_TF32_POSITION, DOT_OUT_DTYPE_POSITION = 3, 4, 
 F32_DEFAULT_ENV = "TRITON_F32_DEFAULT"
 
 
-def apply_policy(policy):
+def apply_policy(policy: Optional[str]) -> Dict[str, Any]:
     """Sets this process's torch precision settings for the policy; returns them."""
     import torch
 
-    matmul, cudnn, matmul_precision = SETTINGS[policy if policy in SETTINGS else DEFAULT_POLICY]
+    matmul, cudnn, matmul_precision = SETTINGS[policy if policy is not None and policy in SETTINGS else DEFAULT_POLICY]
     torch.backends.cuda.matmul.allow_tf32 = matmul
     torch.backends.cudnn.allow_tf32 = cudnn
     torch.set_float32_matmul_precision(matmul_precision)
     return settings()
 
 
-def settings():
+def settings() -> Dict[str, Any]:
     """The torch precision settings in force in this process."""
     import torch
 
@@ -78,7 +100,7 @@ def settings():
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
-def finding(category, line, text, where):
+def finding(category: str, line: Optional[int], text: str, where: str) -> Finding:
     return {"category": category, "line": line, "text": text, "where": where,
             "lowers": category in LOWERING, "dynamic": False}
 
@@ -86,7 +108,7 @@ def finding(category, line, text, where):
 # -- the static scan ----------------------------------------------------------------------
 
 
-def scan(source):
+def scan(source: str) -> List[Finding]:
     """Findings about the math of a kernel's source, in source order; [] where it does not
     parse (the static check reports that)."""
     try:
@@ -96,14 +118,15 @@ def scan(source):
     return _Scan(tree).run()
 
 
-def _is_jit(decorator):
+def _is_jit(decorator: ast.expr) -> bool:
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = dotted(target) or ""
+    name: str = dotted(target) or ""
     return name.split(".")[-1] in ("jit", "autotune", "heuristics")
 
 
-def _dtype_leaf(node):
+def _dtype_leaf(node: ast.expr) -> Optional[str]:
     """`float16` for tl.float16 / torch.float16 / "float16" / torch.half, else None."""
+    name: str
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         name = node.value
     else:
@@ -114,16 +137,17 @@ def _dtype_leaf(node):
 
 
 class _Scan:
-    def __init__(self, tree):
+    def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
-        self.constants = {}  # module-level NAME = "string"
-        self.aliases = {}  # module-level NAME = tl.float16: NAME -> "float16"
-        self.launch_values = {}  # keyword name -> set of constant values at launch sites
-        self.launch_dynamic = set()  # keyword names some call passes a value computed at run time
-        self.findings = []
-        self.f32_default = None
+        self.constants: Dict[str, Any] = {}  # module-level NAME = "string"
+        self.aliases: Dict[str, Optional[str]] = {}  # module-level NAME = tl.float16: NAME -> "float16"
+        self.launch_values: Dict[str, Set[Any]] = {}  # keyword name -> set of constant values at launch sites
+        self.launch_dynamic: Set[str] = set()  # keyword names some call passes a value computed at run time
+        self.findings: List[Finding] = []
+        self.f32_default: Any = None
 
-    def run(self):
+    def run(self) -> List[Finding]:
+        node: ast.AST
         for node in self.tree.body:
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 for target in node.targets:
@@ -141,7 +165,7 @@ class _Scan:
                     elif kw.arg:
                         self.launch_dynamic.add(kw.arg)
             self.environment(node)
-        jit = set()
+        jit: Set[FunctionNode] = set()
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                     _is_jit(d) for d in node.decorator_list):
@@ -151,7 +175,7 @@ class _Scan:
         self.findings.sort(key=lambda f: f["line"] or 0)
         return self.findings
 
-    def environment(self, node):
+    def environment(self, node: ast.AST) -> None:
         """os.environ["TRITON_F32_DEFAULT"] = "ieee": the default of every tl.dot."""
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
             for target in node.targets:
@@ -161,9 +185,10 @@ class _Scan:
 
     # -- Triton code
 
-    def kernel(self, fn):
-        defaults = {}
+    def kernel(self, fn: FunctionNode) -> None:
+        defaults: Dict[str, Any] = {}
         args = fn.args.args
+        default: Optional[ast.expr]
         for arg, default in zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults):
             if isinstance(default, ast.Constant):
                 defaults[arg.arg] = default.value
@@ -176,13 +201,13 @@ class _Scan:
                 self.add(TF32_DOT, node, "`@` in %s runs tl.dot at its default precision: TF32 on float32 operands"
                          % where, where)
             elif isinstance(node, ast.Call):
-                name = dotted(node.func) or ""
+                name: str = dotted(node.func) or ""
                 # (a * b).to(...): a method of an expression, which has no dotted name
                 leaf = node.func.attr if isinstance(node.func, ast.Attribute) else name.split(".")[-1]
                 if leaf == "dot":
                     self.dot(node, defaults, where)
                 elif leaf in ("to", "cast"):
-                    target = node.args[1] if leaf == "cast" and len(node.args) > 1 else (
+                    target: Optional[ast.expr] = node.args[1] if leaf == "cast" and len(node.args) > 1 else (
                         node.args[0] if leaf == "to" and node.args else None)
                     for kw in node.keywords:
                         if kw.arg == "dtype":
@@ -198,13 +223,13 @@ class _Scan:
                                      "there sums in %s)" % (name, self.dtype_of(kw.value), where,
                                                             self.dtype_of(kw.value)), where)
 
-    def dtype_of(self, node):
+    def dtype_of(self, node: ast.expr) -> Optional[str]:
         """The half type a dtype expression names (tl.float16, "float16", an alias of one)."""
         if isinstance(node, ast.Name) and node.id in self.aliases:
             return self.aliases[node.id]
         return _dtype_leaf(node)
 
-    def resolve(self, node, defaults):
+    def resolve(self, node: ast.expr, defaults: Mapping[str, Any]) -> Tuple[Any, bool]:
         """A constant's value: literal, module constant, parameter default, or the one
         constant value every launch site passes for that parameter (unknown when some call
         passes it a value computed at run time). (value, known)."""
@@ -222,8 +247,10 @@ class _Scan:
                 return defaults[node.id], True
         return None, False
 
-    def dot(self, node, defaults, where):
-        precision = allow = out_dtype = None
+    def dot(self, node: ast.Call, defaults: Mapping[str, Any], where: str) -> None:
+        precision: Optional[ast.expr] = None
+        allow: Optional[ast.expr] = None
+        out_dtype: Optional[ast.expr] = None
         if len(node.args) > DOT_PRECISION_POSITION:
             precision = node.args[DOT_PRECISION_POSITION]
         if len(node.args) > DOT_ALLOW_TF32_POSITION:
@@ -262,7 +289,7 @@ class _Scan:
                else "without input_precision")
         self.dot_precision(node, default, how, call, where)
 
-    def dot_precision(self, node, value, how, call, where):
+    def dot_precision(self, node: ast.AST, value: str, how: str, call: str, where: str) -> None:
         if value == "ieee":
             self.add(IEEE_DOT, node, "%s computes in full float32 (%s)" % (call, how), where)
         elif value == "tf32x3":
@@ -275,8 +302,8 @@ class _Scan:
 
     # -- host code
 
-    def host(self, jit):
-        inside = set()
+    def host(self, jit: Iterable[FunctionNode]) -> None:
+        inside: Set[int] = set()
         for fn in jit:
             inside.update(id(n) for n in ast.walk(fn))
         for node in ast.walk(self.tree):
@@ -315,7 +342,7 @@ class _Scan:
                 if half:
                     self.add(LOW_PRECISION_CAST, node, "%s casts to %s" % (ast.unparse(node.func), half), "module")
 
-    def add(self, category, node, text, where):
+    def add(self, category: str, node: ast.AST, text: str, where: str) -> None:
         """A finding at the node's line; the text names the line (a tl.dot's names it
         already)."""
         line = getattr(node, "lineno", None)
@@ -327,13 +354,13 @@ class _Scan:
 # -- what the judge saw ----------------------------------------------------------------------
 
 
-def dynamic_findings(policy, kernel_settings):
+def dynamic_findings(policy: Optional[str], kernel_settings: object) -> List[Finding]:
     """Findings from the settings in force in the kernel's process once it was imported and
     built: TF32 switched on where the policy had it off."""
     if not isinstance(kernel_settings, dict):
         return []
-    matmul, cudnn, matmul_precision = SETTINGS.get(policy, SETTINGS[DEFAULT_POLICY])
-    found = []
+    matmul, cudnn, matmul_precision = SETTINGS.get(policy or DEFAULT_POLICY, SETTINGS[DEFAULT_POLICY])
+    found: List[str] = []
     if kernel_settings.get("matmul") and not matmul:
         found.append("torch.backends.cuda.matmul.allow_tf32 was on")
     if kernel_settings.get("cudnn") and not cudnn:
@@ -349,7 +376,8 @@ def dynamic_findings(policy, kernel_settings):
     return [f]
 
 
-def summarize(policy, findings, task_dtypes, tolerance):
+def summarize(policy: Optional[str], findings: Sequence[Mapping[str, Any]], task_dtypes: Sequence[str],
+              tolerance: object) -> Dict[str, Any]:
     """The result's `precision` record: the policy, the findings, which of them lower the
     precision of this task's math (those on float32 or float64 data), and one sentence."""
     wide = any(d in ("float32", "float64", "complex64", "complex128") for d in task_dtypes)
@@ -357,7 +385,7 @@ def summarize(policy, findings, task_dtypes, tolerance):
     if policy == "tf32":
         reduced = [c for c in reduced if c != TF32_DOT and c != TF32_ENABLED]
     dots = [f for f in findings if f["category"] in (TF32_DOT, TF32X3_DOT, IEEE_DOT)]
-    parts = []
+    parts: List[str] = []
     if reduced:
         lowering = [f for f in findings if f["category"] in reduced]
         parts.append("the kernel computes in lower precision than the task's %s: %s" % (
@@ -382,14 +410,14 @@ _KERNEL_FILES = ("kernel.py", "kernel_jit.py")  # the kernel file, and its jit f
 _HALF_TYPES = {"f16": "float16", "bf16": "bfloat16"}
 
 
-def _half(mlir_type):
+def _half(mlir_type: str) -> Optional[str]:
     """float16 / bfloat16 / float8 for an MLIR element type below float32, else None."""
     if mlir_type in _HALF_TYPES:
         return _HALF_TYPES[mlir_type]
     return "float8" if mlir_type.lower().startswith("f8") else None
 
 
-def _elements(text):
+def _elements(text: str) -> List[str]:
     return [a or b for a, b in _ELEMENT.findall(text)]
 
 
@@ -397,8 +425,8 @@ class _Locations:
     """The TTIR's #loc table: an operation's line in the kernel's file (an inlined helper's own
     line where it is the kernel's, else the line that called it)."""
 
-    def __init__(self, lines):
-        self.table = {}
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.table: Dict[str, Tuple[str, ...]] = {}
         for line in lines:
             for pattern in (_LOC_FILE, _LOC_NAMED, _LOC_CALLSITE):
                 m = pattern.match(line.strip())
@@ -406,7 +434,7 @@ class _Locations:
                     self.table[m.group(1)] = m.groups()[1:] if pattern is not _LOC_FILE else (m.group(2), m.group(3))
                     break
 
-    def line(self, loc, depth=0):
+    def line(self, loc: str, depth: int = 0) -> Optional[int]:
         entry = self.table.get(loc)
         if entry is None or depth > 50:
             return None
@@ -416,16 +444,16 @@ class _Locations:
             return self.line(entry[0], depth + 1)
         return self.line(entry[0], depth + 1) or self.line(entry[1], depth + 1)  # callee, else caller
 
-    def of(self, op_line):
+    def of(self, op_line: str) -> Optional[int]:
         m = _OP_LOC.search(op_line)
         return self.line(m.group(1)) if m else None
 
 
-def _dot_finding(kernel, text, line):
+def _dot_finding(kernel: str, text: str, line: Optional[int]) -> Finding:
     """The finding a tt.dot line makes."""
     types = _elements(text.split(" : ", 1)[-1])
-    precision = re.search(r"inputPrecision = (\w+)", text)
-    precision = precision.group(1) if precision else "ieee"
+    found = re.search(r"inputPrecision = (\w+)", text)
+    precision = found.group(1) if found else "ieee"
     call = "tl.dot at line %s of kernel %s" % (line if line is not None else "?", kernel)
     where = "kernel %s" % kernel
     a, result = (types[0], types[-1]) if types else ("f32", "f32")
@@ -442,7 +470,7 @@ def _dot_finding(kernel, text, line):
     return finding(TF32_DOT, line, "%s computes in %s on float32 operands (compiled)" % (call, name), where)
 
 
-def _ttir_finding(kernel, text, line):
+def _ttir_finding(kernel: str, text: str, line: Optional[int]) -> Optional[Finding]:
     """The finding one relevant TTIR line makes, or None."""
     where = "kernel %s" % kernel
     at = "line %s of kernel %s" % (line if line is not None else "?", kernel)
@@ -464,11 +492,12 @@ def _ttir_finding(kernel, text, line):
     return None
 
 
-def ttir_findings(kernel, text):
+def ttir_findings(kernel: str, text: Optional[str]) -> List[Finding]:
     """Findings about one launched kernel from the relevant lines of its TTIR (compiled.relevant)."""
     lines = (text or "").splitlines()
     locations = _Locations(lines)
-    found, seen = [], set()
+    found: List[Finding] = []
+    seen: Set[Tuple[str, Optional[int], str]] = set()
     for op in lines:
         if op.strip().startswith("#loc"):
             continue
@@ -481,10 +510,11 @@ def ttir_findings(kernel, text):
     return found
 
 
-def ptx_findings(kernel, text):
+def ptx_findings(kernel: str, text: Optional[str]) -> List[Finding]:
     """Findings from a kernel's PTX alone (where its TTIR is missing): its tensor-core
     instructions' operand types and its conversions to half types."""
-    where, found = "kernel %s" % kernel, []
+    where = "kernel %s" % kernel
+    found: List[Finding] = []
     if re.search(r"mma\S*\.tf32", text or ""):
         found.append(finding(TF32_DOT, None, "kernel %s multiplies on tensor cores in TF32 (PTX)" % kernel, where))
     if re.search(r"mma\S*\.(f16|bf16)\.(f16|bf16)", text or "") or re.search(r"cvt\.rn\.(bf16|f16)", text or ""):
@@ -494,7 +524,7 @@ def ptx_findings(kernel, text):
     return found
 
 
-def with_compiled(found, reading):
+def with_compiled(found: List[Finding], reading: object) -> Tuple[List[Finding], Dict[str, Any]]:
     """(findings, how): where every launched kernel's compiled code was read, the source's findings
     about Triton code (and about jit functions that never ran) give way to the compiled code's;
     otherwise the source's stay, and `how` says why. reading: the worker's answer (compiled.read)."""
@@ -508,11 +538,11 @@ def with_compiled(found, reading):
     if not kernels or problems:
         why = "; ".join(problems) if problems else "no Triton launch was read"
         return found, {"read": "source", "why": why[:500]}
-    compiled = []
+    compiled: List[Finding] = []
     for k in kernels:
         name = str(k.get("kernel"))[:200]
         compiled += ttir_findings(name, k["ttir"]) if k.get("ttir") else ptx_findings(name, k.get("ptx"))
     kept = [f for f in found if not str(f.get("where", "")).startswith("kernel ")]
-    how = {"read": "compiled", "for": reading.get("compiled_for"),
+    how: Dict[str, Any] = {"read": "compiled", "for": reading.get("compiled_for"),
            "kernels": sorted({str(k.get("kernel"))[:200] for k in kernels})}
     return kept + compiled, how

@@ -32,6 +32,8 @@ host uid of its own (unprivileged_id(), never uid 0), so the kernel enforces RLI
 weakness stated in the sandbox's reason.
 """
 
+from __future__ import annotations
+
 import ctypes
 import dataclasses
 import functools
@@ -48,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Set, Tuple, Union
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt")
@@ -105,23 +108,23 @@ PIVOT_ROOT_NR = {"x86_64": 155, "aarch64": 41}
 
 @dataclasses.dataclass
 class Policy:
-    readonly_paths: list
-    writable_paths: list
-    hidden_paths: list
-    env: dict  # the child's whole environment (see allowed_env)
+    readonly_paths: List[str]
+    writable_paths: List[str]
+    hidden_paths: List[str]
+    env: Dict[str, str]  # the child's whole environment (see allowed_env)
     workdir: str  # the exchange dir: the sandbox starts there
     # nproc, nofile, fsize, core, as (bytes of address space or None). Applied to the zygote
     # and inherited by its workers. RLIMIT_AS only when interpreting: CUDA reserves far more
     # virtual address space than the host has memory, so on a GPU host memory is unbounded
     # here (the server's deadline and the pid namespace end a runaway worker).
-    limits: dict
+    limits: Dict[str, Optional[int]]
     interpret: bool  # CPU mode: no GPU device nodes
-    devices: list = dataclasses.field(default_factory=list)
+    devices: List[str] = dataclasses.field(default_factory=list)
     tmp_size: int = 1 << 30  # bytes for each of /tmp and /dev/shm (they are memory)
     # Started by root (namespaces mechanism): the host uid and gid the sandbox becomes once
     # its view is built. None: a user namespace maps the caller's own uid.
-    uid: int = None
-    gid: int = None
+    uid: Optional[int] = None
+    gid: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +135,7 @@ class SandboxInfo:
     binary: str = ""
 
 
-def looks_secret(value):
+def looks_secret(value: str) -> bool:
     """True for values shaped like credentials: known token prefixes, or a long token mixing
     character classes with high entropy (GPU/MIG UUIDs and paths are not tokens)."""
     if SECRET_VALUE.search(value):
@@ -151,7 +154,8 @@ def looks_secret(value):
 SANDBOX_USER = "kforge-sandbox"
 
 
-def allowed_env(source_env, home, tmpdir, interpret, harness_dir=None):
+def allowed_env(source_env: Mapping[str, str], home: str, tmpdir: str, interpret: bool,
+                harness_dir: Optional[str] = None) -> Dict[str, str]:
     """The sandbox's environment: allow-listed names whose values do not look like secrets,
     plus ours. Nothing else passes, whatever its name."""
     env = {k: v for k, v in source_env.items()
@@ -168,16 +172,16 @@ def allowed_env(source_env, home, tmpdir, interpret, harness_dir=None):
     return env
 
 
-def default_limits(interpret, ram=None):
+def default_limits(interpret: bool, ram: Optional[int] = None) -> Dict[str, Optional[int]]:
     cpus = os.cpu_count() or 1
     # nproc counts threads too (torch starts one per core per process).
-    limits = {"nproc": max(1024, 32 * cpus), "nofile": 4096, "fsize": 8 << 30, "core": 0, "as": None}
+    limits: Dict[str, Optional[int]] = {"nproc": max(1024, 32 * cpus), "nofile": 4096, "fsize": 8 << 30, "core": 0, "as": None}
     if interpret:
         limits["as"] = address_space_limit(ram or os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     return limits
 
 
-def address_space_limit(ram):
+def address_space_limit(ram: int) -> int:
     """Bytes of address space for a CPU worker: always below the machine's RAM, so a kernel
     cannot take all of it. Importing torch + triton reserves ~3.3 GiB and every thread an
     8 MiB stack, all counted though mostly never touched: half the RAM plus 4 GiB, at most
@@ -185,13 +189,13 @@ def address_space_limit(ram):
     return min(ram // 2 + (4 << 30), ram * 3 // 4)
 
 
-def unprivileged_id(role="kernel"):
+def unprivileged_id(role: str = "kernel") -> int:
     """The host uid (= gid) a sandbox started by root becomes: in a range no account uses,
     one per server process and role (ROLES), so each one's RLIMIT_NPROC budget is its own."""
     return UNPRIVILEGED_BASE + ROLES[role] * 0x10000 + (os.getpid() & 0xFFFF)
 
 
-def python_paths():
+def python_paths() -> List[str]:
     """What this interpreter needs: prefixes, the real binary's dir and sys.path, except the
     current dir (where kforge runs, i.e. where the sessions are)."""
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
@@ -201,7 +205,8 @@ def python_paths():
     return [p for p in paths if os.path.exists(p)]
 
 
-def default_policy(harness_dir, hidden_paths, interpret, device_env, role="kernel"):
+def default_policy(harness_dir: str, hidden_paths: Iterable[str], interpret: bool, device_env: Mapping[str, str],
+                   role: str = "kernel") -> Policy:
     """A zygote's policy; `role` (ROLES) says whose: the kernels' or the tasks'. Both are
     alike but for the uid a root server gives them. device_env is the environment to filter
     (the server's). Nothing of the host is writable: the zygote gives each worker or judge a
@@ -223,15 +228,15 @@ def default_policy(harness_dir, hidden_paths, interpret, device_env, role="kerne
                   uid=uid, gid=uid)
 
 
-def _under(path, root):
+def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _plan(policy):
+def _plan(policy: Policy) -> List[Tuple[str, str, Optional[str]]]:
     """(path, kind, source) mount operations, parents first: a hidden path under a read-only
     one is covered after it, a read-only path under a hidden one is exposed again after."""
     rank = {"tmpfs": 0, "symlink": 1, "ro": 2, "rw": 3, "hide": 4, "hidefile": 4}
-    ops = {(SANDBOX_TMP, "tmpfs"): None}
+    ops: Dict[Tuple[str, str], Optional[str]] = {(SANDBOX_TMP, "tmpfs"): None}
     for kind, paths in (("ro", policy.readonly_paths), ("rw", policy.writable_paths)):
         for p in paths:
             p = os.path.abspath(p)
@@ -254,13 +259,13 @@ def _plan(policy):
             ops[(h, "hide" if os.path.isdir(h) else "hidefile")] = None
             ops.pop((h, "ro"), None), ops.pop((h, "rw"), None)  # hidden wins
 
-    def redundant(path, kind):  # a shallower mount of the same kind shows it already
+    def redundant(path: str, kind: str) -> bool:  # a shallower mount of the same kind shows it already
         return kind in ("ro", "rw") and any(
             k == kind and a != path and _under(path, a) and not any(
                 k2 != kind and q != a and _under(q, a) and _under(path, q) for q, k2 in ops)
             for a, k in ops)
 
-    def shown(path):  # symlinks inside an exposed tree come with it
+    def shown(path: str) -> bool:  # symlinks inside an exposed tree come with it
         return any(_under(path, e) for e in exposed)
 
     plan = [(p, k, ops[(p, k)]) for p, k in ops
@@ -268,12 +273,12 @@ def _plan(policy):
     return sorted(plan, key=lambda op: (op[0].rstrip("/").count("/"), rank[op[1]], op[0]))
 
 
-def _inner(stage, arg, argv):
+def _inner(stage: str, arg: str, argv: Sequence[str]) -> List[str]:
     # -I -S: ignore PYTHON* variables and site-packages; this file needs only the stdlib.
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), stage, arg, "--"] + list(argv)
 
 
-def launch_argv(info, policy, argv):
+def launch_argv(info: SandboxInfo, policy: Policy, argv: Sequence[str]) -> List[str]:
     """The command running argv in the sandbox. Start it with env=policy.env."""
     if info.kind == "none":
         return list(argv)
@@ -306,7 +311,7 @@ def launch_argv(info, policy, argv):
     for dev in policy.devices:
         a += ["--dev-bind", dev, dev]
     a += ["--size", str(policy.tmp_size), "--tmpfs", "/dev/shm", "--ro-bind", "/sys", "/sys"]
-    covers = []
+    covers: List[str] = []
     for path, kind, src in _plan(policy):
         a += {"tmpfs": ["--size", str(policy.tmp_size), "--tmpfs", path],
               "symlink": ["--symlink", src or "", path], "ro": ["--ro-bind", path, path],
@@ -317,7 +322,7 @@ def launch_argv(info, policy, argv):
     return a + _inner("sandbox-limits", json.dumps(policy.limits), argv)
 
 
-def _run_probe(info):
+def _run_probe(info: SandboxInfo) -> str:
     uid = unprivileged_id() if os.geteuid() == 0 else None
     policy = Policy([d for d in SYSTEM_DIRS if os.path.exists(d)], [], [],
                     allowed_env({}, SANDBOX_TMP, SANDBOX_TMP, True), "/", default_limits(True), True,
@@ -331,7 +336,7 @@ def _run_probe(info):
 
 
 @functools.lru_cache(maxsize=None)
-def probe(kind):
+def probe(kind: str) -> SandboxInfo:
     """SandboxInfo for one mechanism, after really running `true` under it; kind "none" with
     the reason when it does not work here."""
     if platform.system() != "Linux":
@@ -361,10 +366,10 @@ def probe(kind):
 
 
 @functools.lru_cache(maxsize=None)
-def detect():
+def detect() -> SandboxInfo:
     """The best working mechanism (cached per process). Root prefers namespaces, which then
     runs the sandbox as an unprivileged host uid (bwrap would keep host uid 0)."""
-    reasons = []
+    reasons: List[str] = []
     for kind in (("namespaces", "bwrap") if os.geteuid() == 0 else ("bwrap", "namespaces")):
         info = probe(kind)
         if info.kind != "none":
@@ -379,34 +384,36 @@ def detect():
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _check(ret, what):
+def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, "%s: %s" % (what, os.strerror(err)))
 
 
-def _prctl(option, arg=0):
+def _prctl(option: int, arg: int = 0) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), "prctl(%d)" % option)
 
 
-def _mount(src, dst, fstype, flags, data=None):
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+def _mount(src: Optional[str], dst: str, fstype: Optional[str], flags: int, data: Optional[str] = None) -> None:
+    def enc(s: Optional[str]) -> Optional[bytes]:
+        return s.encode() if s is not None else None
+
     _check(_libc.mount(enc(src), enc(dst), enc(fstype), ctypes.c_ulong(flags), enc(data)), "mount " + dst)
 
 
-def _pivot_root(new, old):
+def _pivot_root(new: str, old: str) -> None:
     nr = PIVOT_ROOT_NR[platform.machine()]
     _check(_libc.syscall(nr, new.encode(), old.encode()), "pivot_root " + new)
 
 
-def _locked_flags(path):
+def _locked_flags(path: str) -> int:
     """The flags a remount in a user namespace must keep (the kernel locks them)."""
     f = os.statvfs(path).f_flag
     flags = f & (MS_NOSUID | MS_NODEV | MS_NOEXEC) | (MS_NODIRATIME if f & os.ST_NODIRATIME else 0)
     return flags | (MS_NOATIME if f & os.ST_NOATIME else MS_RELATIME if f & os.ST_RELATIME else MS_STRICTATIME)
 
 
-def _bind(src, dst, readonly, proc="/oldroot/proc"):
+def _bind(src: str, dst: str, readonly: bool, proc: str = "/oldroot/proc") -> None:
     if not os.path.lexists(dst):
         os.makedirs(dst if os.path.isdir(src) else os.path.dirname(dst), exist_ok=True)
         if not os.path.isdir(src):
@@ -419,7 +426,7 @@ def _bind(src, dst, readonly, proc="/oldroot/proc"):
             _mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(p))
 
 
-def _drop_privileges():
+def _drop_privileges() -> None:
     _prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT)  # uid 0 regains nothing on execve
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22:
@@ -430,7 +437,7 @@ def _drop_privileges():
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def _become(uid, gid):
+def _become(uid: int, gid: int) -> None:
     """Real root leaving for an unprivileged host uid: the bounding and ambient sets go first
     (that needs CAP_SETPCAP), then the ids; the kernel clears every capability on the switch."""
     for cap in range(64):
@@ -448,7 +455,7 @@ def _become(uid, gid):
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def sandbox_init(policy_path, argv):
+def sandbox_init(policy_path: str, argv: List[str]) -> NoReturn:
     """Namespaces mechanism, run by unshare(1) as root of fresh user/mount/pid namespaces:
     build the filesystem view, drop privileges, exec argv. Never returns."""
     with open(policy_path) as f:
@@ -486,6 +493,7 @@ def sandbox_init(policy_path, argv):
         dst = new + path
         if kind == "symlink":
             os.makedirs(os.path.dirname(dst), exist_ok=True)
+            assert src is not None  # _plan gives every symlink its target
             os.symlink(src, dst)
         elif kind in ("ro", "rw"):
             _bind(old + path, dst, kind == "ro")
@@ -503,6 +511,7 @@ def sandbox_init(policy_path, argv):
     for path in covers:
         _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _locked_flags(path))
     if policy.uid is not None:
+        assert policy.gid is not None  # set with the uid (default_policy)
         _become(policy.uid, policy.gid)
     else:
         _drop_privileges()
@@ -512,7 +521,7 @@ def sandbox_init(policy_path, argv):
     os.execvpe(argv[0], argv, policy.env)
 
 
-def main_sandbox_init(argv):
+def main_sandbox_init(argv: List[str]) -> NoReturn:
     """`... sandbox-init POLICY_FILE -- ARGV` (namespaces) or `... sandbox-limits JSON -- ARGV`
     (inside bwrap): argv as sys.argv gives it. Exits 125 on any failure (fails closed)."""
     try:
@@ -533,7 +542,7 @@ def main_sandbox_init(argv):
 
 # --- process hygiene (the zygote and its workers) --------------------------------------
 
-def apply_limits(limits):
+def apply_limits(limits: Mapping[str, Optional[int]]) -> None:
     """Sets soft = hard = value (never above the current hard limit) for each limit given."""
     for name, value in limits.items():
         if value is not None:
@@ -542,14 +551,14 @@ def apply_limits(limits):
             resource.setrlimit(LIMITS[name], (value, value))
 
 
-def harden_zygote():
+def harden_zygote() -> None:
     """For the zygote itself: not ptrace-able nor readable through /proc by its workers
     (same uid), and orphans of its workers are reparented to it rather than escaping."""
     _prctl(PR_SET_DUMPABLE, 0)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def redirect_stdio(log):
+def redirect_stdio(log: Union[int, str]) -> None:
     """A forked evaluation process's own hygiene: output to its log (never into a protocol
     stream), no stdin, default signal dispositions. log: a file descriptor (a worker's: the
     write end of a pipe the server reads) or a path (the judge's, in its private directory)."""
@@ -564,7 +573,7 @@ def redirect_stdio(log):
         signal.signal(sig, signal.SIG_DFL)
 
 
-def harden_worker(keep_fds, limits):
+def harden_worker(keep_fds: Iterable[int], limits: Mapping[str, Optional[int]]) -> None:
     """In a freshly forked worker: close every fd not in keep_fds (list 0-2 if wanted), die
     with the zygote, no ptrace or /proc/<pid>/{mem,environ} by same-uid processes, limits."""
     keep = set(keep_fds)
@@ -580,9 +589,9 @@ def harden_worker(keep_fds, limits):
     apply_limits(limits)
 
 
-def _processes():
+def _processes() -> Dict[int, int]:
     """{pid: (state, ppid)} of the live processes visible in /proc (zombies left out)."""
-    found = {}
+    found: Dict[int, int] = {}
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open("/proc/%s/stat" % name) as f:
@@ -594,7 +603,7 @@ def _processes():
     return found
 
 
-def _in_sandbox_pidns():
+def _in_sandbox_pidns() -> bool:
     outer = os.environ.get(OUTER_PIDNS_VAR, "")
     try:
         return outer.isdigit() and int(outer) != os.stat("/proc/self/ns/pid").st_ino
@@ -602,7 +611,7 @@ def _in_sandbox_pidns():
         return False
 
 
-def kill_strays(protect_pids, rounds=50):
+def kill_strays(protect_pids: Iterable[int], rounds: int = 50) -> int:
     """SIGKILLs every other process in the sandbox (all visible ones but protect_pids, pid 1
     and the caller) and reaps the caller's children, until none is left; returns how many.
     Outside a sandbox pid namespace only the caller's descendants are candidates. Raises
@@ -611,12 +620,12 @@ def kill_strays(protect_pids, rounds=50):
     me = os.getpid()
     protect = set(protect_pids) | {me, 1}
     sandboxed = _in_sandbox_pidns()
-    killed = set()
+    killed: Set[int] = set()
     for _ in range(rounds):
         procs = _processes()
         live = [p for p in procs if p not in protect]
         if not sandboxed:
-            def descends(p, seen=0):
+            def descends(p: int, seen: int = 0) -> bool:
                 while p > 1 and seen < 4096:
                     p, seen = procs.get(p, 0), seen + 1
                     if p == me:

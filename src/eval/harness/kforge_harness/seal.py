@@ -13,6 +13,8 @@ The MAC says that the harness's code sent the message; what the message says is 
 honest as that code, which runs in the kernel's process (docs/security.md).
 """
 
+from __future__ import annotations
+
 import hashlib
 import secrets
 import struct
@@ -26,7 +28,8 @@ def new_key() -> bytes:
     return secrets.token_bytes(KEY_BYTES)
 
 
-def _mac(key: bytes, sequence: int, data: bytes, blake2b=hashlib.blake2b, pack=struct.pack) -> bytes:
+def _mac(key: bytes, sequence: int, data: bytes, blake2b: type[hashlib.blake2b] = hashlib.blake2b,
+         pack: Callable[..., bytes] = struct.pack) -> bytes:
     return blake2b(pack(">Q", sequence) + data, key=key, digest_size=MAC_BYTES).digest()
 
 
@@ -37,7 +40,7 @@ def signer(key: bytes) -> Callable[[bytes], bytes]:
         raise ValueError("a seal key has %d bytes" % KEY_BYTES)
     count = [0]
 
-    def seal(data: bytes, key=key, mac=_mac) -> bytes:
+    def seal(data: bytes, key: bytes = key, mac: Callable[[bytes, int, bytes], bytes] = _mac) -> bytes:
         sealed = data + mac(key, count[0], data)
         count[0] += 1
         return sealed
@@ -48,7 +51,7 @@ def signer(key: bytes) -> Callable[[bytes], bytes]:
 class Opener:
     """The judge's side: checks and strips each sealed message's MAC, in sequence."""
 
-    def __init__(self, key: bytes):
+    def __init__(self, key: bytes) -> None:
         self.key = key
         self.count = 0
 

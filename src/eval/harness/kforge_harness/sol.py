@@ -35,7 +35,59 @@ A kernel whose median beats the bound is `faster_than_light`: no percentage abov
 shown without that flag.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypedDict
+
 from .tensors import flatten_outputs, model_tensors, storage_bytes, storage_key
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+# What every tensor on one storage shares (tensors.storage_key).
+StorageKey = Tuple[str, int]
+# (peak name, products per FLOP): one way to run a GEMM or convolution.
+Scheme = Tuple[str, int]
+
+
+class FlopEntry(TypedDict):
+    """One line of WorkCounts' "flops": the FLOPs of one dtype and family."""
+
+    dtype: str
+    family: str
+    flops: int
+
+
+class WorkCounts(TypedDict, total=False):
+    """The forward's work (WorkCounter.counts); "uncounted" only where a formula failed."""
+
+    flops: List[FlopEntry]
+    total_flops: int
+    bytes: Dict[str, int]
+    total_bytes: int
+    method: str
+    uncounted: List[str]
+
+
+class Bound(TypedDict):
+    """The lower bound on a forward's time (bound)."""
+
+    bound_ms: float
+    compute_ms: float
+    memory_ms: float
+    gemm_ms: float
+    elementwise_ms: float
+    limit: str
+    bytes: int
+    math: Dict[str, str]
+    peaks_used: Dict[str, float]
+    unbounded_dtypes: List[str]
+    memory_only: bool
+
+
+# result["speed_of_light"] (figures, cpu_figures).
+SpeedOfLight = Dict[str, Any]
 
 MATMUL, CONVOLUTION = "matmul", "convolution"
 ELEMENTWISE, TRANSCENDENTAL = "elementwise", "transcendental"
@@ -82,11 +134,11 @@ PARTIAL_READERS = frozenset({"aten.embedding", "aten._embedding_bag", "aten._emb
 PEAK_NAMES = ("fp32", "tf32", "fp16", "bf16")
 
 
-def _dtype_name(dtype):
+def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def _family(packet):
+def _family(packet: object) -> str:
     return CONVOLUTION if "conv" in str(packet) else MATMUL
 
 
@@ -94,27 +146,29 @@ class WorkCounter:
     """Counts a forward's FLOPs and the bytes it reads from `sources` (inputs, parameters,
     buffers: {storage key: kind}) while it runs; use `with counter.mode():`."""
 
-    def __init__(self, inputs, model):
+    def __init__(self, inputs: Any, model: object) -> None:
         import torch
 
-        self.flops = {}  # (dtype, family) -> FLOPs
-        self.reads = {}  # storage key -> (kind, bytes read at most once)
-        self.sources = {}  # storage key -> (kind, storage bytes)
+        self.flops: dict[tuple[str, str], int] = {}  # (dtype, family) -> FLOPs
+        self.reads: dict[StorageKey, tuple[str, int]] = {}  # storage key -> (kind, bytes read at most once)
+        self.sources: dict[StorageKey, tuple[str, int]] = {}  # storage key -> (kind, storage bytes)
         for _, t in flatten_outputs(inputs):
             if isinstance(t, torch.Tensor):
                 self.sources.setdefault(storage_key(t), ("inputs", storage_bytes(t)))
         for t in model_tensors(model):
             self.sources.setdefault(storage_key(t), ("parameters", storage_bytes(t)))
-        self.errors = []
+        self.errors: list[str] = []
 
-    def mode(self):
+    def mode(self) -> TorchDispatchMode:
         from torch.utils._python_dispatch import TorchDispatchMode
         from torch.utils.flop_counter import flop_registry
 
         counter = self
 
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # TorchDispatchMode's __init_subclass__ and __init__ are not annotated.
+        class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+            def __torch_dispatch__(self, func: Any, types: object, args: tuple[Any, ...] = (),
+                                   kwargs: Optional[dict[str, Any]] = None) -> Any:
                 kwargs = kwargs or {}
                 packet = func._overloadpacket
                 if packet not in flop_registry:
@@ -128,9 +182,10 @@ class WorkCounter:
                 counter.record(func, packet, flop_registry.get(packet), args, kwargs, out)
                 return out
 
-        return Mode()
+        return Mode()  # type: ignore[no-untyped-call]
 
-    def record(self, func, packet, formula, args, kwargs, out):
+    def record(self, func: Any, packet: object, formula: Optional[Callable[..., Any]], args: tuple[Any, ...],
+               kwargs: dict[str, Any], out: Any) -> None:
         import torch
 
         tensors = [t for _, t in flatten_outputs([list(args), kwargs]) if isinstance(t, torch.Tensor)]
@@ -158,11 +213,11 @@ class WorkCounter:
             return
         self.add((_dtype_name(tensors[0].dtype), _family(packet)), flops)
 
-    def add(self, key, flops):
+    def add(self, key: tuple[str, str], flops: int) -> None:
         if flops:
             self.flops[key] = self.flops.get(key, 0) + flops
 
-    def record_arithmetic(self, name, tensors, out):
+    def record_arithmetic(self, name: str, tensors: list[torch.Tensor], out: Any) -> None:
         """The elementwise and transcendental FLOPs of an operator without a formula, by the
         tables (none for operators outside them: data movement)."""
         import torch
@@ -180,7 +235,7 @@ class WorkCounter:
         if name in TRANSCENDENTAL_OPS:
             self.add((dtype, TRANSCENDENTAL), read if name in REDUCTION_OPS else produced)
 
-    def counts(self, outputs):
+    def counts(self, outputs: Any) -> WorkCounts:
         """The forward's work: {"flops": [{"dtype", "family", "flops"}], "total_flops",
         "bytes": {"inputs", "parameters", "outputs"}, "total_bytes", "method"}."""
         import torch
@@ -188,7 +243,7 @@ class WorkCounter:
         read = {"inputs": 0, "parameters": 0}
         for kind, size in self.reads.values():
             read[kind] += size
-        written = {}
+        written: dict[StorageKey, int] = {}
         for _, t in flatten_outputs(outputs):
             if isinstance(t, torch.Tensor):
                 key = storage_key(t)
@@ -196,8 +251,8 @@ class WorkCounter:
                     continue  # an input (or parameter) returned as it is: nothing to write
                 written[key] = max(written.get(key, 0), _tensor_bytes(t))
         moved = dict(read, outputs=sum(written.values()))
-        flops = [{"dtype": d, "family": f, "flops": n} for (d, f), n in sorted(self.flops.items()) if n]
-        out = {"flops": flops, "total_flops": sum(e["flops"] for e in flops), "bytes": moved,
+        flops: list[FlopEntry] = [{"dtype": d, "family": f, "flops": n} for (d, f), n in sorted(self.flops.items()) if n]
+        out: WorkCounts = {"flops": flops, "total_flops": sum(e["flops"] for e in flops), "bytes": moved,
                "total_bytes": sum(moved.values()),
                "method": "torch.utils.flop_counter formulas per operator and dtype (matmul, convolution); "
                          "elementwise, reduction and transcendental operators by kforge's tables (per element); "
@@ -207,11 +262,11 @@ class WorkCounter:
         return out
 
 
-def _tensor_bytes(t):
+def _tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def count_forward(model, inputs, forward):
+def count_forward(model: object, inputs: Any, forward: Callable[[], Any]) -> tuple[Any, WorkCounts]:
     """Runs `forward()` (the reference on `inputs`) under a WorkCounter; returns (outputs,
     counts)."""
     counter = WorkCounter(inputs, model)
@@ -229,7 +284,7 @@ FLOAT32_SCHEMES = (("fp32", 1), ("tf32", 3), ("bf16", 6))
 ELEMENTWISE_SPEEDUP = 2.0
 
 
-def schemes_for(dtype, family, policy):
+def schemes_for(dtype: str, family: str, policy: Optional[str]) -> tuple[Scheme, ...]:
     """The (peak, products per FLOP) a GEMM or convolution of `dtype` may run at under the
     precision policy (precision.py): what keeps the dtype's accuracy, or TF32 where the policy
     accepts TF32 (`tf32`; convolutions under `pytorch`, cuDNN's default). Empty: no peak is
@@ -243,31 +298,32 @@ def schemes_for(dtype, family, policy):
     return ()
 
 
-def peak_for(dtype, family, policy):
+def peak_for(dtype: str, family: str, policy: Optional[str]) -> Optional[str]:
     """The name of the fastest scheme's peak in the table (kept for callers that name one)."""
     schemes = schemes_for(dtype, family, policy)
     return schemes[0][0] if schemes else None
 
 
-def _fastest(entry, matmul, policy):
+def _fastest(entry: Mapping[str, Any], matmul: Mapping[str, float],
+             policy: Optional[str]) -> Optional[tuple[float, str]]:
     """(seconds, scheme name) of a GEMM/convolution entry at its fastest accepted scheme, or
     None without a measured peak."""
-    best = None
+    best: Optional[tuple[float, str]] = None
     for name, products in schemes_for(entry["dtype"], entry["family"], policy):
         peak = matmul.get(name)
         if not peak or peak <= 0:
             continue
-        seconds = entry["flops"] * products / peak
+        seconds: float = entry["flops"] * products / peak
         if best is None or seconds < best[0]:
             best = (seconds, name if products == 1 else "%dx%s" % (products, name))
     return best
 
 
-def dram_bytes(counts, l2_bytes, flush_l2):
+def dram_bytes(counts: Mapping[str, Any], l2_bytes: Optional[int], flush_l2: bool) -> int:
     """The bytes certain to cross DRAM in a timed run: with the flush, the inputs and
     parameters (evicted before each run) and the outputs beyond what L2 can hold when the
     window closes; without it, whatever exceeds L2."""
-    moved = counts.get("bytes") or {}
+    moved: Mapping[str, int] = counts.get("bytes") or {}
     reads = moved.get("inputs", 0) + moved.get("parameters", 0)
     outputs = moved.get("outputs", 0)
     l2 = int(l2_bytes or 0)
@@ -276,16 +332,20 @@ def dram_bytes(counts, l2_bytes, flush_l2):
     return max(0, reads + outputs - l2)
 
 
-def bound(counts, peaks, policy, l2_bytes=0, flush_l2=True):
+def bound(counts: Mapping[str, Any], peaks: Optional[Mapping[str, Any]], policy: Optional[str],
+          l2_bytes: Optional[int] = 0, flush_l2: bool = True) -> Optional[Bound]:
     """The lower bound on the forward's time: {"bound_ms", "compute_ms", "memory_ms",
     "gemm_ms", "elementwise_ms", "limit", "bytes", "math" (per dtype and family: the scheme
     counted), "peaks_used", "unbounded_dtypes", "memory_only"}, or None where `peaks` lacks
     the bandwidth."""
-    bandwidth = (peaks or {}).get("dram_bytes_per_s")
-    matmul = (peaks or {}).get("matmul_flops_per_s") or {}
+    bandwidth: Optional[float] = (peaks or {}).get("dram_bytes_per_s")
+    matmul: Mapping[str, float] = (peaks or {}).get("matmul_flops_per_s") or {}
     if not bandwidth or bandwidth <= 0:
         return None
-    gemm_s, elementwise_s, used, math, unbounded = 0.0, 0.0, {}, {}, []
+    used: dict[str, float] = {}
+    math: dict[str, str] = {}
+    unbounded: list[str] = []
+    gemm_s, elementwise_s = 0.0, 0.0
     cuda_cores = ELEMENTWISE_SPEEDUP * (matmul.get("fp32") or 0.0)
     for entry in counts.get("flops") or []:
         if entry["family"] in (ELEMENTWISE, TRANSCENDENTAL):
@@ -314,14 +374,14 @@ def bound(counts, peaks, policy, l2_bytes=0, flush_l2=True):
             "memory_only": not (counts.get("flops") or [])}
 
 
-def percent_of(bound_ms, median_ms):
+def percent_of(bound_ms: Optional[float], median_ms: Optional[float]) -> Optional[float]:
     """How close a median is to the bound, in percent (100: at the speed of light)."""
     if not bound_ms or not median_ms or median_ms <= 0:
         return None
     return 100.0 * bound_ms / median_ms
 
 
-def faster_than_light(bound_ms, kernel_figures):
+def faster_than_light(bound_ms: Optional[float], kernel_figures: Optional[Mapping[str, Any]]) -> bool:
     """Whether the kernel's median beats the bound (its percentage of the speed of light is
     above 100)."""
     if not bound_ms or not kernel_figures:
@@ -330,12 +390,14 @@ def faster_than_light(bound_ms, kernel_figures):
     return bool(median and 0 < median < bound_ms)
 
 
-def figures(counts, peaks, policy, device_info, flush_l2, reference=None, kernel=None):
+def figures(counts: Mapping[str, Any], peaks: Optional[Mapping[str, Any]], policy: Optional[str],
+            device_info: Optional[Mapping[str, Any]], flush_l2: bool, reference: Optional[Mapping[str, Any]] = None,
+            kernel: Optional[Mapping[str, Any]] = None) -> SpeedOfLight:
     """The result's `speed_of_light` on a GPU: the counts, the bound against the peaks, each
     side's percentage and the flag's decision. `reference`/`kernel`: timing figures
     (median_ms, ci_high_ms)."""
-    out = {"counts": counts, "peaks": peaks, "bound_ms": None, "limit": None, "reference_pct": None,
-           "kernel_pct": None, "faster_than_light": False, "reason": None}
+    out: SpeedOfLight = {"counts": counts, "peaks": peaks, "bound_ms": None, "limit": None, "reference_pct": None,
+                         "kernel_pct": None, "faster_than_light": False, "reason": None}
     found = bound(counts, peaks, policy, (device_info or {}).get("l2_bytes"), flush_l2)
     if found is None:
         out["reason"] = (peaks or {}).get("error") or "the device's peaks are not known"
@@ -352,7 +414,7 @@ def figures(counts, peaks, policy, device_info, flush_l2, reference=None, kernel
     return out
 
 
-def cpu_figures(counts):
+def cpu_figures(counts: Mapping[str, Any]) -> SpeedOfLight:
     """The result's `speed_of_light` without a GPU: the counts only."""
     return {"counts": counts, "peaks": None, "bound_ms": None, "limit": None, "reference_pct": None,
             "kernel_pct": None, "faster_than_light": False,

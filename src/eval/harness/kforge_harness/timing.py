@@ -2,14 +2,21 @@
 the bootstrap's arithmetic): the judge measures, this module decides what the measurements
 mean."""
 
+from __future__ import annotations
+
 import hashlib
 import json
 import math
 import os
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .protocol import PROTOCOL
 
 from . import knobs
+
+# One side's timing figures (stats, side_figures: wire.TimingStats's fields), a calibration
+# (calibration) or a cached baseline: JSON objects of figures.
+Figures = Dict[str, Any]
 
 # How a timed run is measured (window.py). Part of the baseline key: a cached reference
 # timing measured another way is never compared with a kernel measured this way.
@@ -54,7 +61,7 @@ SETS_BYTES = 1 << 30
 DRAWS_MS_PER_RUN = 25.0
 
 
-def forwards_per_window(estimates_ms, set_bytes, free_bytes, draw_ms=0.0):
+def forwards_per_window(estimates_ms: Sequence[float], set_bytes: int, free_bytes: int, draw_ms: float = 0.0) -> int:
     """How many forwards each timed window holds (the same for both models, so one null run
     fits both): enough for the shortest model's forwards to fill WINDOW_TARGET_MS, within
     MAX_FORWARDS, the memory of the extra sets (each side holds one set of inputs and
@@ -70,7 +77,7 @@ def forwards_per_window(estimates_ms, set_bytes, free_bytes, draw_ms=0.0):
     return max(1, min(MAX_FORWARDS, wanted))
 
 
-def stats(values):
+def stats(values: Sequence[float]) -> Figures:
     ordered = sorted(values)
     n = len(ordered)
     mid = n // 2
@@ -81,7 +88,7 @@ def stats(values):
             "std_ms": math.sqrt(var), "runs": n}
 
 
-def quantile(values, q):
+def quantile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return 0.0
@@ -90,14 +97,16 @@ def quantile(values, q):
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def run_count(estimate_ms, job):
+def run_count(estimate_ms: float, job: Mapping[str, Any]) -> int:
     """Most timed runs for a model whose one run took about `estimate_ms`: as many as the
     budget allows, within [min_timing_trials, timing_trials]."""
     wanted = int(job["timing_budget_s"] * 1e3 / max(estimate_ms, 1e-3))
-    return max(job["min_timing_trials"], min(job["timing_trials"], wanted))
+    least: int = job["min_timing_trials"]
+    most: int = job["timing_trials"]
+    return max(least, min(most, wanted))
 
 
-def median_interval(values, z=1.959964):
+def median_interval(values: Sequence[float], z: float = 1.959964) -> Tuple[float, float]:
     """Distribution-free 95% interval of the median: the order statistics around rank n/2
     that a binomial(n, 1/2) puts the median between (normal approximation); the whole range
     below 6 values."""
@@ -111,7 +120,7 @@ def median_interval(values, z=1.959964):
     return ordered[lo], ordered[hi]
 
 
-def relative_width(values, resolution_ms=RESOLUTION_MS):
+def relative_width(values: Sequence[float], resolution_ms: float = RESOLUTION_MS) -> float:
     """Half the width of the median's 95% interval over the median (inf at or below 0), or 0
     where that half is within the clock's resolution (per forward: the window's resolution
     over the forwards it holds)."""
@@ -122,11 +131,11 @@ def relative_width(values, resolution_ms=RESOLUTION_MS):
     return (hi - lo) / 2.0 / mid if mid > 0 else float("inf")
 
 
-def precise_enough(estimates, precision, forwards=1):
+def precise_enough(estimates: Sequence[float], precision: float, forwards: int = 1) -> bool:
     return len(estimates) >= 6 and relative_width(estimates, RESOLUTION_MS / forwards) <= precision
 
 
-def calibration(runs, fill_ms=0.0):
+def calibration(runs: Sequence[Sequence[float]], fill_ms: float = 0.0) -> Figures:
     """A side's null runs (window.py): everything a timed run does but the forward (its null
     forward fills tensors like the outputs, whose time `fill_ms` the judge measured on its
     own stream). Each run is (window, tail, queue) in ms. The median window less the fill is
@@ -140,7 +149,8 @@ def calibration(runs, fill_ms=0.0):
             "tail_floor_ms": quantile(tails, 0.1), "queue_ms": quantile(queues, 0.5), "runs": len(runs)}
 
 
-def side_figures(estimates_ms, windows_ms, null_ms, reported_ms, forwards=1):
+def side_figures(estimates_ms: Sequence[float], windows_ms: Sequence[float], null_ms: float,
+                 reported_ms: Sequence[float], forwards: int = 1) -> Figures:
     """One side's TimingStats from its runs' figures per forward (window less the null's,
     over the forwards it held): the median with its 95% interval, and whether that interval
     is wide (noisy). `windows_ms` and `null_ms` are whole windows."""
@@ -157,8 +167,9 @@ def side_figures(estimates_ms, windows_ms, null_ms, reported_ms, forwards=1):
     return figures
 
 
-def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0,
-                    resamples=BOOTSTRAP_RESAMPLES, seed=0):
+def bootstrap_score(ref_windows: Sequence[float], kernel_windows: Sequence[float], null_windows: Sequence[float],
+                    kernel_offset: float = 0.0, resamples: int = BOOTSTRAP_RESAMPLES,
+                    seed: int = 0) -> Tuple[float, float]:
     """95% percentile interval of reference/kernel, each its median window less the median
     null window (the kernel's less its process's offset too), resampling the three sets of
     runs with replacement. Both models' windows hold the same number of forwards, which
@@ -167,7 +178,7 @@ def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0
 
     gen = torch.Generator().manual_seed(int(seed))
 
-    def medians(values):
+    def medians(values: Sequence[float]) -> torch.Tensor:
         data = torch.tensor(values, dtype=torch.float64)
         picks = torch.randint(len(values), (resamples, len(values)), generator=gen)
         return data[picks].quantile(0.5, dim=1)
@@ -179,7 +190,8 @@ def bootstrap_score(ref_windows, kernel_windows, null_windows, kernel_offset=0.0
     return float(ratios[int(0.025 * (resamples - 1))]), float(ratios[int(math.ceil(0.975 * (resamples - 1)))])
 
 
-def with_between_evaluations(score_value, low, high, between):
+def with_between_evaluations(score_value: Optional[float], low: float, high: float,
+                             between: Optional[float]) -> Tuple[float, float]:
     """The score's interval (low, high) widened by what differs between evaluations of one
     kernel, a relative 95% half-width `between`: on the log scale each side's half-width
     and the between term add in quadrature (independent errors), so a bootstrap far wider
@@ -192,17 +204,19 @@ def with_between_evaluations(score_value, low, high, between):
     return score_value * math.exp(-below), score_value * math.exp(above)
 
 
-def reported_disagrees(reported_ms, estimate_ms):
+def reported_disagrees(reported_ms: Optional[float], estimate_ms: float) -> bool:
     """The worker's own event time is far below the judge's figure: a patched timer (the
     score is the judge's and does not move)."""
     return reported_ms is not None and reported_ms < REPORTED_SHARE * estimate_ms - REPORTED_SLACK_MS
 
 
-def score(reference, kernel):
-    return reference["median_ms"] / kernel["median_ms"] if kernel["median_ms"] > 0 else None
+def score(reference: Mapping[str, Any], kernel: Mapping[str, Any]) -> Optional[float]:
+    ratio: Optional[float] = reference["median_ms"] / kernel["median_ms"] if kernel["median_ms"] > 0 else None
+    return ratio
 
 
-def baseline_key(task_source, device_info, versions, signature, job):
+def baseline_key(task_source: str, device_info: Mapping[str, Any], versions: Mapping[str, Any], signature: object,
+                 job: Mapping[str, Any]) -> str:
     material = json.dumps({
         "task": hashlib.sha256(task_source.encode()).hexdigest(),
         "gpu": device_info.get("name"),
@@ -223,7 +237,7 @@ def baseline_key(task_source, device_info, versions, signature, job):
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
-def read_baseline(cache_dir, key):
+def read_baseline(cache_dir: Optional[str], key: str) -> Optional[Figures]:
     if not cache_dir:
         return None
     try:
@@ -234,7 +248,7 @@ def read_baseline(cache_dir, key):
         return None
 
 
-def write_baseline(cache_dir, key, timing):
+def write_baseline(cache_dir: Optional[str], key: str, timing: Mapping[str, Any]) -> None:
     if not cache_dir:
         return
     try:

@@ -37,16 +37,38 @@ Measured on an H200 with this ordering built on interprocess events (docs/benchm
 5/20/100/1000 us spin measures 4.5/19.3/99.1/995 us above it.
 """
 
+from __future__ import annotations
+
 import ctypes
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 from .device import thrash_l2
-from .exchange import cuda_driver
+from .exchange import Lender, cuda_driver
 
-_driver = []
+if TYPE_CHECKING:
+    import numpy
+    import torch
+
+    from .protocol import Message
 
 
-def driver():
+class Link(Protocol):
+    """The judge's channel to the process whose forwards it times (judge.WorkerLink)."""
+
+    def send(self, request: Mapping[str, object], fds: Tuple[int, ...] = ()) -> None: ...
+
+    def ready(self, timeout_s: float) -> bool: ...
+
+    def receive(self, expected: str, run: Optional[int] = None) -> Message: ...
+
+
+# libcuda, and its stream wait and write functions (ctypes function pointers: `Any`).
+Driver = Tuple["ctypes.CDLL", Any, Any]
+_driver: List[Driver] = []
+
+
+def driver() -> Driver:
     """libcuda (exchange.py loads it) with its stream memory operations typed, once per
     process: (library, wait, write)."""
     if not _driver:
@@ -59,14 +81,14 @@ def driver():
     return _driver[0]
 
 
-def wait_value(stream, address, value):
+def wait_value(stream: torch.cuda.Stream, address: int, value: int) -> None:
     """Holds `stream` until the 32-bit word at `address` is >= value (cyclically)."""
     status = driver()[1](ctypes.c_void_p(stream.cuda_stream), address, value & 0x7FFFFFFF, 0)  # _GEQ
     if status:
         raise RuntimeError("cuStreamWaitValue32 failed with CUDA driver error %d" % status)
 
 
-def write_value(stream, address, value):
+def write_value(stream: torch.cuda.Stream, address: int, value: int) -> None:
     """Writes `value` to the word at `address` once `stream` reaches this point."""
     status = driver()[2](ctypes.c_void_p(stream.cuda_stream), address, value & 0x7FFFFFFF, 0)
     if status:
@@ -85,11 +107,11 @@ class GateUnavailable(RuntimeError):
 class HostGate:
     """Holds the judge's stream at a point until the judge's CPU releases it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import torch
 
         self.flag = torch.zeros(1, dtype=torch.int32, pin_memory=True)
-        self.word = self.flag.numpy()
+        self.word: numpy.ndarray[Any, Any] = self.flag.numpy()
         self.count = 0
         self.held = False
         try:
@@ -105,24 +127,24 @@ class HostGate:
         self.address = address.value
         self.probe()
 
-    def probe(self):
+    def probe(self) -> None:
         """The gate must hold: an event behind it stays pending until released."""
         import time
 
         import torch
 
         stream = torch.cuda.current_stream()
-        behind = torch.cuda.Event()
+        behind = torch.cuda.Event()  # type: ignore[no-untyped-call]
         self.hold(stream)
         behind.record(stream)
         time.sleep(0.002)
-        holds = not behind.query()
+        holds = not behind.query()  # type: ignore[no-untyped-call]
         self.release()
         behind.synchronize()
         if not holds:
             raise GateUnavailable("a stream wait on host memory did not hold the stream")
 
-    def hold(self, stream):
+    def hold(self, stream: torch.cuda.Stream) -> None:
         self.count += 1
         # The word counts releases (waits are >=), so it never needs a reset.
         try:
@@ -132,7 +154,7 @@ class HostGate:
             raise GateUnavailable(str(e))
         self.held = True
 
-    def release(self):
+    def release(self) -> None:
         self.word[0] = self.count & 0x7FFFFFFF
         self.held = False
 
@@ -142,7 +164,7 @@ class Run:
 
     __slots__ = ("window_ms", "tail_ms", "queue_ms", "done", "snapshot")
 
-    def __init__(self, window_ms, tail_ms, queue_ms, done, snapshot):
+    def __init__(self, window_ms: float, tail_ms: float, queue_ms: float, done: Message, snapshot: Any) -> None:
         self.window_ms = window_ms  # pre to e2
         self.tail_ms = tail_ms  # at to e2: the worker's part, at least two context switches
         # The judge's wall time from asking to "armed": the worker's host time to queue the
@@ -164,7 +186,7 @@ class WorkerGone(RuntimeError):
 class WindowClock:
     """Times one worker's forwards: the flags lent to it and the judge's timing events."""
 
-    def __init__(self, gate, lender):
+    def __init__(self, gate: Optional[HostGate], lender: Lender) -> None:
         import torch
 
         self.gate = gate
@@ -173,19 +195,21 @@ class WindowClock:
         base = self.flags.data_ptr()
         self.address = {name: base + 4 * index for name, index in
                         (("a", FLAG_A), ("end", FLAG_END))}
-        self.pre, self.at, self.e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        self.pre, self.at, self.e2 = (torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                                      for _ in range(3))
         self.seq = 0
         self.timeouts = 0
         self.in_a_row = 0
 
-    def request(self):
+    def request(self) -> Dict[str, Any]:
         return {"op": "clock", "flags": self.flags_desc}
 
-    def gating(self):
+    def gating(self) -> bool:
         return self.gate is not None and self.in_a_row < UNGATE_AFTER
 
-    def run(self, link, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True,
-            deadline_s=60.0, forwards=1):
+    def run(self, link: Link, mode: str, run: int, write_inputs: Callable[[], object], flush: Optional[torch.Tensor],
+            armed_within_s: float, snapshot: Optional[Callable[[], Any]] = None, gated: bool = True,
+            deadline_s: float = 60.0, forwards: int = 1) -> Run:
         """One run of `forwards` forwards: returns a Run. `write_inputs()` queues the run's
         inputs on the judge's stream; `snapshot()` (checked runs) copies the slots on it
         right after the close."""
@@ -197,6 +221,7 @@ class WindowClock:
         gated = gated and self.gating()
         in_time = True
         if gated:
+            assert self.gate is not None  # gating()
             self.gate.hold(stream)
         try:
             self.pre.record(stream)
@@ -214,6 +239,7 @@ class WindowClock:
                 self.close(stream)  # queued before the gate opens: no host latency inside
         finally:
             if gated:
+                assert self.gate is not None
                 self.gate.release()
         if not in_time:
             # The worker had not queued its work: the gate opens and the window runs on with
@@ -230,20 +256,20 @@ class WindowClock:
         self.wait_closed(deadline_s)
         return Run(self.pre.elapsed_time(self.e2), self.at.elapsed_time(self.e2), queued * 1e3, done, copy)
 
-    def close(self, stream):
+    def close(self, stream: torch.cuda.Stream) -> None:
         wait_value(stream, self.address["end"], self.seq)
         self.e2.record(stream)
 
-    def wait_closed(self, deadline_s):
+    def wait_closed(self, deadline_s: float) -> None:
         """The close, within a deadline: a worker that said "done" without writing `end`
         would hold the judge's stream for good. The judge then writes the flags itself from
         another stream (its stream moves on) and the run is the worker's crash."""
         import torch
 
         started = time.time()
-        while not self.e2.query():
+        while not self.e2.query():  # type: ignore[no-untyped-call]
             if time.time() - started > deadline_s:
-                side = torch.cuda.Stream()
+                side = torch.cuda.Stream()  # type: ignore[no-untyped-call]
                 write_value(side, self.address["end"], self.seq)
                 side.synchronize()
                 raise WorkerGone("the window of run %d never closed: the process said its forward was done "

@@ -29,6 +29,8 @@ process it left is dead, the zygote empties the scratch root (and, in a sandbox,
 nothing a kernel or a task writes reaches a later evaluation.
 """
 
+from __future__ import annotations
+
 import importlib
 import os
 import select
@@ -37,6 +39,7 @@ import signal
 import socket
 import tempfile
 import time
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import protocol, sandbox
 
@@ -55,9 +58,11 @@ PREIMPORTS = {
 }
 # The descriptors a fork request carries: (fewest, most).
 FORK_FDS = {"kernel": (2, 2), "task": (2, 3)}
+# The processes a zygote forked and has not reaped: pid -> the evaluation's id.
+Running = Dict[int, Any]
 
 
-def serve(control_fd, scratch, sandboxed, role="kernel"):
+def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") -> int:
     """scratch: the directory whose contents belong to the evaluations (the sandbox's private
     /tmp, or a directory of the server's without a sandbox); sandboxed: /dev/shm is private too;
     role: whose processes it forks (ROLES)."""
@@ -82,10 +87,11 @@ def serve(control_fd, scratch, sandboxed, role="kernel"):
     woken = child_wakeup()
     protocol.send(control, {"type": "hello", "ok": True, "pid": os.getpid(), "warm_error": warm_error,
                             "preimport_s": time.time() - started, "preimport_error": preimport_error})
-    running = {}  # pid -> id
+    running: Running = {}  # pid -> id
     fewest, most = FORK_FDS[role]
+    watched: list[socket.socket | int] = [control, woken]
     while True:
-        readable, _, _ = select.select([control, woken], [], [], 1.0)
+        readable, _, _ = select.select(watched, [], [], 1.0)
         if woken in readable:
             drain(woken)
         # Ended processes first: the next one is forked only once the last one's strays are
@@ -122,7 +128,7 @@ def serve(control_fd, scratch, sandboxed, role="kernel"):
     return 0
 
 
-def child_wakeup():
+def child_wakeup() -> int:
     """A descriptor that becomes readable when a child ends (SIGCHLD through Python's wakeup
     fd), so an ended process is reaped and reported at once instead of at the next poll."""
     read_fd, write_fd = os.pipe()
@@ -133,7 +139,7 @@ def child_wakeup():
     return read_fd
 
 
-def drain(fd):
+def drain(fd: int) -> None:
     try:
         while os.read(fd, 4096):
             pass
@@ -141,7 +147,7 @@ def drain(fd):
         pass
 
 
-def reap(running, control, scratch, sandboxed):
+def reap(running: Running, control: socket.socket, scratch: str, sandboxed: bool) -> None:
     while running:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -159,7 +165,7 @@ def reap(running, control, scratch, sandboxed):
         protocol.send(control, {"type": "exited", "id": rid, "status": code, "strays": strays})
 
 
-def wipe(scratch, sandboxed):
+def wipe(scratch: str, sandboxed: bool) -> None:
     """Empties the scratch root (and the sandbox's /dev/shm): only once no process of the
     evaluation is left (kill_strays), so nothing can be planted behind it. rmtree never
     follows a symlink out of the tree."""
@@ -179,7 +185,7 @@ def wipe(scratch, sandboxed):
                     pass
 
 
-def ignore_signals():
+def ignore_signals() -> None:
     """No signal a worker can send stops the zygote: as its pid namespace's init it then
     receives none (the kernel drops signals with the default action for init), and outside a
     sandbox they are ignored. SIGCHLD keeps its default (waitpid polls)."""
@@ -189,7 +195,7 @@ def ignore_signals():
         signal.signal(sig, signal.SIG_IGN)
 
 
-def warm_triton_driver():
+def warm_triton_driver() -> Optional[str]:
     """Builds Triton's CUDA driver utilities (a C module compiled with the system compiler,
     a few seconds) here, once, before any kernel exists, so a fresh worker with its empty
     private Triton cache inherits them loaded instead of compiling them again. Loading the
@@ -206,7 +212,8 @@ def warm_triton_driver():
         return "%s: %s" % (type(e).__name__, str(e)[:300])
 
 
-def spawn_avoiding(avoid, role, job, fds, control, woken, scratch):
+def spawn_avoiding(avoid: Optional[int], role: str, job: Mapping[str, Any], fds: List[int], control: socket.socket,
+                   woken: int, scratch: str) -> int:
     """spawn(), with a pid other than `avoid` in this zygote's pid namespace. The judge lends
     the worker its GPU buffers by legacy CUDA IPC, and the driver refuses to open a handle
     in a process whose pid equals the exporter's (it takes it for the exporting process
@@ -220,14 +227,15 @@ def spawn_avoiding(avoid, role, job, fds, control, woken, scratch):
         os.waitpid(pid, 0)
 
 
-def _exit_if_avoided(avoid):
+def _exit_if_avoided(avoid: Optional[int]) -> None:
     """In a child just forked: ends it at once, unused, when its pid is the other process's
     (spawn_avoiding)."""
     if avoid is not None and os.getpid() == avoid:
         os._exit(0)
 
 
-def spawn(role, job, fds, control, woken, scratch, avoid=None):
+def spawn(role: str, job: Mapping[str, Any], fds: List[int], control: socket.socket, woken: int, scratch: str,
+          avoid: Optional[int] = None) -> int:
     """Forks the role's process: a worker (fds: its judge channel, its log pipe) or a judge
     (fds: its server channel, its log pipe, and its worker channel unless it checks a task
     alone). Returns the child's pid in the parent."""

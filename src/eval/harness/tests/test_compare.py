@@ -1,8 +1,11 @@
 """Comparison and the scale-aware tolerance."""
 
+from __future__ import annotations
+
 import math
 import random
 import re
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -13,7 +16,7 @@ from kforge_harness import compare
 from kforge_harness.compare import compare_outputs, effective_atol, weak_outputs
 
 
-def test_effective_atol_scales_only_small_outputs():
+def test_effective_atol_scales_only_small_outputs() -> None:
     assert effective_atol(1e-2, 5.0, "scaled") == 1e-2
     assert effective_atol(1e-2, 1e-3, "scaled") == pytest.approx(2e-5)
     assert effective_atol(1e-2, 0.0, "scaled") == 1e-7
@@ -22,32 +25,32 @@ def test_effective_atol_scales_only_small_outputs():
         effective_atol(1e-2, 1.0, "loose")
 
 
-def softmax_like():
+def softmax_like() -> torch.Tensor:
     torch.manual_seed(0)
     return torch.softmax(torch.rand(64, 1000), dim=1)  # every value about 1e-3
 
 
-def test_zeros_cannot_match_an_output_below_atol():
+def test_zeros_cannot_match_an_output_below_atol() -> None:
     ref = softmax_like()
     passed, reports, reason, tolerance = compare_outputs(ref, torch.zeros_like(ref), 1e-2, 1e-2)
-    assert not passed and "scaled to the output's magnitude" in reason
+    assert not passed and "scaled to the output's magnitude" in (reason or "")
     assert tolerance["effective_atol"]["out"] < 1e-4
 
 
-def test_a_constant_cannot_either():
+def test_a_constant_cannot_either() -> None:
     ref = softmax_like()
     passed, _, _, _ = compare_outputs(ref, torch.full_like(ref, 1e-3), 1e-2, 1e-2)
     assert not passed
 
 
-def test_kernelbench_mode_passes_zeros_and_they_are_weak():
+def test_kernelbench_mode_passes_zeros_and_they_are_weak() -> None:
     ref = softmax_like()
     passed, reports, _, _ = compare_outputs(ref, torch.zeros_like(ref), 1e-2, 1e-2, "kernelbench")
     assert passed
     assert weak_outputs([{"outputs": reports}]) == ["out"]
 
 
-def test_honest_low_precision_results_still_pass():
+def test_honest_low_precision_results_still_pass() -> None:
     ref = softmax_like()
     honest = ref.to(torch.bfloat16).to(torch.float32)
     assert compare_outputs(ref, honest, 1e-2, 1e-2)[0]
@@ -55,26 +58,26 @@ def test_honest_low_precision_results_still_pass():
     assert compare_outputs(big, big + 5e-3, 1e-2, 1e-2)[0], "ordinary magnitudes keep atol"
 
 
-def test_structure_shape_dtype_and_nan():
+def test_structure_shape_dtype_and_nan() -> None:
     ref = (torch.ones(3), torch.zeros(2))
-    assert "structure" in compare_outputs(ref, (torch.ones(3),), 1e-2, 1e-2)[2]
-    assert "shape" in compare_outputs(torch.ones(3), torch.ones(4), 1e-2, 1e-2)[2]
-    assert "dtype" in compare_outputs(torch.ones(3), torch.ones(3, dtype=torch.float64), 1e-2, 1e-2)[2]
+    assert "structure" in (compare_outputs(ref, (torch.ones(3),), 1e-2, 1e-2)[2] or "")
+    assert "shape" in (compare_outputs(torch.ones(3), torch.ones(4), 1e-2, 1e-2)[2] or "")
+    assert "dtype" in (compare_outputs(torch.ones(3), torch.ones(3, dtype=torch.float64), 1e-2, 1e-2)[2] or "")
     bad = torch.ones(3)
     bad[1] = float("nan")
-    assert "NaN" in compare_outputs(torch.ones(3), bad, 1e-2, 1e-2)[2]
+    assert "NaN" in (compare_outputs(torch.ones(3), bad, 1e-2, 1e-2)[2] or "")
 
 
-def test_meta_stand_ins_report_shape_without_reading_data():
+def test_meta_stand_ins_report_shape_without_reading_data() -> None:
     meta = torch.empty((5,), dtype=torch.float32, device="meta")
     passed, _, reason, _ = compare_outputs(torch.ones(3), meta, 1e-2, 1e-2)
-    assert not passed and "shape [5]" in reason
+    assert not passed and "shape [5]" in (reason or "")
 
 
 # --- Chunked comparison, checked against a whole-tensor float64 oracle ---------------------
 
 
-def oracle(r, n, atol, rtol, mode):
+def oracle(r: torch.Tensor, n: torch.Tensor, atol: float, rtol: float, mode: str) -> dict[str, Any]:
     """The comparison rules on whole tensors in float64: what compare_tensor must find."""
     if r.is_complex():
         r, n = torch.view_as_real(r), torch.view_as_real(n)
@@ -100,6 +103,7 @@ def oracle(r, n, atol, rtol, mode):
         special = int((~ref_finite & ~((torch.isnan(r64) & torch.isnan(n64)) | (r64 == n64))).sum())
     lost = int((ref_finite & ~new_finite).sum())
     count = int(bad.sum())
+    category: str | None
     if lost:
         category, bad_elements = "lost", lost
     elif special:
@@ -121,7 +125,7 @@ REASON_PATTERNS = {
 }
 
 
-def check_against_oracle(ref, new, atol, rtol, mode):
+def check_against_oracle(ref: torch.Tensor, new: torch.Tensor, atol: float, rtol: float, mode: str) -> dict[str, Any]:
     expected = oracle(ref, new, atol, rtol, mode)
     passed, reports, reason, tolerance = compare_outputs(ref, new, atol, rtol, mode)
     report = reports[0]
@@ -130,7 +134,7 @@ def check_against_oracle(ref, new, atol, rtol, mode):
     assert report["bad_elements"] == expected["bad"], context
     assert report["numel"] == (torch.view_as_real(ref) if ref.is_complex() else ref).numel()
     if expected["category"] is not None:
-        match = re.search(REASON_PATTERNS[expected["category"]], reason)
+        match = re.search(REASON_PATTERNS[expected["category"]], reason or "")
         assert match, context
         assert int(match.group(1)) == expected["bad"], context
         if expected["first"] is not None:
@@ -149,7 +153,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int
 TOLERANCES = [(1e-2, 1e-2), (1e-3, 1e-3), (1e-4, 0.0), (0.0, 1e-2)]
 
 
-def laid_out(values, layout):
+def laid_out(values: torch.Tensor, layout: str) -> torch.Tensor:
     """The same logical values with other strides: transposed storage or a stepped slice."""
     if layout == "transposed" and values.dim() >= 2:
         order = list(reversed(range(values.dim())))
@@ -162,7 +166,7 @@ def laid_out(values, layout):
     return values
 
 
-def random_reference(rng, shape, real_dtype, layout):
+def random_reference(rng: random.Random, shape: tuple[int, ...], real_dtype: torch.dtype, layout: str) -> torch.Tensor:
     """A reference of these logical values; 'expanded' repeats values along some dims."""
     base_shape = list(shape)
     if layout == "expanded":
@@ -179,7 +183,7 @@ def random_reference(rng, shape, real_dtype, layout):
     return base.expand(shape) if layout == "expanded" else laid_out(base, layout)
 
 
-def random_new(rng, ref, atol, rtol, mode):
+def random_new(rng: random.Random, ref: torch.Tensor, atol: float, rtol: float, mode: str) -> torch.Tensor:
     """The kernel's output: the reference within tolerance, some elements far outside it,
     some NaN/Inf; none near a threshold (float32 and float64 rounding must agree)."""
     r64 = ref.double()
@@ -212,7 +216,7 @@ def random_new(rng, ref, atol, rtol, mode):
     return torch.where(near, ref.contiguous(), new)
 
 
-def random_case(rng, dtype):
+def random_case(rng: random.Random, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, float, float, str]:
     shape = rng.choice(SHAPES)
     atol, rtol = rng.choice(TOLERANCES)
     mode = rng.choice(["scaled", "kernelbench"])
@@ -242,7 +246,7 @@ def random_case(rng, dtype):
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 24])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_chunked_comparison_matches_the_oracle(monkeypatch, dtype, chunk):
+def test_chunked_comparison_matches_the_oracle(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, chunk: int) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", chunk)
     rng = random.Random("%s/%d" % (dtype, chunk))
     torch.manual_seed(rng.randrange(1 << 30))
@@ -258,7 +262,7 @@ def test_chunked_comparison_matches_the_oracle(monkeypatch, dtype, chunk):
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
-def test_first_bad_element_at_every_position_across_chunk_boundaries(monkeypatch, layout):
+def test_first_bad_element_at_every_position_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
     base = torch.rand(5, 8) + 1
     ref = laid_out(base, layout)
@@ -268,11 +272,11 @@ def test_first_bad_element_at_every_position_across_chunk_boundaries(monkeypatch
         passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
         assert not passed
         assert reports[0]["bad_elements"] == base.numel() - position
-        assert "first at %s:" % [position // 8, position % 8] in reason
+        assert "first at %s:" % [position // 8, position % 8] in (reason or "")
         assert reports[0]["max_abs_err"] == pytest.approx(1.0, rel=1e-5)
 
 
-def test_bad_elements_on_both_sides_of_a_boundary(monkeypatch):
+def test_bad_elements_on_both_sides_of_a_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
     ref = torch.ones(3, 10).t()  # (10, 3), transposed: pieces of 2 rows
     new = ref.contiguous()
@@ -281,30 +285,30 @@ def test_bad_elements_on_both_sides_of_a_boundary(monkeypatch):
     new[9, 0] = -1.0
     passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
     assert not passed and reports[0]["bad_elements"] == 3
-    assert "first at [4, 1]: 3 vs reference 1" in reason
+    assert "first at [4, 1]: 3 vs reference 1" in (reason or "")
     assert reports[0]["max_abs_err"] == 4.0 and reports[0]["max_rel_err"] == 4.0
     integers = torch.arange(30, dtype=torch.int32).view(10, 3)
     changed = integers.t().contiguous().t().clone()
     changed[4, 1] = -7
     reason = compare_outputs(integers, changed, 1e-2, 1e-2)[2]
-    assert "1 of 30 elements differ" in reason and "first at [4, 1]: -7 vs 13" in reason
+    assert "1 of 30 elements differ" in (reason or "") and "first at [4, 1]: -7 vs 13" in (reason or "")
 
 
-def test_reference_nan_and_inf_must_be_matched_exactly():
+def test_reference_nan_and_inf_must_be_matched_exactly() -> None:
     ref = torch.tensor([1.0, math.nan, math.inf, -math.inf, 2.0])
     assert compare_outputs(ref, ref.clone(), 1e-2, 1e-2)[0]
     for i, value in [(1, 0.0), (2, -math.inf), (3, math.nan), (2, 1e30)]:
         new = ref.clone()
         new[i] = value
         passed, reports, reason, _ = compare_outputs(ref, new, 1e-2, 1e-2)
-        assert not passed and "1 elements differ where the reference is NaN/Inf" in reason
+        assert not passed and "1 elements differ where the reference is NaN/Inf" in (reason or "")
     new = ref.clone()
     new[0] = math.inf
     reason = compare_outputs(ref, new, 1e-2, 1e-2)[2]
-    assert "1 elements are NaN/Inf where the reference is finite" in reason
+    assert "1 elements are NaN/Inf where the reference is finite" in (reason or "")
 
 
-def test_report_fields_of_a_passing_comparison():
+def test_report_fields_of_a_passing_comparison() -> None:
     ref = torch.tensor([[0.5, -4.0], [1e-5, 2.0]], dtype=torch.float64)
     new = ref + torch.tensor([[0.001, -0.002], [0.0, 0.0]], dtype=torch.float64)
     passed, reports, reason, tolerance = compare_outputs(ref, new, 1e-2, 1e-2)
@@ -319,7 +323,7 @@ def test_report_fields_of_a_passing_comparison():
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 7, 20, 1000])
-def test_chunks_cover_tensors_in_logical_order(monkeypatch, limit):
+def test_chunks_cover_tensors_in_logical_order(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", limit)
     torch.manual_seed(1)
     x = torch.randn(4, 5, 6)
@@ -340,11 +344,12 @@ class LargestAllocation(TorchDispatchMode):
     """Records the largest storage an operation allocates (views and in-place results share
     their input's storage and do not count)."""
 
-    def __init__(self):
-        super().__init__()
-        self.largest, self.op = 0, None
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.largest: int = 0
+        self.op: Any = None
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
         for t in tree_leaves(out):
@@ -357,7 +362,7 @@ class LargestAllocation(TorchDispatchMode):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64, torch.complex64],
                          ids=str)
 @pytest.mark.parametrize("layout", ["transposed", "expanded", "strided", "contiguous"])
-def test_no_temporary_is_larger_than_a_few_chunks(monkeypatch, dtype, layout):
+def test_no_temporary_is_larger_than_a_few_chunks(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype, layout: str) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 64)
     torch.manual_seed(2)
     if layout == "expanded":
@@ -379,18 +384,18 @@ class HostReads(TorchDispatchMode):
     """Counts the reads of a tensor's value by the host (.item(), float(), bool()): each one
     waits for the GPU."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.count = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func in (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default):
             self.count += 1
         return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
-def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch, dtype):
+def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype) -> None:
     ref = (torch.randn(30, 40) * 10).to(dtype).t()
     wrong = ref.contiguous()
     wrong[3:, :] += 1
@@ -405,14 +410,15 @@ def test_host_reads_do_not_grow_with_the_number_of_chunks(monkeypatch, dtype):
     assert reads[:2] == reads[2:], reads  # 200 pieces or one: the same host reads
 
 
-def test_identical_outputs_take_the_one_pass_path_with_the_same_report(monkeypatch):
+def test_identical_outputs_take_the_one_pass_path_with_the_same_report(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     r = torch.randn(37, 11).t()  # strided, as a reference may return
     n = r.contiguous()
     fast = compare.compare_outputs(r, n, 1e-2, 1e-2)
-    calls = []
-    monkeypatch.setattr(compare, "_FloatTally", lambda *a: calls.append(a) or (_ for _ in ()).throw(AssertionError))
+    calls: list[Any] = []
+    monkeypatch.setattr(compare, "_FloatTally",
+                        lambda *a: calls.append(a) or (_ for _ in ()).throw(AssertionError))  # type: ignore[func-returns-value]
     assert compare.compare_outputs(r, n, 1e-2, 1e-2) == fast and not calls  # no tolerance analysis
     monkeypatch.undo()
     monkeypatch.setattr(compare, "_identical", lambda r, n: False)
@@ -420,11 +426,11 @@ def test_identical_outputs_take_the_one_pass_path_with_the_same_report(monkeypat
     n[3, 4] += 1.0
     monkeypatch.undo()
     passed, _, reason, _ = compare.compare_outputs(r, n, 1e-2, 1e-2)
-    assert not passed and "first at [3, 4]" in reason
+    assert not passed and "first at [3, 4]" in (reason or "")
 
 
 @pytest.mark.parametrize("layout", ["transposed", "strided", "contiguous"])
-def test_all_finite_finds_nan_and_inf_anywhere_without_a_full_size_temporary(monkeypatch, layout):
+def test_all_finite_finds_nan_and_inf_anywhere_without_a_full_size_temporary(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 64)
     values = torch.randn(60, 50)
     assert compare.all_finite([laid_out(values, layout), (torch.arange(4), 3)])
@@ -443,7 +449,7 @@ def test_all_finite_finds_nan_and_inf_anywhere_without_a_full_size_temporary(mon
 # --- Per-dtype tolerances (issue 22) ---------------------------------------------------------
 
 
-def test_tolerance_table_per_dtype_and_policy():
+def test_tolerance_table_per_dtype_and_policy() -> None:
     assert compare.dtype_tolerance(torch.float32) == 1e-4
     assert compare.dtype_tolerance("float16") == 1e-2
     assert compare.dtype_tolerance(torch.bfloat16) == 1e-2
@@ -461,7 +467,7 @@ def test_tolerance_table_per_dtype_and_policy():
     assert compare.dtype_tolerance("no_such_dtype") == 1e-2
 
 
-def test_explicit_tolerances_override_the_table_for_every_dtype():
+def test_explicit_tolerances_override_the_table_for_every_dtype() -> None:
     assert compare.tolerance_for(torch.float32) == (1e-4, 1e-4)
     assert compare.tolerance_for(torch.float16) == (1e-2, 1e-2)
     assert compare.tolerance_for(torch.float32, atol=1e-3) == (1e-3, 1e-4)
@@ -475,18 +481,18 @@ def test_explicit_tolerances_override_the_table_for_every_dtype():
         compare.tolerance_for(torch.float32, mode="loose")
 
 
-def gemm_like(seed=0):
+def gemm_like(seed: int = 0) -> torch.Tensor:
     """Outputs of magnitude ~1 with a fifth near zero, like a GEMM of normalized values."""
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(256, 256, generator=gen)
 
 
-def test_a_tf32_sized_error_fails_fp32_by_default_and_passes_under_tf32():
+def test_a_tf32_sized_error_fails_fp32_by_default_and_passes_under_tf32() -> None:
     ref = gemm_like()
     # The error of a TF32 GEMM: ~5e-3 absolute on outputs of magnitude ~1 (measured 0.0048).
     tf32 = ref + 5e-3 * torch.sign(torch.randn(ref.shape, generator=torch.Generator().manual_seed(1)))
     passed, reports, reason, tolerance = compare_outputs(ref, tf32, mode="dtype")
-    assert not passed and "atol 0.0001" in reason and "rtol 0.0001" in reason
+    assert not passed and "atol 0.0001" in (reason or "") and "rtol 0.0001" in (reason or "")
     assert tolerance["outputs"]["out"] == {"dtype": "float32", "rule": "dtype", "atol": 1e-4, "rtol": 1e-4}
     assert tolerance["atol"] is None and tolerance["mode"] == "dtype" and tolerance["precision"] == "strict"
     assert reports[0]["atol"] == 1e-4 and reports[0]["rtol"] == 1e-4
@@ -498,7 +504,7 @@ def test_a_tf32_sized_error_fails_fp32_by_default_and_passes_under_tf32():
     assert compare_outputs(ref, tf32, mode="scaled")[0]
 
 
-def test_an_honest_fp32_result_passes_the_fp32_tolerance():
+def test_an_honest_fp32_result_passes_the_fp32_tolerance() -> None:
     ref = gemm_like()
     # A float32 computation in another order: a few units in the last place.
     honest = (ref.double() * (1 + 4e-7 * torch.randn(ref.shape, dtype=torch.float64))).float()
@@ -508,7 +514,7 @@ def test_an_honest_fp32_result_passes_the_fp32_tolerance():
     assert not compare_outputs(ref, ref.half().float())[0]
 
 
-def test_half_outputs_keep_their_own_tolerance_beside_fp32_ones():
+def test_half_outputs_keep_their_own_tolerance_beside_fp32_ones() -> None:
     ref = (gemm_like(), gemm_like(2).half())
     new = (ref[0].clone(), (ref[1].float() * (1 + 3e-3)).half())
     passed, reports, reason, tolerance = compare_outputs(ref, new, mode="dtype")
@@ -517,23 +523,23 @@ def test_half_outputs_keep_their_own_tolerance_beside_fp32_ones():
     assert tolerance["outputs"]["out[0]"]["atol"] == 1e-4
     new = ((ref[0].double() * (1 + 3e-3)).float(), new[1])
     passed, _, reason, _ = compare_outputs(ref, new, mode="dtype")
-    assert not passed and reason.startswith("out[0]")
+    assert not passed and (reason or "").startswith("out[0]")
 
 
-def test_tiny_outputs_are_still_scaled_under_the_dtype_table():
+def test_tiny_outputs_are_still_scaled_under_the_dtype_table() -> None:
     ref = softmax_like()  # ~1e-3 per element: above fp32's 1e-4, below the old 1e-2
     passed, reports, _, tolerance = compare_outputs(ref, torch.zeros_like(ref))
     assert not passed
     ref = ref * 1e-3  # ~1e-6: below 1e-4, zeros must not pass
     passed, reports, reason, tolerance = compare_outputs(ref, torch.zeros_like(ref))
-    assert not passed and "scaled to the output's magnitude" in reason
+    assert not passed and "scaled to the output's magnitude" in (reason or "")
     assert tolerance["effective_atol"]["out"] <= 1e-7
 
 
 KERNELBENCH_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 
 
-def synthetic_pair(rng, dtype):
+def synthetic_pair(rng: random.Random, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """A reference and a kernel's output with many elements near allclose's threshold, some
     NaN/Inf on either side."""
     tol = KERNELBENCH_TOLERANCE[dtype]
@@ -559,7 +565,7 @@ def synthetic_pair(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", list(KERNELBENCH_TOLERANCE), ids=str)
-def test_kernelbench_mode_reproduces_torch_allclose_with_kernelbench_tolerances(monkeypatch, dtype):
+def test_kernelbench_mode_reproduces_torch_allclose_with_kernelbench_tolerances(monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype) -> None:
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 16)
     rng = random.Random(str(dtype))
     torch.manual_seed(rng.randrange(1 << 30))
@@ -577,10 +583,10 @@ def test_kernelbench_mode_reproduces_torch_allclose_with_kernelbench_tolerances(
     assert verdicts == {True, False}
 
 
-def test_kernelbench_mode_nan_is_never_close_and_rtol_is_on_the_kernels_value():
+def test_kernelbench_mode_nan_is_never_close_and_rtol_is_on_the_kernels_value() -> None:
     ref = torch.tensor([1.0, math.nan, math.inf])
     passed, _, reason, _ = compare_outputs(ref, ref.clone(), mode="kernelbench")
-    assert not passed and "NaN is never close" in reason
+    assert not passed and "NaN is never close" in (reason or "")
     assert compare_outputs(ref, ref.clone())[0], "kforge's own rule matches NaN with NaN"
     # allclose's bound is atol + rtol * |new|: here inside it, though outside atol + rtol * |ref|.
     ref = torch.tensor([100.0], dtype=torch.float64)

@@ -1,10 +1,14 @@
 """compiled.py: the launched kernels' compiled code, read on the CPU by compiling each launch up
 to TTIR for a CUDA target in a fresh process (issue 34, item 8)."""
 
+from __future__ import annotations
+
 import importlib.util
 import os
 import sys
 import tempfile
+from types import ModuleType
+from typing import Any
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # the worker's CPU setting, before triton
 
@@ -43,18 +47,19 @@ def gemm(a_ptr, c_ptr, n, BLOCK: tl.constexpr, PRECISION: tl.constexpr = "ieee",
 '''
 
 
-def load(source):
+def load(source: str) -> tuple[ModuleType, str]:
     path = os.path.join(tempfile.mkdtemp(prefix="compiled-"), "kernel.py")
     with open(path, "w") as f:
         f.write(source)
     spec = importlib.util.spec_from_file_location("kforge_compiled_kernel", path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["kforge_compiled_kernel"] = module
     spec.loader.exec_module(module)
     return module, os.path.dirname(path)
 
 
-def test_the_jit_functions_alone_keep_their_lines():
+def test_the_jit_functions_alone_keep_their_lines() -> None:
     text = compiled.jit_module(KERNEL)
     original, alone = KERNEL.splitlines(), text.splitlines()
     assert len(alone) == len(original)
@@ -64,15 +69,16 @@ def test_the_jit_functions_alone_keep_their_lines():
     assert "LOW = tl.float16" in text and "SCALE = tl.constexpr(2.0)" in text and "def helper" in text
 
 
-def launched(half):
+def launched(half: bool) -> tuple[compiled.Launches, str]:
     """The keys of one launch of the kernel (through autotune) under the audit's note."""
+    module: Any
     module, workdir = load(KERNEL)
     launches = compiled.Launches()
     import triton.runtime.interpreter as interpreter
 
     original = interpreter.InterpretedFunction.run
 
-    def run(fn, *args, **kwargs):
+    def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(fn, *args, **kwargs)
         launches.note(fn, args, kwargs, result)
         return result
@@ -86,7 +92,7 @@ def launched(half):
     return launches, workdir
 
 
-def test_a_launch_is_noted_with_its_types_and_constexprs():
+def test_a_launch_is_noted_with_its_types_and_constexprs() -> None:
     launches, _ = launched(False)
     (key,) = launches.keys.values()
     assert key["kernel"] == "gemm"
@@ -95,7 +101,7 @@ def test_a_launch_is_noted_with_its_types_and_constexprs():
     assert key["constexprs"] == {"BLOCK": 32, "PRECISION": "tf32", "HALF": False}, "autotune's choice included"
 
 
-def test_what_ran_is_read_from_the_code_compiled_on_the_cpu():
+def test_what_ran_is_read_from_the_code_compiled_on_the_cpu() -> None:
     for half in (False, True):
         launches, workdir = launched(half)
         reading = compiled.read(launches, KERNEL, workdir, gpu=False)
@@ -107,7 +113,7 @@ def test_what_ran_is_read_from_the_code_compiled_on_the_cpu():
         assert ((precision.LOW_PRECISION_CAST, 16) in kinds) == half, found  # the helper's line
 
 
-def test_a_kernel_that_does_not_compile_alone_falls_back_with_a_reason():
+def test_a_kernel_that_does_not_compile_alone_falls_back_with_a_reason() -> None:
     source = KERNEL.replace("SCALE = tl.constexpr(2.0)", "SCALE = tl.constexpr(pick(3) and 2.0)")  # a constant that needs a host function
     launches, workdir = launched(False)
     reading = compiled.read(launches, source, workdir, gpu=False)
@@ -115,14 +121,14 @@ def test_a_kernel_that_does_not_compile_alone_falls_back_with_a_reason():
     assert how["read"] == "source" and "SCALE" in how["why"], how
 
 
-def test_only_constants_reach_the_compilers_process():
+def test_only_constants_reach_the_compilers_process() -> None:
     """A module constant that calls something beyond the kept names and a few builtins stays
     out: the compiler's process runs the kernel's jit functions and constants, nothing else."""
     text = compiled.jit_module(KERNEL + "\nHOST = __import__('os').getpid()\nN = max(2, 3)\n")
     assert "HOST" not in text and "N = max(2, 3)" in text
 
 
-def test_a_gpu_launch_without_its_compiled_kernel_is_said():
+def test_a_gpu_launch_without_its_compiled_kernel_is_said() -> None:
     launches = compiled.Launches()
     launches.keys["k"] = {"kernel": "gemm", "signature": {}, "constexprs": {}}
     reading = compiled.read(launches, KERNEL, tempfile.mkdtemp(), gpu=True)

@@ -3,6 +3,8 @@ judge's end of the channel (judge.WorkerLink) asks a forked worker to load a ker
 ModelNew reaches for the process's own machinery the way a library would do it for it
 (issue 34, item 2). The static filter is not involved: these are what it might miss."""
 
+from __future__ import annotations
+
 import os
 import signal
 import socket
@@ -10,6 +12,7 @@ import tempfile
 import textwrap
 import types
 import threading
+from typing import Any
 
 import pytest
 import torch  # noqa: F401 -- imported once here, inherited by every forked worker
@@ -43,12 +46,12 @@ class ModelNew(nn.Module):
 '''
 
 
-def kernel(init="pass", top=""):
+def kernel(init: str = "pass", top: str = "") -> str:
     return KERNEL.format(top=textwrap.dedent(top).strip("\n"),
                          init=textwrap.indent(textwrap.dedent(init).strip("\n"), " " * 8))
 
 
-def load(source, guarded=True, sealed=True):
+def load(source: str, guarded: bool = True, sealed: bool = True) -> tuple[Any, int, judge.WorkerLink]:
     """Forks a worker, has it load `source`; returns (the judge's answer or KernelFailure, the
     worker's exit status, the link)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -67,11 +70,11 @@ def load(source, guarded=True, sealed=True):
     link = judge.WorkerLink(ours, lambda: "loading kernel")
     link.receive("hello")
     link.kernel_loaded = True
-    request = {"op": "load", "init_inputs": [], "seed": 0, "source": source, "guard": guarded}
+    request: dict[str, Any] = {"op": "load", "init_inputs": [], "seed": 0, "source": source, "guard": guarded}
     if sealed:
         request["seal"] = link.seal()
     try:
-        answer = link.call(request, "loaded")
+        answer: Any = link.call(request, "loaded")
         link.call({"op": "exit"}, "bye")
     except KernelFailure as e:
         answer = e
@@ -111,7 +114,7 @@ REACHES = [
 
 
 @pytest.mark.parametrize("top,init,expected", [r[1:] for r in REACHES], ids=[r[0] for r in REACHES])
-def test_the_guard_refuses_what_reaches_the_process(top, init, expected):
+def test_the_guard_refuses_what_reaches_the_process(top: str, init: str, expected: str) -> None:
     answer, status, _ = load(kernel(init, top))
     assert isinstance(answer, KernelFailure), answer
     assert answer.category == "static_check", (answer.category, answer.summary)
@@ -120,7 +123,7 @@ def test_the_guard_refuses_what_reaches_the_process(top, init, expected):
 
 
 @pytest.mark.parametrize("top,init,expected", [r[1:] for r in REACHES], ids=[r[0] for r in REACHES])
-def test_without_the_guard_the_same_code_runs(top, init, expected):
+def test_without_the_guard_the_same_code_runs(top: str, init: str, expected: str) -> None:
     """What the guard refuses above is what the kernel's code did, not a side effect of loading."""
     answer, status, _ = load(kernel(init, top), guarded=False)
     if isinstance(answer, KernelFailure):  # an error of its own (no file to open, ...), never the guard's
@@ -175,7 +178,7 @@ assert torch.equal(y, x.relu())
 '''
 
 
-def test_honest_code_under_the_guard_loads():
+def test_honest_code_under_the_guard_loads() -> None:
     """Dataclasses, namedtuples, enums, logging, warnings, a module imported for the first time,
     a handled exception and a Triton launch: libraries' own uses of frames, exec and code objects
     are allowed."""
@@ -185,7 +188,7 @@ def test_honest_code_under_the_guard_loads():
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
-def test_signal_handlers_cannot_be_installed():
+def test_signal_handlers_cannot_be_installed() -> None:
     answer, _, _ = load(kernel("import signal\nsignal.signal(signal.SIGALRM, lambda s, frame: frame)"))
     assert isinstance(answer, KernelFailure) and "signal handlers cannot be installed" in answer.message, answer
 
@@ -209,18 +212,18 @@ def forge():
 '''
 
 
-def test_a_failure_report_the_kernel_writes_itself_is_not_taken():
+def test_a_failure_report_the_kernel_writes_itself_is_not_taken() -> None:
     answer, _, _ = load(kernel("forge()", FORGED_FAILURE), guarded=False)
     assert isinstance(answer, KernelFailure) and answer.category == "crash", answer
     assert "did not seal" in answer.summary, answer.summary
 
 
-def test_without_the_seal_the_forged_report_was_the_verdict():
+def test_without_the_seal_the_forged_report_was_the_verdict() -> None:
     answer, _, _ = load(kernel("forge()", FORGED_FAILURE), guarded=False, sealed=False)
     assert isinstance(answer, KernelFailure) and answer.category == "oom", answer
 
 
-def test_a_replaced_harness_function_is_found():
+def test_a_replaced_harness_function_is_found() -> None:
     """Replacing a function of the harness's own modules (the fx route did it to the audit) is
     found before the worker answers."""
     top = "import sys\nAUDIT = sys.modules['kforge_harness.audit']"
@@ -229,7 +232,7 @@ def test_a_replaced_harness_function_is_found():
     assert "kforge_harness.audit.audited_forward" in answer.summary, answer.summary
 
 
-def test_sealed_messages_open_in_order_only():
+def test_sealed_messages_open_in_order_only() -> None:
     key = seal.new_key()
     sign, opener = seal.signer(key), seal.Opener(key)
     first, second = sign(b'{"type": "a"}'), sign(b'{"type": "b"}')
@@ -245,7 +248,7 @@ def test_sealed_messages_open_in_order_only():
         seal.Opener(key).open(b'{"type": "a"}')  # unsealed
 
 
-def test_an_unsealed_message_after_the_import_is_a_crash():
+def test_an_unsealed_message_after_the_import_is_a_crash() -> None:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     link = judge.WorkerLink(ours, lambda: "correctness trial 1/5")
     link.kernel_loaded = True
@@ -259,7 +262,7 @@ def test_an_unsealed_message_after_the_import_is_a_crash():
     assert crash.value.category == "crash" and "did not seal" in crash.value.summary
 
 
-def test_memory_files():
+def test_memory_files() -> None:
     assert guard.memory_file("/proc/self/mem") and guard.memory_file("/proc/1/task/1/mem")
     assert guard.memory_file(b"/proc/self/pagemap")
     assert not guard.memory_file("/proc/self/maps") and not guard.memory_file(3)
@@ -268,18 +271,18 @@ def test_memory_files():
     assert guard.memory_file(link)
 
 
-def test_signal_module_is_left_alone_in_this_process():
+def test_signal_module_is_left_alone_in_this_process() -> None:
     assert callable(signal.signal)
 
 
-def test_outputs_must_be_plain_tensors():
+def test_outputs_must_be_plain_tensors() -> None:
     """A tensor subclass's __torch_function__ would run in the worker's copy into the judge's slot
     and in the audit's digests of the output: the kernel deciding what the harness reads."""
 
     class Liar(torch.Tensor):
         @classmethod
-        def __torch_function__(cls, func, types, args=(), kwargs=None):
-            return super().__torch_function__(func, types, args, kwargs or {})
+        def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return super().__torch_function__(func, types, args, kwargs or {})  # type: ignore[no-untyped-call]
 
     w = worker.Worker.__new__(worker.Worker)
     w.outputs = torch.zeros(4)
@@ -289,12 +292,12 @@ def test_outputs_must_be_plain_tensors():
     assert w.copy_outputs(torch.ones(4)) and torch.equal(w.outputs, torch.ones(4))
 
 
-def test_importlib_compiles_and_runs_modules_of_the_installation_only():
+def test_importlib_compiles_and_runs_modules_of_the_installation_only() -> None:
     """A module imported while the kernel runs is compiled (no .pyc) and run by importlib: allowed
     for a file of the installation, refused for one elsewhere (the kernel's own)."""
     from types import SimpleNamespace
 
-    frame = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>",
+    frame: Any = SimpleNamespace(f_code=SimpleNamespace(co_filename="<frozen importlib._bootstrap>",
                                                    co_name="_call_with_frames_removed"), f_back=None)
     known, trusted = guard.roots(), guard.trusted_roots()
     installed = os.path.join(os.path.dirname(os.__file__), "statistics.py")
@@ -310,15 +313,15 @@ def test_importlib_compiles_and_runs_modules_of_the_installation_only():
     ("object.__getattr__", ("site:triton/runtime/jit.py", "get_jit_fn_file_line")),
     ("sys._getframe", ("stdlib:traceback.py", "extract_stack")),
 ])
-def test_the_library_sites_a_gpu_launch_reaches_are_allowed(event, site):
+def test_the_library_sites_a_gpu_launch_reaches_are_allowed(event: str, site: guard.Site) -> None:
     """Seen on an H200 (scripts/gpu/guard_trace.sh): Triton names the kernel's file and line at
     a launch (the code's co_filename, never the code object itself), torch.library takes the
     stack's file names and lines (FrameSummary, no frame) when an operator is registered."""
     assert site in guard.ALLOWED[event]
     known = (("stdlib", "/usr/lib/python3/"), ("site", "/site/"))
     path = {"stdlib": "/usr/lib/python3/", "site": "/site/"}[site[0].split(":")[0]] + site[0].split(":", 1)[1]
-    frame = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name=site[1]), f_back=None)
+    frame: Any = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name=site[1]), f_back=None)
     args = (object(), "__code__") if event.startswith("object.") else (frame,)
     assert guard.permitted(event, args, frame, known, ())
-    other = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name="elsewhere"), f_back=None)
+    other: Any = types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name="elsewhere"), f_back=None)
     assert not guard.permitted(event, args, other, known, ())

@@ -1,6 +1,8 @@
 """The timing protocol's diagnostic switches (knobs.py): off unless set to 1, and a timing
 taken with any set is never cached as a task's baseline."""
 
+from __future__ import annotations
+
 import pytest
 
 from kforge_harness import knobs, timed, timing
@@ -8,7 +10,7 @@ from kforge_harness import knobs, timed, timing
 from jobs import job
 
 
-def test_no_switch_is_on_unless_set_to_1(monkeypatch):
+def test_no_switch_is_on_unless_set_to_1(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in knobs.KNOBS:
         monkeypatch.delenv(name, raising=False)
     assert knobs.active() == []
@@ -20,14 +22,14 @@ def test_no_switch_is_on_unless_set_to_1(monkeypatch):
         knobs.on("KFORGE_DIAG_UNKNOWN")
 
 
-def test_relocation_can_be_switched_off(monkeypatch):
+def test_relocation_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KFORGE_DIAG_NO_RELOCATE", raising=False)
     assert timed.relocating(timed.RELOCATE_EVERY)
     monkeypatch.setenv("KFORGE_DIAG_NO_RELOCATE", "1")
     assert not timed.relocating(timed.RELOCATE_EVERY)
 
 
-def test_a_diagnostic_timing_has_its_own_cache_key(monkeypatch):
+def test_a_diagnostic_timing_has_its_own_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = job().settings.__dict__ | {"precision": "strict"}
     args = ("source", {"name": "GPU", "uuid": "u"}, {"torch": "2"}, [["in[0]", [4], "float32"]], spec)
     for name in knobs.KNOBS:
@@ -37,7 +39,7 @@ def test_a_diagnostic_timing_has_its_own_cache_key(monkeypatch):
     assert timing.baseline_key(*args) != plain
 
 
-def test_switches_given_by_the_server_replace_the_environment(monkeypatch):
+def test_switches_given_by_the_server_replace_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A judge in the tasks' sandbox has an allow-listed environment without the switches: the
     server reads them and gives them in the job (judgeproc.py); unknown names are dropped."""
     from kforge_harness import knobs

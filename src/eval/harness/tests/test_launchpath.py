@@ -4,8 +4,11 @@ The driver calls themselves need a GPU (docs/benchmarks.md, round 4)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 import os
+from typing import Any, Callable, Iterable
 
 from kforge_harness import launchpath
 from kforge_harness.launchpath import Draws, Floor, accepts, draw, floor_of
@@ -14,15 +17,15 @@ from kforge_harness.launchpath import Draws, Floor, accepts, draw, floor_of
 class FakeContext:
     """Probes as listed, one per context; counts the redraws."""
 
-    def __init__(self, probes):
+    def __init__(self, probes: Iterable[float]) -> None:
         self.probes = list(probes)
         self.current = 0
         self.redraws = 0
 
-    def probe(self):
+    def probe(self) -> float:
         return self.probes[self.current]
 
-    def redraw(self):
+    def redraw(self) -> None:
         self.redraws += 1
         self.current += 1
 
@@ -78,7 +81,7 @@ def test_the_floor_is_the_second_lowest_probe() -> None:
     assert floor_of([0.5, -1, "x", None, 0.48]) == 0.5
 
 
-def test_the_floor_is_stored_per_device_and_keeps_the_newest(tmp_path):
+def test_the_floor_is_stored_per_device_and_keeps_the_newest(tmp_path: Path) -> None:
     floor = Floor(str(tmp_path), "H100 GPU-1", "580.1")
     assert floor.samples == [] and floor.floor_ms() is None
     floor.add([0.5] * (launchpath.FLOOR_SAMPLES - 1) + [0.47, 0.46])
@@ -90,12 +93,14 @@ def test_the_floor_is_stored_per_device_and_keeps_the_newest(tmp_path):
     assert Floor(str(tmp_path), "H100 GPU-1", "590.0").samples == []  # another driver too
 
 
-def test_a_damaged_store_reads_as_empty(tmp_path):
+def test_a_damaged_store_reads_as_empty(tmp_path: Path) -> None:
     floor = Floor(str(tmp_path), "gpu", "1")
-    with open(floor.path(), "w") as f:
+    path = floor.path()
+    assert path is not None
+    with open(path, "w") as f:
         f.write("{not json")
     assert Floor(str(tmp_path), "gpu", "1").samples == []
-    with open(floor.path(), "w") as f:
+    with open(path, "w") as f:
         json.dump({"probes_ms": [0.5, True, -2, "0.1"]}, f)
     assert Floor(str(tmp_path), "gpu", "1").samples == [0.5]
 
@@ -107,7 +112,7 @@ def test_no_cache_dir_keeps_the_floor_in_memory_only() -> None:
     assert floor.floor_ms() == 0.5 and floor.path() is None
 
 
-def test_the_judge_keeps_a_valid_reply_and_adds_its_probes_to_the_floor(tmp_path):
+def test_the_judge_keeps_a_valid_reply_and_adds_its_probes_to_the_floor(tmp_path: Path) -> None:
     floor = Floor(str(tmp_path), "gpu", "1")
     floor.add([0.46, 0.47])
     draws = Draws(floor)
@@ -116,14 +121,16 @@ def test_the_judge_keeps_a_valid_reply_and_adds_its_probes_to_the_floor(tmp_path
                        "max_draws": launchpath.DEFAULT_MAX_DRAWS}
     record = draws.take("reference", request, {"type": "drawn", "probes_ms": [0.51, 0.455], "accepted": True})
     assert record == {"floor_ms": 0.47, "probes_ms": [0.51, 0.455], "accepted": True}
-    assert os.path.exists(floor.path()) and Floor(str(tmp_path), "gpu", "1").samples == [0.46, 0.47, 0.51, 0.455]
+    assert os.path.exists(floor.path() or "") and Floor(str(tmp_path), "gpu", "1").samples == [0.46, 0.47, 0.51, 0.455]
     env = draws.environment()
+    assert env is not None
     assert env["processes"] == {"reference": record} and env["floor_ms"] == 0.46
 
 
 def test_a_reply_without_valid_probes_is_an_error_and_leaves_the_floor_alone() -> None:
     floor = Floor(None, "gpu", "1")
     draws = Draws(floor, max_draws=3)
+    reply: dict[str, Any]
     for reply in ({"error": "cuInit: error 100"}, {"probes_ms": []}, {"probes_ms": [0.5, -1]},
                   {"probes_ms": [0.5, True]}, {"probes_ms": "0.5"}, {"probes_ms": [0.5] * 4}):
         record = draws.take("kernel", draws.request(), reply)
@@ -136,7 +143,7 @@ def test_nothing_drawn_is_no_environment_record() -> None:
     assert Draws(Floor(None, "gpu", "1")).environment() is None
 
 
-def worker_answer(worker_setup):
+def worker_answer(worker_setup: Callable[[Any], None]) -> Any:
     """The worker's answer to a draw request, over a real socket pair."""
     import socket
 
@@ -155,13 +162,13 @@ def worker_answer(worker_setup):
 
 
 def test_the_worker_draws_its_context_and_answers_with_the_probes() -> None:
-    def setup(worker):
+    def setup(worker: Any) -> None:
         worker.context = FakeContext([0.52, 0.47])
     assert worker_answer(setup) == {"type": "drawn", "probes_ms": [0.52, 0.47], "accepted": True}
 
 
 def test_a_worker_without_a_context_says_why_nothing_was_drawn() -> None:
-    def setup(worker):
+    def setup(worker: Any) -> None:
         worker.context_error = "libcuda: not found"
     assert worker_answer(setup) == {"type": "drawn", "error": "libcuda: not found"}
 
@@ -169,7 +176,7 @@ def test_a_worker_without_a_context_says_why_nothing_was_drawn() -> None:
 def test_a_worker_whose_torch_already_uses_cuda_does_not_draw() -> None:
     ctx = FakeContext([0.52, 0.47])
 
-    def setup(worker):
+    def setup(worker: Any) -> None:
         worker.context = ctx
         worker.cuda_attached = True
     assert worker_answer(setup) == {"type": "drawn", "error": "torch already uses CUDA in this process"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import torch
 
 from kforge_harness import memory
@@ -43,8 +45,10 @@ def test_the_kernels_model_is_planned_and_timed_the_copies_its_moves_leave_in_bo
 
 def test_a_refusal_names_the_kernels_model_when_there_is_one() -> None:
     record = memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB, weights_bytes=2 * GIB)
-    assert "the kernel's model 2.0 GiB;" in memory.does_not_fit(record, "x")
-    assert "model" not in memory.does_not_fit(memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB), "x")
+    refusal = memory.does_not_fit(record, "x")
+    assert refusal is not None and "the kernel's model 2.0 GiB;" in refusal
+    refusal = memory.does_not_fit(memory.footprint(GIB, GIB, 0, 0, GIB, 8 * GIB), "x")
+    assert refusal is not None and "model" not in refusal
 
 
 def test_model_bytes_counts_each_storage_once() -> None:
@@ -71,6 +75,7 @@ def test_kernelbench_relu_fits_an_80_gb_gpu_and_not_a_24_gb_one() -> None:
     assert memory.does_not_fit(h100, "H100 device") is None
     small = memory.footprint(six, six, 0, flush, 20 * GIB, 24 * GIB)
     reason = memory.does_not_fit(small, "host")
+    assert reason is not None
     assert reason.startswith("the evaluation needs about 36.5 GiB of host memory (inputs 6.0 GiB, outputs 6.0 GiB")
     assert reason.endswith("but 20.0 GiB of 24.0 GiB are free")
 
@@ -109,8 +114,8 @@ def test_host_memory_reads_proc_meminfo() -> None:
     assert 0 < available <= total
 
 
-def test_meter_keeps_the_peak_per_phase_on_a_gpu_and_nothing_on_the_cpu(monkeypatch):
-    record = {}
+def test_meter_keeps_the_peak_per_phase_on_a_gpu_and_nothing_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    record: dict[str, int] = {}
     meter = memory.Meter("cuda:0", record)
     states = iter([(70, 100), (40, 100), (60, 100), (90, 100)])
     monkeypatch.setattr(meter, "state", lambda: next(states))
@@ -119,7 +124,7 @@ def test_meter_keeps_the_peak_per_phase_on_a_gpu_and_nothing_on_the_cpu(monkeypa
     meter.sample()               # 40 used: the peak stays
     meter.enter("timing")        # 10 used
     assert record == {"correctness": 60, "timing": 10}
-    cpu = {}
+    cpu: dict[str, int] = {}
     memory.Meter("cpu", cpu).enter("correctness")
     assert cpu == {}
 

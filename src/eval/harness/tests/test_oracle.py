@@ -8,7 +8,10 @@ task's own [0, 1) inputs.
 Run: cd src/eval/harness && TRITON_INTERPRET=1 PYTHONPATH=<pytest-site>:. python -m pytest tests/test_oracle.py -q
 """
 
+from __future__ import annotations
+
 import os
+from typing import Any, Callable
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first import of triton
 
@@ -26,15 +29,15 @@ LIMIT = oracle.FACTOR["float32"]
 
 
 class Task(torch.nn.Module):
-    def __init__(self, fn):
+    def __init__(self, fn: Callable[..., Any]) -> None:
         super().__init__()
         self.fn = fn
 
-    def forward(self, *inputs):
+    def forward(self, *inputs: torch.Tensor) -> Any:
         return self.fn(*inputs)
 
 
-def judged(fn, inputs, kernel_out):
+def judged(fn: Callable[..., Any], inputs: list[torch.Tensor], kernel_out: torch.Tensor) -> tuple[bool, dict[str, Any], str | None]:
     """compare_outputs under the oracle rule, the oracle measured on these inputs as the
     judge does: (passed, the output's report)."""
     model = Task(fn)
@@ -50,8 +53,8 @@ def judged(fn, inputs, kernel_out):
 
 # -- row sums -------------------------------------------------------------------------------
 
-@triton.jit
-def row_sum_sequential(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, HALF: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def row_sum_sequential(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, HALF: tl.constexpr):  # type: ignore[no-untyped-def]
     """One column at a time into a per-row accumulator: float32, or float16 with HALF."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     mask = rows < R
@@ -65,8 +68,8 @@ def row_sum_sequential(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, HALF: tl.con
     tl.store(out_ptr + rows, acc.to(tl.float32), mask=mask)
 
 
-@triton.jit
-def row_sum_blocked(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, BF16: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def row_sum_blocked(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, BF16: tl.constexpr):  # type: ignore[no-untyped-def]
     """A tree sum of each block of columns (tl.sum), the blocks added in order; the loads
     rounded to bfloat16 with BF16."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -81,7 +84,7 @@ def row_sum_blocked(x_ptr, out_ptr, R, C, BLOCK_R: tl.constexpr, BLOCK_C: tl.con
     tl.store(out_ptr + rows, acc, mask=rows < R)
 
 
-def row_sum(x, kind):
+def row_sum(x: torch.Tensor, kind: str) -> torch.Tensor:
     R, C = x.shape
     out = torch.empty(R, dtype=torch.float32)
     if kind in ("sequential", "float16 accumulator"):
@@ -92,17 +95,17 @@ def row_sum(x, kind):
 
 
 @pytest.fixture(scope="module")
-def signed_rows():
+def signed_rows() -> torch.Tensor:
     torch.manual_seed(0)
     return torch.randn(1024, 8192)
 
 
 @pytest.fixture(scope="module")
-def summed(signed_rows):
+def summed(signed_rows: torch.Tensor) -> Callable[[str], torch.Tensor]:
     """Each kernel's row sums of signed_rows, computed once (the interpreter is slow)."""
-    done = {}
+    done: dict[str, torch.Tensor] = {}
 
-    def get(kind):
+    def get(kind: str) -> torch.Tensor:
         if kind not in done:
             done[kind] = row_sum(signed_rows, kind)
         return done[kind]
@@ -110,7 +113,7 @@ def summed(signed_rows):
 
 
 @pytest.mark.parametrize("kind", ["sequential", "blocked"])
-def test_honest_row_sums_pass_by_a_wide_margin(signed_rows, summed, kind):
+def test_honest_row_sums_pass_by_a_wide_margin(signed_rows: torch.Tensor, summed: Callable[[str], torch.Tensor], kind: str) -> None:
     """Issue 35: a plain sequential float32 row sum of 8192 signed values was refused by the
     fixed atol (max abs err 9.6e-4)."""
     passed, report, reason = judged(lambda x: x.sum(dim=1), [signed_rows], summed(kind))
@@ -120,15 +123,15 @@ def test_honest_row_sums_pass_by_a_wide_margin(signed_rows, summed, kind):
 
 
 @pytest.mark.parametrize("kind", ["float16 accumulator", "bfloat16 inputs"])
-def test_reduced_precision_row_sums_fail_by_a_wide_margin(signed_rows, summed, kind):
+def test_reduced_precision_row_sums_fail_by_a_wide_margin(signed_rows: torch.Tensor, summed: Callable[[str], torch.Tensor], kind: str) -> None:
     passed, report, reason = judged(lambda x: x.sum(dim=1), [signed_rows], summed(kind))
     assert not passed
     assert report["error_ratio"] > LIMIT * MARGIN, report
-    assert "beyond 128x the error honest float32 arithmetic makes" in reason
-    assert "float64 oracle" in reason
+    assert "beyond 128x the error honest float32 arithmetic makes" in (reason or "")
+    assert "float64 oracle" in (reason or "")
 
 
-def test_the_old_fixed_tolerance_refused_the_sequential_sum(signed_rows, summed):
+def test_the_old_fixed_tolerance_refused_the_sequential_sum(signed_rows: torch.Tensor, summed: Callable[[str], torch.Tensor]) -> None:
     """The test's premise: under the `dtype` rule (atol = rtol = 1e-4) the same honest kernel
     fails, which is what the oracle rule fixes."""
     ref = signed_rows.sum(dim=1)
@@ -139,13 +142,13 @@ def test_the_old_fixed_tolerance_refused_the_sequential_sum(signed_rows, summed)
 # -- GEMMs ----------------------------------------------------------------------------------
 
 @triton.jit
-def _tf32(x):
+def _tf32(x):  # type: ignore[no-untyped-def]
     """x truncated to TF32's 10 mantissa bits (as float32)."""
     return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
 
 
-@triton.jit
-def gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, K_PER_SPLIT,
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, K_PER_SPLIT,  # type: ignore[no-untyped-def]
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, MATH: tl.constexpr):
     """One split of K into ws[split]; MATH 0: float32 ("ieee"), 1: 3xTF32, 2: TF32, 3: bfloat16."""
     pid_m, pid_n, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -178,8 +181,8 @@ def gemm_split_k(a_ptr, b_ptr, ws_ptr, M, N, K, K_PER_SPLIT,
     tl.store(ws_ptr + split * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
 
 
-@triton.jit
-def add_splits(ws_ptr, c_ptr, MN, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def add_splits(ws_ptr, c_ptr, MN, SPLITS: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -191,7 +194,7 @@ def add_splits(ws_ptr, c_ptr, MN, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
 MATHS = {"float32": 0, "3xTF32": 1, "TF32": 2, "bfloat16": 3}
 
 
-def gemm(a, b, math, splits):
+def gemm(a: torch.Tensor, b: torch.Tensor, math: str, splits: int) -> torch.Tensor:
     M, K = a.shape
     N = b.shape[1]
     ws = torch.empty((splits, M, N), dtype=torch.float32)
@@ -204,14 +207,14 @@ def gemm(a, b, math, splits):
 
 
 @pytest.fixture(scope="module")
-def signed_gemm():
+def signed_gemm() -> tuple[torch.Tensor, torch.Tensor]:
     """K = 2949: the irregular-shapes KernelBench task where a 3xTF32 GEMM was refused."""
     torch.manual_seed(1)
     return torch.randn(64, 2949), torch.randn(2949, 96)
 
 
 @pytest.mark.parametrize("math,splits", [("float32", 1), ("float32", 4), ("3xTF32", 1), ("3xTF32", 3)])
-def test_honest_gemms_pass_by_a_wide_margin(signed_gemm, math, splits):
+def test_honest_gemms_pass_by_a_wide_margin(signed_gemm: tuple[torch.Tensor, torch.Tensor], math: str, splits: int) -> None:
     a, b = signed_gemm
     passed, report, reason = judged(torch.matmul, [a, b], gemm(a, b, math, splits))
     assert passed, reason
@@ -219,14 +222,14 @@ def test_honest_gemms_pass_by_a_wide_margin(signed_gemm, math, splits):
 
 
 @pytest.mark.parametrize("math", ["TF32", "bfloat16"])
-def test_reduced_precision_gemms_fail_by_a_wide_margin(signed_gemm, math):
+def test_reduced_precision_gemms_fail_by_a_wide_margin(signed_gemm: tuple[torch.Tensor, torch.Tensor], math: str) -> None:
     a, b = signed_gemm
     passed, report, reason = judged(torch.matmul, [a, b], gemm(a, b, math, 1))
     assert not passed
     assert report["error_ratio"] > LIMIT * MARGIN, report
 
 
-def test_on_the_tasks_own_non_negative_inputs_too():
+def test_on_the_tasks_own_non_negative_inputs_too() -> None:
     """KernelBench's inputs are in [0, 1): outputs are large and positive, the errors
     relative. Honest orders still pass, bfloat16 still fails."""
     torch.manual_seed(2)
@@ -240,8 +243,8 @@ def test_on_the_tasks_own_non_negative_inputs_too():
 
 # -- scans ----------------------------------------------------------------------------------
 
-@triton.jit
-def scan_blocks(x_ptr, out_ptr, totals_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def scan_blocks(x_ptr, out_ptr, totals_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):  # type: ignore[no-untyped-def]
     """Pass 1 of a two-level parallel scan: each block of columns scanned on its own, its
     total stored."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -254,8 +257,8 @@ def scan_blocks(x_ptr, out_ptr, totals_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr,
     tl.store(totals_ptr + rows * BLOCKS + block, tl.sum(x, axis=1), mask=rows < R)
 
 
-@triton.jit
-def add_block_offsets(out_ptr, offsets_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+@triton.jit  # type: ignore[untyped-decorator]  # Triton is untyped; it reads the annotations
+def add_block_offsets(out_ptr, offsets_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):  # type: ignore[no-untyped-def]
     """Pass 3: each block's exclusive prefix of the totals added to it."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     block = tl.program_id(1)
@@ -266,7 +269,7 @@ def add_block_offsets(out_ptr, offsets_ptr, R, C, BLOCKS, BLOCK_R: tl.constexpr,
     tl.store(out_ptr + rows[:, None] * C + cols[None, :], part + offset[:, None], mask=mask)
 
 
-def parallel_scan(x, tf32=False):
+def parallel_scan(x: torch.Tensor, tf32: bool = False) -> torch.Tensor:
     R, C = x.shape
     if tf32:
         x = (x.view(torch.int32) & -8192).view(torch.float32)
@@ -288,7 +291,7 @@ def parallel_scan(x, tf32=False):
     return out
 
 
-def test_a_parallel_scan_passes_and_tf32_inputs_fail():
+def test_a_parallel_scan_passes_and_tf32_inputs_fail() -> None:
     """Issue 35: a blocked tl.cumsum with a carried total over rows of 32768 was refused."""
     torch.manual_seed(3)
     x = torch.randn(64, 32768)

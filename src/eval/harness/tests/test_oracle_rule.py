@@ -1,7 +1,10 @@
 """Unit tests of the `oracle` rule's parts (oracle.py, compare.py): the float64 forward, the
 sequential twin, the honest scale, the comparison's edge cases and its fallbacks."""
 
+from __future__ import annotations
+
 import math
+from typing import Any, Callable, Sequence
 
 import pytest
 import torch
@@ -11,16 +14,16 @@ from kforge_harness.compare import compare_outputs, merge_tolerance
 
 
 class Task(torch.nn.Module):
-    def __init__(self, fn, weight=None):
+    def __init__(self, fn: Callable[..., Any], weight: torch.Tensor | None = None) -> None:
         super().__init__()
         self.fn = fn
-        self.weight = torch.nn.Parameter(weight) if weight is not None else None
+        self.weight: Any = torch.nn.Parameter(weight) if weight is not None else None
 
-    def forward(self, *inputs):
+    def forward(self, *inputs: torch.Tensor) -> Any:
         return self.fn(self, *inputs)
 
 
-def measured(model, inputs, family="signed"):
+def measured(model: Task, inputs: Sequence[torch.Tensor], family: str = "signed") -> tuple[Any, oracle.Oracle]:
     pending = oracle.prepare(family, "a test", model, inputs, "cpu")
     ref_out = model(*[t.clone() for t in inputs])
     return ref_out, oracle.finish(pending, ref_out)
@@ -28,7 +31,7 @@ def measured(model, inputs, family="signed"):
 
 # -- the float64 forward and the twin ---------------------------------------------------------
 
-def test_the_float64_forward_widens_the_model_and_puts_it_back_exactly():
+def test_the_float64_forward_widens_the_model_and_puts_it_back_exactly() -> None:
     torch.manual_seed(0)
     weight = torch.randn(64, 32)
     model = Task(lambda self, x: x @ self.weight, weight.clone())
@@ -42,19 +45,19 @@ def test_the_float64_forward_widens_the_model_and_puts_it_back_exactly():
     assert x.dtype == torch.float32
 
 
-def test_a_reference_that_casts_to_float32_itself_is_no_oracle():
+def test_a_reference_that_casts_to_float32_itself_is_no_oracle() -> None:
     model = Task(lambda self, x: (x.float() * 3).sum(dim=1))
     x = torch.randn(16, 256)
     ref_out, result = measured(model, [x])
     assert result.scales == {}
-    assert "casts to float32 itself" in result.reason
+    assert "casts to float32 itself" in (result.reason or "")
     passed, reports, _, tolerance = compare_outputs(ref_out, ref_out.clone(), oracle=result)
     assert passed and reports[0]["fallback"] == result.reason
     assert tolerance["outputs"]["out"]["rule"] == "dtype"
 
 
-def test_a_reference_without_a_float64_path_falls_back_with_its_reason():
-    def forward(self, x):
+def test_a_reference_without_a_float64_path_falls_back_with_its_reason() -> None:
+    def forward(self: Task, x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float64:
             raise TypeError("no double kernel here")
         return x * 2
@@ -63,11 +66,11 @@ def test_a_reference_without_a_float64_path_falls_back_with_its_reason():
     assert result.reason == "the reference has no float64 path (TypeError: no double kernel here)"
 
 
-def test_an_oracle_that_would_not_fit_is_not_attempted():
-    calls = []
-    model = Task(lambda self, x: calls.append(1) or x * 2)
+def test_an_oracle_that_would_not_fit_is_not_attempted() -> None:
+    calls: list[int] = []
+    model = Task(lambda self, x: calls.append(1) or x * 2)  # type: ignore[func-returns-value]
     pending = oracle.prepare("random", "t", model, [torch.ones(3)], "cpu", room=(10 << 30, 1 << 30))
-    assert pending.reason.startswith("the float64 oracle would need about 10.0 GiB")
+    assert (pending.reason or "").startswith("the float64 oracle would need about 10.0 GiB")
     assert calls == []
 
 
@@ -79,7 +82,7 @@ def test_an_oracle_that_would_not_fit_is_not_attempted():
     lambda x: torch.nn.functional.linear(x, torch.ones(9, 200), torch.arange(9.0)),
     lambda x: torch.addmm(torch.ones(4, 7), x[0], torch.ones(200, 7), beta=0.5, alpha=2.0),
 ])
-def test_the_sequential_twin_computes_the_same_function(op):
+def test_the_sequential_twin_computes_the_same_function(op: Callable[[torch.Tensor], torch.Tensor]) -> None:
     torch.manual_seed(1)
     x = torch.randn(3, 4, 200)
     with torch.no_grad(), oracle.twin_mode():
@@ -89,7 +92,7 @@ def test_the_sequential_twin_computes_the_same_function(op):
     assert torch.allclose(twin, expected, rtol=1e-5, atol=1e-4)
 
 
-def test_the_twin_adds_in_order_so_its_error_is_a_sequential_sums():
+def test_the_twin_adds_in_order_so_its_error_is_a_sequential_sums() -> None:
     """A sum of values that a tree adds exactly and an ordered sum does not: 1 followed by
     many tiny values."""
     x = torch.full((1, 4096), 2.0 ** -25)
@@ -105,7 +108,7 @@ def test_the_twin_adds_in_order_so_its_error_is_a_sequential_sums():
 
 # -- the honest scale ------------------------------------------------------------------------
 
-def test_each_column_gets_its_own_level():
+def test_each_column_gets_its_own_level() -> None:
     """Columns scaled from 1e-3 to 1e3: the honest error of a small column is small, so a
     kernel that returns zeros there fails, while an honest reordering passes everywhere."""
     torch.manual_seed(2)
@@ -124,7 +127,7 @@ def test_each_column_gets_its_own_level():
     assert not passed and reports[0]["bad_elements"] >= 0.9 * 128 * 8
 
 
-def test_zeros_cannot_match_an_output_of_tiny_magnitude():
+def test_zeros_cannot_match_an_output_of_tiny_magnitude() -> None:
     torch.manual_seed(3)
     model = Task(lambda self, x: torch.softmax(x, dim=1))
     x = torch.randn(64, 4096)
@@ -136,7 +139,7 @@ def test_zeros_cannot_match_an_output_of_tiny_magnitude():
     assert compare_outputs(ref_out, honest, oracle=result)[0]
 
 
-def test_an_exact_reference_allows_rounding_and_no_more_than_the_factor():
+def test_an_exact_reference_allows_rounding_and_no_more_than_the_factor() -> None:
     """ReLU is exact in float32: the honest error is the rounding of the exact value, so a
     result one unit in the last place off passes (error ratio 2), bfloat16's rounding fails."""
     torch.manual_seed(4)
@@ -150,7 +153,7 @@ def test_an_exact_reference_allows_rounding_and_no_more_than_the_factor():
     assert not passed
 
 
-def test_nan_and_inf_follow_the_reference():
+def test_nan_and_inf_follow_the_reference() -> None:
     model = Task(lambda self, x: torch.log(x))
     x = torch.rand(64, 128) + 0.5
     x[0, 0], x[1, 1] = -1.0, 0.0  # NaN and -Inf in the reference
@@ -160,14 +163,14 @@ def test_nan_and_inf_follow_the_reference():
     lost = ref_out.clone()
     lost[5, 5] = float("nan")
     passed, _, reason, _ = compare_outputs(ref_out, lost, oracle=result)
-    assert not passed and "NaN/Inf where the reference is finite" in reason
+    assert not passed and "NaN/Inf where the reference is finite" in (reason or "")
     finite = ref_out.clone()
     finite[1, 1] = 0.0
     passed, _, reason, _ = compare_outputs(ref_out, finite, oracle=result)
-    assert not passed and "where the reference is NaN/Inf" in reason
+    assert not passed and "where the reference is NaN/Inf" in (reason or "")
 
 
-def test_integer_and_float64_outputs_are_not_the_oracles():
+def test_integer_and_float64_outputs_are_not_the_oracles() -> None:
     model = Task(lambda self, x: (x.argmax(dim=1), x.double() * 2, x * 3))
     x = torch.randn(32, 64)
     ref_out, result = measured(model, [x])
@@ -178,12 +181,12 @@ def test_integer_and_float64_outputs_are_not_the_oracles():
     wrong = (ref_out[0].clone(), ref_out[1].clone(), ref_out[2].clone())
     wrong[0][3] += 1
     passed, reports, reason, tolerance = compare_outputs(ref_out, wrong, oracle=result)
-    assert not passed and "integer output must match exactly" in reason
+    assert not passed and "integer output must match exactly" in (reason or "")
     assert tolerance["outputs"]["out[1]"]["rule"] == "dtype"
     assert tolerance["outputs"]["out[1]"]["fallback"].startswith("a float64 output")
 
 
-def test_explicit_tolerances_select_the_dtype_rule():
+def test_explicit_tolerances_select_the_dtype_rule() -> None:
     model = Task(lambda self, x: x.sum(dim=1))
     x = torch.randn(16, 512)
     ref_out, result = measured(model, [x])
@@ -192,7 +195,7 @@ def test_explicit_tolerances_select_the_dtype_rule():
     assert tolerance["oracle"] is None
 
 
-def test_a_reused_scale_compares_with_the_float32_reference():
+def test_a_reused_scale_compares_with_the_float32_reference() -> None:
     torch.manual_seed(5)
     model = Task(lambda self, a, b: a @ b)
     a, b = torch.randn(64, 700), torch.randn(700, 64)
@@ -204,10 +207,10 @@ def test_a_reused_scale_compares_with_the_float32_reference():
     assert passed
     assert reports[0]["oracle"] == "the float32 reference, under the honest error measured on a test"
     passed, reports, reason, _ = compare_outputs(ref, ref.bfloat16().float(), oracle=first.reused())
-    assert not passed and "(the float32 reference)" in reason
+    assert not passed and "(the float32 reference)" in (reason or "")
 
 
-def test_half_tasks_are_held_to_their_own_units():
+def test_half_tasks_are_held_to_their_own_units() -> None:
     torch.manual_seed(6)
     model = Task(lambda self, a, b: a @ b)
     a, b = torch.randn(64, 1024).half(), (torch.randn(1024, 64) * 0.03).half()
@@ -220,8 +223,8 @@ def test_half_tasks_are_held_to_their_own_units():
     assert not passed and reports[0]["error_ratio"] > 4 * 16
 
 
-def test_the_summary_keeps_each_outputs_worst_float64_comparison():
-    def summary(ratio, against, oracle=None):
+def test_the_summary_keeps_each_outputs_worst_float64_comparison() -> None:
+    def summary(ratio: float, against: str, oracle: dict[str, str] | None = None) -> dict[str, Any]:
         return {"mode": "oracle", "outputs": {"out": {"rule": "oracle", "error_ratio": ratio, "oracle": against}},
                 "effective_atol": {}, "oracle": oracle}
 
@@ -236,7 +239,7 @@ def test_the_summary_keeps_each_outputs_worst_float64_comparison():
     assert reused["outputs"]["out"]["error_ratio"] == 4.0
 
 
-def test_room_needed_follows_the_plan():
+def test_room_needed_follows_the_plan() -> None:
     plan = {"inputs_bytes": 100, "outputs_bytes": 10, "reference_scratch_bytes": 5, "weights_bytes": 7}
     assert oracle.room_needed(plan) == max(2 * 100 + 2 * 10 + 2 * 5 + 7, 2 * 10 + 100 + 2 * 10 + 5)
     assert oracle.room_needed(None) == 0

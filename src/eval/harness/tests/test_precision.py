@@ -1,6 +1,9 @@
 """The precision policy and the static detector of what a kernel computes in (issue 22)."""
 
+from __future__ import annotations
+
 import textwrap
+from typing import Any, Iterable, Mapping
 
 import torch
 
@@ -36,16 +39,17 @@ class ModelNew(torch.nn.Module):
 '''
 
 
-def findings(dot="tl.dot(a, b)", acc="tl.float32", params="", launch="", extra=""):
+def findings(dot: str = "tl.dot(a, b)", acc: str = "tl.float32", params: str = "", launch: str = "",
+             extra: str = "") -> list[precision.Finding]:
     source = GEMM.format(dot=dot, acc=acc, params=params, launch=launch) + textwrap.dedent(extra)
     return precision.scan(source)
 
 
-def categories(found):
+def categories(found: Iterable[Mapping[str, Any]]) -> list[str]:
     return [f["category"] for f in found]
 
 
-def test_a_default_precision_dot_is_tf32():
+def test_a_default_precision_dot_is_tf32() -> None:
     found = findings()
     assert categories(found) == [TF32_DOT]
     f = found[0]
@@ -53,7 +57,7 @@ def test_a_default_precision_dot_is_tf32():
     assert f["text"] == "tl.dot at line 16 of gemm computes in TF32 on float32 operands (without input_precision)"
 
 
-def test_explicit_input_precisions():
+def test_explicit_input_precisions() -> None:
     assert categories(findings('tl.dot(a, b, input_precision="ieee")')) == [IEEE_DOT]
     assert categories(findings('tl.dot(a, b, input_precision="tf32x3")')) == [TF32X3_DOT]
     assert categories(findings('tl.dot(a, b, input_precision="tf32")')) == [TF32_DOT]
@@ -64,7 +68,7 @@ def test_explicit_input_precisions():
     assert not any(f["lowers"] for f in findings('tl.dot(a, b, input_precision="tf32x3")'))
 
 
-def test_constants_defaults_and_launch_values_are_resolved():
+def test_constants_defaults_and_launch_values_are_resolved() -> None:
     assert categories(findings("tl.dot(a, b, input_precision=PRECISION)")) == [IEEE_DOT]
     assert categories(findings("tl.dot(a, b, input_precision=PREC)", params=', PREC: tl.constexpr = "tf32x3"')) \
         == [TF32X3_DOT]
@@ -77,16 +81,16 @@ def test_constants_defaults_and_launch_values_are_resolved():
     assert categories(unknown) == [DOT_UNKNOWN] and not unknown[0]["lowers"]
 
 
-def test_triton_f32_default_environment_sets_the_default():
+def test_triton_f32_default_environment_sets_the_default() -> None:
     extra = 'import os\nos.environ["TRITON_F32_DEFAULT"] = "ieee"\n'
     assert categories(findings(extra=extra)) == [IEEE_DOT]
 
 
-def test_matmul_operator_in_a_kernel_is_a_default_dot():
+def test_matmul_operator_in_a_kernel_is_a_default_dot() -> None:
     assert categories(findings("a @ b")) == [TF32_DOT]
 
 
-def test_accumulators_fp32_is_quiet_half_is_found():
+def test_accumulators_fp32_is_quiet_half_is_found() -> None:
     assert categories(findings('tl.dot(a, b, input_precision="ieee")', acc="tl.float32")) == [IEEE_DOT]
     found = findings('tl.dot(a, b, input_precision="ieee")', acc="tl.float16")
     assert categories(found) == [LOW_PRECISION_ACCUMULATOR, IEEE_DOT]
@@ -95,7 +99,7 @@ def test_accumulators_fp32_is_quiet_half_is_found():
     assert LOW_PRECISION_ACCUMULATOR in categories(found)
 
 
-def test_half_casts_in_kernels_and_forward():
+def test_half_casts_in_kernels_and_forward() -> None:
     assert sorted(categories(findings('tl.dot(a.to(tl.float16), b.to(tl.float16))'))) == \
         [LOW_PRECISION_CAST, LOW_PRECISION_CAST, TF32_DOT]
     assert LOW_PRECISION_CAST in categories(findings('tl.dot(a.to(tl.bfloat16), b, input_precision="ieee")'))
@@ -113,7 +117,7 @@ def test_half_casts_in_kernels_and_forward():
     assert [h["text"].split(" casts")[0] for h in host] == ["x.half", "x.to", "x.to"]
 
 
-def test_tf32_switched_on_and_autocast():
+def test_tf32_switched_on_and_autocast() -> None:
     extra = '''
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -128,11 +132,11 @@ def test_tf32_switched_on_and_autocast():
     assert all(f["lowers"] for f in host)
 
 
-def test_unparseable_source_has_no_findings():
+def test_unparseable_source_has_no_findings() -> None:
     assert precision.scan("def (:") == []
 
 
-def test_policy_settings_are_applied_and_read_back():
+def test_policy_settings_are_applied_and_read_back() -> None:
     before = precision.settings()
     try:
         assert precision.apply_policy("tf32") == {"matmul": True, "cudnn": True, "float32_matmul_precision": "high"}
@@ -147,7 +151,7 @@ def test_policy_settings_are_applied_and_read_back():
         torch.set_float32_matmul_precision(before["float32_matmul_precision"])
 
 
-def test_dynamic_findings_compare_the_kernels_settings_with_the_policy():
+def test_dynamic_findings_compare_the_kernels_settings_with_the_policy() -> None:
     on = {"matmul": True, "cudnn": False, "float32_matmul_precision": "high"}
     found = precision.dynamic_findings("strict", on)
     assert categories(found) == [TF32_ENABLED] and found[0]["dynamic"]
@@ -158,7 +162,7 @@ def test_dynamic_findings_compare_the_kernels_settings_with_the_policy():
     assert precision.dynamic_findings("strict", None) == []
 
 
-def test_summary_applies_findings_to_the_tasks_dtypes():
+def test_summary_applies_findings_to_the_tasks_dtypes() -> None:
     tf32 = findings()
     record = precision.summarize("strict", tf32, ["float32"], {"float32": 1e-4})
     assert record["reduced"] == [TF32_DOT]
@@ -179,7 +183,7 @@ def test_summary_applies_findings_to_the_tasks_dtypes():
 
 # -- issue 34, item 8: what the source reading missed, and the compiled kernel -------------------
 
-def test_casts_of_expressions_and_dtype_aliases_are_read():
+def test_casts_of_expressions_and_dtype_aliases_are_read() -> None:
     assert LOW_PRECISION_CAST in categories(findings('tl.dot((a * 2.0).to(tl.float16), b, input_precision="ieee")'))
     alias = 'LOW = tl.float16\n'
     source = GEMM.format(dot='tl.dot(a.to(LOW), b, input_precision="ieee")', acc="LOW", params="", launch="")
@@ -187,7 +191,7 @@ def test_casts_of_expressions_and_dtype_aliases_are_read():
     assert LOW_PRECISION_CAST in categories(found) and LOW_PRECISION_ACCUMULATOR in categories(found), found
 
 
-def test_a_precision_some_launch_computes_at_run_time_is_unknown_not_the_default():
+def test_a_precision_some_launch_computes_at_run_time_is_unknown_not_the_default() -> None:
     found = findings("tl.dot(a, b, input_precision=PREC)", params=', PREC: tl.constexpr = "ieee"',
                      launch=", PREC=choose(a)")
     assert categories(found) == [DOT_UNKNOWN], found
@@ -210,7 +214,7 @@ TTIR = '''
 '''
 
 
-def test_the_compiled_code_names_dots_casts_and_half_accumulators_by_their_lines():
+def test_the_compiled_code_names_dots_casts_and_half_accumulators_by_their_lines() -> None:
     found = precision.ttir_findings("k", TTIR)
     by = {(f["category"], f["line"]) for f in found}
     assert (TF32_DOT, 14) in by and (IEEE_DOT, 20) in by
@@ -221,10 +225,10 @@ def test_the_compiled_code_names_dots_casts_and_half_accumulators_by_their_lines
     assert precision.ttir_findings("k", "") == []
 
 
-def test_compiled_findings_replace_the_sources_about_triton_code_only_when_every_launch_was_read():
+def test_compiled_findings_replace_the_sources_about_triton_code_only_when_every_launch_was_read() -> None:
     source = findings(extra="x = 1\n") + precision.scan("import torch\nclass M:\n    def f(self, x):\n"
                                                         "        return x.half()\n")
-    ok = {"kernels": [{"kernel": "gemm", "ttir": TTIR, "ptx": None, "error": None}], "errors": [],
+    ok: dict[str, Any] = {"kernels": [{"kernel": "gemm", "ttir": TTIR, "ptx": None, "error": None}], "errors": [],
           "compiled_for": "CUDA sm_90"}
     found, how = precision.with_compiled(source, ok)
     assert how["read"] == "compiled" and how["kernels"] == ["gemm"]
@@ -239,7 +243,7 @@ def test_compiled_findings_replace_the_sources_about_triton_code_only_when_every
     assert found == source and how["why"] == "no Triton launch was read"
 
 
-def test_ptx_alone_says_tf32_and_half_conversions():
+def test_ptx_alone_says_tf32_and_half_conversions() -> None:
     ptx = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%f1}\ncvt.rn.f16.f32 %h1, %f2;"
     assert sorted(categories(precision.ptx_findings("k", ptx))) == [LOW_PRECISION_CAST, TF32_DOT]
     assert precision.ptx_findings("k", "fma.rn.f32 %f1, %f2, %f3, %f4;") == []

@@ -11,7 +11,7 @@ import pytest
 from kforge_harness import protocol
 
 
-def pair():
+def pair() -> tuple[socket.socket, socket.socket]:
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 
 
@@ -35,7 +35,7 @@ def test_clean_close_between_messages_is_none() -> None:
     (struct.pack(">I", 100) + b'{"type": "done"}', "middle of a message"),
     (struct.pack(">I", 4) + b"\xff\xfe\xfd\xfc", "malformed"),
 ])
-def test_violations(raw, why):
+def test_violations(raw: bytes, why: str) -> None:
     a, b = pair()
     a.sendall(raw)
     a.close()

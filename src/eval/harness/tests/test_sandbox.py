@@ -7,6 +7,9 @@ skipped with the reason probe() gives. The sandbox is launched with this process
 environment (secret included), so it is the sandbox, not a careful caller, that drops it.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
 import importlib.util
 import json
 import os
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any, Sequence
 
 import pytest
 
@@ -24,6 +28,7 @@ SANDBOX_PY = os.path.join(HARNESS, "kforge_harness", "sandbox.py")
 # Loaded by path: the old single-file kforge_harness.py may sit next to the package dir, and
 # a module file wins over a directory without __init__.py.
 _spec = importlib.util.spec_from_file_location("kforge_sandbox_under_test", SANDBOX_PY)
+assert _spec is not None and _spec.loader is not None
 sandbox = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = sandbox
 _spec.loader.exec_module(sandbox)
@@ -38,7 +43,7 @@ LOAD_SANDBOX = (
 
 # --- pure ------------------------------------------------------------------------------
 
-def test_allowed_env_passes_only_allow_listed_names():
+def test_allowed_env_passes_only_allow_listed_names() -> None:
     source = {
         "OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "y", "AWS_SECRET_ACCESS_KEY": "z",
         "GITHUB_TOKEN": "t", "KFORGE_CONFIG": "/c", "KFORGE_PROVIDER": "p", "LLM_ACCESS": "a",
@@ -61,7 +66,7 @@ def test_allowed_env_passes_only_allow_listed_names():
     assert "TRITON_INTERPRET" not in gpu and "PYTHONPATH" not in gpu
 
 
-def test_the_sandbox_names_its_user_without_a_passwd_entry(monkeypatch):
+def test_the_sandbox_names_its_user_without_a_passwd_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     """The sandbox's uid has no passwd entry; torch.compile asks getpass.getuser() for its
     cache paths (on an H200: `KeyError: getpwuid(): uid not found`), which reads USER and
     LOGNAME first. The host's user name is not passed."""
@@ -83,7 +88,7 @@ def test_the_sandbox_names_its_user_without_a_passwd_entry(monkeypatch):
     "3f9a1c7be2d84f06a5c1e9b7d3f2a8c4e6b0d1f7",  # 40 hex chars: a classic API token
     "/usr/lib:Xk29fPq7LmZ3vB8nR4tY6wJ1sD5gH0cV2bN",  # random token hidden in a path list
 ])
-def test_secret_looking_values_are_dropped(value):
+def test_secret_looking_values_are_dropped(value: str) -> None:
     assert sandbox.looks_secret(value)
     for name in ("LANG", "TZ", "CUDA_HOME", "LD_LIBRARY_PATH", "TRITON_DEBUG"):
         assert name not in sandbox.allowed_env({name: value}, "/tmp", "/tmp", False)
@@ -96,11 +101,11 @@ def test_secret_looking_values_are_dropped(value):
     ("LANG", "en_US.UTF-8"), ("TZ", "America/Argentina/ComodRivadavia"),
     ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
 ])
-def test_ordinary_values_pass(name, value):
+def test_ordinary_values_pass(name: str, value: str) -> None:
     assert sandbox.allowed_env({name: value}, "/tmp", "/tmp", False)[name] == value
 
 
-def test_default_policy_paths(tmp_path, monkeypatch):
+def test_default_policy_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -128,7 +133,7 @@ def test_default_policy_paths(tmp_path, monkeypatch):
     assert gpu.limits["as"] is None and "TRITON_INTERPRET" not in gpu.env  # CUDA needs the address space
 
 
-def test_the_address_space_limit_stays_below_the_ram():
+def test_the_address_space_limit_stays_below_the_ram() -> None:
     for ram_gib in (4, 8, 16, 24, 64, 512):
         ram = ram_gib << 30
         assert sandbox.address_space_limit(ram) < ram
@@ -136,14 +141,14 @@ def test_the_address_space_limit_stays_below_the_ram():
     assert sandbox.address_space_limit(8 << 30) == 6 << 30
 
 
-def test_the_host_tmp_is_never_exposed(tmp_path):
+def test_the_host_tmp_is_never_exposed(tmp_path: Path) -> None:
     policy = sandbox.Policy(["/tmp", str(tmp_path)], [], [], {}, "/tmp", {}, True)
     plan = [(p, k) for p, k, _ in sandbox._plan(policy)]
     assert ("/tmp", "ro") not in plan and ("/tmp", "tmpfs") in plan  # a script run from /tmp puts it on sys.path
     assert (os.path.realpath(str(tmp_path)), "ro") in plan  # deeper paths are bound inside the private /tmp
 
 
-def test_plan_orders_covers_and_reexposes(tmp_path):
+def test_plan_orders_covers_and_reexposes(tmp_path: Path) -> None:
     a = tmp_path / "a"
     (a / "secret" / "pub").mkdir(parents=True)
     (a / "config.toml").write_text("k")
@@ -167,7 +172,7 @@ def test_plan_orders_covers_and_reexposes(tmp_path):
         sandbox._plan(sandbox.Policy(["/"], [], [], {}, "/", {}, True))
 
 
-def _policy(tmp_path, interpret=True):
+def _policy(tmp_path: Path, interpret: bool = True) -> Any:
     project = tmp_path / "project"
     (project / "sessions").mkdir(parents=True)
     (project / "sessions" / "s1.json").write_text("SESSION-SECRET")
@@ -187,7 +192,7 @@ def _policy(tmp_path, interpret=True):
     return policy
 
 
-def test_launch_argv_bwrap_shape(tmp_path, monkeypatch):
+def test_launch_argv_bwrap_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", SECRET)
     policy = _policy(tmp_path)
     info = sandbox.SandboxInfo("bwrap", "", "", "/usr/bin/bwrap")
@@ -216,7 +221,7 @@ def test_launch_argv_bwrap_shape(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("uid", [None, 2130706433])
-def test_launch_argv_namespaces_shape(tmp_path, uid):
+def test_launch_argv_namespaces_shape(tmp_path: Path, uid: int | None) -> None:
     import dataclasses
 
     policy = dataclasses.replace(_policy(tmp_path), uid=uid, gid=uid)
@@ -241,16 +246,16 @@ def test_launch_argv_namespaces_shape(tmp_path, uid):
     assert sandbox.OUTER_PIDNS_VAR in written["env"]
 
 
-def test_launch_argv_none_is_unchanged():
+def test_launch_argv_none_is_unchanged() -> None:
     info = sandbox.SandboxInfo("none", "", "testing")
     assert sandbox.launch_argv(info, None, ["a", "b"]) == ["a", "b"]
 
 
-def test_kill_strays_outside_a_sandbox_only_touches_descendants(monkeypatch):
+def test_kill_strays_outside_a_sandbox_only_touches_descendants(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(sandbox.OUTER_PIDNS_VAR, raising=False)
     real_kill = os.kill
 
-    def guarded_kill(pid, sig):  # kill(-1) here would take down every process of ours
+    def guarded_kill(pid: int, sig: int) -> None:  # kill(-1) here would take down every process of ours
         assert pid > 0, "kill_strays signalled pid %d outside a sandbox" % pid
         real_kill(pid, sig)
 
@@ -270,24 +275,25 @@ def test_kill_strays_outside_a_sandbox_only_touches_descendants(monkeypatch):
 # --- functional ------------------------------------------------------------------------
 
 @pytest.fixture(params=["bwrap", "namespaces"])
-def mechanism(request):
+def mechanism(request: pytest.FixtureRequest) -> Any:
     info = sandbox.probe(request.param)
     if info.kind != request.param:
         pytest.skip("%s sandbox unavailable: %s" % (request.param, info.reason))
     return info
 
 
-def run_in(info, policy, script, args=(), timeout=60, **kwargs):
+def run_in(info: Any, policy: Any, script: str, args: Sequence[str] = (), timeout: float = 60,
+           **kwargs: Any) -> subprocess.CompletedProcess[str]:
     cmd = sandbox.launch_argv(info, policy, [sys.executable, "-c", textwrap.dedent(script)] + list(args))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ), **kwargs)
 
 
-def result_of(proc):
+def result_of(proc: subprocess.CompletedProcess[str]) -> Any:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_cannot_see_the_parent_or_its_secrets(mechanism, tmp_path, monkeypatch):
+def test_cannot_see_the_parent_or_its_secrets(mechanism: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KFORGE_TEST_API_KEY", SECRET)
     monkeypatch.setenv("TZ", SECRET)  # an allowed name with a secret value
     script = """
@@ -318,7 +324,7 @@ def test_cannot_see_the_parent_or_its_secrets(mechanism, tmp_path, monkeypatch):
         | {sandbox.OUTER_PIDNS_VAR}
 
 
-def test_filesystem_view(mechanism, tmp_path):
+def test_filesystem_view(mechanism: Any, tmp_path: Path) -> None:
     policy = _policy(tmp_path)
     project, home = tmp_path / "project", tmp_path / "home"
     script = """
@@ -382,7 +388,7 @@ def test_filesystem_view(mechanism, tmp_path):
     assert r["real_home"] in ("FileNotFoundError", "PermissionError") or ".bash_history" not in r["real_home"]
 
 
-def test_no_network(mechanism, tmp_path):
+def test_no_network(mechanism: Any, tmp_path: Path) -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(5)
@@ -405,7 +411,7 @@ def test_no_network(mechanism, tmp_path):
         server.close()
 
 
-def test_no_privileges(mechanism, tmp_path):
+def test_no_privileges(mechanism: Any, tmp_path: Path) -> None:
     script = """
         import json, os
         status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
@@ -416,8 +422,8 @@ def test_no_privileges(mechanism, tmp_path):
                  "NoNewPrivs": "1"}
 
 
-def _host_pids_with(marker):
-    found = []
+def _host_pids_with(marker: str) -> list[int]:
+    found: list[int] = []
     for name in os.listdir("/proc"):
         try:
             with open("/proc/%s/cmdline" % name, "rb") as f:
@@ -428,7 +434,7 @@ def _host_pids_with(marker):
     return found
 
 
-def test_daemon_dies_with_the_sandbox(mechanism, tmp_path):
+def test_daemon_dies_with_the_sandbox(mechanism: Any, tmp_path: Path) -> None:
     marker = "%d.%06d" % (900 + random.randrange(99), random.randrange(10 ** 6))  # sleep's argument
     ready = "/tmp/daemon-ready"  # the sandbox's own /tmp
     script = """
@@ -448,6 +454,7 @@ def test_daemon_dies_with_the_sandbox(mechanism, tmp_path):
     cmd = sandbox.launch_argv(mechanism, _policy(tmp_path), [sys.executable, "-c", textwrap.dedent(script), marker, ready])
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "ready"
         deadline = time.time() + 5
         while not _host_pids_with(marker) and time.time() < deadline:
@@ -466,7 +473,7 @@ def test_daemon_dies_with_the_sandbox(mechanism, tmp_path):
             os.kill(pid, 9)
 
 
-def test_kill_strays_inside_the_sandbox(mechanism, tmp_path):
+def test_kill_strays_inside_the_sandbox(mechanism: Any, tmp_path: Path) -> None:
     script = LOAD_SANDBOX + textwrap.dedent("""
         import json, os, time
         def daemon(body):
@@ -502,7 +509,7 @@ def test_kill_strays_inside_the_sandbox(mechanism, tmp_path):
     assert set(r["after"]) <= {1, r["me"]}, r
 
 
-def test_hardened_processes_are_opaque_to_their_kin(mechanism, tmp_path):
+def test_hardened_processes_are_opaque_to_their_kin(mechanism: Any, tmp_path: Path) -> None:
     script = LOAD_SANDBOX + textwrap.dedent("""
         import json, os, time
         def peek(pid):
@@ -551,7 +558,7 @@ def test_hardened_processes_are_opaque_to_their_kin(mechanism, tmp_path):
     assert {1, 2, r["done_w"]} < set(r["worker_fds"]) and len(r["worker_fds"]) == 4, r
 
 
-def test_torch_and_triton_work_inside(mechanism, tmp_path):
+def test_torch_and_triton_work_inside(mechanism: Any, tmp_path: Path) -> None:
     script = """
         import json, os
         import torch, triton, triton.language as tl
@@ -571,7 +578,7 @@ def test_torch_and_triton_work_inside(mechanism, tmp_path):
     assert r == {"ok": True, "interpret": "1"}
 
 
-def test_root_sandbox_enforces_the_process_limit(mechanism, tmp_path):
+def test_root_sandbox_enforces_the_process_limit(mechanism: Any, tmp_path: Path) -> None:
     """Run by root, RLIMIT_NPROC binds only because the sandbox is a non-zero host uid."""
     import dataclasses
 

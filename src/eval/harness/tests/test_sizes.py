@@ -19,11 +19,7 @@ FUNCTION_LINES = 100
 CLASS_LINES = 400
 
 # "file: Qualified.name" -> its size in lines when it was listed (it may shrink, never grow).
-ALLOWED: Dict[str, int] = {
-    "kforge_harness/judge.py: Evaluation": 1405,
-    "kforge_harness/judge.py: Evaluation.run_phases": 174,
-    "kforge_harness/server.py: Server": 482,
-}
+ALLOWED: Dict[str, int] = {}  # none left: the judge became a package of phases (issue 37)
 
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
 

@@ -3,12 +3,16 @@ judges (cachekeeper.Keeper, and the judge's judgeproc.Remote that asks it over a
 and a hostile task run through a real server, whose environment holds secrets, in a task
 check and in an evaluation."""
 
+from __future__ import annotations
+
+from pathlib import Path
 import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import pytest
 
@@ -24,13 +28,13 @@ INPUTS = [["in[0]", [64, 1024], "torch.float32"]]
 FIGURES = {"median_ms": 1.5, "runs": 20}
 
 
-def keeper(tmp_path, task="task A", **kwargs):
+def keeper(tmp_path: Path, task: str = "task A", **kwargs: Any) -> Keeper:
     return Keeper(str(tmp_path / "baselines"), task, {"torch": "2.x"}, dict(JOB), **kwargs)
 
 
 # --- the keeper: keys the server computes, from the task's own source -------------------
 
-def test_a_task_reads_back_what_it_kept_and_never_another_tasks_entry(tmp_path):
+def test_a_task_reads_back_what_it_kept_and_never_another_tasks_entry(tmp_path: Path) -> None:
     a, b = keeper(tmp_path, "task A"), keeper(tmp_path, "task B")
     key = a.keep_reference_timing(DEVICE, INPUTS, FIGURES)
     assert a.reference_timing(DEVICE, INPUTS) == (key, FIGURES)
@@ -41,11 +45,11 @@ def test_a_task_reads_back_what_it_kept_and_never_another_tasks_entry(tmp_path):
     assert a.reference_timing(DEVICE, INPUTS) == (key, FIGURES)
     record = {"mode": "default", "median_ms": 1.0, "error": None}
     a.keep_compile_baseline(DEVICE, INPUTS, "default", record)
-    assert a.compile_baseline(DEVICE, INPUTS, "default")[1]["median_ms"] == 1.0
+    assert (a.compile_baseline(DEVICE, INPUTS, "default")[1] or {})["median_ms"] == 1.0
     assert b.compile_baseline(DEVICE, INPUTS, "default")[1] is None
 
 
-def test_the_defaults_baseline_is_kept_by_the_server_per_task(tmp_path):
+def test_the_defaults_baseline_is_kept_by_the_server_per_task(tmp_path: Path) -> None:
     """The reference under PyTorch's defaults is cached like the compile baseline: through the
     server, under the task's own key (it read a key the judge no longer has before: on an H200
     every defaults measurement failed with "'Evaluation' object has no attribute 'baseline_key'")."""
@@ -60,7 +64,7 @@ def test_the_defaults_baseline_is_kept_by_the_server_per_task(tmp_path):
     assert "error" in a.answer({"ask": "keep_defaults_baseline", "device": DEVICE, "inputs": INPUTS, "record": "x"})
 
 
-def test_the_launch_floor_is_kept_per_task(tmp_path):
+def test_the_launch_floor_is_kept_per_task(tmp_path: Path) -> None:
     a, b = keeper(tmp_path, "task A"), keeper(tmp_path, "task B")
     a.keep_floor("H200 GPU-1", "550", [0.01, 0.011])
     assert a.floor_samples("H200 GPU-1", "550") == [0.01, 0.011]
@@ -87,25 +91,25 @@ def test_the_launch_floor_is_kept_per_task(tmp_path):
     ({"ask": "keep_peaks", "peaks": {"dram_bytes_per_s": 1e30}}, "unknown"),
     ({"ask": "read_file", "path": "/etc/passwd"}, "unknown"),
 ])
-def test_a_request_that_does_not_fit_is_refused_never_followed(tmp_path, request_, says):
+def test_a_request_that_does_not_fit_is_refused_never_followed(tmp_path: Path, request_: dict[str, Any], says: str) -> None:
     answer = keeper(tmp_path).answer(request_)
     assert says in answer["error"]
     assert not os.path.exists(tmp_path / "baselines") or not os.listdir(tmp_path / "baselines")
 
 
-def test_the_peaks_are_the_servers(tmp_path):
+def test_the_peaks_are_the_servers(tmp_path: Path) -> None:
     assert "error" in keeper(tmp_path).answer({"ask": "peaks"})["peaks"]
     measured = {"dram_bytes_per_s": 4.8e12, "cached": True}
     assert keeper(tmp_path, peaks=lambda: measured).answer({"ask": "peaks"}) == {"peaks": measured}
 
 
-def test_the_judge_asks_the_server_over_its_channel(tmp_path):
+def test_the_judge_asks_the_server_over_its_channel(tmp_path: Path) -> None:
     """judgeproc.Remote on one end of a socket pair, the server's answers (server.answer from
     a Keeper) on the other: what the judge keeps comes back, under the server's key."""
     ours, theirs = socket.socketpair()
     kept = keeper(tmp_path)
 
-    def serve():
+    def serve() -> None:
         reader = theirs.makefile("rb")
         for line in reader:
             server.answer(theirs, kept.answer(json.loads(line)))
@@ -125,7 +129,7 @@ def test_the_judge_asks_the_server_over_its_channel(tmp_path):
     thread.join(5)
 
 
-def test_launchpath_floor_keys_stay_apart_from_the_keepers(tmp_path):
+def test_launchpath_floor_keys_stay_apart_from_the_keepers(tmp_path: Path) -> None:
     """The keeper's floor key names the task: the shared per-device floor of older harnesses
     (launchpath.Floor's own key) is never read."""
     shared = launchpath.Floor(str(tmp_path / "peaks"), "g", "d")
@@ -143,7 +147,7 @@ KFORGE_SECRET = "planted-in-kforges-environment-7c1e"
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory):
+def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[str], str]:
     """A server started with secrets in its environment (kforge filters its own; the
     harness must hold even when one slips through), asked for a task check and an evaluation
     of the hostile task. Returns (results, marker paths, the server's stderr)."""
@@ -162,10 +166,11 @@ def hostile_run(tmp_path_factory):
                OPENAI_API_KEY=SECRET, KFORGE_PLANTED=KFORGE_SECRET)
     proc = subprocess.Popen([sys.executable, "-m", "kforge_harness", "serve"], cwd=str(cwd), env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
     try:
         hello = json.loads(proc.stdout.readline())
         assert hello.get("ok"), hello
-        results = []
+        results: list[Any] = []
         for i, reference_only in enumerate((True, False)):
             job = dict(JOB, task_path=str(task), kernel_path=KERNEL, device="cpu", timing=False,
                        compile_baseline=False, reference_only=reference_only, baseline_cache_dir=str(root / "b"))
@@ -185,7 +190,7 @@ def hostile_run(tmp_path_factory):
     return results, [os.path.join(t, marker) for t in targets], err
 
 
-def test_a_hostile_task_sees_no_secret_and_writes_nothing_on_the_host(hostile_run):
+def test_a_hostile_task_sees_no_secret_and_writes_nothing_on_the_host(hostile_run: tuple[list[Any], list[str], str]) -> None:
     results, markers, err = hostile_run
     for result in results:
         assert "TASK-PROBE ran during the module body" in result["log"], result["log"]

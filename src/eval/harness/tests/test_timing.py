@@ -1,5 +1,8 @@
 """The rules that turn the judge's measurements into a score."""
 
+from __future__ import annotations
+
+from pathlib import Path
 import random
 
 import pytest
@@ -9,25 +12,25 @@ from kforge_harness import timing
 JOB = {"timing_budget_s": 1.0, "timing_trials": 100, "min_timing_trials": 10}
 
 
-def test_stats_median_of_even_and_odd():
+def test_stats_median_of_even_and_odd() -> None:
     assert timing.stats([3.0, 1.0, 2.0])["median_ms"] == 2.0
     assert timing.stats([4.0, 1.0, 2.0, 3.0])["median_ms"] == 2.5
 
 
-def test_run_count_is_bounded_both_ways():
+def test_run_count_is_bounded_both_ways() -> None:
     assert timing.run_count(0.001, JOB) == 100
     assert timing.run_count(1000.0, JOB) == 10
     assert timing.run_count(20.0, JOB) == 50
 
 
-def test_median_interval_brackets_the_median_by_order_statistics():
+def test_median_interval_brackets_the_median_by_order_statistics() -> None:
     values = [float(v) for v in range(100)]
     lo, hi = timing.median_interval(values)
     assert 38 <= lo < 49.5 < hi <= 61
     assert timing.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0), "too few runs: the whole range"
 
 
-def test_median_interval_covers_the_true_median_about_95_percent_of_the_time():
+def test_median_interval_covers_the_true_median_about_95_percent_of_the_time() -> None:
     rng = random.Random(3)
     covered = 0
     for _ in range(2000):
@@ -37,7 +40,7 @@ def test_median_interval_covers_the_true_median_about_95_percent_of_the_time():
     assert 0.93 <= covered / 2000 <= 0.99
 
 
-def test_precision_is_half_the_interval_over_the_median():
+def test_precision_is_half_the_interval_over_the_median() -> None:
     tight = [1.0 + 0.001 * (i % 7) for i in range(50)]
     assert timing.relative_width(tight) < 0.01 and timing.precise_enough(tight, 0.01)
     loose = [1.0 + 0.2 * (i % 7) for i in range(50)]
@@ -48,7 +51,7 @@ def test_precision_is_half_the_interval_over_the_median():
     assert timing.relative_width(few_us) == 0.0 and timing.precise_enough(few_us, 0.01)
 
 
-def test_calibration_takes_the_floor_the_noise_above_it_and_the_tail_floor():
+def test_calibration_takes_the_floor_the_noise_above_it_and_the_tail_floor() -> None:
     windows = [0.30] * 50 + [0.32] * 30 + [1.5] * 20
     runs = [(w, 0.25 if i < 90 else 0.1, 0.05) for i, w in enumerate(windows)]
     cal = timing.calibration(runs, fill_ms=0.01)
@@ -58,7 +61,7 @@ def test_calibration_takes_the_floor_the_noise_above_it_and_the_tail_floor():
     assert cal["runs"] == 100
 
 
-def test_side_figures_are_the_runs_above_the_null():
+def test_side_figures_are_the_runs_above_the_null() -> None:
     windows = [0.400 + 0.001 * (i % 3) for i in range(30)]
     figures = timing.side_figures([w - 0.300 for w in windows], windows, 0.300, [0.1] * 30)
     assert figures["median_ms"] == pytest.approx(0.101) and figures["null_ms"] == pytest.approx(0.300)
@@ -67,19 +70,19 @@ def test_side_figures_are_the_runs_above_the_null():
     assert figures["reported_median_ms"] == pytest.approx(0.1)
 
 
-def test_a_window_at_the_null_floor_is_not_a_zero_or_negative_time():
+def test_a_window_at_the_null_floor_is_not_a_zero_or_negative_time() -> None:
     figures = timing.side_figures([-0.001] * 20, [0.299] * 20, 0.300, [])
     assert figures["median_ms"] == timing.FLOOR_MS and figures["ci_low_ms"] == timing.FLOOR_MS
     assert figures["reported_median_ms"] is None
 
 
-def test_noisy_when_the_interval_is_wider_than_five_percent():
+def test_noisy_when_the_interval_is_wider_than_five_percent() -> None:
     rng = random.Random(5)
     estimates = [rng.uniform(0.05, 0.15) for _ in range(30)]  # 0.1 ms +- 50%
     assert timing.side_figures(estimates, estimates, 0.0, [])["noisy"]
 
 
-def test_bootstrap_interval_contains_the_ratio_and_tightens_with_agreeing_runs():
+def test_bootstrap_interval_contains_the_ratio_and_tightens_with_agreeing_runs() -> None:
     rng = random.Random(11)
     null = [0.300 + rng.gauss(0, 0.0005) for _ in range(40)]
     ref = [0.500 + rng.gauss(0, 0.001) for _ in range(100)]  # 0.2 ms above null
@@ -92,14 +95,14 @@ def test_bootstrap_interval_contains_the_ratio_and_tightens_with_agreeing_runs()
     assert nhi - nlo > 2 * (hi - lo)
 
 
-def test_a_grossly_underreported_time_disagrees_and_honest_ones_do_not():
+def test_a_grossly_underreported_time_disagrees_and_honest_ones_do_not() -> None:
     assert timing.reported_disagrees(0.4, 1.0) and timing.reported_disagrees(0.001, 1.5)
     assert not timing.reported_disagrees(0.95, 1.0) and not timing.reported_disagrees(1.2, 1.0)
     assert not timing.reported_disagrees(0.005, 0.022), "tens of microseconds are inside the slack"
     assert not timing.reported_disagrees(None, 1.0)
 
 
-def test_checks_land_on_a_cheater_faking_half_of_forty_runs():
+def test_checks_land_on_a_cheater_faking_half_of_forty_runs() -> None:
     # A kernel must fake over half its runs to move a median; each run is checked with
     # CHECK_RATE by the judge's own randomness.
     rng = random.Random(7)
@@ -107,12 +110,12 @@ def test_checks_land_on_a_cheater_faking_half_of_forty_runs():
     assert caught / 5000 > 0.98
 
 
-def test_score_is_reference_over_kernel():
+def test_score_is_reference_over_kernel() -> None:
     assert timing.score({"median_ms": 2.0}, {"median_ms": 0.5}) == 4.0
     assert timing.score({"median_ms": 2.0}, {"median_ms": 0.0}) is None
 
 
-def test_baseline_cache_round_trip_and_rejects_garbage(tmp_path):
+def test_baseline_cache_round_trip_and_rejects_garbage(tmp_path: Path) -> None:
     timing.write_baseline(str(tmp_path), "k", {"median_ms": 1.5})
     assert timing.read_baseline(str(tmp_path), "k") == {"median_ms": 1.5}
     (tmp_path / "bad.json").write_text('{"median_ms": -1}')
@@ -120,13 +123,15 @@ def test_baseline_cache_round_trip_and_rejects_garbage(tmp_path):
     assert timing.read_baseline(str(tmp_path), "missing") is None
 
 
-def test_cached_reference_timings_are_per_physical_gpu():
+def test_cached_reference_timings_are_per_physical_gpu() -> None:
     job = {"warmup": 10, "timing_trials": 100, "min_timing_trials": 10, "timing_budget_s": 1.0,
            "flush_l2": True, "timing_precision": 0.01}
     versions = {"torch": "2.11.0"}
     gpu0 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}
     gpu1 = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb"}
-    key = lambda device, task="t": timing.baseline_key(task, device, versions, "sig", job)
+    def key(device: dict[str, str], task: str = "t") -> str:
+        return timing.baseline_key(task, device, versions, "sig", job)
+
     # Two GPUs of one model never share a baseline: a score compares kernel and reference
     # timed on the same device.
     assert key(gpu0) != key(gpu1)
@@ -136,7 +141,7 @@ def test_cached_reference_timings_are_per_physical_gpu():
         "a reference timed to another precision is another baseline"
 
 
-def test_short_forwards_fill_a_window_long_ones_run_alone():
+def test_short_forwards_fill_a_window_long_ones_run_alone() -> None:
     big_free = 80 << 30
     assert timing.forwards_per_window([0.010, 0.020], 1 << 20, big_free) == 50, "the shorter model sets it"
     assert timing.forwards_per_window([0.002], 1 << 20, big_free) == timing.MAX_FORWARDS
@@ -144,7 +149,7 @@ def test_short_forwards_fill_a_window_long_ones_run_alone():
     assert timing.forwards_per_window([0.25], 1 << 20, big_free) == 2
 
 
-def test_forwards_per_window_stay_within_the_sets_memory_and_the_draws_time():
+def test_forwards_per_window_stay_within_the_sets_memory_and_the_draws_time() -> None:
     big_free = 80 << 30
     # 64 MiB a set, both sides' extra sets within 1 GiB: eight extra sets each.
     assert timing.forwards_per_window([0.005], 64 << 20, big_free) == 9
@@ -155,7 +160,7 @@ def test_forwards_per_window_stay_within_the_sets_memory_and_the_draws_time():
     assert timing.forwards_per_window([0.005], 1 << 20, big_free, draw_ms=100.0) == 1
 
 
-def test_figures_of_a_window_of_several_forwards_are_per_forward():
+def test_figures_of_a_window_of_several_forwards_are_per_forward() -> None:
     # 10 forwards a window: windows 0.3 ms of null plus 10 x 0.02 ms.
     windows = [0.500 + 0.0002 * (i % 3) for i in range(30)]
     estimates = [(w - 0.300) / 10 for w in windows]
@@ -168,12 +173,12 @@ def test_figures_of_a_window_of_several_forwards_are_per_forward():
     assert timing.relative_width(spread) == 0.0
 
 
-def test_the_precision_policy_is_part_of_the_baseline_key():
+def test_the_precision_policy_is_part_of_the_baseline_key() -> None:
     job = {"warmup": 10, "timing_trials": 100, "min_timing_trials": 10, "timing_budget_s": 1.0,
            "flush_l2": True, "timing_precision": 0.01}
     gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-aaaa"}
 
-    def key(**changes):
+    def key(**changes: str) -> str:
         return timing.baseline_key("t", gpu, {"torch": "2.11.0"}, "sig", dict(job, **changes))
 
     # A reference timed with TF32 matmuls is not the strict one; no policy means strict.
@@ -182,7 +187,7 @@ def test_the_precision_policy_is_part_of_the_baseline_key():
     assert key() == key(precision="strict")
 
 
-def test_between_evaluations_widens_a_tight_interval_and_barely_moves_a_wide_one():
+def test_between_evaluations_widens_a_tight_interval_and_barely_moves_a_wide_one() -> None:
     # A +-0.5% bootstrap becomes about +-1.6% with a 1.5% between-evaluations term.
     low, high = timing.with_between_evaluations(2.0, 1.99, 2.01, 0.015)
     assert 2.0 / 1.0165 < low < 2.0 / 1.0150 and 2.0 * 1.0150 < high < 2.0 * 1.0165
@@ -197,7 +202,7 @@ def test_between_evaluations_widens_a_tight_interval_and_barely_moves_a_wide_one
     assert timing.with_between_evaluations(None, 0.99, 1.01, 0.015) == (0.99, 1.01)
 
 
-def test_two_evaluations_within_the_repeatability_have_overlapping_intervals():
+def test_two_evaluations_within_the_repeatability_have_overlapping_intervals() -> None:
     # Scores 3% apart, each with a tight bootstrap: disjoint alone, overlapping with the term.
     a = (1.00, 0.997, 1.003)
     b = (1.03, 1.027, 1.033)

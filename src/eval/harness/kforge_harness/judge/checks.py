@@ -162,7 +162,7 @@ class Checker:
             oracle = self.oracles.reused("random")
         passed, outputs, reason, tolerance = compare_outputs(
             ref_out, new_out, settings.atol, settings.rtol, settings.tolerance or DEFAULT_MODE, self.run.policy, oracle)
-        merged = merge_tolerance(self.run.result.get("tolerance"), tolerance)
+        merged = dict(merge_tolerance(self.run.result.get("tolerance"), tolerance))
         if merged.get("oracle") is not None:
             merged["oracle"] = OracleRecord(dict(merged["oracle"], seconds=self.oracles.seconds))
             self.run.result["phases_s"]["oracle"] = self.oracles.seconds  # within correctness

@@ -81,8 +81,8 @@ def counted_forward(run: Run, ref: Any, inputs: Any) -> tuple[Any, dict[str, Any
     Counting never costs the task its check: a forward the counter disturbs runs again
     without it, and the work is then unknown, with the reason."""
     try:
-        out, work = sol.count_forward(ref, inputs, lambda: reference_forward(ref, inputs, run.device))
-        return out, work
+        out, counts = sol.count_forward(ref, inputs, lambda: reference_forward(ref, inputs, run.device))
+        return out, dict(counts)
     except Exception as e:  # noqa: BLE001
         if is_out_of_memory(e):
             raise
@@ -96,7 +96,7 @@ def plan_before_drawing(run: Run, source: InputSource, init_inputs: Any, ref: An
     draw, cannot fit in `free` of `total` bytes."""
     inputs_bytes, outputs_bytes = source.meta_sizes(init_inputs, free)
     weights_bytes = model_bytes(ref)  # the kernel's model, estimated by the reference's
-    if outputs_bytes is not None:
+    if inputs_bytes is not None and outputs_bytes is not None:
         early = footprint(inputs_bytes, outputs_bytes, 0, flush_bytes, free, total, run.timing, weights_bytes)
         reason = does_not_fit(early, where)
         if reason:
