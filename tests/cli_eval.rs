@@ -398,7 +398,12 @@ fn the_readmes_by_hand_example_runs_at_the_interpreters_sizes_and_says_so() {
     .output()
     .unwrap();
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
     assert!(stdout.contains("CORRECT  5/5 trials"), "{stdout}");
     assert!(
         stdout.contains(
@@ -456,5 +461,10 @@ fn a_cpu_timeout_names_the_interpreter_and_the_fixes() {
     assert!(summary.contains("at the task's sizes"), "{summary}");
     assert!(summary.contains("on a GPU"), "{summary}");
     assert!(summary.contains("timeout_s"), "{summary}");
-    assert!(result["message"].as_str().unwrap().contains("Triton's interpreter"));
+    assert!(
+        result["message"]
+            .as_str()
+            .unwrap()
+            .contains("Triton's interpreter")
+    );
 }
