@@ -179,6 +179,12 @@ pub struct EvalConfig {
     /// Re-check a session's best and final kernels on unseen shapes and seeds (variants of
     /// the task's size constants, correctness only; docs/eval-result.md, "Unseen shapes").
     pub shape_check: bool,
+    /// On the CPU (Triton's interpreter): `shrink` (unset: the default) evaluates a task whose
+    /// size constants are too large for the interpreter at smaller ones, saying so in the
+    /// result (`interpreter_sizes`); `task` keeps the task's sizes. kforge applies it before
+    /// the job is written: never sent to the harness (`for_job` leaves it out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_sizes: Option<crate::protocol::shapes::InterpreterSizePolicy>,
 }
 
 impl Default for EvalConfig {
@@ -213,6 +219,7 @@ impl Default for EvalConfig {
             baseline: crate::protocol::BaselineChoice::Best,
             executor: Executor::Fork,
             shape_check: true,
+            interpreter_sizes: None,
         }
     }
 }
@@ -230,6 +237,7 @@ impl EvalConfig {
             host_slack_ms: None,
             baseline_cache: self.baseline_cache && has_cache_dir,
             compile_baseline: self.compile_baseline && timing,
+            interpreter_sizes: None,
             ..self.clone()
         }
     }

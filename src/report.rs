@@ -1030,7 +1030,8 @@ mod tests {
             "not run: every variant was skipped",
         );
         assert!(
-            not_run.contains("| Unseen shapes | **not a win**: not run: every variant was skipped |"),
+            not_run
+                .contains("| Unseen shapes | **not a win**: not run: every variant was skipped |"),
             "{not_run}"
         );
         let passed = report_with(

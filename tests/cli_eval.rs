@@ -380,3 +380,91 @@ fn kforge_python_pointing_nowhere_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// The README's "check one kernel by hand" on a machine without a GPU (issue 38): the
+/// 4096x5120 ReLU took 50-80 s a trial in Triton's interpreter; it now runs at the
+/// interpreter's sizes, and both the verdict and the result say so.
+#[test]
+fn the_readmes_by_hand_example_runs_at_the_interpreters_sizes_and_says_so() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let task = root.join("examples/tasks/relu.py");
+    let kernel = root.join("examples/kernels/relu_triton.py");
+    let out = kforge(&[
+        "eval",
+        task.to_str().unwrap(),
+        kernel.to_str().unwrap(),
+        "--cpu",
+    ])
+    .output()
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("CORRECT  5/5 trials"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "note: sizes shrunk for Triton's interpreter on the CPU: batch_size 4096 -> 256, dim 5120 -> 512 (correctness at these sizes, not the task's; `kforge eval --task-sizes`"
+        ),
+        "{stdout}"
+    );
+    let saved = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("full result and log: "))
+        .expect("the verdict names the saved result");
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(saved.trim()).unwrap()).unwrap();
+    let sizes = &result["interpreter_sizes"];
+    assert_eq!(sizes["task"]["batch_size"], 4096, "{sizes}");
+    assert_eq!(sizes["task"]["dim"], 5120, "{sizes}");
+    let evaluated = (
+        sizes["evaluated"]["batch_size"].as_u64().unwrap(),
+        sizes["evaluated"]["dim"].as_u64().unwrap(),
+    );
+    assert!(evaluated.0 * evaluated.1 <= 1 << 18, "{sizes}");
+    // The trials ran at those sizes: the outputs compared have their shape.
+    let trial = result["trials"][0].to_string();
+    assert!(
+        trial.contains(&format!("[{},{}]", evaluated.0, evaluated.1))
+            || trial.contains(&format!("[{}, {}]", evaluated.0, evaluated.1)),
+        "{trial}"
+    );
+}
+
+/// A timeout on the CPU names its cause (the interpreter's speed) and the fixes.
+#[test]
+fn a_cpu_timeout_names_the_interpreter_and_the_fixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[eval]\ntimeout_s = 10\n").unwrap();
+    let f = fixtures();
+    let out = kforge(&[
+        "--config",
+        config.to_str().unwrap(),
+        "eval",
+        f.join("tasks/relu.py").to_str().unwrap(),
+        f.join("kernels/relu_infinite_loop.py").to_str().unwrap(),
+        "--cpu",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(result["category"], "timeout", "{result}");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(summary.starts_with("timed out after 10s"), "{summary}");
+    assert!(summary.contains("Triton's interpreter"), "{summary}");
+    assert!(summary.contains("at the task's sizes"), "{summary}");
+    assert!(summary.contains("on a GPU"), "{summary}");
+    assert!(summary.contains("timeout_s"), "{summary}");
+    assert!(
+        result["message"]
+            .as_str()
+            .unwrap()
+            .contains("Triton's interpreter")
+    );
+}

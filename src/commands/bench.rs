@@ -12,6 +12,7 @@ use crate::eval::suite::{self, Manifest};
 use crate::eval::{self, EvalRequest};
 use crate::launch::options::DeviceArgs;
 
+mod fast_loop;
 mod kernelbench;
 mod scaling;
 mod stats;
@@ -64,6 +65,10 @@ pub enum BenchKind {
     /// A batch run through the batch runner on 1 GPU, then on 2 (or the sets given): the
     /// throughput ratio and each device's share of the time spent evaluating.
     BatchScaling(scaling::ScalingArgs),
+    /// The interactive loop's figures (issue 38): the by-hand `kforge eval` wall and
+    /// verdict, then a session-like sequence of candidate evaluations on one warm
+    /// evaluator, each one's wall split into its correctness trials and the rest.
+    FastLoop(fast_loop::FastLoopArgs),
 }
 
 pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode> {
@@ -245,6 +250,13 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
             }
         }
         BenchKind::KernelBench(args) => kernelbench::run(args, &config, &evaluator).await?,
+        BenchKind::FastLoop(args) => {
+            if fast_loop::run(args, &config, &evaluator).await? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
         BenchKind::BatchScaling(args) => {
             scaling::run(args, &config, &evaluator).await?;
             ExitCode::SUCCESS

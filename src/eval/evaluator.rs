@@ -182,8 +182,10 @@ impl Evaluator {
         cancel: CancellationToken,
         progress: Option<mpsc::UnboundedSender<EvalProgress>>,
     ) -> Result<EvalResult, EvalError> {
+        let prepared = super::interpreter::prepare(request);
+        let request = &prepared.request;
         let baseline_dir = Some(self.shared.cache_dir.join("baselines"));
-        let job = Job::new(&request, baseline_dir);
+        let job = Job::new(request, baseline_dir);
         let id = self.new_id("eval");
         let started = std::time::Instant::now();
         tracing::info!(
@@ -222,6 +224,10 @@ impl Evaluator {
             Err(EvalError::Unavailable(
                 "the device worker has stopped".into(),
             ))
+        });
+        let outcome = outcome.map(|mut result| {
+            super::interpreter::finish(&mut result, request.device, prepared.sizes.clone());
+            result
         });
         let secs = format!("{:.2}", started.elapsed().as_secs_f64());
         match &outcome {

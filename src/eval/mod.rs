@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod evaluator;
 pub mod harness;
+pub mod interpreter;
 pub mod protocol;
 pub mod python_env;
 pub mod server;

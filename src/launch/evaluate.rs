@@ -51,6 +51,10 @@ pub struct EvalArgs {
     /// task's size constants, each with a fresh seed (docs/eval-result.md, "Unseen shapes").
     #[arg(long)]
     pub shapes: bool,
+    /// On the CPU, run the task at its own sizes (default: sizes too large for Triton's
+    /// interpreter are shrunk, and the verdict says to what; `[eval] interpreter_sizes`).
+    #[arg(long)]
+    pub task_sizes: bool,
 }
 
 impl EvalArgs {
@@ -69,6 +73,9 @@ impl EvalArgs {
         }
         if self.fresh_baseline {
             s.baseline_cache = false;
+        }
+        if self.task_sizes {
+            s.interpreter_sizes = Some(crate::protocol::shapes::InterpreterSizePolicy::Task);
         }
         if let Some(e) = &self.executor {
             s.executor = if e == "spawn" {

@@ -23,9 +23,7 @@ use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome};
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
-use crate::protocol::{
-    Command, EngineState, Event, EventRecord, LogLevel, manual,
-};
+use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, manual};
 use crate::session::state::SessionState;
 use crate::session::store::{CONTROL_FILE, LineFollower, SessionDir, SessionLock};
 use crate::task::TaskFile;

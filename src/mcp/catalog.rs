@@ -123,6 +123,7 @@ impl Tool {
                     "trials": {"type": "integer", "minimum": 1, "description": "Correctness trials (default: the config's)."},
                     "timing": {"type": "boolean", "description": "Time a correct kernel (default true; never on the CPU)."},
                     "seed": {"type": "integer", "minimum": 0, "description": "Base seed of parameters and inputs (default: the config's)."},
+                    "task_sizes": {"type": "boolean", "description": "On the CPU, run the task at its own sizes (default false: size constants too large for Triton's interpreter are shrunk, the result's `interpreter_sizes` says to what)."},
                 }));
                 add(device);
             }
@@ -190,6 +191,7 @@ impl Tool {
                     "tolerance": nullable("object"),
                     "precision": nullable("object"),
                     "speed_of_light": nullable("object"),
+                    "interpreter_sizes": {"type": "object", "description": "Present on the CPU when the task's sizes were shrunk for Triton's interpreter: `task` and `evaluated` sizes by name."},
                     "phase": nullable("string"),
                     "duration_s": {"type": "number"},
                 },

@@ -90,6 +90,7 @@ struct EvalParams {
     trials: Option<u32>,
     timing: Option<bool>,
     seed: Option<u64>,
+    task_sizes: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -217,6 +218,7 @@ impl Tools {
             },
             no_timing: p.timing == Some(false),
             seed: p.seed,
+            task_sizes: p.task_sizes == Some(true),
             ..EvalArgs::default()
         };
         let evaluator = self.evaluator().await?;

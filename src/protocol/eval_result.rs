@@ -975,6 +975,10 @@ pub struct EvalResult {
     pub input_refresh: Option<String>,
     /// The task's work, the speed-of-light bound and each side's share of it (issue 25).
     pub speed_of_light: Option<SpeedOfLight>,
+    /// On the CPU: the task's sizes shrunk for Triton's interpreter, and to what (None: the
+    /// task's own sizes ran). kforge's own, set after the harness answers (issue 38).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter_sizes: Option<super::shapes::InterpreterSizes>,
 }
 
 impl EvalResult {
@@ -1249,5 +1253,30 @@ mod tests {
         let older: PrecisionRecord =
             serde_json::from_value(serde_json::json!({"policy": "strict"})).unwrap();
         assert!(older.reading.is_none());
+    }
+
+    #[test]
+    fn interpreter_sizes_round_trip_and_are_absent_when_the_task_sizes_ran() {
+        let written = serde_json::json!({
+            "status": "correct", "correct": true, "summary": "ok",
+            "interpreter_sizes": {"task": {"batch_size": 4096, "dim": 5120},
+                                  "evaluated": {"batch_size": 512, "dim": 1024},
+                                  "budget": 1048576}
+        });
+        let r: EvalResult = serde_json::from_value(written).unwrap();
+        let sizes = r.interpreter_sizes.clone().expect("read");
+        assert_eq!(sizes.evaluated["dim"], 1024);
+        assert_eq!(
+            sizes.changes_text(),
+            "batch_size 4096 -> 512, dim 5120 -> 1024"
+        );
+        let back = serde_json::to_value(&r).unwrap();
+        assert_eq!(back["interpreter_sizes"]["task"]["batch_size"], 4096);
+        assert_eq!(back["interpreter_sizes"]["budget"], 1048576);
+        let older: EvalResult =
+            serde_json::from_value(serde_json::json!({"status": "correct"})).unwrap();
+        assert!(older.interpreter_sizes.is_none());
+        let json = serde_json::to_value(&older).unwrap();
+        assert!(json.get("interpreter_sizes").is_none(), "{json}");
     }
 }

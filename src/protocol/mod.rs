@@ -34,8 +34,8 @@ pub use eval_result::{
     Finding, Footprint, KernelBenchTiming, LaunchDraws, LaunchPath, LaunchPathProcesses,
     MathFinding, ORACLE_FACTOR_FLOAT32, ORACLE_FACTOR_HALF, OracleUsed, OutputCheck,
     OutputTolerance, PrecisionRecord, ProtocolRound, RoundOrder, SandboxInfo, StaticReport, Status,
-    TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed,
-    TorchPrecision, Trial, Versions, ratio_text,
+    TaskSandbox, Timing, TimingEnvironment, TimingStats, ToleranceUsed, TorchPrecision, Trial,
+    Versions, ratio_text,
 };
 pub use events::{
     BaselineScores, CALL_INTERRUPTED, DefaultsScore, EngineState, EvalSummary, Event, EventRecord,

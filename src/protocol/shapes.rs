@@ -211,3 +211,57 @@ mod tests {
         assert_eq!(back, not_variable);
     }
 }
+
+/// The task's sizes an evaluation on the CPU ran at instead of the task's own (issue 38):
+/// Triton's interpreter runs a kernel's programs one after another in Python, so a task
+/// sized for a GPU (a 4096x5120 ReLU) takes minutes per trial there. kforge shrinks the
+/// task's size constants (the ones `--shapes` varies) before a CPU evaluation, by one
+/// factor (`crate::shapes::interpreter`), and records it here so that nobody mistakes the verdict for one at the task's
+/// sizes. `[eval] interpreter_sizes = "task"` (or `kforge eval --task-sizes`) keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InterpreterSizes {
+    /// The task's sizes, as its file sets them.
+    pub task: BTreeMap<String, u64>,
+    /// The sizes the evaluation ran at (only those changed differ from `task`).
+    pub evaluated: BTreeMap<String, u64>,
+    /// The most the product of the two largest evaluated sizes may be
+    /// (`crate::shapes::interpreter::BUDGET`).
+    pub budget: u64,
+}
+
+impl InterpreterSizes {
+    /// `batch_size 4096 -> 256, dim 5120 -> 320`.
+    pub fn changes_text(&self) -> String {
+        self.task
+            .iter()
+            .filter_map(|(name, task)| {
+                let evaluated = self.evaluated.get(name)?;
+                (evaluated != task).then(|| format!("{name} {task} -> {evaluated}"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The sentence a verdict says: what ran, why, and how to keep the task's sizes.
+    pub fn describe(&self) -> String {
+        format!(
+            "sizes shrunk for Triton's interpreter on the CPU: {} (correctness at these sizes, \
+             not the task's; `kforge eval --task-sizes` or `[eval] interpreter_sizes = \"task\"` \
+             keeps the task's sizes, a GPU runs them in seconds)",
+            self.changes_text()
+        )
+    }
+}
+
+/// `[eval] interpreter_sizes`: at which sizes an evaluation on the CPU runs a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterpreterSizePolicy {
+    /// The task's size constants shrunk to the interpreter's budget (the default), recorded
+    /// in the result's `interpreter_sizes`.
+    #[default]
+    Shrink,
+    /// The task's own sizes, however long the interpreter takes.
+    Task,
+}

@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use super::{Derivation, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive};
 use crate::config::EvalConfig;
 use crate::eval::{Device, EvalError, EvalRequest};
+use crate::protocol::shapes::InterpreterSizePolicy;
 use crate::protocol::{Category, EvalResult};
 
 /// What evaluates one variant: the engine's `EvalPort`, the CLI's `Evaluator` (a boxed
@@ -136,6 +137,8 @@ pub fn request(
 ) -> EvalRequest {
     let mut settings = settings.clone();
     settings.seed = variant.check.seed;
+    // A variant runs at the sizes it records, never shrunk again on the CPU.
+    settings.interpreter_sizes = Some(InterpreterSizePolicy::Task);
     let mut request = EvalRequest::new(&variant.task_file, kernel, device, settings);
     request.timing = false;
     request.profile = false;
@@ -237,6 +240,13 @@ pub async fn check_kernel_seeded(
     evaluate: &Evaluate<'_>,
     family_seed: u64,
 ) -> Result<ShapeCheck, EvalError> {
+    // On the CPU the kernel was judged at the interpreter's sizes (issue 38): the variants
+    // are drawn around those, and each is evaluated at exactly the sizes it records.
+    let shrunk = (device == Device::Cpu
+        && settings.interpreter_sizes != Some(InterpreterSizePolicy::Task))
+    .then(|| super::interpreter::shrink(task_source, super::interpreter::BUDGET))
+    .flatten();
+    let task_source = shrunk.as_ref().map_or(task_source, |s| s.source.as_str());
     let plan = match prepare(task_source, dir, family_seed) {
         Ok(plan) => plan,
         Err(e) => {

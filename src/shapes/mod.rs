@@ -17,6 +17,7 @@
 //! kernel that assumes its block size divides the data is caught.
 
 pub mod check;
+pub mod interpreter;
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -336,7 +337,7 @@ pub fn derive(source: &str, family_seed: u64) -> Derivation {
 
 /// The source with each size's literal replaced on its own line (None when a line does
 /// not read `NAME = LITERAL` as expected: a constant spread over lines).
-fn replace_literals(
+pub(crate) fn replace_literals(
     source: &str,
     sizes: &[Constant],
     values: &BTreeMap<String, u64>,
