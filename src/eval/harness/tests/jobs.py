@@ -1,6 +1,11 @@
 """A job as kforge sends it, for tests that need the judge's typed job (wire.Job)."""
 
+from __future__ import annotations
+
+from typing import Any, Optional
+
 from kforge_harness import wire
+from kforge_harness.wire import ResultRecord
 
 # A job as kforge sends it with the default [eval] settings (eval::protocol::Job).
 JOB = {
@@ -16,18 +21,20 @@ JOB = {
 }
 
 
-def job(**changes):
+def job(**changes: Any) -> wire.Job:
     """JOB with `changes`, parsed as the server parses a job."""
-    return wire.Job.parse(dict(JOB, **changes))
+    parsed: wire.Job = wire.Job.parse(dict(JOB, **changes))
+    return parsed
 
 
-def judged(spec=None, store=None, **result):
+def judged(spec: Optional[wire.Job] = None, store: Any = None, **result: Any) -> Any:
     """A judge's Run (kforge_harness.judge.context.Run) of `spec` (JOB by default) whose result
     so far is `result` (notes, flags and the records the phases write): what a phase reads of
     its evaluation, without a task, a device or a kernel's process."""
     from kforge_harness.judge.context import Run
 
     spec = spec or job()
-    record = dict({"notes": [], "flags": [], "memory": {}}, **result)
+    # A plain dict: a phase under test may write a key the result declares or not.
+    record: Any = dict({"notes": [], "flags": [], "memory": {}}, **result)
     return Run(job={"timing_trials": spec.settings.timing_trials, "task_file": "/tmp/task.py"}, spec=spec,
                result=record, progress=lambda text: None, store=store)

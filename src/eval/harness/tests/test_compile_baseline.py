@@ -3,6 +3,11 @@ measurement: a cached record is read, a measured one cached, and whatever goes w
 measuring (the compiled process, the reference's, memory, a bug) costs the baseline only,
 never the evaluation."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
 import pytest
 
 from kforge_harness import baselines
@@ -19,7 +24,7 @@ from jobs import JOB, job, judged
 INPUTS = [["in[0]", [4, 4], "torch.float32"]]  # the inputs' signature, as the key reads them
 
 
-def stand_in(tmp_path):
+def stand_in(tmp_path: Path) -> Any:
     """A run whose store is the server's keeper (judgeproc.Remote forwards to one)."""
     changes = dict(compile_mode="default", baseline_cache=True, baseline_cache_dir=str(tmp_path),
                    compile_baseline=True, baseline="best")
@@ -27,7 +32,8 @@ def stand_in(tmp_path):
     return judged(job(device="cpu", **changes), store=store, device={"name": "a GPU", "uuid": "GPU-0"})
 
 
-def measured(run, measure, base_of=lambda: None):
+def measured(run: Any, measure: Callable[..., dict[str, Any]],
+             base_of: Callable[[], Any] = lambda: None) -> dict[str, Any]:
     """The compile baseline's record, measured by `measure(first, mode)` or cached."""
     return compile_baseline(run, Second(None), INPUTS, base_of, measure)
 
@@ -35,16 +41,16 @@ def measured(run, measure, base_of=lambda: None):
 MEASURED = baselines.figures("default", 3.0, {"median_ms": 2.0}, {"median_ms": 1.0}, (1.9, 2.1))
 
 
-def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
-    calls = []
+def test_a_measured_baseline_is_cached_and_read_back(tmp_path: Path) -> None:
+    calls: list[tuple[Any, ...]] = []
 
-    def measure(*args):
+    def measure(*args: Any) -> dict[str, Any]:
         calls.append(args)
         return dict(MEASURED)
 
-    drawn = []
+    drawn: list[int] = []
 
-    def base_of():
+    def base_of() -> str:
         drawn.append(1)
         return "inputs"
 
@@ -55,7 +61,7 @@ def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
     cached = measured(again, measure, base_of)
     assert cached["cached"] is True and len(calls) == 1
     assert len(drawn) == 1, "a cached baseline draws no inputs"
-    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    timing: dict[str, Any] = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     Baselines(compiled=cached).apply(again, timing)
     assert timing["baseline"] == "compile" and timing["score_vs_compile"] == pytest.approx(0.75)
 
@@ -71,14 +77,14 @@ def test_a_measured_baseline_is_cached_and_read_back(tmp_path):
      "RuntimeError at judge/compile_baseline.py:"),
     (ValueError("a window of 41 forwards over 3 input sets"), ": a window of 41 forwards"),
 ])
-def test_any_failure_costs_the_baseline_only(tmp_path, failure, says):
-    def measure(*args):
+def test_any_failure_costs_the_baseline_only(tmp_path: Path, failure: Exception, says: str) -> None:
+    def measure(*args: Any) -> dict[str, Any]:
         raise failure
 
     run = stand_in(tmp_path)
     record = measured(run, measure)  # does not raise
     assert record["error"] and says in record["error"]
-    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    timing: dict[str, Any] = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
     Baselines(compiled=record).apply(run, timing)
     assert timing["baseline"] == "eager" and "score_vs_compile" not in timing
     assert any("no torch.compile baseline" in n for n in run.result["notes"])

@@ -1,6 +1,8 @@
 """The judge's copy of the kernel's outputs at "done": what it compares, and the check that the
 kernel's process wrote nothing into the slots afterwards."""
 
+from __future__ import annotations
+
 import pytest
 import torch
 
@@ -8,12 +10,12 @@ from kforge_harness.judge import Frozen
 from kforge_harness.protocol import KernelFailure
 
 
-def test_slots_untouched_after_done_pass():
+def test_slots_untouched_after_done_pass() -> None:
     slot = torch.randn(64)
     Frozen([slot.clone()], [(slot, slot.clone())]).check_unchanged()
 
 
-def test_a_write_after_done_is_a_crash_even_of_one_nan_payload():
+def test_a_write_after_done_is_a_crash_even_of_one_nan_payload() -> None:
     slot = torch.full((64,), float("nan"))
     frozen = Frozen([slot.clone()], [(slot, slot.clone())])
     frozen.check_unchanged()  # NaN equals itself byte for byte

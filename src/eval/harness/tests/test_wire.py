@@ -2,6 +2,8 @@
 result only takes the fields kforge reads (tests/harness_wire.rs checks the declarations
 against kforge's own)."""
 
+from __future__ import annotations
+
 import json
 
 import pytest
@@ -10,7 +12,7 @@ from kforge_harness import protocol, wire
 
 from jobs import JOB
 
-def test_a_job_parses_into_its_settings():
+def test_a_job_parses_into_its_settings() -> None:
     job = wire.Job.parse(JOB)
     assert (job.device, job.timing, job.baseline_cache_dir) == ("cuda:0", True, None)
     assert (job.settings.trials, job.settings.seed, job.settings.tolerance) == (5, 42, "dtype")
@@ -26,17 +28,17 @@ def test_a_job_parses_into_its_settings():
     ({"timing": 1}, "key 'timing' is integer, Job.timing wants boolean"),
     ({"baseline_cache_dir": 3}, "key 'baseline_cache_dir' is integer, Job.baseline_cache_dir wants string or null"),
 ])
-def test_a_job_that_does_not_match_is_refused_by_key(change, named):
+def test_a_job_that_does_not_match_is_refused_by_key(change: dict[str, object], named: str) -> None:
     job = {k: v for k, v in dict(JOB, **change).items() if v is not None or k == "baseline_cache_dir"}
     with pytest.raises(wire.WireError, match=named):
         wire.Job.parse(job)
 
 
-def test_a_whole_number_reads_as_a_number():
+def test_a_whole_number_reads_as_a_number() -> None:
     assert wire.Job.parse(dict(JOB, timeout_s=300)).settings.timeout_s == 300
 
 
-def test_the_result_skeleton_only_has_declared_fields_and_refuses_others():
+def test_the_result_skeleton_only_has_declared_fields_and_refuses_others() -> None:
     result = protocol.new_result({"id": "e1", "device": "cpu"})
     assert set(result) <= wire.RESULT_FIELDS
     result["timing"] = {"score": 2.0}
