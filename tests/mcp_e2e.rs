@@ -169,8 +169,10 @@ fn an_agent_initializes_lists_evaluates_reads_a_session_and_gets_errors() {
     // The signed-input trial was reached (the oracle and the compiled reading follow it
     // within its step).
     assert!(
-        progress.iter().any(|n| n["params"]["progress"] == 6.0
-            && n["params"]["message"] == "signed-input trial"),
+        progress
+            .iter()
+            .any(|n| n["params"]["progress"] == 6.0
+                && n["params"]["message"] == "signed-input trial"),
         "the signed-input trial was reached: {progress:?}"
     );
     assert!((6.0..7.0).contains(&last), "{progress:?}");
