@@ -482,3 +482,37 @@ fn the_check_evaluates_each_variant_for_correctness_with_its_own_seed() {
             .starts_with("shapes not varied: the task sets no sizes")
     );
 }
+
+/// On the CPU a task too large for the interpreter was judged at shrunk sizes (issue 38):
+/// the variants are drawn around those, and each runs at exactly the sizes it records
+/// (never shrunk again by the evaluator).
+#[test]
+fn on_the_cpu_the_variants_of_a_large_task_are_drawn_around_the_interpreters_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let large = "batch_size = 4096\ndim = 5120\n";
+    let shrunk = super::interpreter::shrink(large, super::interpreter::BUDGET).unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let evaluate = |request: crate::eval::EvalRequest| {
+        seen.lock()
+            .unwrap()
+            .push(request.settings.interpreter_sizes);
+        Box::pin(std::future::ready(Ok(result(true, None, "ok"))))
+            as futures::future::BoxFuture<'_, Result<EvalResult, crate::eval::EvalError>>
+    };
+    let check = run_check(large, dir.path(), &evaluate, Some(SEED));
+    assert_eq!(check.original, shrunk.sizes.evaluated);
+    assert!(!check.variants.is_empty());
+    for v in &check.variants {
+        assert!(
+            v.sizes["dim"] <= shrunk.sizes.evaluated["dim"] * 5 / 4 + 1,
+            "{:?}",
+            v.sizes
+        );
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .all(|p| *p == Some(crate::protocol::shapes::InterpreterSizePolicy::Task)),
+        "{seen:?}"
+    );
+}
