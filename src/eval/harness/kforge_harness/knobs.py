@@ -8,7 +8,7 @@ its reference figures are cached under their own key, never as a task's baseline
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import FrozenSet, Iterable, Optional
 
 KNOBS = {
     "KFORGE_DIAG_NO_RELOCATE": "the models' weights are not moved between rounds of timed runs",
@@ -21,20 +21,21 @@ KNOBS = {
 
 # The switches of this process when the server gave them (a judge in the tasks' sandbox, whose
 # environment is an allow-list without them: judgeproc.py); None: this process's environment.
-_given: list[list[str]] = []
+_given: Optional[FrozenSet[str]] = None
 
 
 def give(names: Iterable[str]) -> None:
     """The switches the server read from its environment, for a process that cannot read them."""
-    _given[:] = [sorted(n for n in names if n in KNOBS)]
+    global _given
+    _given = frozenset(n for n in names if n in KNOBS)
 
 
 def on(name: str) -> bool:
     """Whether the switch `name` (a key of KNOBS) is set to 1."""
     if name not in KNOBS:
         raise KeyError(name)
-    if _given:
-        return name in _given[0]
+    if _given is not None:
+        return name in _given
     return os.environ.get(name) == "1"
 
 

@@ -45,7 +45,7 @@ def test_switches_given_by_the_server_replace_the_environment(monkeypatch: pytes
     from kforge_harness import knobs
 
     monkeypatch.setenv("KFORGE_DIAG_NO_GATE", "1")
-    monkeypatch.setattr(knobs, "_given", [])
+    monkeypatch.setattr(knobs, "_given", None)
     assert knobs.on("KFORGE_DIAG_NO_GATE")
     knobs.give(["KFORGE_DIAG_GUARD_TRACE", "KFORGE_DIAG_NOT_A_SWITCH"])
     assert not knobs.on("KFORGE_DIAG_NO_GATE")

@@ -52,13 +52,16 @@ class PrecisionView:
         worker's compiled.read; on the CPU compiled up to TTIR for a CUDA target), into the
         precision record; on the CPU a kernel whose math the policy refuses there is refused
         (refuse_blind_precision)."""
-        run = self.run
-        run.progress("reading the compiled kernels")
-        reading: messages.PrecisionReading = run.link.call(messages.Precision(op="precision"), "precision")
+        self.read_launches()
+        if not self.run.gpu:
+            refuse_blind_precision(self.run)
+
+    def read_launches(self) -> None:
+        """The worker's reading of the audited launches' compiled code, into the record."""
+        self.run.progress("reading the compiled kernels")
+        reading: messages.PrecisionReading = self.run.link.call(messages.Precision(op="precision"), "precision")
         self.compiled_reading = reading.get("reading")
         self.describe()
-        if not run.gpu:
-            refuse_blind_precision(run)
 
     def read_compiled_of_a_mismatch(self) -> None:
         """The compiled reading for a kernel that gave wrong values: its precision record (and
@@ -68,10 +71,7 @@ class PrecisionView:
         from ..errors import first_line
 
         try:
-            self.run.progress("reading the compiled kernels")
-            reading: messages.PrecisionReading = self.run.link.call(messages.Precision(op="precision"), "precision")
-            self.compiled_reading = reading.get("reading")
-            self.describe()
+            self.read_launches()
         except Exception as e:  # noqa: BLE001 -- the verdict stands; the source's reading stays
             self.run.note("the compiled kernels of this mismatch were not read: %s" % first_line(str(e)))
 
