@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod pysource;
 pub mod report;
 pub mod session;
+pub mod shape_check;
 pub mod shapes;
 pub mod task;
 pub mod tui;

@@ -99,7 +99,7 @@ async fn a_forged_out_of_memory_on_every_shape_is_the_kernels_failure() {
     let kernel = fixtures().join("kernels/hack_forged_oom_on_shapes.py");
     let dir = tempfile::tempdir().unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let check = kforge::shapes::check::check_kernel(
+    let check = kforge::shape_check::check_kernel(
         &std::fs::read_to_string(&task).unwrap(),
         &kernel,
         dir.path(),

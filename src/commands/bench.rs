@@ -17,7 +17,7 @@ mod kernelbench;
 mod scaling;
 mod stats;
 
-use stats::{kernel_work_seconds, median, spread};
+use stats::{kernel_work_seconds, median, phase_medians, spread};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -266,66 +266,6 @@ pub async fn run(args: BenchArgs, config_file: Option<&Path>) -> Result<ExitCode
     Ok(code)
 }
 
-/// Each phase's median over the evaluations, judge phases then the server's (prefixed
-/// `server:`), in the order the judge runs them where known: where the overhead goes.
-fn phase_medians(results: &[&crate::protocol::EvalResult]) -> Vec<(String, f64)> {
-    let order = |name: &str| {
-        PHASE_ORDER
-            .iter()
-            .position(|p| *p == name)
-            .unwrap_or(PHASE_ORDER.len())
-    };
-    let mut rows = medians_by_name(results, |r| &r.phases_s);
-    rows.sort_by_key(|(name, _)| order(name));
-    rows.extend(
-        medians_by_name(results, |r| &r.server_phases_s)
-            .into_iter()
-            .map(|(name, s)| (format!("server:{name}"), s)),
-    );
-    rows
-}
-
-/// For every name in any result's map (`pick`), the median over the results (a result
-/// without it counts 0), in name order.
-fn medians_by_name(
-    results: &[&crate::protocol::EvalResult],
-    pick: impl Fn(&crate::protocol::EvalResult) -> &std::collections::BTreeMap<String, f64>,
-) -> Vec<(String, f64)> {
-    let names: std::collections::BTreeSet<&String> =
-        results.iter().flat_map(|r| pick(r).keys()).collect();
-    names
-        .into_iter()
-        .map(|name| {
-            let values: Vec<f64> = results
-                .iter()
-                .map(|r| pick(r).get(name).copied().unwrap_or(0.0))
-                .collect();
-            (name.clone(), median(&values))
-        })
-        .collect()
-}
-
-/// The order in which the judge (the harness's `judge/` package) runs its phases (its PhaseClock marks).
-const PHASE_ORDER: [&str; 17] = [
-    "cuda_init",
-    "task",
-    "peaks",
-    "startup",
-    "reference_process",
-    "buffers",
-    "calibration",
-    "load",
-    "build",
-    "correctness",
-    "audit",
-    "audit_gpu_time",
-    "timing_warm_up",
-    "timing_widen",
-    "timing",
-    "reference_exit",
-    "recheck",
-];
-
 /// Whether every pair of intervals shares a point.
 fn all_overlap(intervals: &[(f64, f64)]) -> bool {
     let highest_low = intervals.iter().map(|i| i.0).fold(f64::MIN, f64::max);
@@ -341,35 +281,5 @@ mod tests {
     fn intervals_overlap_only_when_all_share_a_point() {
         assert!(all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.08, 1.09)]));
         assert!(!all_overlap(&[(1.0, 1.1), (1.05, 1.2), (1.11, 1.3)]));
-    }
-
-    /// Phase medians come in the judge's order (unknown names after), then the server's.
-    #[test]
-    fn phase_medians_follow_the_judges_order_then_the_servers() {
-        let result = |timing: f64, custom: f64, judge: f64| {
-            let mut r: crate::protocol::EvalResult = serde_json::from_value(serde_json::json!({
-                "status": "correct", "correct": true, "summary": "ok"
-            }))
-            .unwrap();
-            r.phases_s = [
-                ("timing".to_string(), timing),
-                ("later_phase".to_string(), custom),
-                ("startup".to_string(), 0.1),
-            ]
-            .into();
-            r.server_phases_s = [("judge".to_string(), judge)].into();
-            r
-        };
-        let (a, b, c) = (
-            result(1.0, 5.0, 3.0),
-            result(2.0, 6.0, 4.0),
-            result(9.0, 7.0, 5.0),
-        );
-        let rows = phase_medians(&[&a, &b, &c]);
-        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["startup", "timing", "later_phase", "server:judge"]);
-        assert_eq!(rows[1].1, 2.0);
-        assert_eq!(rows[2].1, 6.0);
-        assert_eq!(rows[3].1, 4.0);
     }
 }

@@ -18,7 +18,7 @@ use super::runner::Inner;
 use crate::prompts::AttemptFailure;
 use crate::protocol::shapes::ShapeCheck;
 use crate::protocol::*;
-use crate::shapes::check;
+use crate::shape_check as check;
 
 const TAG: &str = "shapes";
 /// The most kernels checked in one verification (the best, then the best it moved to...).

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::options::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
 use crate::eval::{self, EvalError, EvalProgress, EvalRequest, Evaluator};
-use crate::shapes::{self, ShapeCheck};
+use crate::shapes::ShapeCheck;
 use crate::task::TaskFile;
 
 #[derive(clap::Args, Debug, Default)]
@@ -173,23 +173,23 @@ async fn check_shapes(
     cancel: CancellationToken,
 ) -> Result<ShapeCheck, EvalError> {
     if !result.correct {
-        return Ok(shapes::check::not_run(
+        return Ok(crate::shape_check::not_run(
             "the kernel is not correct on the task's own sizes".into(),
         ));
     }
     let source = match TaskFile::load(&args.task) {
         Ok(task) => task.source,
-        Err(e) => return Ok(shapes::check::not_run(format!("{e:#}"))),
+        Err(e) => return Ok(crate::shape_check::not_run(format!("{e:#}"))),
     };
     let dir = match tempfile::Builder::new().prefix("kforge-shapes-").tempdir() {
         Ok(dir) => dir,
         Err(e) => {
-            return Ok(shapes::check::not_run(format!(
+            return Ok(crate::shape_check::not_run(format!(
                 "cannot create a directory for the variants: {e}"
             )));
         }
     };
-    shapes::check::check_kernel(
+    crate::shape_check::check_kernel(
         &source,
         &args.kernel,
         dir.path(),

@@ -16,7 +16,6 @@
 //! 1, the others drawn below the task's. Odd sizes are never multiples of 8, 16 or 32, so a
 //! kernel that assumes its block size divides the data is caught.
 
-pub mod check;
 pub mod interpreter;
 
 use std::collections::BTreeMap;

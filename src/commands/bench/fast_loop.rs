@@ -12,8 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use super::phase_medians;
-use super::stats::median;
+use super::stats::{median, phase_medians};
 use crate::config::Config;
 use crate::eval::{Device, EvalRequest, Evaluator};
 use crate::launch::options::DeviceArgs;

@@ -41,6 +41,66 @@ pub fn spread(values: &[f64]) -> f64 {
     100.0 * (max - min) / median(values)
 }
 
+/// Each phase's median over the evaluations, judge phases then the server's (prefixed
+/// `server:`), in the order the judge runs them where known: where the overhead goes.
+pub fn phase_medians(results: &[&crate::protocol::EvalResult]) -> Vec<(String, f64)> {
+    let order = |name: &str| {
+        PHASE_ORDER
+            .iter()
+            .position(|p| *p == name)
+            .unwrap_or(PHASE_ORDER.len())
+    };
+    let mut rows = medians_by_name(results, |r| &r.phases_s);
+    rows.sort_by_key(|(name, _)| order(name));
+    rows.extend(
+        medians_by_name(results, |r| &r.server_phases_s)
+            .into_iter()
+            .map(|(name, s)| (format!("server:{name}"), s)),
+    );
+    rows
+}
+
+/// For every name in any result's map (`pick`), the median over the results (a result
+/// without it counts 0), in name order.
+fn medians_by_name(
+    results: &[&crate::protocol::EvalResult],
+    pick: impl Fn(&crate::protocol::EvalResult) -> &std::collections::BTreeMap<String, f64>,
+) -> Vec<(String, f64)> {
+    let names: std::collections::BTreeSet<&String> =
+        results.iter().flat_map(|r| pick(r).keys()).collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let values: Vec<f64> = results
+                .iter()
+                .map(|r| pick(r).get(name).copied().unwrap_or(0.0))
+                .collect();
+            (name.clone(), median(&values))
+        })
+        .collect()
+}
+
+/// The order in which the judge (the harness's `judge/` package) runs its phases (its PhaseClock marks).
+const PHASE_ORDER: [&str; 17] = [
+    "cuda_init",
+    "task",
+    "peaks",
+    "startup",
+    "reference_process",
+    "buffers",
+    "calibration",
+    "load",
+    "build",
+    "correctness",
+    "audit",
+    "audit_gpu_time",
+    "timing_warm_up",
+    "timing_widen",
+    "timing",
+    "reference_exit",
+    "recheck",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +133,35 @@ mod tests {
         assert!((kernel_work_seconds(&phases).unwrap() - 2.31).abs() < 1e-9);
         let failed: std::collections::BTreeMap<String, f64> = [("startup".to_string(), 0.1)].into();
         assert_eq!(kernel_work_seconds(&failed), None);
+    }
+
+    /// Phase medians come in the judge's order (unknown names after), then the server's.
+    #[test]
+    fn phase_medians_follow_the_judges_order_then_the_servers() {
+        let result = |timing: f64, custom: f64, judge: f64| {
+            let mut r: crate::protocol::EvalResult = serde_json::from_value(serde_json::json!({
+                "status": "correct", "correct": true, "summary": "ok"
+            }))
+            .unwrap();
+            r.phases_s = [
+                ("timing".to_string(), timing),
+                ("later_phase".to_string(), custom),
+                ("startup".to_string(), 0.1),
+            ]
+            .into();
+            r.server_phases_s = [("judge".to_string(), judge)].into();
+            r
+        };
+        let (a, b, c) = (
+            result(1.0, 5.0, 3.0),
+            result(2.0, 6.0, 4.0),
+            result(9.0, 7.0, 5.0),
+        );
+        let rows = phase_medians(&[&a, &b, &c]);
+        let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["startup", "timing", "later_phase", "server:judge"]);
+        assert_eq!(rows[1].1, 2.0);
+        assert_eq!(rows[2].1, 6.0);
+        assert_eq!(rows[3].1, 4.0);
     }
 }

@@ -13,11 +13,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 
-use super::{Derivation, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive};
 use crate::config::EvalConfig;
 use crate::eval::{Device, EvalError, EvalRequest};
 use crate::protocol::shapes::InterpreterSizePolicy;
 use crate::protocol::{Category, EvalResult};
+use crate::shapes::{
+    Derivation, Draw, ShapeCheck, ShapeVerdict, VariantCheck, VariantOutcome, derive, interpreter,
+};
 
 /// What evaluates one variant: the engine's `EvalPort`, the CLI's `Evaluator` (a boxed
 /// future, so that the check can run inside spawned tasks).
@@ -27,7 +29,7 @@ pub type Evaluate<'a> =
 /// The seed of the `k`-th variant's inputs and parameters (0-based), from the check's family
 /// seed: fresh for each, below 2^31 (the harness adds offsets to it).
 pub fn variant_seed(family_seed: u64, k: usize) -> u64 {
-    let mut draw = super::Draw::new(family_seed ^ 0x5EED_0F1A_7E57);
+    let mut draw = Draw::new(family_seed ^ 0x5EED_0F1A_7E57);
     let mut seed = 0;
     for _ in 0..=k {
         seed = draw.next_u64();
@@ -244,7 +246,7 @@ pub async fn check_kernel_seeded(
     // are drawn around those, and each is evaluated at exactly the sizes it records.
     let shrunk = (device == Device::Cpu
         && settings.interpreter_sizes != Some(InterpreterSizePolicy::Task))
-    .then(|| super::interpreter::shrink(task_source, super::interpreter::BUDGET))
+    .then(|| interpreter::shrink(task_source, interpreter::BUDGET))
     .flatten();
     let task_source = shrunk.as_ref().map_or(task_source, |s| s.source.as_str());
     let plan = match prepare(task_source, dir, family_seed) {
@@ -355,3 +357,6 @@ pub fn line(check: &ShapeCheck) -> String {
         ShapeVerdict::NotRun { why } => format!("shape check not run: {why}"),
     }
 }
+
+#[cfg(test)]
+mod tests;
