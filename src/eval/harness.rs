@@ -38,6 +38,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "defaults.py",
     "device.py",
     "digest.py",
+    "dispatch_modes.py",
     "envelope.py",
     "errors.py",
     "exchange.py",

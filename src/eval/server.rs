@@ -35,6 +35,7 @@ const HARNESS_ENV_EXACT: &[&str] = &[
     "LD_LIBRARY_PATH",
     "PYTHONHASHSEED",
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
     "CC",

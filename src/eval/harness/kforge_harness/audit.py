@@ -137,7 +137,8 @@ if TYPE_CHECKING:
 
 from . import audit_vocab as vocab
 from .audit_chunks import _chunk_cost, _ranges, _flat, _put, _storage_key, _tensors
-from .audit_gpu import custom_implementation, gpu_time, no_dynamo
+from .audit_gpu import custom_implementation, gpu_time
+from .dispatch_modes import no_dynamo
 from .audit_launch import _Launches
 from .audit_shadow import _Shadow, _Snapshot, _Source
 from .audit_vocab import (ATEN_DOMINANT, DIGEST_WEIGHT_BYTES, GPU_CLASSES, LABELS, MAX_ERRORS, MAX_KERNELS,

@@ -1,11 +1,12 @@
 """The GPU time split of one plain forward (gpu_time), and the dispatch-mode helpers the audit's
-mode shares with it (custom_implementation, no_dynamo)."""
+mode shares with it (custom_implementation; no_dynamo is dispatch_modes.py's)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .audit_vocab import GPU_CLASSES, MAX_KERNELS, MAX_NAME, op_kind
+from .dispatch_modes import no_dynamo
 
 
 # Namespaces of PyTorch's own operators; an operator of any other one was registered by the kernel.
@@ -28,14 +29,6 @@ def custom_implementation(func: Any) -> Optional[Callable[..., Any]]:
         return None
     definition = OPDEFS.get(func._schema.name)
     return getattr(definition, "_init_fn", None)
-
-
-def no_dynamo() -> bool:
-    """False: the dispatch modes here must not be wrapped in `torch._disable_dynamo`, whose
-    first call imports torch._dynamo and inductor (1.3 s on the CPU, ~3 s in a fresh GPU
-    worker: most of an evaluation's overhead). Nothing is compiled under these modes. (The
-    override is the one TorchDispatchMode._should_skip_dynamo documents.)"""
-    return False
 
 
 def gpu_time(model: Callable[..., Any], inputs: Sequence[Any], triton_names: Iterable[str]) -> Dict[str, Any]:

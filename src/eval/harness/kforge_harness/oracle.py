@@ -49,6 +49,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
+from .dispatch_modes import no_dynamo
 from .tensors import flatten_outputs, tree_map
 
 if TYPE_CHECKING:
@@ -178,6 +179,10 @@ def _narrowing_watch() -> TorchDispatchMode:
 
     # TorchDispatchMode's __init_subclass__ and __init__ are not annotated.
     class Watch(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return no_dynamo()
+
         def __torch_dispatch__(self, func: Any, types: object, args: Tuple[Any, ...] = (),
                                kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}
@@ -337,6 +342,10 @@ def twin_mode() -> TorchDispatchMode:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Twin(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return no_dynamo()
+
         def __torch_dispatch__(self, func: Any, types: object, args: Tuple[Any, ...] = (),
                                kwargs: Optional[Dict[str, Any]] = None) -> Any:
             kwargs = kwargs or {}

@@ -69,7 +69,7 @@ OUTER_PIDNS_VAR = "KFORGE_SANDBOX_OUTER_PIDNS"
 ENV_EXACT = {"LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
              "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "LD_LIBRARY_PATH",
              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "PYTHONHASHSEED",
-             "OMP_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG"}
+             "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "CUBLAS_WORKSPACE_CONFIG"}
 # Triton knobs that only change diagnostics, code generation or where tools live. Left out on
 # purpose: TRITON_CACHE_MANAGER / TRITON_REMOTE_CACHE_BACKEND (import a module by name),
 # TRITON_KERNEL_OVERRIDE / TRITON_OVERRIDE_DIR (swap kernels), TRITON_KERNEL_DUMP /
@@ -169,6 +169,12 @@ def allowed_env(source_env: Mapping[str, str], home: str, tmpdir: str, interpret
         env["PYTHONPATH"] = harness_dir
     if interpret:
         env["TRITON_INTERPRET"] = "1"
+        # On the CPU the judge and the worker take turns on the same cores (the one waits on
+        # the other's answer), and torch's OpenMP threads spin after every parallel operator:
+        # the waiting process's spinning threads starve the working one. On a loaded 2-core
+        # machine a 512 KiB digest took 180 ms spinning, 9 ms passive (docs/benchmarks.md,
+        # "Fast loop"). The user's own setting wins.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple, TypedDict
 
+from .dispatch_modes import no_dynamo
 from .tensors import flatten_outputs, model_tensors, storage_bytes, storage_key
 
 if TYPE_CHECKING:
@@ -167,6 +168,10 @@ class WorkCounter:
 
         # TorchDispatchMode's __init_subclass__ and __init__ are not annotated.
         class Mode(TorchDispatchMode):  # type: ignore[no-untyped-call]
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return no_dynamo()
+
             def __torch_dispatch__(self, func: Any, types: object, args: tuple[Any, ...] = (),
                                    kwargs: Optional[dict[str, Any]] = None) -> Any:
                 kwargs = kwargs or {}
