@@ -46,6 +46,7 @@ class Worker:
         self.changed = None  # what the kernel changed of the harness's code (guard.snapshot)
         self.audited_forward = self.gpu_time = None  # the audit's entry points, taken before the import
         self.launches = compiled.Launches()  # the audited forwards' Triton launches (op_precision)
+        self.reading = None  # on the CPU, their reading started after an audited forward (compiled.start)
         self.source = None
 
     def reply(self, message):
@@ -259,7 +260,8 @@ class Worker:
         """What the audited forwards' Triton launches compute in, from their compiled code
         (compiled.py): the judge reads it (precision.with_compiled)."""
         try:
-            reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu)
+            reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu, self.reading)
+            self.reading = None
         except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
             reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}
         self.reply(messages.PrecisionReading(type="precision", reading=reading))
@@ -316,6 +318,10 @@ class Worker:
                 self.reply(changed)
                 return False
         self.reply(message)
+        if mode == "audit":
+            # The judge's trials go on while the launches' compiled code is read beside them.
+            self.reading = compiled.start(self.launches, self.source or "", self.job["workdir"], self.gpu,
+                                          self.reading)
 
     def windowed(self, request):
         """A run inside the judge's window (window.py): everything is queued behind the

@@ -135,3 +135,39 @@ def test_a_gpu_launch_without_its_compiled_kernel_is_said() -> None:
     assert reading["kernels"] == [{"kernel": "gemm", "ttir": None, "ptx": None,
                                    "error": "its launch returned no compiled kernel"}]
     assert precision.with_compiled([], reading)[1]["read"] == "source"
+
+
+def test_a_reading_started_early_gives_what_a_fresh_one_gives() -> None:
+    """The worker starts the CPU's reading after an audited forward (compiled.start) and the
+    judge collects it later: the same findings as a reading made on the spot."""
+    launches, workdir = launched(False)
+    pending = compiled.start(launches, KERNEL, workdir, gpu=False)
+    assert pending is not None and pending.keys == frozenset(launches.keys)
+    assert compiled.start(launches, KERNEL, workdir, gpu=False, pending=pending) is pending, "same launches: kept"
+    early = compiled.read(launches, KERNEL, workdir, gpu=False, pending=pending)
+    assert pending.process.returncode == 0, "its answer was collected"
+    fresh = compiled.read(launches, KERNEL, workdir, gpu=False)
+    assert not early["errors"] and early["kernels"] == fresh["kernels"], (early, fresh)
+
+
+def test_an_early_reading_of_other_launches_is_replaced() -> None:
+    """Launches noted after the reading started (another trial's sizes): it is cancelled and
+    the reading covers every launch, never the stale set alone."""
+    first, workdir = launched(False)
+    pending = compiled.start(first, KERNEL, workdir, gpu=False)
+    assert pending is not None
+    both, _ = launched(True)
+    for text, key in first.keys.items():
+        both.keys[text] = key
+    assert len(both.keys) == 2
+    reading = compiled.read(both, KERNEL, workdir, gpu=False, pending=pending)
+    assert pending.process.returncode is not None and pending.process.returncode != 0, "the stale one was killed"
+    found, how = precision.with_compiled([], reading)
+    assert how["read"] == "compiled", how
+    assert (precision.LOW_PRECISION_CAST, 16) in {(f["category"], f["line"]) for f in found}, found
+
+
+def test_nothing_is_started_on_a_gpu_or_without_launches() -> None:
+    launches, workdir = launched(False)
+    assert compiled.start(launches, KERNEL, workdir, gpu=True) is None
+    assert compiled.start(compiled.Launches(), KERNEL, workdir, gpu=False) is None
