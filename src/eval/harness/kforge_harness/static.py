@@ -867,9 +867,13 @@ def _bound_names(node: ast.AST) -> List[str]:
         return [(node.asname or node.name).split(".")[0]]
     if isinstance(node, (ast.Global, ast.Nonlocal)):
         return list(node.names)
-    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+    if isinstance(node, ast.ExceptHandler) and node.name:
         return [node.name]
-    if isinstance(node, ast.MatchMapping) and node.rest:
+    # Pattern matching's nodes exist from Python 3.10; on 3.9 (the harness runs there too) no
+    # source contains them.
+    if sys.version_info >= (3, 10) and isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if sys.version_info >= (3, 10) and isinstance(node, ast.MatchMapping) and node.rest:
         return [node.rest]
     return []
 
@@ -1601,7 +1605,7 @@ def _enclosing_match(names: Names, node: ast.AST) -> Optional[ast.Match]:
 def _match_class_rule(ck: _Checker, node: ast.AST, line: Optional[int]) -> None:
     """`case object(system=f)` looks .system up on the match's subject: checked like an attribute."""
     names, refuse, check_name, check_attr = ck.names, ck.refuse, ck.check_name, ck.check_attr
-    if isinstance(node, ast.MatchClass) and node.kwd_attrs:
+    if sys.version_info >= (3, 10) and isinstance(node, ast.MatchClass) and node.kwd_attrs:
         # `case object(system=f)` looks .system up on the subject
         subject = _enclosing_match(names, node)
         for attr in node.kwd_attrs:

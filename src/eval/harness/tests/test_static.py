@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import glob
+import json
 import os
 import textwrap
 from typing import Any, Dict, List, Optional, Set, Tuple
@@ -1098,3 +1099,32 @@ def test_older_hostile_fixtures_are_refused(name: str, expected: str) -> None:
     with open(os.path.join(FIXTURES, "kernels", name)) as f:
         category, messages, _ = errors(f.read())
     assert category == "static_check" and any(expected in m for m in messages), messages
+
+
+def test_the_static_check_runs_on_python_3_9() -> None:
+    """The managed environment may be built from Python 3.9 (src/eval/python_env.rs), where
+    `ast` has no pattern-matching nodes: the check must not touch them there (it raised
+    AttributeError on every kernel). Needs a python3.9 (on PATH or pyenv's); the static check
+    imports no torch, so a bare interpreter does."""
+    import shutil
+    import subprocess
+
+    python39 = next((c for c in [shutil.which("python3.9")] +
+                     sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.9*/bin/python3.9")))
+                     if c and subprocess.run([c, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                                             capture_output=True, timeout=60).returncode == 0), None)
+    if python39 is None:
+        pytest.skip("no working python3.9 on PATH or under ~/.pyenv")
+    harness = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    probe = ("import json, sys\n"
+             "from kforge_harness.static import static_check\n"
+             "honest = 'import triton\\nimport triton.language as tl\\nimport torch\\n'"
+             " '@triton.jit\\ndef k(x):\\n    pass\\nclass ModelNew(torch.nn.Module):\\n'"
+             " '    def forward(self, x):\\n        k[(1,)](x)\\n        return x\\n'\n"
+             "hostile = honest + 'import os\\nos.system(\"x\")\\n'\n"
+             "print(json.dumps([static_check(honest)[0], static_check(hostile)[0], sys.version_info[:2]]))\n")
+    done = subprocess.run([python39, "-I", "-c", "import sys; sys.path.insert(0, %r)\n%s" % (harness, probe)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    honest, hostile, version = json.loads(done.stdout.strip().splitlines()[-1])
+    assert version == [3, 9] and honest is None and hostile == "static_check", done.stdout
