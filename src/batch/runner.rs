@@ -23,10 +23,11 @@ use crate::config::Config;
 use crate::engine::device_pool::DevicePool;
 use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
+use crate::engine::warmup_plan::BaselineWarmup;
 use crate::eval::Evaluator;
 use crate::eval::devices::DeviceSet;
 use crate::launch::{
-    NewSession, Provider, SessionPlace, Stored, TaskCheck, check_task, create_session,
+    NewSession, Provider, SessionPlace, Stored, TaskCheck, check_task_for_session, create_session,
     follow_control, resumed_llm,
 };
 use crate::prompts::PromptSet;
@@ -348,7 +349,8 @@ async fn start_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
     };
     let device = ctx.devices.primary();
     shared.say(format!("[{}] checking the task on {device} ...", task.key));
-    let check = check_task(shared.pool.as_ref(), &source, device, &ctx.manifest.eval).await;
+    let (check, warmup) =
+        check_task_for_session(shared.pool.as_ref(), &source, device, &ctx.manifest.eval).await;
     match &check {
         TaskCheck::Ready(..) => {}
         TaskCheck::Refused(why) => return refuse(shared, task, why),
@@ -395,6 +397,7 @@ async fn start_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
         eval: ctx.manifest.eval.clone(),
         pipeline: ctx.manifest.pipeline.clone(),
         prompts: ctx.prompts.clone(),
+        warmup,
     };
     let turn = drive(shared, task, setup).await;
     drop(lock);
@@ -452,6 +455,9 @@ async fn resume_task(shared: &Arc<Shared>, task: &BatchTask) -> TaskTurn {
         ctx.devices.clone(),
         shared_port(shared, llm),
         ctx.prompts.clone(),
+        // The task is not checked again on a resume: each evaluation finds the compile
+        // baseline cached or measures it, as before the split.
+        BaselineWarmup::Nothing,
     );
     let turn = drive(shared, task, setup).await;
     drop(lock);

@@ -16,8 +16,8 @@ use crate::engine::ports::EvalPort;
 use crate::engine::runner::{Engine, EngineSetup, RunOutcome};
 use crate::eval;
 use crate::launch::{
-    NewSession, Provider, SessionPlace, Stored, check_task, create_session, follow_control,
-    resumed_llm, run_headless,
+    NewSession, Provider, SessionPlace, Stored, check_task_for_session, create_session,
+    follow_control, resumed_llm, run_headless,
 };
 use crate::prompts::PromptSet;
 use crate::protocol::{EngineState, Mode, RunEnd};
@@ -107,7 +107,8 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
     // The task is checked before anything is spent on it: a task that does not run, does
     // not fit or draws its inputs too slowly is refused here, before any LLM call.
     eprintln!("kforge: checking the task with the evaluator on {device} ...");
-    let check = check_task(pool.as_ref(), &args.task, device, &eval_settings).await;
+    let (check, warmup) =
+        check_task_for_session(pool.as_ref(), &args.task, device, &eval_settings).await;
     check.report(&task.name, device);
     let backend = match backend {
         Ok(b) if check.is_ready() => b,
@@ -163,6 +164,7 @@ pub async fn run(args: RunArgs, config_file: Option<&Path>) -> Result<ExitCode> 
         eval: eval_settings,
         pipeline,
         prompts,
+        warmup,
     };
     drive_and_close(
         setup,
@@ -235,7 +237,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
     // The task is checked again before any LLM call: the environment, the device or the
     // task file may have changed since the session started.
     eprintln!("kforge: checking the task with the evaluator on {device} ...");
-    let check = check_task(
+    let (check, warmup) = check_task_for_session(
         pool.as_ref(),
         &stored.session.file("task.py"),
         device,
@@ -257,7 +259,7 @@ pub async fn resume(args: ResumeArgs, config_file: Option<&Path>) -> Result<Exit
         stored.events
     );
     let devices = stored.devices.clone();
-    let (setup, lock) = stored.into_setup(pool, devices, backend, prompts);
+    let (setup, lock) = stored.into_setup(pool, devices, backend, prompts, warmup);
     drive_and_close(
         setup,
         &evaluator,

@@ -77,6 +77,7 @@ pub fn setup(
         pipeline,
         llm,
         prompts: PromptSet::new(None).expect("built-in prompts"),
+        warmup: super::warmup_plan::BaselineWarmup::Nothing,
     }
 }
 
@@ -114,6 +115,8 @@ pub struct FakeEvaluator {
     evaluated: Mutex<Vec<String>>,
     /// The task file of each evaluation, in order (shape variants have their own).
     tasks: Mutex<Vec<std::path::PathBuf>>,
+    /// Every request, in order.
+    requests: Mutex<Vec<EvalRequest>>,
     /// When set, every evaluation fails this way (the evaluator itself broke).
     pub broken: Mutex<Option<String>>,
 }
@@ -127,6 +130,11 @@ impl FakeEvaluator {
     /// The task files evaluated against, in order.
     pub fn tasks(&self) -> Vec<std::path::PathBuf> {
         self.tasks.lock().expect("tasks").clone()
+    }
+
+    /// Every request, in the order it came.
+    pub fn requests(&self) -> Vec<EvalRequest> {
+        self.requests.lock().expect("requests").clone()
     }
 
     pub fn judge(code: &str) -> EvalResult {
@@ -190,6 +198,10 @@ impl EvalPort for FakeEvaluator {
             if let Some(why) = self.broken.lock().expect("broken").clone() {
                 return Err(EvalError::Unavailable(why));
             }
+            self.requests
+                .lock()
+                .expect("requests")
+                .push(request.clone());
             let code = std::fs::read_to_string(&request.kernel).unwrap_or_default();
             self.evaluated.lock().expect("evaluated").push(code.clone());
             self.tasks.lock().expect("tasks").push(request.task.clone());

@@ -19,6 +19,8 @@ pub mod replay;
 pub mod runner;
 mod shapes;
 mod steps;
+mod warmup;
+pub mod warmup_plan;
 
 #[cfg(test)]
 mod tests;

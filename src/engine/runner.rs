@@ -25,6 +25,8 @@ use crate::session::state::SessionState;
 use crate::session::store::{AppendFile, SessionDir};
 use crate::task::TaskFile;
 
+pub use super::warmup_plan::BaselineWarmup;
+
 /// Everything an engine run needs.
 pub struct EngineSetup {
     pub session: SessionDir,
@@ -37,6 +39,8 @@ pub struct EngineSetup {
     pub pipeline: PipelineConfig,
     pub llm: Arc<dyn LlmPort>,
     pub prompts: PromptSet,
+    /// What of the task's baselines the run measures as it starts (`warmup::plan`).
+    pub warmup: BaselineWarmup,
 }
 
 /// How the run ended.
@@ -56,6 +60,7 @@ impl RunOutcome {
 
 pub struct Engine {
     inner: Arc<Inner>,
+    warmup: BaselineWarmup,
     actions: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
     action_worker: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -99,6 +104,7 @@ impl Engine {
             pipeline,
             llm,
             prompts,
+            warmup,
         } = setup;
         let recorder = Recorder::open(&session, prior.clone())?;
         // A resumed run goes on in the latest mode of its log, with its standing approvals;
@@ -140,6 +146,7 @@ impl Engine {
         };
         Ok(Engine {
             inner: Arc::new(inner),
+            warmup,
             actions: Mutex::new(Some(actions)),
             action_worker: Mutex::new(None),
         })
@@ -189,9 +196,18 @@ impl Engine {
                 inner.budget_exhausted(format!("wall time {s}s"));
             })
         });
+        let warmup = inner.clone().start_warmup(self.warmup);
+        if warmup.is_some() {
+            // Its request goes into the device's queue first: the first candidate's
+            // evaluation then finds the figures cached.
+            tokio::task::yield_now().await;
+        }
         let outcome = inner.clone().pipeline().await;
         if let Some(w) = wall {
             w.abort();
+        }
+        if let Some(w) = warmup {
+            w.end();
         }
         outcome
     }

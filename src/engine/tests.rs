@@ -174,6 +174,67 @@ fn assert_files_behind_events(session: &SessionDir) {
     }
 }
 
+/// Issue 38: the torch.compile baseline the task check left out is measured as the run
+/// starts, by a task check of its own queued before the first candidate's evaluation, and
+/// the console says so, and says when it gave no figure.
+#[tokio::test]
+async fn the_compile_baseline_left_out_of_the_task_check_is_measured_as_the_run_starts() {
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let llm = Arc::new(FakeLlm::new(standard));
+    let mut setup = fakes::setup(
+        d.session.clone(),
+        SessionState::default(),
+        eval.clone(),
+        llm.clone(),
+        pipeline(),
+        Device::Cuda(0),
+    );
+    setup.warmup = super::warmup_plan::BaselineWarmup::Compile {
+        device: Device::Cuda(0),
+    };
+    let engine = Arc::new(Engine::new(setup).unwrap());
+    let steering = fakes::steer(&engine, approve_all());
+    let outcome = engine.run().await;
+    engine.stop_actions();
+    steering.abort();
+    assert_eq!(outcome.end, RunEnd::Complete, "{}", outcome.reason);
+    let requests = eval.requests();
+    let first = &requests[0];
+    assert!(
+        first.reference_only && first.settings.compile_baseline,
+        "{first:?}"
+    );
+    assert_eq!(first.task, d.session.file("task.py"));
+    assert_eq!(
+        requests.iter().filter(|r| r.reference_only).count(),
+        1,
+        "one warm-up"
+    );
+    let logs: Vec<String> = d
+        .session
+        .read_events()
+        .unwrap()
+        .records
+        .into_iter()
+        .filter_map(|r| match r.event {
+            Event::Log { tag, message, .. } if tag == "baseline" => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        logs[0].contains("timing the reference under torch.compile on cuda:0"),
+        "{logs:?}"
+    );
+    // The fake's task check has no compile figures: said, and left to each evaluation.
+    assert!(logs[1].contains("not measured ahead"), "{logs:?}");
+    // Without a warm-up nothing of the kind is sent.
+    let d = dir();
+    let eval = Arc::new(FakeEvaluator::default());
+    let _ = run(&d.session, &eval, &llm, pipeline(), Device::Cuda(0)).await;
+    assert!(eval.requests().iter().all(|r| !r.reference_only));
+}
+
 #[tokio::test]
 async fn the_whole_pipeline_on_the_cpu() {
     let d = dir();

@@ -21,6 +21,7 @@ use crate::config::{Config, EvalConfig};
 use crate::engine::llm_backend::{ClientLlm, ManualLlm};
 use crate::engine::ports::{EvalPort, LlmPort};
 use crate::engine::runner::{Engine, RunOutcome};
+use crate::engine::warmup_plan::BaselineWarmup;
 use crate::eval::devices::DeviceSet;
 use crate::eval::{self, Device, EvalRequest};
 use crate::protocol::{Command, EngineState, Event, EventRecord, LogLevel, manual};
@@ -161,6 +162,28 @@ pub async fn check_task(
         }
         Ok(r) => TaskCheck::Refused(r.summary),
         Err(err) => TaskCheck::EvaluatorFailed(err),
+    }
+}
+
+/// A session's task check: `check_task` with torch.compile left to the run where it can be
+/// (`engine::warmup_plan::plan`: the first LLM call does not wait for it), and what the run then
+/// measures as it starts (nothing where the check did not pass).
+pub async fn check_task_for_session(
+    evaluator: &dyn EvalPort,
+    task: &Path,
+    device: Device,
+    settings: &EvalConfig,
+) -> (TaskCheck, BaselineWarmup) {
+    let (check_settings, warmup) = crate::engine::warmup_plan::plan(settings, device);
+    match check_task(evaluator, task, device, &check_settings).await {
+        TaskCheck::Ready(line, result) if warmup != BaselineWarmup::Nothing => (
+            TaskCheck::Ready(
+                format!("{line}; torch.compile is timed as the session starts"),
+                result,
+            ),
+            warmup,
+        ),
+        check => (check, BaselineWarmup::Nothing),
     }
 }
 
@@ -328,6 +351,7 @@ impl Stored {
         devices: DeviceSet,
         llm: Arc<dyn LlmPort>,
         prompts: crate::prompts::PromptSet,
+        warmup: BaselineWarmup,
     ) -> (crate::engine::runner::EngineSetup, SessionLock) {
         let setup = crate::engine::runner::EngineSetup {
             session: self.session,
@@ -339,6 +363,7 @@ impl Stored {
             pipeline: self.pipeline,
             llm,
             prompts,
+            warmup,
         };
         (setup, self.lock)
     }
@@ -443,6 +468,47 @@ mod tests {
     use super::*;
     use crate::protocol::{GateKind, Mode};
     use crate::session::store::EventWriter;
+
+    /// Issue 38: on a GPU a session's task check leaves torch.compile to the run (it says
+    /// so); on the CPU, or where the check fails, nothing is left over.
+    #[tokio::test]
+    async fn a_sessions_task_check_leaves_torch_compile_to_the_run_on_a_gpu() {
+        use crate::engine::fakes::FakeEvaluator;
+        let dir = tempfile::tempdir().unwrap();
+        let task = dir.path().join("task.py");
+        std::fs::write(&task, "# a task\n").unwrap();
+        let settings = EvalConfig::default();
+        let eval = FakeEvaluator::default();
+        let (check, warmup) =
+            check_task_for_session(&eval, &task, Device::Cuda(0), &settings).await;
+        assert_eq!(
+            warmup,
+            BaselineWarmup::Compile {
+                device: Device::Cuda(0)
+            }
+        );
+        assert!(
+            check
+                .line("t", Device::Cuda(0))
+                .ends_with("; torch.compile is timed as the session starts"),
+            "{}",
+            check.line("t", Device::Cuda(0))
+        );
+        let sent = eval.requests();
+        assert!(sent[0].reference_only && !sent[0].settings.compile_baseline);
+        let (check, warmup) = check_task_for_session(&eval, &task, Device::Cpu, &settings).await;
+        assert_eq!(warmup, BaselineWarmup::Nothing);
+        assert!(!check.line("t", Device::Cpu).contains("torch.compile"));
+        std::fs::write(&task, "# FAKE-FAIL:task\n").unwrap();
+        let (check, warmup) =
+            check_task_for_session(&eval, &task, Device::Cuda(0), &settings).await;
+        assert!(!check.is_ready());
+        assert_eq!(
+            warmup,
+            BaselineWarmup::Nothing,
+            "nothing to warm up for a refused task"
+        );
+    }
 
     /// A stopped session started in step mode and switched to auto mid-run.
     fn switched_session(dir: &Path) -> PathBuf {
