@@ -82,7 +82,10 @@ async def evaluate_with_progress(client) -> dict:
     progress = [p for p, _, _ in seen]
     assert all(b > a for a, b in zip(progress, progress[1:])), seen
     assert {t for _, t, _ in seen} == {7}, seen  # set-up, 5 trials, the signed-input trial
-    assert progress[-1] == 6, seen
+    # The last step reached is the signed-input trial's (6), or a part of it (its oracle,
+    # the reading of the compiled kernels after it): never the total, never short of it.
+    assert 6 <= progress[-1] < 7, seen
+    assert any(m == "signed-input trial" for _, _, m in seen), seen
     assert all(m for _, _, m in seen), seen
     return {"progress": len(seen), "phases": [m for _, _, m in seen]}
 
