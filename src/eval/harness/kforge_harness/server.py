@@ -120,7 +120,8 @@ class Zygote:
                 pid: Optional[int] = message.get("pid")
                 return pid
 
-    def await_exit(self, rid: Optional[str], logs: Sequence[Optional[LogTail]], kill_after_s: float) -> Optional[Message]:
+    def await_exit(self, rid: Optional[str], logs: Sequence[Optional[LogTail]],
+                   kill_after_s: float) -> Optional[Message]:
         """The zygote's word that process `rid` and everything it started are gone, its
         status and strays (None if the zygote stopped answering); `logs` (LogTails) drained
         meanwhile: a process blocked on a full pipe would never end. Killed after
@@ -663,7 +664,8 @@ def in_child(query: Callable[[], Dict[str, Any]], what: str, timeout_s: float) -
     status = reap(pid)
     try:
         # JSON that this server's own child wrote: an object (or nothing)
-        found: Dict[str, Any] = json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, what, "the " + what)}
+        found: Dict[str, Any] = json.loads(b"".join(chunks) or b"{}") or {
+            "error": describe_exit(status, what, "the " + what)}
         return found
     except ValueError:
         return {"error": describe_exit(status, what, "the " + what)}

@@ -161,8 +161,9 @@ def fill_time(slots: Any, gate: Optional[HostGate], forwards: int = 1) -> float:
     from .tensors import flatten_outputs
 
     tensors = [t for _, t in flatten_outputs(slots) if isinstance(t, torch.Tensor)]
-    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # torch leaves Event.__init__ unannotated
-    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # as above
+    # torch leaves cuda.Event.__init__ unannotated
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     stream = torch.cuda.current_stream()
     times: List[float] = []
     for _ in range(11):

@@ -393,7 +393,8 @@ class OracleRecord(Record):
 
 # -- checking ------------------------------------------------------------------------
 
-JSON_TYPES: Dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
+JSON_TYPES: Dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object",
+                               list: "array"}
 
 
 def json_type(value: object) -> str:

@@ -369,8 +369,9 @@ class Worker:
             with torch.no_grad():
                 wait_value(stream, a, seq)
                 for inputs, slots in self.sets[:count]:
-                    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # torch leaves Event.__init__ unannotated
-                    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]  # as above
+                    # torch leaves cuda.Event.__init__ unannotated
+                    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                     start.record(stream)
                     out = self.null_outputs() if request["mode"] == "null" else self.model(*inputs)
                     stop.record(stream)
@@ -458,7 +459,8 @@ def relocate_tensors(tensors: Sequence[torch.Tensor], kept: List[object]) -> int
             old = t.untyped_storage()
             key = old.data_ptr()
             if key not in copies:
-                copies[key] = old.clone()  # type: ignore[no-untyped-call]  # torch leaves UntypedStorage.clone unannotated
+                # torch leaves UntypedStorage.clone unannotated
+                copies[key] = old.clone()  # type: ignore[no-untyped-call]
                 moved += old.nbytes()
                 kept.append(old)
             view = torch.empty(0, dtype=t.dtype, device=t.device)
