@@ -275,20 +275,15 @@ class Server:
         """Starts the kernels' zygote without waiting for it (see Zygote.wait_ready)."""
         if self.zygote:
             self.zygote.stop()
-        self.zygote = Zygote(self.sandbox, self.policy("kernel"), self.scratch_for("kernel"), "kernel")
+        self.zygote = Zygote(self.sandbox, self.policy("kernel"), scratch_dir(self.scratch_root, "kernel"), "kernel")
         return self.zygote
 
     def start_judges(self) -> Zygote:
         """Starts the tasks' zygote without waiting for it."""
         if self.judges:
             self.judges.stop()
-        self.judges = Zygote(self.sandbox, self.policy("task"), self.scratch_for("task"), "task")
+        self.judges = Zygote(self.sandbox, self.policy("task"), scratch_dir(self.scratch_root, "task"), "task")
         return self.judges
-
-    def scratch_for(self, role: str) -> str:
-        path = os.path.join(self.scratch_root, role)
-        os.makedirs(path, exist_ok=True)
-        return path
 
     def ensure_zygote(self, fresh: bool) -> Tuple[Zygote, Optional[str]]:
         """The running kernels' zygote, started when needed; and, when the last one had died
@@ -447,10 +442,9 @@ class Server:
         try:
             judges, server_end, judge_log = self.start_judge(job, judge_end, worker_pid)
         except (HarnessError, OSError) as e:
-            if zygote is not None:
+            if zygote is not None and worker_log is not None:  # both started by start_worker
                 zygote.kill(rid)
                 zygote.await_exit(rid, [worker_log], 0)
-            if worker_log is not None:  # started with the zygote's worker
                 worker_log.close()
             return fail(result, "harness", "cannot start the task's process: %s" % e,
                         details={"kernel_loaded": False})
@@ -487,7 +481,7 @@ class Server:
         if final is not None:
             final = checked(final, result, self.sandbox_record())
             final["server_phases_s"] = server_s
-        out = ending(job, final, ended_by, (judge or {}).get("status"), log)
+        out: Dict[str, Any] = ending(job, final, ended_by, (judge or {}).get("status"), log)
         if final is not None and out is final and out.get("category") == "crash" and worker is not None \
                 and worker_death_explains(worker, out.get("details")):
             # The worker died: say how (the judge only saw its channel close).
@@ -502,8 +496,7 @@ class Server:
         add_log(out, job, log)
         if out.get("category") not in (None, "syntax", "static_check") and out.get("message"):
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
-        result_out: Dict[str, Any] = out
-        return result_out
+        return out
 
     def watch(self, job: ServerJob, channel: socket.socket, keeper: cachekeeper.Keeper,
               logs: Sequence[Optional[LogTail]]) -> Tuple[Any, Optional[str]]:
@@ -575,6 +568,13 @@ class Server:
             for log in tails:
                 if log.fd is not None and log.fd in self.selector.get_map():
                     self.selector.unregister(log.fd)
+
+def scratch_dir(root: str, role: str) -> str:
+    """The directory under `root` where a zygote of `role` gives its processes theirs (no sandbox)."""
+    path = os.path.join(root, role)
+    os.makedirs(path, exist_ok=True)
+    return path
+
 
 def device_info() -> Dict[str, Any]:
     """Runs in a forked child: the server must never initialize CUDA."""
