@@ -68,9 +68,17 @@ class Draw(TypedDict, total=False):
     max_draws: int
 
 
+class SetDescriptors(TypedDict):
+    """One further set of a window of several forwards (timed.widen): its inputs and
+    output slots."""
+
+    inputs: Descriptor
+    outputs: Descriptor
+
+
 class Sets(TypedDict):
     op: Literal["sets"]
-    sets: list[list[Descriptor]]  # [inputs, outputs] of each further set (timed.widen)
+    sets: list[SetDescriptors]  # each further set (timed.widen)
 
 
 class Relocate(TypedDict):

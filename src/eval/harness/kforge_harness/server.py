@@ -15,6 +15,8 @@ Protocol with kforge (one JSON object per line):
   -> {"op": "shutdown"}
 """
 
+from __future__ import annotations
+
 import json
 import os
 import platform
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, MutableMapping, Optional, Sequence, Tuple
 
 from . import cachekeeper, envelope, knobs, protocol, sandbox, wire
 from .device import device_description, versions
@@ -37,6 +40,9 @@ from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
 from .wire import WireError
 from .serverjob import KERNEL_LOADING, ServerJob, add_log, checked, ending  # noqa: F401 -- KERNEL_LOADING: its home before
+from .peaks import Peaks
+from .protocol import Message
+from .wire import ResultRecord
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_JUDGE_LINE = 64 << 20  # bytes of one line from a judge (its result, with its trials)
@@ -48,7 +54,7 @@ class Zygote:
     """A sandboxed process that forks an evaluation's processes (zygote.py), and its control
     channel: the kernels' zygote forks workers, the tasks' zygote judges (`role`)."""
 
-    def __init__(self, info, policy, scratch, role="kernel"):
+    def __init__(self, info: sandbox.SandboxInfo, policy: sandbox.Policy, scratch: str, role: str = "kernel") -> None:
         """scratch: where the zygote gives its processes their directories: the sandbox's
         private /tmp, or (no sandbox) a directory of the server's own, one per zygote."""
         self.info = info
@@ -63,10 +69,10 @@ class Zygote:
                                         start_new_session=True, env=None if info.kind != "none" else policy.env)
         theirs.close()
         self.control = ours
-        self.exited = {}  # id -> {"status", "strays"}
-        self.hello = {}
+        self.exited: Dict[object, Message] = {}  # id -> {"status", "strays"}
+        self.hello: Message = {}
 
-    def wait_ready(self):
+    def wait_ready(self) -> None:
         """Waits for the zygote's hello (it imports torch and triton first: started early,
         that import overlaps with the server's own and with the first job's arrival)."""
         if self.hello:
@@ -77,7 +83,8 @@ class Zygote:
             self.stop()
             err = b""
             try:
-                err = self.process.stderr.read() if self.process.poll() is not None else b""
+                stderr = self.process.stderr  # a pipe (Popen's stderr=PIPE)
+                err = stderr.read() if stderr is not None and self.process.poll() is not None else b""
             except OSError:
                 pass
             raise HarnessError("the sandboxed %s process did not start (%s): %s" % (
@@ -85,7 +92,7 @@ class Zygote:
                 (hello or {}).get("error") or first_line(err.decode(errors="replace")) or "no answer"))
         self.hello = hello
 
-    def read(self):
+    def read(self) -> Optional[Message]:
         try:
             message, fds = protocol.recv_with_fds(self.control)
         except (OSError, ValueError, protocol.ProtocolViolation):
@@ -96,10 +103,11 @@ class Zygote:
             self.exited[message.get("id")] = message
         return message
 
-    def alive(self):
+    def alive(self) -> bool:
         return self.process.poll() is None
 
-    def fork(self, rid, job, fds, avoid_pid=None):
+    def fork(self, rid: Optional[str], job: Mapping[str, object], fds: Iterable[int],
+             avoid_pid: Optional[int] = None) -> Optional[int]:
         """Has the zygote fork the evaluation's process with `fds` (zygote.py says which), with a
         pid other than `avoid_pid` in the zygote's namespace; returns its pid there."""
         protocol.send_fds(self.control, {"op": "fork", "id": rid, "job": job, "avoid_pid": avoid_pid}, list(fds))
@@ -109,9 +117,11 @@ class Zygote:
                 raise HarnessError("the sandboxed %s process stopped answering"
                                    % ("judge" if self.role == "task" else "worker"))
             if message.get("type") == "forked" and message.get("id") == rid:
-                return message.get("pid")
+                pid: Optional[int] = message.get("pid")
+                return pid
 
-    def await_exit(self, rid, logs, kill_after_s):
+    def await_exit(self, rid: Optional[str], logs: Sequence[Optional[LogTail]],
+                   kill_after_s: float) -> Optional[Message]:
         """The zygote's word that process `rid` and everything it started are gone, its
         status and strays (None if the zygote stopped answering); `logs` (LogTails) drained
         meanwhile: a process blocked on a full pipe would never end. Killed after
@@ -130,7 +140,7 @@ class Zygote:
                 deadline = time.time() + WORKER_EXIT_GRACE_S
                 continue
             open_logs = [log for log in logs if log is not None and log.open]
-            ready, _, _ = select.select([self.control] + [log.fd for log in open_logs], [], [], remaining)
+            ready, _, _ = select.select([self.control] + [log.reader() for log in open_logs], [], [], remaining)
             for log in open_logs:
                 if log.fd in ready:
                     log.drain()
@@ -138,13 +148,13 @@ class Zygote:
                 return None
         return self.exited.pop(rid)
 
-    def kill(self, rid):
+    def kill(self, rid: Optional[str]) -> None:
         try:
             protocol.send(self.control, {"op": "kill", "id": rid})
         except OSError:
             pass
 
-    def stop(self):
+    def stop(self) -> None:
         try:
             self.control.close()
         except OSError:
@@ -160,9 +170,9 @@ class Zygote:
 
 
 class Server:
-    def __init__(self, proto, hidden_paths):
+    def __init__(self, proto: IO[str], hidden_paths: Sequence[str]) -> None:
         self.proto = proto
-        self.pending = []
+        self.pending: List[Any] = []  # requests read and not yet handled: decoded JSON, any value
         self.buffer = b""
         self.stdin_open = True
         self.selector = selectors.DefaultSelector()
@@ -174,15 +184,15 @@ class Server:
         # each (in a sandbox they live in its private /tmp); ncu's inputs go to the first.
         self.private_root = tempfile.mkdtemp(prefix="kforge-judge-")
         self.scratch_root = tempfile.mkdtemp(prefix="kforge-scratch-")
-        self.zygote = None  # the kernels' (workers)
-        self.judges = None  # the tasks' (judges)
-        self.peaks = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
+        self.zygote: Optional[Zygote] = None  # the kernels' (workers)
+        self.judges: Optional[Zygote] = None  # the tasks' (judges)
+        self.peaks: Dict[str, Peaks] = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
 
-    def send(self, obj):
+    def send(self, obj: Mapping[str, Any]) -> None:
         self.proto.write(json.dumps(obj, default=str) + "\n")
         self.proto.flush()
 
-    def read_stdin(self):
+    def read_stdin(self) -> None:
         try:
             chunk = os.read(0, 1 << 16)
         except OSError:
@@ -200,14 +210,14 @@ class Server:
                 except ValueError:
                     self.send(envelope.Error(None, "malformed request line").message())
 
-    def next_request(self):
+    def next_request(self) -> Any:
         while not self.pending and self.stdin_open:
             for key, _ in self.selector.select():
                 if key.data == "stdin":
                     self.read_stdin()
         return self.pending.pop(0) if self.pending else None
 
-    def loop(self):
+    def loop(self) -> None:
         try:
             while True:
                 request = self.next_request()
@@ -234,7 +244,7 @@ class Server:
             shutil.rmtree(self.private_root, ignore_errors=True)
             shutil.rmtree(self.scratch_root, ignore_errors=True)
 
-    def answer(self, request):
+    def answer(self, request: envelope.Request) -> Optional[envelope.Event]:
         """The event that answers `request` (envelope.py); None for a late cancel (nothing
         runs between evaluations)."""
         if isinstance(request, envelope.Eval):
@@ -254,60 +264,59 @@ class Server:
             return envelope.Info(request.id, request.OP, ncu_check())
         return None  # a cancel with nothing running is harmless
 
-    def sandbox_record(self):
+    def sandbox_record(self) -> Dict[str, Any]:
         return sandbox_record(self.sandbox)
 
-    def policy(self, role="kernel"):
+    def policy(self, role: str = "kernel") -> sandbox.Policy:
         return sandbox.default_policy(harness_dir=HARNESS_DIR, hidden_paths=self.hidden_paths,
                                       interpret=self.interpret, device_env=dict(os.environ), role=role)
 
-    def start_zygote(self):
+    def start_zygote(self) -> Zygote:
         """Starts the kernels' zygote without waiting for it (see Zygote.wait_ready)."""
         if self.zygote:
             self.zygote.stop()
-        self.zygote = Zygote(self.sandbox, self.policy("kernel"), self.scratch_for("kernel"), "kernel")
+        self.zygote = Zygote(self.sandbox, self.policy("kernel"), scratch_dir(self.scratch_root, "kernel"), "kernel")
+        return self.zygote
 
-    def start_judges(self):
+    def start_judges(self) -> Zygote:
         """Starts the tasks' zygote without waiting for it."""
         if self.judges:
             self.judges.stop()
-        self.judges = Zygote(self.sandbox, self.policy("task"), self.scratch_for("task"), "task")
+        self.judges = Zygote(self.sandbox, self.policy("task"), scratch_dir(self.scratch_root, "task"), "task")
+        return self.judges
 
-    def scratch_for(self, role):
-        path = os.path.join(self.scratch_root, role)
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def ensure_zygote(self, fresh):
+    def ensure_zygote(self, fresh: bool) -> Tuple[Zygote, Optional[str]]:
         """The running kernels' zygote, started when needed; and, when the last one had died
         (a kernel cannot do that: it is its pid namespace's init and ignores signals), how it
         ended."""
         lost = None
-        if self.zygote is not None and not self.zygote.alive():
-            lost = describe_exit(self.zygote.process.returncode, None, "it")  # Popen's returncode: reap()'s terms
-        if fresh or self.zygote is None or lost:
-            self.start_zygote()
+        zygote = self.zygote
+        if zygote is not None and not zygote.alive():
+            lost = describe_exit(zygote.process.returncode, None, "it")  # Popen's returncode: reap()'s terms
+        if fresh or zygote is None or lost:
+            zygote = self.start_zygote()
         try:
-            self.zygote.wait_ready()
+            zygote.wait_ready()
         except HarnessError:
             self.zygote = None
             raise
-        return self.zygote, lost
+        return zygote, lost
 
-    def ensure_judges(self):
+    def ensure_judges(self) -> Zygote:
         """The running tasks' zygote, started again when it has died."""
-        if self.judges is None or not self.judges.alive():
-            self.start_judges()
+        judges = self.judges
+        if judges is None or not judges.alive():
+            judges = self.start_judges()
         try:
-            self.judges.wait_ready()
+            judges.wait_ready()
         except HarnessError:
             self.judges = None
             raise
-        return self.judges
+        return judges
 
     # -- evaluation ---------------------------------------------------------
 
-    def run_eval(self, rid, job):
+    def run_eval(self, rid: Optional[str], job: Dict[str, Any]) -> Dict[str, Any]:
         started = time.time()
         # Checked once, before anything runs: a job this harness does not know how to read
         # (a kforge of another version) is an error naming the key, never a default.
@@ -333,18 +342,18 @@ class Server:
                  "run the %s" % (self.sandbox.reason, "task" if spec.reference_only else "task and the kernel"))
             result["duration_s"] = time.time() - started
             return result
-        job = ServerJob(rid, raw, spec, result, task_source=task_source, kernel_source=kernel_source)
-        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], job.fields(),
+        server_job = ServerJob(rid, raw, spec, result, task_source=task_source, kernel_source=kernel_source)
+        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], server_job.fields(),
                                     peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir))
-        outcome = self.run_judge(job, keeper, with_worker=not spec.reference_only)
+        outcome = self.run_judge(server_job, keeper, with_worker=not spec.reference_only)
         outcome["duration_s"] = time.time() - started
         if outcome.get("correct") and spec.profile and spec.device != "cpu":
             from .ncu import run_ncu
 
-            outcome["profile"] = run_ncu(job.fields(), self.sandbox, self.policy(), self.private_root)
+            outcome["profile"] = run_ncu(server_job.fields(), self.sandbox, self.policy(), self.private_root)
         return outcome
 
-    def start_worker(self, job):
+    def start_worker(self, job: ServerJob) -> Tuple[Zygote, socket.socket, LogTail, Optional[int]]:
         """The worker forked by the kernels' zygote: (the zygote, the judge's end of its channel,
         its log, its pid in the kernels' sandbox)."""
         rid, spec, result = job.rid, job.spec, job.result
@@ -367,7 +376,7 @@ class Server:
                       "precision": spec.settings.precision or DEFAULT_POLICY}
         try:
             try:
-                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
+                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.writer()])
             except (HarnessError, OSError) as e:
                 # The zygote died between two evaluations (its launcher may not have been reaped
                 # yet, so it looked alive): a new one, once, and the result says so.
@@ -375,7 +384,7 @@ class Server:
                     raise
                 zygote, _ = self.ensure_zygote(fresh=True)  # stops the old one first
                 zygote_restarted(result, e)
-                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.write_fd])
+                pid = zygote.fork(rid, worker_job, [worker_end.fileno(), worker_log.writer()])
         except BaseException:
             judge_end.close()
             worker_log.close()
@@ -385,7 +394,8 @@ class Server:
         worker_log.writer_gone()
         return zygote, judge_end, worker_log, pid
 
-    def start_judge(self, job, judge_end, worker_pid=None):
+    def start_judge(self, job: ServerJob, judge_end: Optional[socket.socket],
+                    worker_pid: Optional[int] = None) -> Tuple[Zygote, socket.socket, LogTail]:
         """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
         judge_end: its end of the worker's channel (None: a task check); its pid differs from
         `worker_pid` (the worker's in its own sandbox: CUDA IPC between them needs it)."""
@@ -395,7 +405,7 @@ class Server:
                                        "imports them itself, slower" % judges.hello["preimport_error"])
         server_end, judge_server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         judge_log = LogTail()
-        fds = [judge_server_end.fileno(), judge_log.write_fd] + ([judge_end.fileno()] if judge_end else [])
+        fds = [judge_server_end.fileno(), judge_log.writer()] + ([judge_end.fileno()] if judge_end else [])
         try:
             judges.fork(job.rid, {}, fds, avoid_pid=worker_pid)
         except BaseException:
@@ -412,13 +422,16 @@ class Server:
             pass  # the judge is gone already: its end says how
         return judges, server_end, judge_log
 
-    def run_judge(self, job, keeper, with_worker):
+    def run_judge(self, job: ServerJob, keeper: cachekeeper.Keeper, with_worker: bool) -> Dict[str, Any]:
         """One evaluation's judge (and, `with_worker`, its worker) from start to result."""
         rid, result, spec = job.rid, job.result, job.spec
         # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
         server_s = result.setdefault("server_phases_s", {})
         mark = time.time()
-        zygote = judge_end = worker_log = worker_pid = None
+        zygote: Optional[Zygote] = None
+        judge_end: Optional[socket.socket] = None
+        worker_log: Optional[LogTail] = None
+        worker_pid: Optional[int] = None
         if with_worker:
             try:
                 zygote, judge_end, worker_log, worker_pid = self.start_worker(job)
@@ -429,7 +442,7 @@ class Server:
         try:
             judges, server_end, judge_log = self.start_judge(job, judge_end, worker_pid)
         except (HarnessError, OSError) as e:
-            if zygote is not None:
+            if zygote is not None and worker_log is not None:  # both started by start_worker
                 zygote.kill(rid)
                 zygote.await_exit(rid, [worker_log], 0)
                 worker_log.close()
@@ -450,7 +463,7 @@ class Server:
         # the grace to end by itself, so that its status says how it ended.
         judge = judges.await_exit(rid, [judge_log, worker_log],
                                   0 if final is not None or ended_by else WORKER_EXIT_GRACE_S)
-        worker = None
+        worker: Optional[Message] = None
         if zygote is not None:
             worker = zygote.await_exit(rid, [worker_log],
                                        0 if ended_by or final is None or not final.get("correct")
@@ -468,8 +481,8 @@ class Server:
         if final is not None:
             final = checked(final, result, self.sandbox_record())
             final["server_phases_s"] = server_s
-        out = ending(job, final, ended_by, (judge or {}).get("status"), log)
-        if final is not None and out is final and out.get("category") == "crash" \
+        out: Dict[str, Any] = ending(job, final, ended_by, (judge or {}).get("status"), log)
+        if final is not None and out is final and out.get("category") == "crash" and worker is not None \
                 and worker_death_explains(worker, out.get("details")):
             # The worker died: say how (the judge only saw its channel close).
             phase = out.get("phase") or result.get("phase")
@@ -485,7 +498,8 @@ class Server:
             out["log"] = tail_bytes(out["log"] + "\n" + out["message"])
         return out
 
-    def watch(self, job, channel, keeper, logs):
+    def watch(self, job: ServerJob, channel: socket.socket, keeper: cachekeeper.Keeper,
+              logs: Sequence[Optional[LogTail]]) -> Tuple[Any, Optional[str]]:
         """Relays the judge's progress until its result; answers its requests (`keeper`:
         what the server keeps for it); enforces the deadline and cancels; drains the logs
         (LogTails or None) so that no process blocks on a full pipe. Returns (the judge's
@@ -496,12 +510,12 @@ class Server:
         deadline = started + job.spec.settings.timeout_s
         read_fd = channel.fileno()
         self.selector.register(read_fd, selectors.EVENT_READ, "judge")
-        logs = [log for log in logs if log is not None]
-        for log in logs:
-            self.selector.register(log.fd, selectors.EVENT_READ, log)
+        tails = [log for log in logs if log is not None]
+        for log in tails:
+            self.selector.register(log.reader(), selectors.EVENT_READ, log)
         data = b""
-        final = None
-        ended_by = None
+        final: Any = None  # the judge's result: decoded JSON, checked by serverjob.checked
+        ended_by: Optional[str] = None
         try:
             while True:
                 remaining = deadline - time.time()
@@ -519,7 +533,7 @@ class Server:
                         continue
                     if isinstance(key.data, LogTail):
                         if not key.data.drain():
-                            self.selector.unregister(key.data.fd)
+                            self.selector.unregister(key.data.reader())
                         continue
                     try:
                         chunk = os.read(read_fd, 1 << 16)
@@ -551,16 +565,23 @@ class Server:
                     return final, ended_by
         finally:
             self.selector.unregister(read_fd)
-            for log in logs:
+            for log in tails:
                 if log.fd is not None and log.fd in self.selector.get_map():
                     self.selector.unregister(log.fd)
 
-def device_info():
+def scratch_dir(root: str, role: str) -> str:
+    """The directory under `root` where a zygote of `role` gives its processes theirs (no sandbox)."""
+    path = os.path.join(root, role)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def device_info() -> Dict[str, Any]:
     """Runs in a forked child: the server must never initialize CUDA."""
-    def query():
+    def query() -> Dict[str, Any]:
         import torch
 
-        info = {"cuda_available": torch.cuda.is_available()}
+        info: Dict[str, Any] = {"cuda_available": torch.cuda.is_available()}
         info["devices"] = [device_description(i) for i in range(torch.cuda.device_count())] \
             if info["cuda_available"] else []
         info["cuda_version"] = torch.version.cuda
@@ -568,10 +589,10 @@ def device_info():
 
     return in_child(query, "device query", 120)
 
-def device_peaks(cache_dir):
+def device_peaks(cache_dir: Optional[str]) -> Dict[str, Any]:
     """Each CUDA device's measured peaks (peaks.py), cached or measured now, in a forked
     child (the server must never initialize CUDA): what `kforge doctor` shows."""
-    def query():
+    def query() -> Dict[str, Any]:
         import torch
 
         from . import peaks
@@ -589,13 +610,13 @@ def device_peaks(cache_dir):
     return in_child(query, "peaks measurement", 300)
 
 
-def measured_peaks(kept, device, cache_dir):
+def measured_peaks(kept: Dict[str, Peaks], device: str, cache_dir: Optional[str]) -> Peaks:
     """The device's peaks (peaks.py), read from the cache or measured, in a forked child
     of this server's (no task's code runs there: a task could otherwise forge the peaks
     every task's bound is taken against); once per device for the server's life (`kept`:
     the server's peaks by device)."""
     if device not in kept:
-        def query():
+        def query() -> Peaks:
             import torch
 
             from . import peaks
@@ -612,7 +633,7 @@ def measured_peaks(kept, device, cache_dir):
     return dict(kept[device])
 
 
-def in_child(query, what, timeout_s):
+def in_child(query: Callable[[], Dict[str, Any]], what: str, timeout_s: float) -> Dict[str, Any]:
     """`query()`'s JSON-able answer, computed in a forked child (CUDA is initialized there,
     never in the server); {"error": ...} where it raised or the child died."""
     import select
@@ -630,7 +651,7 @@ def in_child(query, what, timeout_s):
         finally:
             os._exit(0)
     os.close(write_fd)
-    chunks = []
+    chunks: List[bytes] = []
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         if select.select([read_fd], [], [], 1.0)[0]:
@@ -642,12 +663,15 @@ def in_child(query, what, timeout_s):
     kill_group(pid, own_group=False)
     status = reap(pid)
     try:
-        return json.loads(b"".join(chunks) or b"{}") or {"error": describe_exit(status, what, "the " + what)}
+        # JSON that this server's own child wrote: an object (or nothing)
+        found: Dict[str, Any] = json.loads(b"".join(chunks) or b"{}") or {
+            "error": describe_exit(status, what, "the " + what)}
+        return found
     except ValueError:
         return {"error": describe_exit(status, what, "the " + what)}
 
 
-def sandbox_record(info):
+def sandbox_record(info: sandbox.SandboxInfo) -> Dict[str, Any]:
     """The result's and the hello's `sandbox`: the mechanism, and that tasks and kernels
     each run in one of their own (`task`: docs/security.md, "The task sandbox")."""
     enforced = info.kind != "none"
@@ -658,7 +682,7 @@ def sandbox_record(info):
                                "NO SANDBOX: the task's code ran with your rights (%s)" % info.reason}}
 
 
-def answer(channel, reply):
+def answer(channel: socket.socket, reply: Mapping[str, Any]) -> None:
     """The server's answer to a judge's request (judgeproc.ServerLink.ask)."""
     try:
         channel.sendall(json.dumps({"answer": reply}, default=str).encode() + b"\n")
@@ -666,13 +690,13 @@ def answer(channel, reply):
         pass  # the judge is gone: its end says how
 
 
-def zygote_restarted(result, why):
+def zygote_restarted(result: MutableMapping[str, Any], why: object) -> None:
     result["flags"].append("zygote_restarted")
     result["notes"].append("the sandbox's worker-forking process had died since the last evaluation (%s) "
                            "and was started again" % why)
 
 
-def static_verdict(spec, result, kernel_source):
+def static_verdict(spec: wire.Job, result: ResultRecord, kernel_source: str) -> bool:
     """The static checks of the kernel (none for a task check), their report and the
     source's precision findings into `result`; True where they fail it (its result then
     says how)."""
@@ -696,7 +720,7 @@ def static_verdict(spec, result, kernel_source):
     return False
 
 
-def fail_static(result, category, report, syntax):
+def fail_static(result: ResultRecord, category: str, report: Dict[str, Any], syntax: Optional[Dict[str, Any]]) -> None:
     if category == "syntax":
         summary = report["errors"][0]["message"]
         message = summary
@@ -711,7 +735,7 @@ def fail_static(result, category, report, syntax):
             for e in report["errors"]), {"errors": report["errors"]})
 
 
-def worker_death_explains(worker, details):
+def worker_death_explains(worker: Optional[Mapping[str, Any]], details: Optional[Mapping[str, Any]]) -> bool:
     """Whether the worker's end explains a `crash` verdict: the judge saw only its channel
     close (`channel_closed` in the verdict's details, judge.WorkerLink) and the worker died
     of a signal or an unusual status. A judge that caught the kernel itself (a forged
@@ -725,7 +749,7 @@ def worker_death_explains(worker, details):
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 
 
-def scrub_environment(env):
+def scrub_environment(env: MutableMapping[str, str]) -> None:
     """The server's own hygiene (kforge already starts it with an allow-listed environment;
     both sandboxes build theirs from an allow-list again): no credential-like variable stays
     in a process that forks, whatever reaches it."""
@@ -739,22 +763,34 @@ class LogTail:
     stderr. Drained as it comes (non-blocking), keeping the last LOG_LIMIT bytes; it is only
     bytes from a pipe, never a file the worker could have swapped for a link."""
 
-    def __init__(self):
-        self.fd, self.write_fd = os.pipe()
-        os.set_blocking(self.fd, False)
+    def __init__(self) -> None:
+        read_fd, write_fd = os.pipe()
+        self.fd: Optional[int] = read_fd  # None once closed
+        self.write_fd: Optional[int] = write_fd  # None once handed over or closed
+        os.set_blocking(read_fd, False)
         self.data = bytearray()
         self.open = True
 
-    def writer_gone(self):
+    def reader(self) -> int:
+        """The read end, which only close() gives up."""
+        assert self.fd is not None, "a closed LogTail read"
+        return self.fd
+
+    def writer(self) -> int:
+        """The write end, until writer_gone() or close()."""
+        assert self.write_fd is not None, "a LogTail's write end used after it was handed over"
+        return self.write_fd
+
+    def writer_gone(self) -> None:
         """The write end has been handed over: only the worker holds it now."""
-        os.close(self.write_fd)
+        os.close(self.writer())
         self.write_fd = None
 
-    def drain(self):
+    def drain(self) -> bool:
         """Reads what is there; False once the pipe is closed on the worker's side."""
         while self.open:
             try:
-                chunk = os.read(self.fd, 1 << 16)
+                chunk = os.read(self.reader(), 1 << 16)
             except BlockingIOError:
                 return True
             except OSError:
@@ -767,10 +803,10 @@ class LogTail:
                 del self.data[:-protocol.LOG_LIMIT]
         return False
 
-    def text(self):
+    def text(self) -> str:
         return bytes(self.data[-protocol.LOG_LIMIT:]).decode("utf-8", errors="replace")
 
-    def close(self):
+    def close(self) -> None:
         for fd in (self.fd, self.write_fd):
             if fd is not None:
                 try:
@@ -780,7 +816,7 @@ class LogTail:
         self.fd = self.write_fd = None
 
 
-def kill_group(pid, own_group=True):
+def kill_group(pid: int, own_group: bool = True) -> None:
     try:
         if own_group:
             os.killpg(pid, signal.SIGKILL)
@@ -790,7 +826,7 @@ def kill_group(pid, own_group=True):
         pass
 
 
-def reap(pid):
+def reap(pid: int) -> Optional[int]:
     try:
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
@@ -800,7 +836,7 @@ def reap(pid):
     return os.WEXITSTATUS(status)
 
 
-def exit_details(status):
+def exit_details(status: Optional[int]) -> Dict[str, Any]:
     if status is None:
         return {}
     if status < 0:
@@ -812,7 +848,7 @@ def exit_details(status):
     return {"exit_code": status}
 
 
-def describe_exit(status, phase, who="the kernel's process"):
+def describe_exit(status: Optional[int], phase: Optional[str], who: str = "the kernel's process") -> str:
     where = " during %s" % phase if phase else ""
     if status is None:
         return "%s vanished%s" % (who, where)
@@ -824,7 +860,7 @@ def describe_exit(status, phase, who="the kernel's process"):
     return "%s exited with code %d without a result%s" % (who, status, where)
 
 
-def serve(hidden_paths):
+def serve(hidden_paths: Sequence[str]) -> int:
     # The protocol gets a private copy of stdout; fd 1 becomes stderr so stray prints from
     # imports can never corrupt the JSON stream.
     proto = os.fdopen(os.dup(1), "w", buffering=1)

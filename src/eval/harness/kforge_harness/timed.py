@@ -10,14 +10,45 @@ process's (the kernel's own could be slowed on purpose); the kernel's process's 
 taken before its import beside the reference's, give the offset between the two processes.
 """
 
+from __future__ import annotations
+
 import random
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, overload
 
 from . import knobs, messages, timing
 from .device import thrash_l2
 from .protocol import HarnessError, KernelFailure
+from .timing import Figures
 from .window import WindowClock, WorkerGone
 from .wire import TimingStatsRecord
+
+if TYPE_CHECKING:
+    import torch
+
+    from .exchange import Lender
+    from .judge.links import WorkerLink
+    from .window import HostGate, Run
+
+# What write_inputs() of a run is: it queues the run's inputs on the judge's stream. Called
+# without arguments; `...` because the judge's calibration passes lambdas that bind a value
+# as a default argument (`lambda base=first: copy_into(side.inputs, base)`).
+WriteInputs = Callable[..., object]
+# check(i, run, privates, slot_sets): compares a checked kernel run's snapshot (time_runs).
+Check = Callable[[int, "Run", Any, List[Any]], object]
+# A snapshot of every output slot of every set: (slot, its copy) per tensor, one list per set.
+Snapshot = List[List[Tuple["torch.Tensor", "torch.Tensor"]]]
+
+
+class Refresh(Protocol):
+    """A side's input refresh (judge/inputs.refresher): `(write, privates)` for run `i`."""
+
+    def __call__(self, i: int, keep: bool, input_sets: List[Any], null: bool = False) -> Tuple[WriteInputs, Any]: ...
+
+
+def no_refresh(i: int, keep: bool, input_sets: List[Any], null: bool = False) -> Tuple[WriteInputs, Any]:
+    """A side's refresh before the judge sets it: a harness error, never a run."""
+    raise HarnessError("timed run %d: no input refresh was set for this side" % i)
 
 CALIBRATION_RUNS = 30  # per side at most, alternating
 # Calibration stops after this many runs per side (and every 5 after) once each side's
@@ -60,24 +91,33 @@ class Side:
     input set and its output slots per forward of a window), its clock, its input refresh
     and (after calibrate) its null runs."""
 
-    def __init__(self, name, link, inputs, slots, gate, lender, trusted):
+    def __init__(self, name: str, link: WorkerLink, inputs: Any, slots: Any, gate: Optional[HostGate],
+                 lender: Lender, trusted: bool) -> None:
         self.name = name
         self.link = link
         self.inputs = inputs
         self.slots = slots
-        self.sets = [(inputs, slots)]
+        self.sets: List[Tuple[Any, Any]] = [(inputs, slots)]
         self.lender = lender
         self.clock = WindowClock(gate, lender)
         self.trusted = trusted
-        self.null = None
+        self.null: Optional[Figures] = None
         self.armed_s = ARMED_FLOOR_S
-        self.refresh = None
+        self.refresh: Refresh = no_refresh
 
-    def widen(self, count):
+    def calibration(self) -> Figures:
+        """The side's null runs (calibrate): a harness error before they are taken."""
+        if self.null is None:
+            raise HarnessError("%s: timed before its null runs were calibrated" % self.name)
+        return self.null
+
+    def widen(self, count: int) -> None:
         """Lends the process input sets and output slots for windows of `count` forwards."""
         if count <= len(self.sets):
             return
-        extra, descriptors, fds = [], [], []
+        extra: List[Tuple[Any, Any]] = []
+        descriptors: List[messages.SetDescriptors] = []
+        fds: List[int] = []
         for _ in range(count - len(self.sets)):
             (inputs, slots), (input_desc, slot_desc), set_fds = self.lender.like([self.inputs, self.slots])
             extra.append((inputs, slots))
@@ -86,13 +126,15 @@ class Side:
         self.link.call(messages.Sets(op="sets", sets=descriptors), "sets_set", fds)  # closes the fds once sent
         self.sets.extend(extra)
 
-    def input_sets(self, forwards):
+    def input_sets(self, forwards: int) -> List[Any]:
         return [inputs for inputs, _ in self.sets[:forwards]]
 
-    def slot_sets(self, forwards):
+    def slot_sets(self, forwards: int) -> List[Any]:
         return [slots for _, slots in self.sets[:forwards]]
 
-    def run(self, mode, run, write_inputs, flush, armed_within_s, snapshot=None, gated=True, forwards=1):
+    def run(self, mode: str, run: int, write_inputs: WriteInputs, flush: Optional[torch.Tensor],
+            armed_within_s: Optional[float], snapshot: Optional[Callable[[], Any]] = None, gated: bool = True,
+            forwards: int = 1) -> Run:
         try:
             return self.clock.run(self.link, mode, run, write_inputs, flush, armed_within_s, snapshot, gated,
                                   forwards=forwards)
@@ -102,12 +144,13 @@ class Side:
             raise KernelFailure("crash", str(e), details={"run": run})
 
 
-def null_run(side, i, write_inputs, flush, forwards=1):
+def null_run(side: Side, i: int, write_inputs: WriteInputs, flush: Optional[torch.Tensor],
+             forwards: int = 1) -> Tuple[float, float, float]:
     run = side.run("null", -100 - i, write_inputs, flush, max(ARMED_FLOOR_S, side.armed_s), forwards=forwards)
     return (run.window_ms, run.tail_ms, run.queue_ms)
 
 
-def fill_time(slots, gate, forwards=1):
+def fill_time(slots: Any, gate: Optional[HostGate], forwards: int = 1) -> float:
     """The GPU time (ms) of filling tensors like the outputs `forwards` times back to back,
     on the judge's stream: what a null run's forwards do in the worker (worker.null_outputs),
     added back to its window. Queued behind the gate (when there is one) as the worker's
@@ -118,9 +161,11 @@ def fill_time(slots, gate, forwards=1):
     from .tensors import flatten_outputs
 
     tensors = [t for _, t in flatten_outputs(slots) if isinstance(t, torch.Tensor)]
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # torch leaves cuda.Event.__init__ unannotated
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     stream = torch.cuda.current_stream()
-    times = []
+    times: List[float] = []
     for _ in range(11):
         torch.cuda.synchronize()
         if gate is not None:
@@ -139,8 +184,8 @@ def fill_time(slots, gate, forwards=1):
     return timing.quantile(times[1:], 0.5)
 
 
-def warm_nulls(side, write_inputs, flush):
-    armed = []
+def warm_nulls(side: Side, write_inputs: WriteInputs, flush: Optional[torch.Tensor]) -> None:
+    armed: List[float] = []
     for i in range(WARM_RUNS):
         started = time.perf_counter()
         side.run("null", -1 - i, write_inputs, flush, None, gated=False)
@@ -148,7 +193,8 @@ def warm_nulls(side, write_inputs, flush):
     side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 10 * max(armed)))
 
 
-def calibrate(sides, flush, progress):
+def calibrate(sides: Sequence[Tuple[Side, WriteInputs]], flush: Optional[torch.Tensor],
+              progress: Callable[[str], object]) -> None:
     """Null runs of each side's process before its model is imported (it cannot inflate
     them), alternating: everything a timed run does but the forward, the write of the
     inputs included. `sides` is [(side, write_inputs)]; sets each side.null."""
@@ -157,7 +203,7 @@ def calibrate(sides, flush, progress):
         warm_nulls(side, write, flush)
     clocks_up(flush)
     fill = fill_time(sides[0][0].slots, sides[0][0].clock.gate)
-    runs = {id(side): [] for side, _ in sides}
+    runs: Dict[int, List[Tuple[float, float, float]]] = {id(side): [] for side, _ in sides}
     for i in range(CALIBRATION_RUNS):
         for side, write in sides:
             runs[id(side)].append(null_run(side, i, write, flush))
@@ -166,17 +212,18 @@ def calibrate(sides, flush, progress):
                 null_known([r[0] for r in runs[id(side)]]) for side, _ in sides):
             break
     for side, _ in sides:
-        side.null = timing.calibration(runs[id(side)], fill)
-        side.null["gated"] = side.clock.gating()
+        null = timing.calibration(runs[id(side)], fill)
+        null["gated"] = side.clock.gating()
+        side.null = null
 
 
-def null_known(windows):
+def null_known(windows: Sequence[float]) -> bool:
     """Whether the median of these null windows is known well enough to stop calibrating
     (CALIBRATION_ABS_MS, CALIBRATION_SHARE)."""
     return timing.relative_width(windows, CALIBRATION_ABS_MS) <= CALIBRATION_SHARE
 
 
-def clocks_up(flush):
+def clocks_up(flush: Optional[torch.Tensor]) -> None:
     """A burst of the judge's own GPU work: an idle GPU runs at a fraction of its clock and
     takes milliseconds to come up, which would slow the first runs."""
     import torch
@@ -194,27 +241,28 @@ class Outcome:
     """One side's timed runs: the judge's figures (whole windows of `forwards` forwards)
     and what the worker reported (per forward)."""
 
-    def __init__(self, forwards, fill_ms=0.0):
+    def __init__(self, forwards: int, fill_ms: float = 0.0) -> None:
         self.forwards = forwards
         self.fill_ms = fill_ms  # added back to each null window: its forwards' fills
-        self.windows = []
-        self.reported = []
-        self.queues = []
-        self.checked = []
+        self.windows: List[float] = []
+        self.reported: List[float] = []
+        self.queues: List[float] = []
+        self.checked: List[int] = []
         self.precision_reached = False
         self.budget_limited = False
-        self.single = None  # SingleForward: single-forward windows after windows of several
+        self.single: Optional[SingleForward] = None  # single-forward windows after windows of several
 
-    def add(self, run):
+    def add(self, run: Run) -> None:
         self.windows.append(run.window_ms)
         self.queues.append(run.queue_ms)
 
-    def estimates(self, null_ms, offset):
+    def estimates(self, null_ms: float, offset: float) -> List[float]:
         """Per forward: each window less the null window (and the process's offset), over
         the forwards it held."""
         return [(w - null_ms - offset) / self.forwards for w in self.windows]
 
-    def figures(self, null_ms, offset, own_null, job):
+    def figures(self, null_ms: float, offset: float, own_null: Mapping[str, Any],
+                job: Mapping[str, Any]) -> TimingStatsRecord:
         figures = TimingStatsRecord(timing.side_figures(self.estimates(null_ms, offset), self.windows,
                                                         null_ms + offset, self.reported, self.forwards))
         # The host time to queue one forward, above the null's: a forward whose host time
@@ -226,26 +274,27 @@ class Outcome:
         return figures
 
 
-def warm_up(side, job, flush):
+def warm_up(side: Side, job: Mapping[str, Any], flush: Optional[torch.Tensor]) -> float:
     """Warm-up forwards (ungated: modules load lazily); the worker's time from "go" to
     "armed" sets how long the gate waits for it. Then ESTIMATE_RUNS gated runs: their median
     window above the null is the estimate of one forward (ms) that sets the forwards per
     window (an ungated window holds the host's latency, ten times a short forward's)."""
-    armed = []
+    armed: List[float] = []
     for i in range(max(1, job["warmup"])):
         write, _ = side.refresh(i, False, side.input_sets(1))
         started = time.perf_counter()
         side.run("timed", -1 - i, write, flush, None, gated=False)
         armed.append(time.perf_counter() - started)
     side.armed_s = min(ARMED_CAP_S, max(ARMED_FLOOR_S, 4 * max(armed)))
-    windows = []
+    windows: List[float] = []
     for i in range(ESTIMATE_RUNS):
         write, _ = side.refresh(i, False, side.input_sets(1))
         windows.append(side.run("timed", -20 - i, write, flush, side.armed_s).window_ms)
-    return max(timing.quantile(windows, 0.5) - side.null["overhead_ms"], 1e-3)
+    estimate: float = max(timing.quantile(windows, 0.5) - side.calibration()["overhead_ms"], 1e-3)
+    return estimate
 
 
-def widen(sides, estimates, flush, draw_ms):
+def widen(sides: Sequence[Side], estimates: Sequence[float], flush: Optional[torch.Tensor], draw_ms: float) -> int:
     """The forwards per window for these models (timing.forwards_per_window; one input draw
     takes `draw_ms`, one per forward is drawn): each side is lent the input sets and slots,
     and a warm-up window of that many forwards (ungated) sets how long the gate waits for
@@ -287,7 +336,24 @@ def widen(sides, estimates, flush, draw_ms):
     return 1
 
 
-def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=None, mark=None):
+@overload
+def time_runs(ref: Side, kernel: Side, flush: Optional[torch.Tensor], job: Mapping[str, Any],
+              progress: Callable[[str], object], check: Optional[Check] = None,
+              rng: Optional[random.Random] = None, draw_ms: Optional[Callable[[], float]] = None,
+              mark: Optional[Callable[[str], object]] = None) -> Tuple[List[float], Outcome, Outcome]: ...
+
+
+@overload
+def time_runs(ref: Side, kernel: None, flush: Optional[torch.Tensor], job: Mapping[str, Any],
+              progress: Callable[[str], object], check: Optional[Check] = None,
+              rng: Optional[random.Random] = None, draw_ms: Optional[Callable[[], float]] = None,
+              mark: Optional[Callable[[str], object]] = None) -> Tuple[List[float], Outcome, None]: ...
+
+
+def time_runs(ref: Side, kernel: Optional[Side], flush: Optional[torch.Tensor], job: Mapping[str, Any],
+              progress: Callable[[str], object], check: Optional[Check] = None,
+              rng: Optional[random.Random] = None, draw_ms: Optional[Callable[[], float]] = None,
+              mark: Optional[Callable[[str], object]] = None) -> Tuple[List[float], Outcome, Optional[Outcome]]:
     """The interleaved loop. `ref` is the reference's Side (its null runs are the ones
     taken throughout), `kernel` the kernel's Side or None (a task check). Each side's
     `refresh(i, keep, input_sets)` returns (write, privates): `write()` queues run i's
@@ -300,32 +366,33 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
     kernel Outcome or None). `draw_ms()` is the host time of one forward's inputs.
     `mark(phase)` (PhaseClock.mark) closes the warm-up and widening phases."""
     rng = rng or random.SystemRandom()
-    mark = mark or (lambda phase: None)
+    marked: Callable[[str], object] = mark or (lambda phase: None)
     precision = float(job.get("timing_precision") or 0.01)
     sides = [ref] + ([kernel] if kernel is not None else [])
     estimates = [warm_up(side, job, flush) for side in sides]
-    mark("timing_warm_up")
+    marked("timing_warm_up")
     forwards = widen(sides, estimates, flush, draw_ms() if draw_ms is not None else 0.0)
     fill_ms = fill_time(ref.slots, ref.clock.gate, forwards)
-    mark("timing_widen")
-    per_run = forwards * sum(estimates) + ref.null["overhead_ms"]
+    marked("timing_widen")
+    per_run = forwards * sum(estimates) + ref.calibration()["overhead_ms"]
     clocks_up(flush)
     planned = timing.run_count(per_run, job)
     progress("timing: up to %d runs of %s%s" % (planned, " and ".join(side.name for side in sides),
                                                 ", %d forwards a window" % forwards if forwards > 1 else ""))
     deadline = time.time() + job["timing_budget_s"] * len(sides)
-    nulls = []
+    nulls: List[float] = []
     outcomes = {id(side): Outcome(forwards, fill_ms) for side in sides}
-    offset = (kernel.null["overhead_ms"] - ref.null["overhead_ms"]) if kernel is not None else 0.0
+    offset = (kernel.calibration()["overhead_ms"] - ref.calibration()["overhead_ms"]) if kernel is not None else 0.0
     i = 0
     budget_limited = False
 
-    def one(what, i, keep=False):
+    def one(what: str, i: int, keep: bool = False) -> None:
         if what == "null":
             write, _ = ref.refresh(i, False, ref.input_sets(forwards), null=True)
             nulls.append(null_run(ref, i, write, flush, forwards)[0] - fill_ms)
             return
         side = ref if what == "ref" else kernel
+        assert side is not None  # "kernel" only where there is one
         out = outcomes[id(side)]
         keep = keep or (check is not None and side is kernel and rng.random() < timing.CHECK_RATE)
         run = timed_window(side, i, flush, forwards, check if keep and side is kernel else None)
@@ -334,7 +401,7 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
         if keep and side is kernel:
             out.checked.append(i)
 
-    def precise():
+    def precise() -> bool:
         null = timing.quantile(nulls, 0.5)
         return all(timing.precise_enough(outcomes[id(side)].estimates(null, offset if side is kernel else 0.0),
                                          precision, forwards) for side in sides)
@@ -371,14 +438,15 @@ def time_runs(ref, kernel, flush, job, progress, check=None, rng=None, draw_ms=N
     return nulls, outcomes[id(ref)], outcomes[id(kernel)] if kernel is not None else None
 
 
-def timed_window(side, i, flush, forwards, check=None):
+def timed_window(side: Side, i: int, flush: Optional[torch.Tensor], forwards: int,
+                 check: Optional[Check] = None) -> Run:
     """One timed run of `side` (its inputs refreshed): a window that closed without the
     process in it, or a time the process reported that is no time, is its crash. `check`
     (a checked run of the kernel) compares its snapshot. Returns the Run."""
     write, privates = side.refresh(i, check is not None, side.input_sets(forwards))
     snapshot = snapshotter(side.slot_sets(forwards)) if check is not None else None
     run = side.run("timed", i, write, flush, side.armed_s, snapshot=snapshot, forwards=forwards)
-    floor = side.null["tail_floor_ms"]
+    floor = side.calibration()["tail_floor_ms"]
     if run.tail_ms < TAIL_SHARE * floor:
         message = ("timed run %d: the judge's window closed without %s's process in it (%.3f ms from the "
                    "window's start flag to its close, null runs never under %.3f ms): the process wrote the "
@@ -399,12 +467,15 @@ class SingleForward:
     (ms) of the reference's process's nulls (less their one fill), of the reference and of the
     kernel."""
 
-    def __init__(self, fill_ms):
+    def __init__(self, fill_ms: float) -> None:
         self.fill_ms = fill_ms
-        self.nulls, self.reference, self.kernel = [], [], []
+        self.nulls: List[float] = []
+        self.reference: List[float] = []
+        self.kernel: List[float] = []
 
 
-def single_forward_windows(ref, kernel, flush, check, rng, first=100000):
+def single_forward_windows(ref: Side, kernel: Side, flush: Optional[torch.Tensor], check: Optional[Check],
+                           rng: random.Random, first: int = 100000) -> SingleForward:
     """SINGLE_ROUNDS rounds of single-forward windows (every kernel run checked: a kernel that
     told them apart could answer them wrong and fast otherwise)."""
     single = SingleForward(fill_time(ref.slots, ref.clock.gate, 1))
@@ -423,7 +494,8 @@ def single_forward_windows(ref, kernel, flush, check, rng, first=100000):
     return single
 
 
-def window_gain(single, offset, per_forward_reference_ms, per_forward_kernel_ms, forwards):
+def window_gain(single: SingleForward, offset: float, per_forward_reference_ms: float, per_forward_kernel_ms: float,
+                forwards: int) -> Dict[str, Any]:
     """How much faster per forward each model ran in windows of `forwards` forwards than alone
     (single-forward windows, SingleForward), and the kernel's gain beyond the reference's:
     `gain` = (kernel alone / kernel in windows) / (reference alone / reference in windows),
@@ -447,7 +519,7 @@ def window_gain(single, offset, per_forward_reference_ms, per_forward_kernel_ms,
             "gain": gain, "gain_low": gain_low, "bounded": gain_low > 1.0 + GAIN_SLACK}
 
 
-def relocating(round_index):
+def relocating(round_index: int) -> bool:
     """Whether both models' processes move their weights before round `round_index` (never
     before the first: they start where they were loaded; never under the diagnostic
     KFORGE_DIAG_NO_RELOCATE, knobs.py)."""
@@ -456,20 +528,20 @@ def relocating(round_index):
     return 0 < round_index and round_index % RELOCATE_EVERY == 0 and round_index // RELOCATE_EVERY < PLACEMENTS
 
 
-def relocate(side, rng):
+def relocate(side: Side, rng: random.Random) -> None:
     """`side`'s process moves its model's weights and temporaries (worker.op_relocate); its
     link says what a process that fails or goes away is (a kernel's crash, a harness error)."""
     side.link.call(messages.Relocate(op="relocate", nonce=rng.getrandbits(32)), "relocated")
 
 
-def snapshotter(slot_sets):
+def snapshotter(slot_sets: Sequence[Any]) -> Callable[[], Snapshot]:
     """A function that copies every output slot of every set on the judge's stream (right
     after the run's close): the values a checked run is judged on, one list per set."""
     import torch
 
     from .tensors import flatten_outputs
 
-    def take():
+    def take() -> Snapshot:
         return [[(slot, slot.clone()) for _, slot in flatten_outputs(slots) if isinstance(slot, torch.Tensor)]
                 for slots in slot_sets]
     return take

@@ -208,11 +208,12 @@ class WindowClock:
         return self.gate is not None and self.in_a_row < UNGATE_AFTER
 
     def run(self, link: Link, mode: str, run: int, write_inputs: Callable[[], object], flush: Optional[torch.Tensor],
-            armed_within_s: float, snapshot: Optional[Callable[[], Any]] = None, gated: bool = True,
+            armed_within_s: Optional[float], snapshot: Optional[Callable[[], Any]] = None, gated: bool = True,
             deadline_s: float = 60.0, forwards: int = 1) -> Run:
         """One run of `forwards` forwards: returns a Run. `write_inputs()` queues the run's
         inputs on the judge's stream; `snapshot()` (checked runs) copies the slots on it
-        right after the close."""
+        right after the close. `armed_within_s` (how long the worker has to say "armed") may
+        be None for an ungated run alone."""
         import torch
 
         stream = torch.cuda.current_stream()
@@ -222,6 +223,7 @@ class WindowClock:
         in_time = True
         if gated:
             assert self.gate is not None  # gating()
+            assert armed_within_s is not None  # every gated run is given its time to arm
             self.gate.hold(stream)
         try:
             self.pre.record(stream)
@@ -232,7 +234,7 @@ class WindowClock:
             self.at.record(stream)
             link.send({"op": "forward", "mode": mode, "run": run, "seq": self.seq, "forwards": forwards})
             sent = time.perf_counter()
-            in_time = link.ready(armed_within_s) if gated else True
+            in_time = link.ready(armed_within_s) if gated and armed_within_s is not None else True
             if in_time:
                 link.receive("armed", run)
                 queued = time.perf_counter() - sent

@@ -10,12 +10,25 @@ which refuses a key the dataclass does not declare.
 
 A field typed `Optional[T]` is always sent and may be null; one with a default of None may
 also be left out (kforge leaves an unset `atol` out).
+
+The field types are read at run time (`field_type`, through `typing.get_type_hints`), on
+Python 3.9 too: they are written with `Optional`, `Dict` and `List` from typing. A JSON
+object or array whose contents this module does not describe is `Dict[str, Any]` or
+`List[Any]`.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple, \
+    TypeVar, Union
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    _Declared = TypeVar("_Declared", bound=DataclassInstance)
 
 
 class WireError(ValueError):
@@ -74,7 +87,7 @@ class Job:
     settings: EvalSettings
 
     @staticmethod
-    def parse(message):
+    def parse(message: object) -> Job:
         """The job in a request; WireError names the first key that does not fit."""
         if not isinstance(message, dict):
             raise WireError("the job is %s, not an object" % json_type(message))
@@ -96,31 +109,31 @@ class Result:
     category: Optional[str]  # protocol.CATEGORIES
     summary: str
     message: str
-    details: dict
+    details: Dict[str, Any]
     log: str
-    device: dict
-    versions: dict
-    static: dict
-    alignment: Optional[dict]
-    trials: list
-    timing: Optional[dict]
-    flags: list
-    notes: list
-    profile: Optional[dict]
+    device: Dict[str, Any]
+    versions: Dict[str, Any]
+    static: Dict[str, Any]
+    alignment: Optional[Dict[str, Any]]
+    trials: List[Any]
+    timing: Optional[Dict[str, Any]]
+    flags: List[Any]
+    notes: List[Any]
+    profile: Optional[Dict[str, Any]]
     phase: Optional[str]
     duration_s: float
     child_s: float
-    phases_s: dict
-    server_phases_s: dict
-    sandbox: Optional[dict]
-    audit: Optional[dict]
-    tolerance: Optional[dict]
-    precision: Optional[dict]
-    memory: dict
-    footprint: Optional[dict]
+    phases_s: Dict[str, Any]
+    server_phases_s: Dict[str, Any]
+    sandbox: Optional[Dict[str, Any]]
+    audit: Optional[Dict[str, Any]]
+    tolerance: Optional[Dict[str, Any]]
+    precision: Optional[Dict[str, Any]]
+    memory: Dict[str, Any]
+    footprint: Optional[Dict[str, Any]]
     inputs_drawn_on: Optional[str]
     input_refresh: Optional[str]
-    speed_of_light: Optional[dict]
+    speed_of_light: Optional[Dict[str, Any]]
 
 
 @dataclass
@@ -144,12 +157,12 @@ class TimingStats:
     reported_median_ms: Optional[float]
     gate_timeouts: int
     precision_reached: Optional[bool]
-    checked_runs: list  # kernel only
+    checked_runs: List[Any]  # kernel only
     cached: bool  # reference only
     # Written by the harness and kept by kforge in the struct's `extra` (passed through to
     # eval/<id>.json, not read): the forwards each window held, the host time to queue one
     # forward, the null window's fill.
-    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"forwards_per_window", "host_queue_ms", "null_fill_ms"})
+    PASSED_THROUGH: ClassVar[FrozenSet[str]] = frozenset({"forwards_per_window", "host_queue_ms", "null_fill_ms"})
 
 
 @dataclass
@@ -170,7 +183,7 @@ class CompileFigures:
     speedup_high: Optional[float]
     cached: bool
     # Kept by kforge in `extra`: the compiled side's runs and forwards per window.
-    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs", "forwards_per_window"})
+    PASSED_THROUGH: ClassVar[FrozenSet[str]] = frozenset({"runs", "forwards_per_window"})
 
 
 @dataclass
@@ -179,8 +192,8 @@ class DefaultsFigures:
     timing's `defaults`), as defaults.py's `figures()` and `unavailable()` build it."""
 
     error: Optional[str]
-    pytorch_settings: dict
-    policy_settings: dict
+    pytorch_settings: Dict[str, Any]
+    policy_settings: Dict[str, Any]
     differs: Optional[str]
     median_ms: Optional[float]
     ci_low_ms: Optional[float]
@@ -204,8 +217,8 @@ class Timing:
     meaningful: bool
     method: Optional[str]
     forwards_per_window: Optional[int]
-    reference: dict
-    kernel: dict
+    reference: Dict[str, Any]
+    kernel: Dict[str, Any]
     score: Optional[float]
     score_low: Optional[float]
     score_high: Optional[float]
@@ -214,23 +227,23 @@ class Timing:
     reported_score: Optional[float]
     baseline_key: Optional[str]
     flush_l2_bytes: int
-    calibration: Optional[dict]
-    environment: Optional[dict]
-    kernelbench: Optional[dict]
-    rounds: list
-    compile: Optional[dict]
+    calibration: Optional[Dict[str, Any]]
+    environment: Optional[Dict[str, Any]]
+    kernelbench: Optional[Dict[str, Any]]
+    rounds: List[Any]
+    compile: Optional[Dict[str, Any]]
     score_vs_compile: Optional[float]
     score_vs_compile_low: Optional[float]
     score_vs_compile_high: Optional[float]
     baseline: Optional[str]
     baseline_reason: Optional[str]
-    defaults: Optional[dict] = None
+    defaults: Optional[Dict[str, Any]] = None
     score_vs_defaults: Optional[float] = None
     score_vs_defaults_low: Optional[float] = None
     score_vs_defaults_high: Optional[float] = None
     # Kept by kforge in `extra`: the bootstrap interval alone, before the
     # between-evaluations term widens it into score_low/score_high.
-    PASSED_THROUGH: ClassVar[frozenset] = frozenset({"runs_score_low", "runs_score_high"})
+    PASSED_THROUGH: ClassVar[FrozenSet[str]] = frozenset({"runs_score_low", "runs_score_high"})
 
 
 @dataclass
@@ -243,9 +256,9 @@ class Tolerance:
     precision: Optional[str]
     atol: Optional[float]
     rtol: Optional[float]
-    effective_atol: dict
-    outputs: dict
-    oracle: Optional[dict]
+    effective_atol: Dict[str, Any]
+    outputs: Dict[str, Any]
+    oracle: Optional[Dict[str, Any]]
 
 
 @dataclass
@@ -262,7 +275,7 @@ class OutputTolerance:
     honest_rms: Optional[float] = None
     max_allowed: Optional[float] = None
     oracle: Optional[str] = None
-    worst_at: Optional[list] = None
+    worst_at: Optional[List[Any]] = None
     fallback: Optional[str] = None
 
 
@@ -273,7 +286,7 @@ class Oracle:
 
     kind: str
     rule: str
-    factor: dict
+    factor: Dict[str, Any]
     twin: Optional[str]
     twin_error: Optional[str]
     reason: Optional[str]
@@ -283,7 +296,7 @@ class Oracle:
 RESULT_FIELDS = frozenset(f.name for f in dataclasses.fields(Result))
 
 
-class Record(dict):
+class Record(Dict[str, Any]):
     """A record as the judge builds it: a plain JSON object on the wire, whose keys can
     only be those its dataclass (`DECLARED`) declares or passes through (a misspelt or
     undeclared key fails where it is written, with a KeyError, not as a field kforge
@@ -292,31 +305,32 @@ class Record(dict):
     (only inside the compile baseline's measurement does it cost that baseline alone, as
     any failure there does)."""
 
-    DECLARED = None  # the dataclass; set by each subclass
-    WHAT = ""  # what the record is, for the error
+    DECLARED: ClassVar[type[DataclassInstance]]  # the dataclass; set by each subclass
+    WHAT: ClassVar[str] = ""  # what the record is, for the error
 
-    def __init__(self, fields=()):
+    def __init__(self, fields: Union[Mapping[str, Any], Iterable[Tuple[str, Any]]] = ()) -> None:
         super().__init__()
         self.update(fields)
 
     @classmethod
-    def keys_allowed(cls):
+    def keys_allowed(cls) -> FrozenSet[str]:
         declared = frozenset(f.name for f in dataclasses.fields(cls.DECLARED))
-        return declared | getattr(cls.DECLARED, "PASSED_THROUGH", frozenset())
+        passed: FrozenSet[str] = getattr(cls.DECLARED, "PASSED_THROUGH", frozenset())
+        return declared | passed
 
     @classmethod
-    def field(cls, key):
+    def field(cls, key: str) -> str:
         if key not in cls.keys_allowed():
             raise KeyError("%r is not a field of %s (wire.%s)" % (key, cls.WHAT, cls.DECLARED.__name__))
         return key
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(self.field(key), value)
 
-    def setdefault(self, key, default=None):
+    def setdefault(self, key: str, default: Any = None) -> Any:
         return super().setdefault(self.field(key), default)
 
-    def update(self, *args, **kwargs):
+    def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
@@ -379,10 +393,11 @@ class OracleRecord(Record):
 
 # -- checking ------------------------------------------------------------------------
 
-JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object", list: "array"}
+JSON_TYPES: Dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object",
+                               list: "array"}
 
 
-def json_type(value):
+def json_type(value: object) -> str:
     """The JSON type of a decoded value, as the schema names it."""
     if value is None:
         return "null"
@@ -392,30 +407,31 @@ def json_type(value):
     return type(value).__name__
 
 
-def field_type(cls, field):
-    """(the JSON type, null allowed, may be left out) of a dataclass field."""
+def field_type(cls: type[DataclassInstance], field: dataclasses.Field[Any]) -> Tuple[str, bool, bool]:
+    """(the JSON type, null allowed, may be left out) of a dataclass field. A generic
+    (`Dict[str, Any]`, `List[Any]`) is the JSON type of its origin."""
     hint = typing.get_type_hints(cls)[field.name]
     nullable = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
     if nullable:
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     absent = field.default is None
-    return JSON_TYPES[hint], nullable and not absent, absent
+    return JSON_TYPES[typing.get_origin(hint) or hint], nullable and not absent, absent
 
 
-def fits(value, expected, nullable, absent):
+def fits(value: object, expected: str, nullable: bool, absent: bool) -> bool:
     if value is None:
         return nullable or absent
     got = json_type(value)
     return got == expected or (expected == "number" and got == "integer")
 
 
-def record_fields(cls, message, where):
+def record_fields(cls: type[DataclassInstance], message: Mapping[str, Any], where: str) -> Dict[str, Any]:
     """The keyword arguments of `cls` from a decoded object, every key checked."""
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "settings"}
     for key in message:
         if key not in fields:
             raise WireError("%s: unknown key %r (this harness's %s has no such field)" % (where, key, cls.__name__))
-    out = {}
+    out: Dict[str, Any] = {}
     for name, field in fields.items():
         expected, nullable, absent = field_type(cls, field)
         if name not in message:
@@ -430,17 +446,17 @@ def record_fields(cls, message, where):
     return out
 
 
-def record(cls, message, where):
+def record(cls: type[_Declared], message: Mapping[str, Any], where: str) -> _Declared:
     return cls(**record_fields(cls, message, where))
 
 
-def schema():
+def schema() -> Dict[str, Dict[str, str]]:
     """{record: {field: JSON type}}, a type written `T|null` where null is allowed and
     `T|absent` where the field may be left out: what tests/harness_wire.rs compares with
     kforge's `eval::wire_schema::schema()`."""
 
-    def of(cls):
-        out = {}
+    def of(cls: type[DataclassInstance]) -> Dict[str, str]:
+        out: Dict[str, str] = {}
         for field in dataclasses.fields(cls):
             if field.name == "settings":
                 continue

@@ -9,17 +9,30 @@ calibrates the timing path before the import and times every run with its own ev
 own stream, around this process's work (window.py).
 """
 
+from __future__ import annotations
+
 import os
 import socket
 import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import compiled, guard, launchpath, messages, protocol, seal
-from .errors import classify
+from .errors import KernelContext, classify
 from .precision import apply_policy, settings
 from .exchange import Borrower
 from .loading import load_module, seed_everything
 from .memory import RELOCATE_LIMIT_BYTES, RELOCATE_SPACER_BYTES, storages_bytes
 from .tensors import describe, flatten_outputs, model_tensors
+
+if TYPE_CHECKING:
+    import mmap
+
+    import torch
+
+    from .protocol import Message
+
+# What a request's handler (Worker.op_*) returns: False ends the process's service.
+Handled = Optional[bool]
 
 # Failure categories a worker may report about its own kernel.
 # (static_check: the run-time guard refused what the kernel did, guard.py.)
@@ -27,39 +40,51 @@ WORKER_CATEGORIES = {"syntax", "import", "compile", "out_of_resources", "runtime
 
 
 class Worker:
-    def __init__(self, sock, job):
+    # Set by op_clock: the flags the judge lends and their addresses (A, end).
+    flags: torch.Tensor
+    clock: List[int]
+    # What null runs return (null_outputs), made on the first.
+    null_scratch: Any
+
+    def __init__(self, sock: socket.socket, job: Dict[str, Any]) -> None:
         self.sock = sock
-        self.job = job
-        self.device = job["device"]
+        self.job = job  # the zygote's job for this process (JSON from the judge)
+        self.device: str = job["device"]
         self.gpu = self.device != "cpu"
         self.borrower = Borrower(self.device)
-        self.model = None
-        self.inputs = None
-        self.outputs = None
-        self.sets = []
-        self.ctx = {"interpret": not self.gpu, "kernel_file": None, "jit_kernels": job.get("jit_kernels") or []}
-        self.context = None  # the driver's primary context (launchpath.Context) until torch attaches
-        self.context_error = None
+        self.model: Any = None  # the kernel's ModelNew instance (or a task's Model): anything at all
+        self.inputs: Any = None  # tensor trees the judge lends (exchange.py)
+        self.outputs: Any = None
+        self.sets: List[Tuple[Any, Any]] = []
+        self.ctx: KernelContext = {"interpret": not self.gpu, "kernel_file": None,
+                                   "jit_kernels": job.get("jit_kernels") or []}
+        # the driver's primary context until torch attaches
+        self.context: Optional[launchpath.Context] = None
+        self.context_error: Optional[str] = None
         self.cuda_attached = False
-        self.relocated = []  # what op_relocate moved away from, kept alive
-        self.seal = None  # seals every message once the kernel is imported (seal.py)
-        self.changed = None  # what the kernel changed of the harness's code (guard.snapshot)
-        self.audited_forward = self.gpu_time = None  # the audit's entry points, taken before the import
+        self.relocated: List[object] = []  # what op_relocate moved away from, kept alive
+        self.seal: Optional[Callable[[bytes], bytes]] = None  # seals every message once the kernel is imported
+        # what the kernel changed of the harness's code (guard.snapshot)
+        self.changed: Optional[Callable[[], List[str]]] = None
+        # the audit's entry points (audit.audited_forward, audit_gpu.gpu_time), taken before the import
+        self.audited_forward: Optional[Callable[..., Tuple[Any, Dict[str, Any]]]] = None
+        self.gpu_time: Optional[Callable[..., Dict[str, Any]]] = None
         self.launches = compiled.Launches()  # the audited forwards' Triton launches (op_precision)
-        self.reading = None  # on the CPU, their reading started after an audited forward (compiled.start)
-        self.source = None
+        # on the CPU, their reading started after an audited forward (compiled.start)
+        self.reading: Optional[compiled.Pending] = None
+        self.source: Optional[str] = None
 
-    def reply(self, message):
+    def reply(self, message: Mapping[str, object]) -> None:
         data = protocol.payload(message)
         if self.seal is not None:
             data = self.seal(data)
         self.sock.sendall(protocol.frame(data), socket.MSG_NOSIGNAL)
 
-    def refused_at_run_time(self, text):
+    def refused_at_run_time(self, text: str) -> None:
         """The guard's verdict on the kernel's code (guard.py): the process ends after it."""
         self.reply(messages.Failure(type="failure", category="static_check", summary=text))
 
-    def harness_changed(self):
+    def harness_changed(self) -> Optional[messages.Failure]:
         """A failure to report when the kernel replaced a function or class the harness relies on,
         else None."""
         names = self.changed() if self.changed is not None else []
@@ -70,7 +95,7 @@ class Worker:
             summary="the kernel's process replaced the harness's own code (%s%s): refused at run time"
                     % (", ".join(names[:3]), ", ..." if len(names) > 3 else ""))
 
-    def protect(self, request, kernel_file):
+    def protect(self, request: Message, kernel_file: str) -> None:
         """Before the kernel's first line: the seal of every later message, the harness's entry
         points and a note of its code (held by this instance alone), and the run-time guard."""
         from .audit import audited_forward, gpu_time
@@ -84,12 +109,12 @@ class Worker:
             self.changed = guard.snapshot()
             guard.install(kernel_file, self.refused_at_run_time, trace=guard.to_log if mode == "trace" else None)
 
-    def failure(self, exc, stage):
+    def failure(self, exc: BaseException, stage: str) -> None:
         f = classify(exc, stage, self.ctx)
         self.reply(messages.Failure(type="failure", category=f.category, summary=f.summary, message=f.message,
                                     details=f.details))
 
-    def serve(self):
+    def serve(self) -> None:
         if self.gpu:
             # The primary context through the driver API, not torch: the judge may have it
             # drawn again (op_draw, launchpath.py) before torch attaches to it.
@@ -121,7 +146,7 @@ class Worker:
             if handler(request, mappings) is False:
                 return
 
-    def attach_cuda(self):
+    def attach_cuda(self) -> None:
         """torch's CUDA, on the primary context as last drawn (once)."""
         if self.gpu and not self.cuda_attached:
             import torch
@@ -130,7 +155,7 @@ class Worker:
             torch.empty(1, device=self.device)  # the context the IPC handles open into
             self.cuda_attached = True
 
-    def op_draw(self, request, mappings):
+    def op_draw(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """Draws the process's CUDA context until its launch path is within the tolerance of
         the floor (launchpath.draw), before torch or any model uses it. The judge asks
         before lending buffers and before the kernel is imported."""
@@ -149,13 +174,13 @@ class Worker:
         self.reply(dict(record, type="drawn"))
         self.attach_cuda()
 
-    def op_attach(self, request, mappings):
+    def op_attach(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         self.inputs = self.borrower.attach_tree(request["inputs"], mappings)
         self.outputs = self.borrower.attach_tree(request["outputs"], mappings)
         self.sets = [(self.inputs, self.outputs)]
         self.reply(messages.Attached(type="attached"))
 
-    def op_sets(self, request, mappings):
+    def op_sets(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """More input sets and output slots for timed windows of several forwards (timed.py):
         set k's forward reads set k's inputs and its outputs go into set k's slots."""
         extra = [(self.borrower.attach_tree(s["inputs"], mappings), self.borrower.attach_tree(s["outputs"], mappings))
@@ -164,7 +189,7 @@ class Worker:
         self.sets = self.sets + extra
         self.reply(messages.SetsSet(type="sets_set", sets=len(self.sets)))
 
-    def op_load(self, request, mappings):
+    def op_load(self, request: Message, mappings: Sequence[mmap.mmap]) -> Handled:
         import torch
 
         init = self.borrower.attach_tree(request["init_inputs"], mappings)
@@ -214,8 +239,9 @@ class Worker:
         # set them): the reference's go into the timing's environment.
         tf32 = settings()
         self.reply(messages.Loaded(type="loaded", state=state, module=isinstance(model, torch.nn.Module), tf32=tf32))
+        return None
 
-    def op_params(self, request, mappings):
+    def op_params(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         import torch
 
         state = self.model.state_dict()
@@ -224,7 +250,7 @@ class Worker:
                 state[name].copy_(self.borrower.attach(desc, mappings))
         self.reply(messages.ParamsSet(type="params_set"))
 
-    def op_relocate(self, request, mappings):
+    def op_relocate(self, request: Message, mappings: Sequence[mmap.mmap]) -> Handled:
         """The model's parameters and buffers to fresh memory, a spacer of a random size
         before them, and the allocator's free blocks back to the driver, then one forward
         (untimed) so that its temporaries are allocated again elsewhere too. A forward of
@@ -255,8 +281,9 @@ class Worker:
             self.failure(e, "forward")
             return False
         self.reply(messages.Relocated(type="relocated", bytes=moved))
+        return None
 
-    def op_precision(self, request, mappings):
+    def op_precision(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """What the audited forwards' Triton launches compute in, from their compiled code
         (compiled.py): the judge reads it (precision.with_compiled)."""
         try:
@@ -266,7 +293,7 @@ class Worker:
             reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}
         self.reply(messages.PrecisionReading(type="precision", reading=reading))
 
-    def op_clock(self, request, mappings):
+    def op_clock(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """The flags the judge lends to order timed runs (window.py)."""
         from .window import FLAG_A, FLAG_END
 
@@ -275,7 +302,7 @@ class Worker:
         self.clock = [base + 4 * flag for flag in (FLAG_A, FLAG_END)]
         self.reply(messages.ClockSet(type="clock_set"))
 
-    def op_forward(self, request, mappings):
+    def op_forward(self, request: Message, mappings: Sequence[mmap.mmap]) -> Handled:
         import torch
 
         mode = request["mode"]
@@ -286,8 +313,10 @@ class Worker:
             with torch.no_grad():
                 if mode == "gpu_time":
                     out = None
+                    assert self.gpu_time is not None  # protect() took it, before the load
                     record = self.gpu_time(self.model, self.inputs, self.ctx["jit_kernels"])
                 elif mode == "audit":
+                    assert self.audited_forward is not None  # protect() took it, before the load
                     out, record = self.audited_forward(self.model, self.inputs, self.device, self.ctx["jit_kernels"],
                                                   atol=self.job.get("atol", 1e-2), rtol=self.job.get("rtol", 1e-2),
                                                   seed=int(request.get("nonce") or 0),
@@ -322,8 +351,9 @@ class Worker:
             # The judge's trials go on while the launches' compiled code is read beside them.
             self.reading = compiled.start(self.launches, self.source or "", self.job["workdir"], self.gpu,
                                           self.reading)
+        return None
 
-    def windowed(self, request):
+    def windowed(self, request: Message) -> Handled:
         """A run inside the judge's window (window.py): everything is queued behind the
         judge's flag A, then `forwards` forwards, each on its input set with its outputs
         copied into that set's slots on the forward's stream (PyTorch's rule: a returned
@@ -346,8 +376,9 @@ class Worker:
             with torch.no_grad():
                 wait_value(stream, a, seq)
                 for inputs, slots in self.sets[:count]:
-                    start = torch.cuda.Event(enable_timing=True)
-                    stop = torch.cuda.Event(enable_timing=True)
+                    # torch leaves cuda.Event.__init__ unannotated
+                    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
                     start.record(stream)
                     out = self.null_outputs() if request["mode"] == "null" else self.model(*inputs)
                     stop.record(stream)
@@ -364,8 +395,9 @@ class Worker:
             return False
         self.reply(messages.Done(type="done", run=request.get("run"), copied=copied, outputs=description,
                                  event_ms=sum(start.elapsed_time(stop) for start, stop in events) / count))
+        return None
 
-    def null_outputs(self):
+    def null_outputs(self) -> Any:
         """What a null run returns: its own tensors shaped like the slots, just written (a
         fill), so their copy into the slots reads them from L2 as a forward's fresh outputs
         are read; the judge adds the fill's time back (timed.py)."""
@@ -379,7 +411,7 @@ class Worker:
         tree_map(lambda v: v.fill_(0) if isinstance(v, torch.Tensor) else v, self.null_scratch)
         return self.null_scratch
 
-    def copy_outputs(self, out, slots=None):
+    def copy_outputs(self, out: Any, slots: Any = None) -> bool:
         """Copies each output into the judge's slot of the same path, shape and dtype (of
         `slots`, the first set's by default); the judge finds out from the description which
         did not fit."""
@@ -402,7 +434,7 @@ class Worker:
         return copied
 
 
-def interpret_autotune():
+def interpret_autotune() -> None:
     """Under the interpreter `@triton.autotune` with several configs would benchmark them,
     which needs a GPU driver ("0 active drivers"): the first config left after the kernel's
     own pruning runs instead. Timing means nothing on the CPU, correctness is the same for
@@ -413,28 +445,29 @@ def interpret_autotune():
     if getattr(original, "kforge_interpret", False):
         return
 
-    def first_config(self, kwargs):
+    def first_config(self: Any, kwargs: Any) -> Any:
         return original(self, kwargs)[:1]
 
-    first_config.kforge_interpret = True
+    setattr(first_config, "kforge_interpret", True)  # a mark on the function: not an attribute mypy knows
     autotuner.Autotuner.prune_configs = first_config
 
 
-def relocate_tensors(tensors, kept):
+def relocate_tensors(tensors: Sequence[torch.Tensor], kept: List[object]) -> int:
     """Copies each storage behind `tensors` once and points every tensor at its copy with its
     own offset, size and strides, so that what shared memory still does (an RNN's weights in
     cuDNN's single chunk, tied weights): the model computes exactly as before, elsewhere.
     The old storages go into `kept`. Returns the bytes copied."""
     import torch
 
-    copies = {}
+    copies: Dict[int, torch.UntypedStorage] = {}
     moved = 0
     with torch.no_grad():
         for t in tensors:
             old = t.untyped_storage()
             key = old.data_ptr()
             if key not in copies:
-                copies[key] = old.clone()
+                # torch leaves UntypedStorage.clone unannotated
+                copies[key] = old.clone()  # type: ignore[no-untyped-call]
                 moved += old.nbytes()
                 kept.append(old)
             view = torch.empty(0, dtype=t.dtype, device=t.device)
@@ -443,7 +476,7 @@ def relocate_tensors(tensors, kept):
     return moved
 
 
-def main(channel_fd, job):
+def main(channel_fd: int, job: Dict[str, Any]) -> None:
     """Body of the forked worker. Never returns."""
     status = 0
     try:

@@ -1,17 +1,19 @@
 """worker.relocate_tensors: a model's weights moved to fresh memory compute exactly as before,
 and what shared a storage still does (an RNN's weights in cuDNN's one chunk, tied weights)."""
 
+from __future__ import annotations
+
 import torch
 
 from kforge_harness.worker import relocate_tensors
 
 
-def test_views_of_one_storage_stay_views_of_one_copy():
+def test_views_of_one_storage_stay_views_of_one_copy() -> None:
     flat = torch.arange(12, dtype=torch.float32)
     a = torch.nn.Parameter(flat[:6].view(2, 3))
     b = torch.nn.Parameter(flat[6:].view(3, 2).t())  # another offset, transposed strides
     old = a.untyped_storage().data_ptr()
-    kept = []
+    kept: list[object] = []
     moved = relocate_tensors([a, b], kept)
     assert moved == 12 * 4 and len(kept) == 1
     assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() != old
@@ -20,20 +22,22 @@ def test_views_of_one_storage_stay_views_of_one_copy():
     assert isinstance(a, torch.nn.Parameter)
 
 
-def test_a_module_computes_the_same_after_its_weights_move():
+def test_a_module_computes_the_same_after_its_weights_move() -> None:
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.BatchNorm1d(4)).eval()
-    model[1].running_mean.uniform_()
+    norm = torch.nn.BatchNorm1d(4)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), norm).eval()
+    assert norm.running_mean is not None
+    norm.running_mean.uniform_()
     x = torch.randn(5, 8)
     before = model(x)
     tensors = list(model.parameters()) + list(model.buffers())
-    kept = []
+    kept: list[object] = []
     relocate_tensors(tensors, kept)
     assert torch.equal(model(x), before)
     assert len(kept) == len({t.untyped_storage().data_ptr() for t in tensors})
 
 
-def test_an_rnn_keeps_its_single_chunk_of_weights():
+def test_an_rnn_keeps_its_single_chunk_of_weights() -> None:
     rnn = torch.nn.RNN(4, 3, batch_first=True)
     x = torch.randn(2, 5, 4)
     before = rnn(x)[1]
@@ -44,7 +48,7 @@ def test_an_rnn_keeps_its_single_chunk_of_weights():
         len({p.untyped_storage().data_ptr() for p in torch.nn.RNN(4, 3).parameters()})
 
 
-def test_the_processes_move_every_few_rounds_never_before_the_first():
+def test_the_processes_move_every_few_rounds_never_before_the_first() -> None:
     from kforge_harness.timed import PLACEMENTS, RELOCATE_EVERY, relocating
 
     rounds = [i for i in range(200) if relocating(i)]

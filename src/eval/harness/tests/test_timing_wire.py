@@ -4,8 +4,11 @@ built by the timing phase (judge.timing_phase.measure) from a stand-in measureme
 declared keys of their declared types. The CPU path never times (Run.timing is the GPU's), so a
 real CPU evaluation has no timing to check; the measurement is a stand-in here instead."""
 
+from __future__ import annotations
+
 import dataclasses
 import json
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Mapping, MutableMapping, Sequence, TypeVar
 
 import pytest
 import torch
@@ -16,13 +19,18 @@ from kforge_harness.judge.reference import Reference
 
 from jobs import job, judged
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
-def check_declared(record_class, record):
+T = TypeVar("T", bound=MutableMapping[str, Any])
+
+
+def check_declared(record_class: type[DataclassInstance], record: Mapping[str, Any]) -> None:
     """Every key of `record` is a field or a passed-through key of `record_class`, and
     every field present has its declared JSON type once on the wire."""
     record = json.loads(json.dumps(record))
     allowed = {f.name: f for f in dataclasses.fields(record_class)}
-    passed_through = getattr(record_class, "PASSED_THROUGH", frozenset())
+    passed_through: FrozenSet[str] = getattr(record_class, "PASSED_THROUGH", frozenset())
     for key, value in record.items():
         assert key in allowed or key in passed_through, "%s.%s is not declared" % (record_class.__name__, key)
         if key in allowed:
@@ -31,7 +39,7 @@ def check_declared(record_class, record):
                 record_class.__name__, key, wire.json_type(value), expected)
 
 
-def test_no_field_is_declared_and_passed_through_at_once():
+def test_no_field_is_declared_and_passed_through_at_once() -> None:
     for record_class in (wire.Timing, wire.TimingStats, wire.CompileFigures):
         fields = {f.name for f in dataclasses.fields(record_class)}
         assert not fields & record_class.PASSED_THROUGH, record_class.__name__
@@ -42,7 +50,7 @@ def test_no_field_is_declared_and_passed_through_at_once():
     (wire.TimingStatsRecord, "median"),
     (wire.CompileFiguresRecord, "speedup"),
 ])
-def test_an_undeclared_timing_key_is_refused_where_it_is_written(record, key):
+def test_an_undeclared_timing_key_is_refused_where_it_is_written(record: type[wire.Record], key: str) -> None:
     built = record()
     with pytest.raises(KeyError, match="%r is not a field of" % key):
         built[key] = 1.0
@@ -53,14 +61,14 @@ def test_an_undeclared_timing_key_is_refused_where_it_is_written(record, key):
     assert built == {}
 
 
-def test_passed_through_keys_are_taken_and_reach_the_wire():
+def test_passed_through_keys_are_taken_and_reach_the_wire() -> None:
     figures = wire.TimingStatsRecord({"median_ms": 0.5, "host_queue_ms": 0.01})
     timing = wire.TimingRecord({"score": 2.0, "runs_score_low": 1.9, "reference": figures})
     assert json.loads(json.dumps(timing)) == {"score": 2.0, "runs_score_low": 1.9,
                                               "reference": {"median_ms": 0.5, "host_queue_ms": 0.01}}
 
 
-def test_the_compile_baseline_records_are_declared():
+def test_the_compile_baseline_records_are_declared() -> None:
     measured = baselines.figures("default", 3.0, {"median_ms": 2.0}, {"median_ms": 1.0, "runs": 30}, (1.9, 2.1))
     assert isinstance(measured, wire.CompileFiguresRecord)
     check_declared(wire.CompileFigures, measured)
@@ -70,16 +78,16 @@ def test_the_compile_baseline_records_are_declared():
 class Clock:
     timeouts = 0
 
-    def mark(self, name):
+    def mark(self, name: str) -> None:
         pass
 
 
 class Meter:
-    def sample(self):
+    def sample(self) -> None:
         pass
 
 
-def outcome(windows_ms, forwards=1):
+def outcome(windows_ms: Sequence[float], forwards: int = 1) -> timed.Outcome:
     out = timed.Outcome(forwards)
     out.windows = list(windows_ms)
     out.queues = [0.02] * len(windows_ms)
@@ -89,7 +97,7 @@ def outcome(windows_ms, forwards=1):
     return out
 
 
-def stand_in_measure(monkeypatch):
+def stand_in_measure(monkeypatch: pytest.MonkeyPatch) -> Callable[[torch.Tensor], wire.TimingRecord]:
     """The timing phase (judge.timing_phase.measure) on stand-in windows: 40 runs of the
     reference at about 1.1 ms a window, of the kernel at about 0.6 ms, nulls at 0.1 ms.
     Returns measure(flush)."""
@@ -104,7 +112,7 @@ def stand_in_measure(monkeypatch):
     null = {"overhead_ms": 0.1, "queue_ms": 0.01, "floor_ms": 0.09, "spread_ms": 0.01, "runs": 40}
     reference = Reference.none(run)
     reference.side = type("Side", (), {"null": dict(null), "clock": Clock()})()
-    reference.let_go = lambda: None  # no process to tell
+    monkeypatch.setattr(reference, "let_go", lambda: None)  # no process to tell
     kernel_side = type("Side", (), {"null": dict(null), "clock": Clock()})()
     seconds = timing_phase.Baselines(
         compiled=dict(baselines.figures("default", 3.0, {"median_ms": 1.0}, {"median_ms": 0.8}, (1.2, 1.3)),
@@ -114,7 +122,7 @@ def stand_in_measure(monkeypatch):
     return lambda flush: timing_phase.measure(run, reference, kernel_side, flush, None, lambda: 0.0, seconds)
 
 
-def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch):
+def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch: pytest.MonkeyPatch) -> None:
     timing = stand_in_measure(monkeypatch)(torch.zeros(16))
     assert isinstance(timing, wire.TimingRecord)
     assert timing["score"] is not None and timing["compile"] is not None  # every part was built
@@ -130,11 +138,11 @@ def test_the_judges_timing_holds_only_declared_keys_of_their_types(monkeypatch):
     assert declared <= set(timing["kernel"])
 
 
-def test_a_key_added_to_the_judges_timing_is_refused(monkeypatch):
+def test_a_key_added_to_the_judges_timing_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     measure = stand_in_measure(monkeypatch)
     original = baselines.against_compile
 
-    def misspelt(timing_result, compiled, choice):
+    def misspelt(timing_result: T, compiled: Mapping[str, Any] | None, choice: str) -> T:
         timing_result["score_vs_compiled"] = 1.0
         return original(timing_result, compiled, choice)
 

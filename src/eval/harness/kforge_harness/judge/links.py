@@ -153,6 +153,6 @@ class CompiledSide(Side):
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().run(*args, **kwargs)  # type: ignore[no-untyped-call]  # timed.py is not annotated yet
+            return super().run(*args, **kwargs)
         except HarnessError as e:
             raise CompileUnavailable(str(e))
