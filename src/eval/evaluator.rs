@@ -370,7 +370,7 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
                 if event.id() != Some(id) {
                     continue;
                 }
-                if let Some(outcome) = job_event(server, queued, event) {
+                if let Some(outcome) = job_event(queued, event, || server.stderr_text()) {
                     return outcome;
                 }
             }
@@ -395,8 +395,13 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
     }
 }
 
-/// What an event answering the running job does: a progress report, or the job's end.
-fn job_event(server: &HarnessServer, queued: &QueuedJob, event: Event) -> Option<JobOutcome> {
+/// What an event answering the running job does: a progress report, or the job's end
+/// (`stderr`: the server's last lines, for a log).
+fn job_event(
+    queued: &QueuedJob,
+    event: Event,
+    stderr: impl FnOnce() -> String,
+) -> Option<JobOutcome> {
     let id = queued.id.as_str();
     let (result, restart_server) = match event {
         Event::Progress(Progress { phase, .. }) => {
@@ -429,7 +434,7 @@ fn job_event(server: &HarnessServer, queued: &QueuedJob, event: Event) -> Option
             Ok(EvalResult::harness_failure(
                 id,
                 format!("malformed {event} event from the harness: {error}"),
-                server.stderr_text(),
+                stderr(),
             )),
             true,
         ),
@@ -446,5 +451,95 @@ fn job_event(server: &HarnessServer, queued: &QueuedJob, event: Event) -> Option
 fn send_progress(job: &QueuedJob, progress: EvalProgress) {
     if let Some(p) = &job.progress {
         let _ = p.send(progress);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EvalConfig;
+    use serde_json::json;
+
+    fn queued() -> (
+        QueuedJob,
+        mpsc::UnboundedReceiver<EvalProgress>,
+        oneshot::Receiver<Result<EvalResult, EvalError>>,
+    ) {
+        let request = EvalRequest::new("t.py", "k.py", Device::Cpu, EvalConfig::default());
+        let (progress, shown) = mpsc::unbounded_channel();
+        let (reply, answer) = oneshot::channel();
+        let job = QueuedJob {
+            id: RequestId("eval-1".into()),
+            job: Job::new(&request, None),
+            cancel: CancellationToken::new(),
+            progress: Some(progress),
+            reply,
+        };
+        (job, shown, answer)
+    }
+
+    /// Progress and started are shown, an unknown event is ignored, and none ends the job.
+    #[test]
+    fn progress_is_shown_and_unknown_events_ignored() {
+        let (job, mut shown, _answer) = queued();
+        for line in [
+            json!({"event": "progress", "id": "eval-1", "phase": "loading task"}),
+            json!({"event": "started", "id": "eval-1", "executor": "fork", "sandbox": "bwrap"}),
+            json!({"event": "from_a_newer_harness", "id": "eval-1"}),
+        ] {
+            assert!(job_event(&job, Event::read(line), String::new).is_none());
+        }
+        assert_eq!(
+            shown.try_recv().unwrap(),
+            EvalProgress::Phase("loading task".into())
+        );
+        assert_eq!(shown.try_recv().unwrap(), EvalProgress::Started);
+        assert!(shown.try_recv().is_err());
+    }
+
+    /// A result ends the job (a cancelled one as `Cancelled`), an error is a `harness`
+    /// result with its traceback, and an event that does not parse is a `harness` result
+    /// naming it, with the server restarted.
+    #[test]
+    fn results_errors_and_malformed_events_end_the_job() {
+        let (job, _shown, _answer) = queued();
+        let result =
+            |r: EvalResult| Event::read(json!({"event": "result", "id": "eval-1", "result": r}));
+        let correct = EvalResult {
+            correct: true,
+            status: Status::Correct,
+            ..EvalResult::default()
+        };
+        let outcome = job_event(&job, result(correct), String::new).unwrap();
+        assert!(outcome.result.unwrap().correct && !outcome.restart_server);
+        let cancelled = EvalResult {
+            status: Status::Cancelled,
+            ..EvalResult::default()
+        };
+        let outcome = job_event(&job, result(cancelled), String::new).unwrap();
+        assert!(matches!(outcome.result, Err(EvalError::Cancelled)));
+
+        let error = json!({"event": "error", "id": "eval-1", "error": "KeyError: x", "traceback": "Traceback"});
+        let outcome = job_event(&job, Event::read(error), String::new).unwrap();
+        let failed = outcome.result.unwrap();
+        assert_eq!(
+            (failed.summary.as_str(), failed.log.as_str()),
+            ("KeyError: x", "Traceback")
+        );
+        assert!(!outcome.restart_server);
+
+        let malformed = json!({"event": "result", "id": "eval-1", "result": {"status": 3}});
+        let outcome = job_event(&job, Event::read(malformed), || "stderr tail".into()).unwrap();
+        let failed = outcome.result.unwrap();
+        assert_eq!(failed.category, Some(crate::protocol::Category::Harness));
+        assert!(
+            failed
+                .summary
+                .starts_with("malformed result event from the harness: "),
+            "{}",
+            failed.summary
+        );
+        assert_eq!(failed.log, "stderr tail");
+        assert!(outcome.restart_server);
     }
 }
