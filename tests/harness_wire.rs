@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use eval_common::interpreter;
+use kforge::eval::envelope;
 
 type Shapes = BTreeMap<String, BTreeMap<String, String>>;
 
@@ -43,32 +44,49 @@ fn python_json<T: serde::de::DeserializeOwned>(expression: &str) -> T {
 
 /// Every difference between the two sides, one line each, naming the record and the field.
 fn differences(rust: &Shapes, python: &Shapes) -> Vec<String> {
-    let mut out = Vec::new();
     let records: std::collections::BTreeSet<&String> = rust.keys().chain(python.keys()).collect();
     let none = BTreeMap::new();
-    for record in records {
-        let (r, p) = (
-            rust.get(record).unwrap_or(&none),
-            python.get(record).unwrap_or(&none),
-        );
-        for (field, ty) in r {
-            match p.get(field) {
-                None => out.push(format!(
-                    "{record}.{field} ({ty}) is sent by kforge but wire.py does not declare it"
-                )),
-                Some(py) if py != ty => out.push(format!(
-                    "{record}.{field} is {ty} in kforge but {py} in wire.py"
-                )),
-                Some(_) => {}
-            }
+    records
+        .into_iter()
+        .flat_map(|record| {
+            field_differences(
+                record,
+                rust.get(record).unwrap_or(&none),
+                python.get(record).unwrap_or(&none),
+                ("wire.py", "sent", "send"),
+                only_in_python_hint(record),
+            )
+        })
+        .collect()
+}
+
+/// The fields of `record` on one side only or of another type there, one line each: `file`
+/// is the Python side, kforge `sent`/`send`s the record (or `read`s it); `hint` follows a
+/// field only `file` declares.
+fn field_differences(
+    record: &str,
+    rust: &BTreeMap<String, String>,
+    python: &BTreeMap<String, String>,
+    (file, done, does): (&str, &str, &str),
+    hint: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (field, ty) in rust {
+        match python.get(field) {
+            None => out.push(format!(
+                "{record}.{field} ({ty}) is {done} by kforge but {file} does not declare it"
+            )),
+            Some(py) if py != ty => out.push(format!(
+                "{record}.{field} is {ty} in kforge but {py} in {file}"
+            )),
+            Some(_) => {}
         }
-        for (field, ty) in p {
-            if !r.contains_key(field) {
-                out.push(format!(
-                    "{record}.{field} ({ty}) is declared in wire.py but kforge does not send it {}",
-                    only_in_python_hint(record)
-                ));
-            }
+    }
+    for (field, ty) in python {
+        if !rust.contains_key(field) {
+            out.push(format!(
+                "{record}.{field} ({ty}) is declared in {file} but kforge does not {does} it{hint}"
+            ));
         }
     }
     out
@@ -78,10 +96,10 @@ fn differences(rust: &Shapes, python: &Shapes) -> Vec<String> {
 fn only_in_python_hint(record: &str) -> &'static str {
     match record {
         "Job" | "EvalSettings" => {
-            "(an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
+            " (an optional [eval] setting not set in wire_schema.rs's settings_all_set?)"
         }
         _ => {
-            "(a field kforge keeps unread in its `extra` belongs in the record's PASSED_THROUGH, \
+            " (a field kforge keeps unread in its `extra` belongs in the record's PASSED_THROUGH, \
              not among its fields)"
         }
     }
@@ -141,53 +159,140 @@ fn a_field_on_one_side_only_is_named() {
     );
 }
 
-/// The quoted names in `source` that follow `marker` (`"op": "eval"` -> `eval` for the
-/// marker `"op": "`).
-fn names_after(source: &str, marker: &str) -> std::collections::BTreeSet<String> {
-    source
-        .match_indices(marker)
-        .filter_map(|(at, _)| {
-            let rest = &source[at + marker.len()..];
-            rest.find('"').map(|end| rest[..end].to_string())
-        })
-        .collect()
+/// `{"ops": {op: fields}, "events": {event: fields}}`, as both sides' `schema()` write it.
+type Envelope = BTreeMap<String, Shapes>;
+
+/// Every difference between kforge's envelope (`eval::envelope`) and the harness's
+/// (`envelope.py`): an op or event on one side only (but for the ops kforge does not send and
+/// the events it does not read, which `eval::envelope` names), a field on one side only or
+/// of another type there.
+fn envelope_differences(rust: &Envelope, python: &Envelope) -> Vec<String> {
+    let mut out = Vec::new();
+    let none = BTreeMap::new();
+    for (kind, what, unused, (done, does)) in [
+        ("ops", "op", envelope::OPS_NOT_SENT, ("sent", "send")),
+        (
+            "events",
+            "event",
+            envelope::EVENTS_NOT_READ,
+            ("read", "read"),
+        ),
+    ] {
+        let (r, p) = (
+            rust.get(kind).unwrap_or(&none),
+            python.get(kind).unwrap_or(&none),
+        );
+        let names: std::collections::BTreeSet<&String> = r.keys().chain(p.keys()).collect();
+        for name in names {
+            let unused = unused.contains(&name.as_str());
+            match (r.get(name), p.get(name)) {
+                (Some(r), Some(p)) => out.extend(field_differences(
+                    &format!("{what} {name}"),
+                    r,
+                    p,
+                    ("envelope.py", done, does),
+                    "",
+                )),
+                (Some(_), None) => out.push(format!(
+                    "kforge {does}s the {what} {name:?}, which envelope.py does not declare"
+                )),
+                (None, _) if !unused => out.push(format!(
+                    "envelope.py declares the {what} {name:?}, which kforge does not type (a \
+                     variant of eval::envelope's enum, or one of the names it lists as unused)"
+                )),
+                (None, _) => {}
+            }
+            if unused && r.contains_key(name) {
+                out.push(format!(
+                    "eval::envelope lists the {what} {name:?} as one kforge never {does}s, but \
+                     it is a variant of its enum"
+                ));
+            }
+        }
+        for name in unused.iter().filter(|name| !p.contains_key(**name)) {
+            out.push(format!(
+                "eval::envelope lists the {what} {name:?} as one kforge never {does}s, but \
+                 envelope.py does not declare it"
+            ));
+        }
+    }
+    out
 }
 
-/// The envelope (`kforge_harness/envelope.py`): every op kforge sends the server is a request
-/// the server declares, and every event kforge reads is one it declares. (The server also
-/// answers ops kforge does not send yet: `static_check`, `sandbox_info`.)
+/// The envelope (`kforge_harness/envelope.py` and `eval::envelope`): every op kforge sends
+/// and every event it reads, with its fields and their JSON types, is the harness's, and the
+/// harness declares nothing kforge does not type but what `eval::envelope` lists as unused.
 #[test]
-fn the_envelopes_ops_and_events_are_declared_on_both_sides() {
-    let declared: BTreeMap<String, Vec<String>> = python_json("envelope.schema()");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eval");
-    let rust: String = ["evaluator.rs", "server.rs"]
-        .iter()
-        .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
-        .collect();
-    let sent = names_after(&rust, "\"op\": \"");
-    assert!(sent.contains("eval") && sent.contains("cancel"), "{sent:?}");
-    for op in &sent {
-        assert!(
-            declared["ops"].contains(op),
-            "kforge sends the op {op:?}, which envelope.py does not declare"
-        );
-    }
-    // The events kforge matches on (`Some("progress") =>`, `== Some("error")`).
-    let read: std::collections::BTreeSet<String> = names_after(&rust, "Some(\"")
+fn the_envelope_is_typed_alike_on_both_sides() {
+    let rust: Envelope = envelope::schema()
         .into_iter()
-        .filter(|name| {
-            rust.contains(&format!("Some(\"{name}\") =>"))
-                || rust.contains(&format!("== Some(\"{name}\")"))
-        })
+        .map(|(kind, shapes)| (kind.to_string(), shapes))
         .collect();
+    assert!(rust["ops"].contains_key("eval") && rust["events"].contains_key("result"));
+    let diff = envelope_differences(&rust, &python_json("envelope.schema()"));
     assert!(
-        read.contains("result") && read.contains("progress"),
-        "{read:?}"
+        diff.is_empty(),
+        "kforge and envelope.py disagree:\n{}",
+        diff.join("\n")
     );
-    for event in &read {
-        assert!(
-            declared["events"].contains(event),
-            "kforge reads the event {event:?}, which envelope.py does not declare"
-        );
-    }
+}
+
+/// The comparison names an op or event on one side only, a field on one side only, a
+/// changed type, and a stale entry of the unused lists.
+#[test]
+fn an_op_event_or_field_on_one_side_only_is_named() {
+    let envelope = |ops: &[(&str, &[(&str, &str)])], events: &[(&str, &[(&str, &str)])]| {
+        let shapes = |records: &[(&str, &[(&str, &str)])]| -> Shapes {
+            records
+                .iter()
+                .map(|(name, fields)| {
+                    let fields = fields
+                        .iter()
+                        .map(|(f, t)| (f.to_string(), t.to_string()))
+                        .collect();
+                    (name.to_string(), fields)
+                })
+                .collect()
+        };
+        Envelope::from([
+            ("ops".to_string(), shapes(ops)),
+            ("events".to_string(), shapes(events)),
+        ])
+    };
+    let rust = envelope(
+        &[
+            ("eval", &[("id", "string"), ("job", "object")]),
+            ("reload", &[]),
+            ("static_check", &[("id", "string")]),
+        ],
+        &[("result", &[("id", "string"), ("pid", "integer")])],
+    );
+    let python = envelope(
+        &[
+            ("eval", &[("id", "string"), ("job", "string")]),
+            ("sandbox_info", &[("id", "string")]),
+            ("static_check", &[("id", "string")]),
+        ],
+        &[
+            ("result", &[("id", "string"), ("result", "object")]),
+            ("warning", &[("id", "string")]),
+        ],
+    );
+    assert_eq!(
+        envelope_differences(&rust, &python),
+        [
+            "op eval.job is object in kforge but string in envelope.py",
+            "kforge sends the op \"reload\", which envelope.py does not declare",
+            "eval::envelope lists the op \"static_check\" as one kforge never sends, but it is \
+             a variant of its enum",
+            "event result.pid (integer) is read by kforge but envelope.py does not declare it",
+            "event result.result (object) is declared in envelope.py but kforge does not read it",
+            "envelope.py declares the event \"warning\", which kforge does not type (a variant \
+             of eval::envelope's enum, or one of the names it lists as unused)",
+            "eval::envelope lists the event \"static\" as one kforge never reads, but \
+             envelope.py does not declare it",
+            "eval::envelope lists the event \"sandbox_info\" as one kforge never reads, but \
+             envelope.py does not declare it",
+        ]
+    );
 }

@@ -10,10 +10,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::envelope::{
+    ErrorEvent, EvalJob, Event, PeaksQuery, Progress, Query, Request, RequestId, ResultEvent,
+    Started,
+};
 use super::protocol::{Device, EvalRequest, Hello, Job};
 
 use super::python_env::PythonEnv;
@@ -31,8 +35,8 @@ const CANCEL_GRACE: Duration = Duration::from_secs(10);
 pub enum EvalProgress {
     /// Waiting behind `ahead` other jobs for the device.
     Queued { ahead: usize },
-    /// The evaluation process started.
-    Started { pid: u32 },
+    /// The evaluation's processes started (the server's `started` event).
+    Started,
     /// A phase such as "correctness trial 2/5" or "timing kernel: 100 runs".
     Phase(String),
 }
@@ -46,7 +50,7 @@ pub enum EvalError {
 }
 
 struct QueuedJob {
-    id: String,
+    id: RequestId,
     job: Job,
     cancel: CancellationToken,
     progress: Option<mpsc::UnboundedSender<EvalProgress>>,
@@ -121,35 +125,36 @@ impl Evaluator {
 
     /// CUDA availability and devices, queried in a child so no server initializes CUDA.
     pub async fn device_info(&self) -> Result<Value> {
-        self.query("devices", json!({"op": "device_info"}), 180)
-            .await
+        let id = self.new_id("devices");
+        self.query(Request::DeviceInfo(Query { id }), 180).await
     }
 
     /// Nsight Compute presence, version and permission to read counters.
     pub async fn ncu_check(&self) -> Result<Value> {
-        self.query("ncu", json!({"op": "ncu_check"}), 400).await
+        let id = self.new_id("ncu");
+        self.query(Request::NcuCheck(Query { id }), 400).await
     }
 
     /// Each CUDA device's measured peaks (bandwidth, matmul per math) for the
     /// speed-of-light bound: from the cache (`cache_dir/peaks`, where the judge keeps
     /// them), else measured now and cached. `{"devices": []}` without a GPU.
     pub async fn device_peaks(&self) -> Result<Value> {
-        let cache = self.shared.cache_dir.join("peaks");
-        self.query(
-            "peaks",
-            json!({"op": "device_peaks", "cache_dir": cache}),
-            400,
-        )
-        .await
+        let cache_dir = self.shared.cache_dir.join("peaks");
+        let id = self.new_id("peaks");
+        self.query(Request::DevicePeaks(PeaksQuery { id, cache_dir }), 400)
+            .await
     }
 
-    /// A query the spare server answers with `{"info": ...}`.
-    async fn query(&self, prefix: &str, mut request: Value, timeout_s: u64) -> Result<Value> {
-        request["id"] = json!(self.new_id(prefix));
-        self.with_spare(async |s| {
-            let event = s.call(request, Duration::from_secs(timeout_s)).await?;
-            Ok(event.get("info").cloned().unwrap_or(Value::Null))
-        })
+    /// A query the spare server answers with its `info`.
+    async fn query(&self, request: Request, timeout_s: u64) -> Result<Value> {
+        self.with_spare(
+            async |s| match s.call(request, Duration::from_secs(timeout_s)).await? {
+                Event::DeviceInfo(answer)
+                | Event::NcuCheck(answer)
+                | Event::DevicePeaks(answer) => Ok(answer.info),
+                other => bail!("the harness answered a query with {other:?}"),
+            },
+        )
         .await
     }
 
@@ -170,8 +175,11 @@ impl Evaluator {
         })
     }
 
-    fn new_id(&self, prefix: &str) -> String {
-        format!("{prefix}-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    fn new_id(&self, prefix: &str) -> RequestId {
+        RequestId(format!(
+            "{prefix}-{}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        ))
     }
 
     /// Queues an evaluation on its device and waits for the result. Failures of the
@@ -329,9 +337,13 @@ struct JobOutcome {
 
 async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
     let id = &queued.id;
-    let request = json!({"op": "eval", "id": id, "job": queued.job});
+    let request = Request::Eval(EvalJob {
+        id: id.clone(),
+        job: Box::new(queued.job.clone()),
+    });
     if let Err(e) = server.send(&request).await {
-        let result = EvalResult::harness_failure(id, format!("{e:#}"), server.stderr_text());
+        let result =
+            EvalResult::harness_failure(id.as_str(), format!("{e:#}"), server.stderr_text());
         return JobOutcome {
             result: Ok(result),
             restart_server: true,
@@ -352,37 +364,19 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
             event = server.next_event() => {
                 let Some(event) = event else {
                     let text = server.stderr_text();
-                    let result = EvalResult::harness_failure(id, "the harness server exited during the evaluation", text);
+                    let result = EvalResult::harness_failure(id.as_str(), "the harness server exited during the evaluation", text);
                     return JobOutcome { result: Ok(result), restart_server: true };
                 };
-                if event.get("id").and_then(Value::as_str) != Some(id.as_str()) {
+                if event.id() != Some(id) {
                     continue;
                 }
-                match event.get("event").and_then(Value::as_str) {
-                    Some("progress") => send_progress(queued, EvalProgress::Phase(
-                        event.get("phase").and_then(Value::as_str).unwrap_or_default().to_string())),
-                    Some("started") => send_progress(queued, EvalProgress::Started {
-                        pid: event.get("pid").and_then(Value::as_u64).unwrap_or(0) as u32 }),
-                    Some("result") => {
-                        let parsed = serde_json::from_value::<EvalResult>(event.get("result").cloned().unwrap_or(Value::Null));
-                        let result = match parsed {
-                            Ok(r) if r.status == Status::Cancelled => Err(EvalError::Cancelled),
-                            Ok(r) => Ok(r),
-                            Err(e) => Ok(EvalResult::harness_failure(id, format!("malformed result from the harness: {e}"), String::new())),
-                        };
-                        return JobOutcome { result, restart_server: false };
-                    }
-                    Some("error") => {
-                        let message = event.get("error").and_then(Value::as_str).unwrap_or("unknown harness error");
-                        let log = event.get("traceback").and_then(Value::as_str).unwrap_or_default();
-                        return JobOutcome { result: Ok(EvalResult::harness_failure(id, message, log)), restart_server: false };
-                    }
-                    _ => {}
+                if let Some(outcome) = job_event(queued, event, || server.stderr_text()) {
+                    return outcome;
                 }
             }
             _ = queued.cancel.cancelled(), if cancel_sent.is_none() => {
                 cancel_sent = Some(tokio::time::Instant::now());
-                if server.send(&json!({"op": "cancel", "id": id})).await.is_err() {
+                if server.send(&Request::Cancel(Query { id: id.clone() })).await.is_err() {
                     return JobOutcome { result: Err(EvalError::Cancelled), restart_server: true };
                 }
             }
@@ -391,7 +385,7 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
             }
             _ = &mut watchdog => {
                 let result = EvalResult::harness_failure(
-                    id,
+                    id.as_str(),
                     format!("the harness server did not answer within {}s; it was restarted", limit.as_secs()),
                     server.stderr_text(),
                 );
@@ -401,8 +395,151 @@ async fn run_job(server: &mut HarnessServer, queued: &QueuedJob) -> JobOutcome {
     }
 }
 
+/// What an event answering the running job does: a progress report, or the job's end
+/// (`stderr`: the server's last lines, for a log).
+fn job_event(
+    queued: &QueuedJob,
+    event: Event,
+    stderr: impl FnOnce() -> String,
+) -> Option<JobOutcome> {
+    let id = queued.id.as_str();
+    let (result, restart_server) = match event {
+        Event::Progress(Progress { phase, .. }) => {
+            send_progress(queued, EvalProgress::Phase(phase));
+            return None;
+        }
+        Event::Started(Started {
+            executor, sandbox, ..
+        }) => {
+            tracing::debug!(%id, executor, sandbox, "evaluation started");
+            send_progress(queued, EvalProgress::Started);
+            return None;
+        }
+        Event::Result(ResultEvent { result, .. }) if result.status == Status::Cancelled => {
+            (Err(EvalError::Cancelled), false)
+        }
+        Event::Result(ResultEvent { result, .. }) => (Ok(*result), false),
+        Event::Error(ErrorEvent {
+            error, traceback, ..
+        }) => (
+            Ok(EvalResult::harness_failure(
+                id,
+                error,
+                traceback.unwrap_or_default(),
+            )),
+            false,
+        ),
+        // The server does not speak this kforge's envelope: restarted, the job failed.
+        Event::Malformed { event, error, .. } => (
+            Ok(EvalResult::harness_failure(
+                id,
+                format!("malformed {event} event from the harness: {error}"),
+                stderr(),
+            )),
+            true,
+        ),
+        Event::DeviceInfo(_) | Event::NcuCheck(_) | Event::DevicePeaks(_) | Event::Unknown => {
+            return None;
+        }
+    };
+    Some(JobOutcome {
+        result,
+        restart_server,
+    })
+}
+
 fn send_progress(job: &QueuedJob, progress: EvalProgress) {
     if let Some(p) = &job.progress {
         let _ = p.send(progress);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EvalConfig;
+    use serde_json::json;
+
+    fn queued() -> (
+        QueuedJob,
+        mpsc::UnboundedReceiver<EvalProgress>,
+        oneshot::Receiver<Result<EvalResult, EvalError>>,
+    ) {
+        let request = EvalRequest::new("t.py", "k.py", Device::Cpu, EvalConfig::default());
+        let (progress, shown) = mpsc::unbounded_channel();
+        let (reply, answer) = oneshot::channel();
+        let job = QueuedJob {
+            id: RequestId("eval-1".into()),
+            job: Job::new(&request, None),
+            cancel: CancellationToken::new(),
+            progress: Some(progress),
+            reply,
+        };
+        (job, shown, answer)
+    }
+
+    /// Progress and started are shown, an unknown event is ignored, and none ends the job.
+    #[test]
+    fn progress_is_shown_and_unknown_events_ignored() {
+        let (job, mut shown, _answer) = queued();
+        for line in [
+            json!({"event": "progress", "id": "eval-1", "phase": "loading task"}),
+            json!({"event": "started", "id": "eval-1", "executor": "fork", "sandbox": "bwrap"}),
+            json!({"event": "from_a_newer_harness", "id": "eval-1"}),
+        ] {
+            assert!(job_event(&job, Event::read(line), String::new).is_none());
+        }
+        assert_eq!(
+            shown.try_recv().unwrap(),
+            EvalProgress::Phase("loading task".into())
+        );
+        assert_eq!(shown.try_recv().unwrap(), EvalProgress::Started);
+        assert!(shown.try_recv().is_err());
+    }
+
+    /// A result ends the job (a cancelled one as `Cancelled`), an error is a `harness`
+    /// result with its traceback, and an event that does not parse is a `harness` result
+    /// naming it, with the server restarted.
+    #[test]
+    fn results_errors_and_malformed_events_end_the_job() {
+        let (job, _shown, _answer) = queued();
+        let result =
+            |r: EvalResult| Event::read(json!({"event": "result", "id": "eval-1", "result": r}));
+        let correct = EvalResult {
+            correct: true,
+            status: Status::Correct,
+            ..EvalResult::default()
+        };
+        let outcome = job_event(&job, result(correct), String::new).unwrap();
+        assert!(outcome.result.unwrap().correct && !outcome.restart_server);
+        let cancelled = EvalResult {
+            status: Status::Cancelled,
+            ..EvalResult::default()
+        };
+        let outcome = job_event(&job, result(cancelled), String::new).unwrap();
+        assert!(matches!(outcome.result, Err(EvalError::Cancelled)));
+
+        let error = json!({"event": "error", "id": "eval-1", "error": "KeyError: x", "traceback": "Traceback"});
+        let outcome = job_event(&job, Event::read(error), String::new).unwrap();
+        let failed = outcome.result.unwrap();
+        assert_eq!(
+            (failed.summary.as_str(), failed.log.as_str()),
+            ("KeyError: x", "Traceback")
+        );
+        assert!(!outcome.restart_server);
+
+        let malformed = json!({"event": "result", "id": "eval-1", "result": {"status": 3}});
+        let outcome = job_event(&job, Event::read(malformed), || "stderr tail".into()).unwrap();
+        let failed = outcome.result.unwrap();
+        assert_eq!(failed.category, Some(crate::protocol::Category::Harness));
+        assert!(
+            failed
+                .summary
+                .starts_with("malformed result event from the harness: "),
+            "{}",
+            failed.summary
+        );
+        assert_eq!(failed.log, "stderr tail");
+        assert!(outcome.restart_server);
     }
 }

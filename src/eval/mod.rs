@@ -2,6 +2,7 @@
 //! the interpreter that runs it, one server per device, and the async `Evaluator`.
 
 pub mod devices;
+pub mod envelope;
 pub mod evaluator;
 pub mod harness;
 pub mod interpreter;

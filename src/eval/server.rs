@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::envelope::{Event, Request};
 use super::protocol::Hello;
 
 /// How long the server may take to import torch and triton.
@@ -218,7 +219,7 @@ impl HarnessServer {
         Ok(server)
     }
 
-    pub async fn send(&mut self, request: &Value) -> Result<()> {
+    pub async fn send(&mut self, request: &Request) -> Result<()> {
         let mut line = serde_json::to_string(request)?;
         line.push('\n');
         self.stdin
@@ -230,32 +231,29 @@ impl HarnessServer {
     }
 
     /// Next event from the server; `None` once it has exited.
-    pub async fn next_event(&mut self) -> Option<Value> {
-        self.events.recv().await
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await.map(Event::read)
     }
 
-    /// Sends a request and waits for the event answering it (by id), ignoring others.
-    pub async fn call(&mut self, request: Value, timeout: Duration) -> Result<Value> {
-        let id = request.get("id").cloned().unwrap_or(Value::Null);
+    /// Sends a request and waits for the event answering it (by id), ignoring others; an
+    /// `error` answer, or one that does not parse, is an `Err`.
+    pub async fn call(&mut self, request: Request, timeout: Duration) -> Result<Event> {
+        let id = request.id().cloned();
         self.send(&request).await?;
         let wait = async {
             while let Some(event) = self.next_event().await {
-                if event.get("id") == Some(&id) {
+                if id.is_some() && event.id() == id.as_ref() {
                     return Some(event);
                 }
             }
             None
         };
         match tokio::time::timeout(timeout, wait).await {
-            Ok(Some(event)) => {
-                if event.get("event").and_then(Value::as_str) == Some("error") {
-                    bail!(
-                        "harness error: {}",
-                        event.get("error").and_then(Value::as_str).unwrap_or("?")
-                    );
-                }
-                Ok(event)
+            Ok(Some(Event::Error(e))) => bail!("harness error: {}", e.error),
+            Ok(Some(Event::Malformed { event, error, .. })) => {
+                bail!("malformed {event} event from the harness: {error}")
             }
+            Ok(Some(event)) => Ok(event),
             Ok(None) => bail!("the harness exited:\n{}", self.stderr_text()),
             Err(_) => bail!("the harness did not answer within {}s", timeout.as_secs()),
         }
@@ -282,7 +280,7 @@ impl HarnessServer {
     /// Asks the server to exit, killing it if it does not within a few seconds.
     pub async fn shutdown(mut self) {
         tracing::info!(pid = self.child.id(), "evaluator server stopping");
-        let _ = self.send(&serde_json::json!({"op": "shutdown"})).await;
+        let _ = self.send(&Request::Shutdown).await;
         if tokio::time::timeout(Duration::from_secs(5), self.child.wait())
             .await
             .is_err()

@@ -372,7 +372,7 @@ fn compile_all_unset() -> CompileFigures {
     }
 }
 
-fn to_object(value: impl serde::Serialize) -> serde_json::Map<String, Value> {
+pub(crate) fn to_object(value: impl serde::Serialize) -> serde_json::Map<String, Value> {
     match serde_json::to_value(value).expect("wire values serialize") {
         Value::Object(map) => map,
         other => panic!("a wire record serializes to an object, not {other}"),
@@ -394,7 +394,8 @@ fn shape(full: &serde_json::Map<String, Value>, bare: &serde_json::Map<String, V
         .collect()
 }
 
-fn json_type(value: &Value) -> &'static str {
+/// A value's JSON type as the schemas name it.
+pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

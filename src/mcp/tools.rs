@@ -130,7 +130,7 @@ fn forward_phases(
                 EvalProgress::Queued { ahead } if ahead > 0 => {
                     format!("waiting for the device: {ahead} evaluation(s) ahead")
                 }
-                EvalProgress::Queued { .. } | EvalProgress::Started { .. } => continue,
+                EvalProgress::Queued { .. } | EvalProgress::Started => continue,
             };
             let update = ProgressUpdate {
                 progress: counter.next(&message),

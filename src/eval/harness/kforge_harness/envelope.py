@@ -2,18 +2,19 @@
 request kforge sends (its `op`) and per event the server answers with (its `event`). The
 server parses each request line into its record (`parse_request`: an unknown op, or a field
 of the wrong JSON type, is an `error` event naming it) and builds each event from its record
-(`Event.message()`). kforge's side is src/eval/evaluator.rs and src/eval/server.rs;
-tests/harness_wire.rs checks that the ops kforge sends and the events it reads are the ones
-declared here (`schema()`), both ways.
+(`Event.message()`). kforge's side is src/eval/envelope.rs (its `Request` and `Event`
+enums); tests/harness_wire.rs compares its `schema()` with this module's (`schema()`): each
+op and event with its fields and their JSON types, both ways.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional, Union
 
-from .wire import WireError
+from .wire import JSON_TYPES, WireError
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,14 @@ class DevicePeaks:
 
 @dataclass(frozen=True)
 class Shutdown:
+    """Exit (nothing answers it, so it has no id)."""
+
     OP: ClassVar[str] = "shutdown"
-    id: Optional[str] = None
 
 
 Request = Union[Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Shutdown]
 REQUESTS: tuple[type, ...] = (Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Shutdown)
-_JSON_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "dict[str, Any]": (dict,)}
+_PYTHON_TYPES: dict[str, type] = {name: python for python, name in JSON_TYPES.items()}
 
 
 def parse_request(message: object) -> Request:
@@ -88,15 +90,12 @@ def parse_request(message: object) -> Request:
     else:
         raise WireError("unknown op %r" % (op,))
     values: dict[str, Any] = {}
+    kinds = _fields(record)
     for f in dataclasses.fields(record):
         if f.name not in message or message[f.name] is None:
             continue
         value = message[f.name]
-        declared = str(f.type)
-        if declared.startswith("Optional[") and declared.endswith("]"):
-            declared = declared[len("Optional["):-1]
-        expected = _JSON_TYPES.get(declared)
-        if expected is not None and not isinstance(value, expected):
+        if not isinstance(value, _PYTHON_TYPES[kinds[f.name]]):
             raise WireError("%s.%s is a %s, not a %s" % (op, f.name, type(value).__name__, f.type))
         values[f.name] = value
     if "id" not in values and any(f.name == "id" and f.default is dataclasses.MISSING
@@ -149,7 +148,7 @@ class Info(Event):
     `event` is the query's op."""
 
     kind: str = ""
-    info: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
 
     def message(self) -> dict[str, Any]:
         return {"event": self.kind, "id": self.id, "info": self.info}
@@ -172,10 +171,29 @@ class Error(Event):
 
 EVENTS: tuple[type, ...] = (Progress, Started, Result, Static, Error)
 INFO_OPS = (DeviceInfo.OP, SandboxInfo.OP, NcuCheck.OP, DevicePeaks.OP)
-HELLO = "hello"  # the server's first line (server.serve), before any request
 
 
-def schema() -> dict[str, list[str]]:
-    """The ops and events declared here (tests/harness_wire.rs compares them with kforge's)."""
-    return {"ops": sorted(r.OP for r in REQUESTS),  # type: ignore[attr-defined]
-            "events": sorted([e.EVENT for e in EVENTS] + list(INFO_OPS) + [HELLO])}  # type: ignore[attr-defined]
+def schema() -> dict[str, dict[str, dict[str, str]]]:
+    """{"ops": {op: {field: JSON type}}, "events": {event: {field: JSON type}}}: each request
+    and each event as it is on the wire (an event's `id` included, a query's answer under the
+    query's op), for tests/harness_wire.rs to compare with kforge's `eval::envelope::schema()`.
+    Null and absence are not part of it: parse_request takes any field left out or null as
+    its default, and kforge reads what an event may leave out as an Option. The hello, the
+    server's first line, is not an event of the envelope."""
+    events = {e.EVENT: _fields(e) for e in EVENTS}  # type: ignore[attr-defined]
+    info = {name: kind for name, kind in _fields(Info).items() if name != "kind"}
+    events.update({op: info for op in INFO_OPS})
+    return {"ops": {r.OP: _fields(r) for r in REQUESTS},  # type: ignore[attr-defined]
+            "events": events}
+
+
+def _fields(record: type) -> dict[str, str]:
+    """A record's fields with their JSON types (wire.JSON_TYPES; Optional[T] is T's)."""
+    hints = typing.get_type_hints(record)
+    out = {}
+    for f in dataclasses.fields(record):
+        hint = hints[f.name]
+        if typing.get_origin(hint) is Union:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        out[f.name] = JSON_TYPES[typing.get_origin(hint) or hint]
+    return out
