@@ -39,7 +39,7 @@ pub struct EngineSetup {
     pub pipeline: PipelineConfig,
     pub llm: Arc<dyn LlmPort>,
     pub prompts: PromptSet,
-    /// What of the task's baselines the run measures as it starts (`warmup::plan`).
+    /// What of the task's baselines the run measures as it starts (`warmup_plan::plan`).
     pub warmup: BaselineWarmup,
 }
 
@@ -198,8 +198,9 @@ impl Engine {
         });
         let warmup = inner.clone().start_warmup(self.warmup);
         if warmup.is_some() {
-            // Its request goes into the device's queue first: the first candidate's
-            // evaluation then finds the figures cached.
+            // Lets its request reach the device's queue before anything of the pipeline
+            // can (the first candidate comes after an LLM call anyway): that evaluation then
+            // finds the figures cached. Out of order, it measures them itself: no harm.
             tokio::task::yield_now().await;
         }
         let outcome = inner.clone().pipeline().await;
