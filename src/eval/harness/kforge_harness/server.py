@@ -870,15 +870,19 @@ def serve(hidden_paths: Sequence[str]) -> int:
     started = time.time()
     server = Server(proto, hidden_paths)
     if server.sandbox.kind != "none":
-        # The zygote imports torch and triton in its sandbox while this process does the
-        # same: on a first evaluation the two imports overlap instead of adding up.
+        # The zygotes (the kernels' and the tasks') import torch and triton in their
+        # sandboxes while this process does the same: on a first evaluation the imports
+        # overlap instead of adding up (the tasks' zygote started at the first job put its
+        # import after this one's: 2-5 s of a one-shot `kforge eval`).
         server.start_zygote()
+        server.start_judges()
     try:
         import torch  # noqa: F401
         import triton  # noqa: F401
     except BaseException as e:  # noqa: BLE001
-        if server.zygote:
-            server.zygote.stop()
+        for zygote in (server.zygote, server.judges):
+            if zygote:
+                zygote.stop()
         proto.write(json.dumps({"event": "hello", "ok": False, "protocol": PROTOCOL,
                                 "python": platform.python_version(), "executable": sys.executable,
                                 "error": "%s: %s" % (type(e).__name__, e)}) + "\n")
