@@ -24,7 +24,10 @@ fn a_recorded_session_replays_through_a_command_provider_to_the_same_end() {
     std::fs::write(
         &config,
         format!(
-            "[llm]\ndefault = \"replay\"\n\n[llm.providers.replay]\nprotocol = \"command\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n",
+            // One call at a time, as the transcript was written (the person answered seed 1
+            // first): the seeds' kernels become candidates 1 and 2 in that order, and on the
+            // CPU, where nothing is timed, the earlier correct candidate is the best.
+            "[pipeline]\nmax_concurrent_calls = 1\n\n[llm]\ndefault = \"replay\"\n\n[llm.providers.replay]\nprotocol = \"command\"\ncommand = [{:?}, {:?}, {:?}, {:?}]\n",
             interpreter().display().to_string(),
             fixtures().join("replay/replay.py").display().to_string(),
             transcript_file.display().to_string(),
@@ -66,7 +69,10 @@ fn a_recorded_session_replays_through_a_command_provider_to_the_same_end() {
     let state = SessionState::from_records(&session.read_events().unwrap().records);
     assert_eq!(state.end, Some(RunEnd::Complete), "{stderr}");
 
-    // The same calls, step by step, each answered from the transcript.
+    // The same calls, step by step, each answered from the transcript. The two seed calls
+    // run at once and a candidate's id is taken when its answer arrives, so a key that names
+    // a candidate by id (`analysis2`, `opt2`) is compared by the seed that candidate is: in
+    // the recording seed N's kernel was candidate N (analysis1 matched `softmax_row_kernel`).
     let recorded: Vec<(String, String)> = transcript["calls"]
         .as_array()
         .unwrap()
@@ -78,12 +84,26 @@ fn a_recorded_session_replays_through_a_command_provider_to_the_same_end() {
             )
         })
         .collect();
+    let seed_of_candidate = |id: u32| {
+        state
+            .candidates
+            .get(&kforge::protocol::CandidateId(id))
+            .map_or_else(|| format!("#{id}"), |c| c.key.clone())
+    };
     let mut made: Vec<(String, String)> = state
         .calls
         .values()
-        .map(|c| (c.key.clone(), c.kind.word().to_string()))
+        .map(|c| {
+            (
+                by_seed(&c.key, seed_of_candidate),
+                c.kind.word().to_string(),
+            )
+        })
         .collect();
-    let mut expected = recorded.clone();
+    let mut expected: Vec<(String, String)> = recorded
+        .iter()
+        .map(|(key, kind)| (by_seed(key, |id| format!("seed{id}")), kind.clone()))
+        .collect();
     made.sort();
     expected.sort();
     assert_eq!(made, expected);
@@ -120,4 +140,15 @@ fn a_recorded_session_replays_through_a_command_provider_to_the_same_end() {
             .unwrap()
             .contains("def softmax_row_kernel")
     );
+}
+
+/// `analysis2` -> `analysis(seed1)` where candidate 2 is seed 1's kernel (`seed_of`); other
+/// keys as they are.
+fn by_seed(key: &str, seed_of: impl Fn(u32) -> String) -> String {
+    for prefix in ["analysis", "opt"] {
+        if let Some(id) = key.strip_prefix(prefix).and_then(|n| n.parse::<u32>().ok()) {
+            return format!("{prefix}({})", seed_of(id));
+        }
+    }
+    key.to_string()
 }
