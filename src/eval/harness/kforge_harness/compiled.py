@@ -171,24 +171,14 @@ def _compiler_command(launches: Launches, source: str, workdir: str) -> Tuple[Li
     return [sys.executable, "-m", "kforge_harness", "ttir"], json.dumps(request), env
 
 
-def start(launches: Launches, source: str, workdir: str, gpu: bool,
-          pending: Optional[Pending] = None) -> Optional[Pending]:
-    """The CPU's reading of the launches noted so far, started now (`pending` kept where it
-    reads the same launches, else cancelled); None where there is nothing to compile (a GPU's
-    launches carry their code) or the process cannot start (`read` then says why)."""
-    if gpu or launches.code or not launches.keys:
-        return pending
-    keys = frozenset(launches.keys)
-    if pending is not None:
-        if pending.keys == keys:
-            return pending
-        pending.cancel()
+def _spawn(launches: Launches, source: str, workdir: str) -> Union[Pending, str]:
+    """The compiler's process started on the launches noted so far, or why it could not start."""
     try:
         argv, request, env = _compiler_command(launches, source, workdir)
         process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True, env=env, cwd=workdir)
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as e:
+        return "the compiler's process: %s: %s" % (type(e).__name__, str(e)[:200])
     stdin, process.stdin = process.stdin, None  # written here: `communicate` later only reads
     try:
         assert stdin is not None
@@ -196,7 +186,27 @@ def start(launches: Launches, source: str, workdir: str, gpu: bool,
         stdin.close()
     except OSError:
         pass  # the process ended already: its answer (or its stderr) says why
-    return Pending(process, keys)
+    return Pending(process, frozenset(launches.keys))
+
+
+def _current(launches: Launches, source: str, workdir: str, pending: Optional[Pending]) -> Union[Pending, str]:
+    """`pending` where it reads the launches noted so far, else (cancelled) a new reading of them."""
+    if pending is not None:
+        if pending.keys == frozenset(launches.keys):
+            return pending
+        pending.cancel()
+    return _spawn(launches, source, workdir)
+
+
+def start(launches: Launches, source: str, workdir: str, gpu: bool,
+          pending: Optional[Pending] = None) -> Optional[Pending]:
+    """The CPU's reading of the launches noted so far, started now (`pending` kept where it
+    reads the same launches, else cancelled); None where there is nothing to compile (a GPU's
+    launches carry their code) or the process cannot start (`read` then says why)."""
+    if gpu or launches.code or not launches.keys:
+        return pending
+    current = _current(launches, source, workdir, pending)
+    return current if isinstance(current, Pending) else None
 
 
 def read(launches: Launches, source: str, workdir: str, gpu: bool, pending: Optional[Pending] = None) -> Reading:
@@ -214,21 +224,13 @@ def read(launches: Launches, source: str, workdir: str, gpu: bool, pending: Opti
         if pending is not None:
             pending.cancel()
         return {"kernels": [], "errors": launches.errors, "compiled_for": None}
-    pending = start(launches, source, workdir, gpu, pending)
-    stdout: Optional[str] = None
-    stderr: Optional[str] = None
-    if pending is not None:
-        stdout, stderr, failed = pending.collect(COMPILE_TIMEOUT_S)
-        if failed:
-            launches.errors.append(failed)
-    else:
-        try:
-            argv, request, env = _compiler_command(launches, source, workdir)
-            done = subprocess.run(argv, input=request, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                                  env=env, cwd=workdir)
-            stdout, stderr = done.stdout, done.stderr
-        except (OSError, subprocess.SubprocessError, ValueError) as e:
-            launches.errors.append("the compiler's process: %s: %s" % (type(e).__name__, str(e)[:200]))
+    current = _current(launches, source, workdir, pending)
+    if isinstance(current, str):
+        launches.errors.append(current)
+        return _answer(launches, None, None)
+    stdout, stderr, failed = current.collect(COMPILE_TIMEOUT_S)
+    if failed:
+        launches.errors.append(failed)
     return _answer(launches, stdout, stderr)
 
 
