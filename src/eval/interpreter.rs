@@ -8,6 +8,7 @@ use std::path::Path;
 use tempfile::TempDir;
 
 use super::protocol::{Device, EvalRequest};
+use crate::config::EvalConfig;
 use crate::protocol::shapes::{InterpreterSizePolicy, InterpreterSizes};
 use crate::protocol::{Category, EvalResult};
 use crate::shapes::interpreter::{BUDGET, shrink};
@@ -20,6 +21,12 @@ pub struct Prepared {
     _dir: Option<TempDir>,
 }
 
+/// Whether an evaluation on `device` under `settings` runs a task at the interpreter's sizes
+/// (where the task has sizes to shrink): on the CPU, unless `interpreter_sizes = "task"`.
+pub fn at_interpreter_sizes(device: Device, settings: &EvalConfig) -> bool {
+    device == Device::Cpu && settings.interpreter_sizes != Some(InterpreterSizePolicy::Task)
+}
+
 /// `request` with its task's sizes shrunk where it runs on the CPU, evaluates a kernel (a
 /// task check keeps the task's sizes: it runs no Triton code) and the settings allow it. A
 /// task that cannot be read or written is left as it is: the harness then says what is
@@ -30,10 +37,7 @@ pub fn prepare(request: EvalRequest) -> Prepared {
         sizes: None,
         _dir: None,
     };
-    if request.device != Device::Cpu
-        || request.reference_only
-        || request.settings.interpreter_sizes == Some(InterpreterSizePolicy::Task)
-    {
+    if request.reference_only || !at_interpreter_sizes(request.device, &request.settings) {
         return keep(request);
     }
     let Ok(source) = std::fs::read_to_string(&request.task) else {

@@ -244,10 +244,9 @@ pub async fn check_kernel_seeded(
 ) -> Result<ShapeCheck, EvalError> {
     // On the CPU the kernel was judged at the interpreter's sizes (issue 38): the variants
     // are drawn around those, and each is evaluated at exactly the sizes it records.
-    let shrunk = (device == Device::Cpu
-        && settings.interpreter_sizes != Some(InterpreterSizePolicy::Task))
-    .then(|| interpreter::shrink(task_source, interpreter::BUDGET))
-    .flatten();
+    let shrunk = crate::eval::interpreter::at_interpreter_sizes(device, settings)
+        .then(|| interpreter::shrink(task_source, interpreter::BUDGET))
+        .flatten();
     let task_source = shrunk.as_ref().map_or(task_source, |s| s.source.as_str());
     let plan = match prepare(task_source, dir, family_seed) {
         Ok(plan) => plan,
