@@ -113,8 +113,6 @@ pub fn approve_every_gate(event: &Event) -> Vec<Command> {
 #[derive(Default)]
 pub struct FakeEvaluator {
     evaluated: Mutex<Vec<String>>,
-    /// The task file of each evaluation, in order (shape variants have their own).
-    tasks: Mutex<Vec<std::path::PathBuf>>,
     /// Every request, in order.
     requests: Mutex<Vec<EvalRequest>>,
     /// When set, every evaluation fails this way (the evaluator itself broke).
@@ -129,7 +127,7 @@ impl FakeEvaluator {
 
     /// The task files evaluated against, in order.
     pub fn tasks(&self) -> Vec<std::path::PathBuf> {
-        self.tasks.lock().expect("tasks").clone()
+        self.requests().into_iter().map(|r| r.task).collect()
     }
 
     /// Every request, in the order it came.
@@ -204,7 +202,6 @@ impl EvalPort for FakeEvaluator {
                 .push(request.clone());
             let code = std::fs::read_to_string(&request.kernel).unwrap_or_default();
             self.evaluated.lock().expect("evaluated").push(code.clone());
-            self.tasks.lock().expect("tasks").push(request.task.clone());
             // `FAKE-HARDCODED:dim=64`: a kernel right only where the task reads `dim = 64`.
             let task = std::fs::read_to_string(&request.task).unwrap_or_default();
             let hardcoded = code
