@@ -14,6 +14,7 @@ use crate::launch::options::DeviceArgs;
 
 mod fast_loop;
 mod kernelbench;
+mod kernelbench_wall;
 mod scaling;
 mod stats;
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use super::kernelbench_wall;
 use super::stats::{median, phase_medians};
 use crate::config::Config;
 use crate::eval::{Device, EvalRequest, Evaluator};
@@ -33,6 +34,14 @@ pub struct FastLoopArgs {
     /// Skip the by-hand `kforge eval` run.
     #[arg(long)]
     pub no_by_hand: bool,
+    /// A KernelBench checkout: run its `eval_kernel_against_ref` on the same task and
+    /// kernel in one process (GPU only) and compare the one-shot and warm walls (issue 38's
+    /// GPU targets).
+    #[arg(long, value_name = "DIR")]
+    pub kernelbench: Option<PathBuf>,
+    /// KernelBench evaluations in its process (the first is its one-shot).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub kernelbench_evals: u32,
     #[command(flatten)]
     pub device: DeviceArgs,
 }
@@ -52,21 +61,44 @@ impl Candidate {
 
 pub async fn run(args: FastLoopArgs, config: &Config, evaluator: &Evaluator) -> Result<bool> {
     let device = args.device.pick(evaluator).await?;
+    if args.kernelbench.is_some() && device == Device::Cpu {
+        anyhow::bail!("--kernelbench needs a GPU: KernelBench's evaluator runs on CUDA only");
+    }
     println!(
         "fast-loop: {} against {} on {device}",
         args.kernel.display(),
         args.task.display()
     );
     let mut met = true;
+    let mut one_shot_s = None;
     if !args.no_by_hand {
-        met &= by_hand(&args.task, &args.kernel, device)?;
+        let (by_hand_met, wall) = by_hand(&args.task, &args.kernel, device)?;
+        met &= by_hand_met;
+        one_shot_s = Some(wall);
     }
-    met &= session(&args, config, evaluator, device).await?;
+    let (session_met, warm_s) = session(&args, config, evaluator, device).await?;
+    met &= session_met;
+    if let (Some(repo), Device::Cuda(n)) = (&args.kernelbench, device) {
+        let walls = kernelbench_wall::measure(
+            &evaluator.python().executable,
+            repo,
+            &args.task,
+            &args.kernel,
+            n,
+            args.kernelbench_evals,
+        )?;
+        let (lines, warm_met) = kernelbench_wall::compare(&walls, one_shot_s, warm_s);
+        for line in lines {
+            println!("{line}");
+        }
+        met &= warm_met;
+    }
     Ok(met)
 }
 
-/// `kforge eval TASK KERNEL` in a fresh process, as the README has a user run it.
-fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<bool> {
+/// `kforge eval TASK KERNEL` in a fresh process, as the README has a user run it: whether
+/// the CPU target is met (always on a GPU), and its wall.
+fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<(bool, f64)> {
     let exe = std::env::current_exe().context("cannot find this kforge binary")?;
     let mut command = std::process::Command::new(exe);
     command.arg("eval").arg(task).arg(kernel).arg("--json");
@@ -103,16 +135,17 @@ fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<bool> {
             if met { "met" } else { "MISSED" }
         );
     }
-    Ok(met)
+    Ok((met, wall))
 }
 
-/// A session's sequence of candidate evaluations on one warm evaluator.
+/// A session's sequence of candidate evaluations on one warm evaluator: whether every
+/// verdict is correct (and the CPU target met), and the median warm candidate's wall.
 async fn session(
     args: &FastLoopArgs,
     config: &Config,
     evaluator: &Evaluator,
     device: Device,
-) -> Result<bool> {
+) -> Result<(bool, f64)> {
     // A session starts its device's server while the first candidate is written.
     evaluator.prepare(device).await;
     println!(
@@ -169,9 +202,9 @@ async fn session(
             .map(|c| c.beyond_correctness_s())
             .collect::<Vec<_>>(),
     );
+    let warm_s = median(&steady.iter().map(|c| c.wall_s).collect::<Vec<_>>());
     println!(
-        "median (candidates 2..): wall {:.2} s, correctness {:.2} s, beyond correctness {beyond:.2} s",
-        median(&steady.iter().map(|c| c.wall_s).collect::<Vec<_>>()),
+        "median (candidates 2..): wall {warm_s:.2} s, correctness {:.2} s, beyond correctness {beyond:.2} s",
         median(&steady.iter().map(|c| c.correctness_s).collect::<Vec<_>>()),
     );
     let results: Vec<&EvalResult> = steady.iter().map(|c| &c.result).collect();
@@ -191,5 +224,5 @@ async fn session(
             if met { "met" } else { "MISSED" }
         );
     }
-    Ok(met)
+    Ok((met, warm_s))
 }
