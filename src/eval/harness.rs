@@ -85,6 +85,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "tensors.py",
     "timed.py",
     "timing.py",
+    "triton_warm.py",
     "window.py",
     "wire.py",
     "worker.py",

@@ -84,7 +84,7 @@ pub fn measure(
         .arg("--device")
         .arg(device.to_string())
         .arg("--evals")
-        .arg(evals.max(2).to_string())
+        .arg(evals.max(1).to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

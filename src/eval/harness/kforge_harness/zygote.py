@@ -41,7 +41,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from . import protocol, sandbox
+from . import protocol, sandbox, triton_warm
 
 
 ROLES = ("kernel", "task")
@@ -81,7 +81,11 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
         except Exception as e:  # noqa: BLE001 -- only a cost: the process imports what it needs itself
             preimport_error = "%s: %s" % (type(e).__name__, e)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
-    warm_error = warm_triton_driver() if role == "kernel" else None
+    warm_error, triton_files = None, {}
+    if role == "kernel":
+        warm_error = triton_warm.warm_driver() or triton_warm.precompute_key()
+        triton_warm.import_lazy_modules()
+        triton_files = triton_warm.snapshot(os.environ["TRITON_CACHE_DIR"])
     sandbox.harden_zygote()
     wipe(scratch, sandboxed)
     woken = child_wakeup()
@@ -105,7 +109,8 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
             if message is None:
                 break  # the server went away: everything in the sandbox dies with us
             if message.get("op") == "fork" and fewest <= len(fds) <= most:
-                pid = spawn_avoiding(message.get("avoid_pid"), role, message["job"], fds, control, woken, scratch)
+                pid = spawn_avoiding(message.get("avoid_pid"), role, message["job"], fds, control, woken, scratch,
+                                     triton_files)
                 for fd in fds:
                     os.close(fd)
                 running[pid] = message.get("id")
@@ -195,25 +200,8 @@ def ignore_signals() -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def warm_triton_driver() -> Optional[str]:
-    """Builds Triton's CUDA driver utilities (a C module compiled with the system compiler,
-    a few seconds) here, once, before any kernel exists, so a fresh worker with its empty
-    private Triton cache inherits them loaded instead of compiling them again. Loading the
-    module does not initialize CUDA. Nothing to do when interpreting. Returns an error text
-    or None (a failure only costs each worker the build)."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return None
-    try:
-        from triton.backends.nvidia.driver import CudaUtils
-
-        CudaUtils()
-        return None
-    except Exception as e:  # noqa: BLE001
-        return "%s: %s" % (type(e).__name__, str(e)[:300])
-
-
 def spawn_avoiding(avoid: Optional[int], role: str, job: Mapping[str, Any], fds: List[int], control: socket.socket,
-                   woken: int, scratch: str) -> int:
+                   woken: int, scratch: str, triton_files: Optional[triton_warm.Snapshot] = None) -> int:
     """spawn(), with a pid other than `avoid` in this zygote's pid namespace. The judge lends
     the worker its GPU buffers by legacy CUDA IPC, and the driver refuses to open a handle
     in a process whose pid equals the exporter's (it takes it for the exporting process
@@ -221,7 +209,7 @@ def spawn_avoiding(avoid: Optional[int], role: str, job: Mapping[str, Any], fds:
     first process is pid 2; measured on an H200, scripts/gpu/ipc_between_sandboxes.py). A
     child that gets that number exits at once, unused, and the next fork takes the next."""
     while True:
-        pid = spawn(role, job, fds, control, woken, scratch, avoid)
+        pid = spawn(role, job, fds, control, woken, scratch, avoid, triton_files)
         if pid != avoid:
             return pid
         os.waitpid(pid, 0)
@@ -235,7 +223,7 @@ def _exit_if_avoided(avoid: Optional[int]) -> None:
 
 
 def spawn(role: str, job: Mapping[str, Any], fds: List[int], control: socket.socket, woken: int, scratch: str,
-          avoid: Optional[int] = None) -> int:
+          avoid: Optional[int] = None, triton_files: Optional[triton_warm.Snapshot] = None) -> int:
     """Forks the role's process: a worker (fds: its judge channel, its log pipe) or a judge
     (fds: its server channel, its log pipe, and its worker channel unless it checks a task
     alone). Returns the child's pid in the parent."""
@@ -257,6 +245,8 @@ def spawn(role: str, job: Mapping[str, Any], fds: List[int], control: socket.soc
         # The process's Triton cache is its own: a fresh, empty directory emptied again after
         # the evaluation, so no entry a kernel (or a task) plants reaches another evaluation.
         os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
+        # ...holding only a copy of what this zygote built before any kernel existed.
+        triton_warm.plant(triton_files or {}, os.environ["TRITON_CACHE_DIR"])
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
         os.environ["TMPDIR"] = workdir
         tempfile.tempdir = workdir
