@@ -311,9 +311,12 @@ def compare_honest(path: str, r: torch.Tensor, n: torch.Tensor, target: Optional
 
 def _offset_chunks(*tensors: torch.Tensor) -> Iterator[Tuple[torch.Tensor, List[torch.Tensor]]]:
     """(flat offsets as a tensor on the first tensor's device, chunks) in oracle-sized pieces."""
+    import torch
+
     from .oracle import _chunks as oracle_chunks
 
-    yield from oracle_chunks(*tensors)
+    for start, pieces in oracle_chunks(*tensors):
+        yield torch.arange(start, start + pieces[0].numel(), device=pieces[0].device), pieces
 
 
 class _HonestTally:

@@ -11,7 +11,7 @@ Run: cd src/eval/harness && TRITON_INTERPRET=1 PYTHONPATH=<pytest-site>:. python
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first import of triton
 
@@ -300,3 +300,21 @@ def test_a_parallel_scan_passes_and_tf32_inputs_fail() -> None:
     assert report["error_ratio"] < LIMIT / MARGIN, report
     passed, report, _ = judged(lambda t: torch.cumsum(t, dim=1), [x], parallel_scan(x, tf32=True))
     assert not passed and report["error_ratio"] > LIMIT * MARGIN, report
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (3, 4, 5), (2, 3000), (6000, 2), (1, 9), (11, 1, 13), (4, 2, 2, 3)])
+@pytest.mark.parametrize("chunk", [1, 3, 7, 16, 64, 1 << 22])
+def test_axis_sums_by_views_equal_one_scatter_of_every_element(shape: Tuple[int, ...], chunk: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """_add_axis_sums (padded views; the GPU serialized index_add_ on a few addresses) gives
+    the per-axis sums index_add_ of every element gives, for pieces cut anywhere."""
+    monkeypatch.setattr(oracle, "CHUNK", chunk)
+    values = torch.randn(shape, dtype=torch.float64)
+    for axis in range(len(shape)):
+        want = torch.zeros(shape[axis], dtype=torch.float64)
+        flat = values.reshape(-1)
+        want.index_add_(0, oracle._dim_indices(torch.arange(flat.numel()), shape, axis), flat)
+        got = torch.zeros(shape[axis], dtype=torch.float64)
+        for start, (piece,) in oracle._chunks(values):
+            oracle._add_axis_sums(got, piece, start, shape, axis)
+        assert torch.allclose(got, want, rtol=1e-12, atol=1e-12), (shape, chunk, axis)
