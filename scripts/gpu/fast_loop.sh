@@ -10,11 +10,17 @@
 #   4. on this host's CPU, the same two for comparison with docs/benchmarks.md's 2-core
 #      figures (the task's sizes shrunk for the interpreter: the verdict says to what).
 #
-#   scripts/gpu/fast_loop.sh
+#   5. with a KernelBench checkout: the issue's GPU targets beside KernelBench's own
+#      eval_kernel_against_ref (`--kernelbench`): the examples' ReLU (80 MiB), a 1 GiB ReLU,
+#      level 2 12_Gemm_Multiply_LeakyReLU with a 3xTF32 Triton GEMM, and one-shot on level 1
+#      19_ReLU (6 GiB);
+#
+#   scripts/gpu/fast_loop.sh [KERNELBENCH_CHECKOUT]
 #
 # From the repository root, with target/release/kforge built and torch + triton at
-# $KFORGE_PYTHON. About 3-6 minutes on an H200. Prints the tables; exit status is kforge's
-# (1 where a CPU target is missed; the GPU targets need KernelBench beside it: not here).
+# $KFORGE_PYTHON. About 3-6 minutes on an H200, 10 more with KernelBench. Prints the tables;
+# exit status is kforge's (1 where a CPU target or the warm target against KernelBench is
+# missed).
 set -uo pipefail
 kforge=target/release/kforge
 export KFORGE_PYTHON=${KFORGE_PYTHON:-python3}
@@ -30,5 +36,13 @@ run examples/tasks/relu.py examples/kernels/relu_triton.py --device 0 --candidat
 run examples/tasks/softmax.py examples/kernels/softmax_triton.py --device 0 --candidates 5
 run examples/tasks/relu.py examples/kernels/relu_triton.py --cpu --candidates 3
 run examples/tasks/softmax.py examples/kernels/softmax_triton.py --cpu --candidates 3
+kb=${1:-}
+if [ -n "$kb" ]; then
+    sed 's/^batch_size = 4096/batch_size = 16384/; s/^dim = 5120/dim = 16384/' examples/tasks/relu.py > "$work/relu_1g.py"
+    run examples/tasks/relu.py examples/kernels/relu_triton.py --device 0 --candidates 5 --kernelbench "$kb" --kernelbench-evals 4
+    run "$work/relu_1g.py" examples/kernels/relu_triton.py --device 0 --candidates 3 --no-by-hand --kernelbench "$kb" --kernelbench-evals 2
+    run "$kb/KernelBench/level2/12_Gemm_Multiply_LeakyReLU.py" scripts/gpu/kernels/gemm_leaky_relu_tf32x3.py --device 0 --candidates 4 --kernelbench "$kb" --kernelbench-evals 3
+    run "$kb/KernelBench/level1/19_ReLU.py" examples/kernels/relu_triton.py --device 0 --candidates 2 --kernelbench "$kb" --kernelbench-evals 1
+fi
 rm -rf "$work"
 exit $status

@@ -36,7 +36,8 @@ pub struct FastLoopArgs {
     pub no_by_hand: bool,
     /// A KernelBench checkout: run its `eval_kernel_against_ref` on the same task and
     /// kernel in one process (GPU only) and compare the one-shot and warm walls (issue 38's
-    /// GPU targets).
+    /// GPU targets). KernelBench runs the kernel unsandboxed, as it always does: only for
+    /// kernels you trust.
     #[arg(long, value_name = "DIR")]
     pub kernelbench: Option<PathBuf>,
     /// KernelBench evaluations in its process (the first is its one-shot).

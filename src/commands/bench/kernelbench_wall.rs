@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::stats::median;
+use crate::eval::server::passes_to_harness;
 
 const SCRIPT: &str = include_str!("kernelbench_eval.py");
 
@@ -73,7 +74,16 @@ pub fn measure(
         .and_then(|()| script.flush())
         .context("cannot write KernelBench's evaluation script")?;
     let started = Instant::now();
+    // KernelBench's evaluator runs the task's and the kernel's code in its own process,
+    // unsandboxed, as KernelBench does: it gets the environment the harness gets (an
+    // allow-list, never a credential), not the user's.
     let mut child = Command::new(python)
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, v)| {
+            k.to_str()
+                .zip(v.to_str())
+                .is_some_and(|(k, v)| passes_to_harness(k, v))
+        }))
         .arg(script.path())
         .arg("--repo")
         .arg(repo)
@@ -235,6 +245,47 @@ mod tests {
         assert!(text.contains("incorrect"), "{text}");
         assert!(text.contains("gave no second evaluation"), "{text}");
         assert!(!text.contains("KernelBench's timing"), "{text}");
+    }
+
+    /// A stand-in for the interpreter: prints KernelBench-like noise and one JSON line per
+    /// evaluation; `correct` says whether a variable outside the allow-list reached it.
+    #[cfg(unix)]
+    #[test]
+    fn the_evaluators_lines_are_read_and_its_environment_is_the_harnesss() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/kernelbench")).unwrap();
+        std::fs::write(dir.path().join("src/kernelbench/eval.py"), "").unwrap();
+        let python = dir.path().join("python");
+        std::fs::write(
+            &python,
+            "#!/bin/sh\n\
+             echo '[Eval] Start Evaluation'\n\
+             if [ -n \"$CARGO_MANIFEST_DIR\" ]; then c=false; else c=true; fi\n\
+             for i in 1 2 3; do echo \"{\\\"wall_s\\\": $i.5, \\\"compiled\\\": true, \\\"correct\\\": $c, \\\"runtime_ms\\\": 1.0, \\\"ref_runtime_ms\\\": 2.0}\"; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(
+            std::env::var_os("CARGO_MANIFEST_DIR").is_some(),
+            "cargo sets it for tests"
+        );
+        let walls = measure(
+            &python,
+            dir.path(),
+            Path::new("t.py"),
+            Path::new("k.py"),
+            0,
+            3,
+        )
+        .unwrap();
+        assert_eq!(walls.evals.len(), 3);
+        assert!(
+            walls.evals.iter().all(|e| e.correct),
+            "a variable outside the allow-list reached KernelBench's process"
+        );
+        assert_eq!(walls.warm_s(), Some(3.0));
+        assert!(walls.one_shot_s > 0.0);
     }
 
     #[test]
