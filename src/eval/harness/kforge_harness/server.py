@@ -362,8 +362,8 @@ class Server:
         if lost:
             zygote_restarted(result, lost)
         if zygote.hello.get("warm_error"):
-            result["notes"].append("the worker's process could not prebuild Triton's driver utilities (%s): "
-                                   "each worker builds them itself, slower" % zygote.hello["warm_error"])
+            result["notes"].append("the worker's process could not prepare Triton (its driver utilities, its hash) "
+                                   "(%s): each worker does it itself, slower" % zygote.hello["warm_error"])
         if zygote.hello.get("preimport_error"):
             result["notes"].append("the worker's process could not preload torch's tracing modules (%s): "
                                    "the audit imports them itself, slower" % zygote.hello["preimport_error"])

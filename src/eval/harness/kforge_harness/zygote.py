@@ -83,7 +83,8 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
     warm_error, triton_files = None, {}
     if role == "kernel":
-        warm_error = triton_warm.warm_driver() or triton_warm.precompute_key()
+        errors = [triton_warm.warm_driver(), triton_warm.precompute_key()]  # each is only a cost
+        warm_error = "; ".join(e for e in errors if e) or None
         triton_warm.import_lazy_modules()
         triton_files = triton_warm.snapshot(os.environ["TRITON_CACHE_DIR"])
     sandbox.harden_zygote()
