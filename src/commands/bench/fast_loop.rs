@@ -125,6 +125,18 @@ fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<(bool, f64)> {
         ),
     };
     println!("by hand: `kforge eval TASK KERNEL` {wall:.1} s wall, {verdict}");
+    if let Some(result) = &result {
+        // Where a one-shot's seconds go (its server's start, the compile baseline...).
+        println!(
+            "  phases (s): {}",
+            phase_medians(&[result])
+                .iter()
+                .filter(|(_, s)| *s >= 0.05)
+                .map(|(name, s)| format!("{name} {s:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(sizes) = result.as_ref().and_then(|r| r.interpreter_sizes.as_ref()) {
         println!("  at the interpreter's sizes: {}", sizes.changes_text());
     }
