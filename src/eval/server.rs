@@ -77,6 +77,16 @@ pub fn passes_to_harness(name: &str, value: &str) -> bool {
     allowed && !is_secret_env(name) && !SECRET_VALUE.is_match(value)
 }
 
+/// This process's environment as passed to the harness (`passes_to_harness`), for a
+/// `Command` that has cleared its own: every process that may run a task's or a kernel's code.
+pub fn harness_env() -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os().filter(|(k, v)| {
+        k.to_str()
+            .zip(v.to_str())
+            .is_some_and(|(k, v)| passes_to_harness(k, v))
+    })
+}
+
 /// Environment variable names that look like credentials. They are removed from every
 /// process that may run generated code.
 pub fn is_secret_env(name: &str) -> bool {
@@ -121,11 +131,7 @@ impl HarnessServer {
         command
             .current_dir(harness)
             .env_clear()
-            .envs(std::env::vars_os().filter(|(k, v)| {
-                k.to_str()
-                    .zip(v.to_str())
-                    .is_some_and(|(k, v)| passes_to_harness(k, v))
-            }))
+            .envs(harness_env())
             .env("PYTHONUNBUFFERED", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("PYTHONPATH", harness)

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::stats::median;
-use crate::eval::server::passes_to_harness;
+use crate::eval::server::harness_env;
 
 const SCRIPT: &str = include_str!("kernelbench_eval.py");
 
@@ -79,11 +79,7 @@ pub fn measure(
     // allow-list, never a credential), not the user's.
     let mut child = Command::new(python)
         .env_clear()
-        .envs(std::env::vars_os().filter(|(k, v)| {
-            k.to_str()
-                .zip(v.to_str())
-                .is_some_and(|(k, v)| passes_to_harness(k, v))
-        }))
+        .envs(harness_env())
         .arg(script.path())
         .arg("--repo")
         .arg(repo)
