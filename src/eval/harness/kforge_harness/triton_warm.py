@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 # Modules Triton's compiler imports at a kernel's first compile; imported here where they
 # exist in the installed Triton (which modules varies by version).
@@ -38,31 +38,46 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def prepare(cache_dir: str) -> Tuple[Optional[str], Snapshot]:
+    """Everything above, in the zygote with TRITON_CACHE_DIR at `cache_dir`: the error texts
+    of the steps that failed (None if none did) and the snapshot of what was built there."""
+    if interpreting():
+        return None, {}
+    errors = [e for e in (warm_driver(), precompute_key()) if e]
+    import_lazy_modules()
+    return "; ".join(errors) or None, snapshot(cache_dir)
+
+
 def warm_driver() -> Optional[str]:
     """Builds Triton's CUDA driver utilities into the current TRITON_CACHE_DIR. Loading the
     module does not initialize CUDA. Returns an error text or None."""
-    if interpreting():
-        return None
-    try:
+    def build() -> None:
         from triton.backends.nvidia.driver import CudaUtils
 
         CudaUtils()
-        return None
-    except Exception as e:  # noqa: BLE001
-        return "%s: %s" % (type(e).__name__, str(e)[:300])
+
+    return _attempt(build)
 
 
 def precompute_key() -> Optional[str]:
     """Triton's own hash, memoized in this process for the processes it forks. Returns an
     error text or None."""
-    if interpreting():
-        return None
-    try:
+    def compute() -> None:
         from triton.runtime.cache import triton_key
 
         triton_key()
+
+    return _attempt(compute)
+
+
+def _attempt(step: Callable[[], None]) -> Optional[str]:
+    """One step, unless Triton interprets: its error text, or None."""
+    if interpreting():
         return None
-    except Exception as e:  # noqa: BLE001
+    try:
+        step()
+        return None
+    except Exception as e:  # noqa: BLE001 -- only a cost: each worker does it itself
         return "%s: %s" % (type(e).__name__, str(e)[:300])
 
 

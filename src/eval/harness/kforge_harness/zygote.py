@@ -81,12 +81,7 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
         except Exception as e:  # noqa: BLE001 -- only a cost: the process imports what it needs itself
             preimport_error = "%s: %s" % (type(e).__name__, e)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
-    warm_error, triton_files = None, {}
-    if role == "kernel":
-        errors = [triton_warm.warm_driver(), triton_warm.precompute_key()]  # each is only a cost
-        warm_error = "; ".join(e for e in errors if e) or None
-        triton_warm.import_lazy_modules()
-        triton_files = triton_warm.snapshot(os.environ["TRITON_CACHE_DIR"])
+    warm_error, triton_files = triton_warm.prepare(os.environ["TRITON_CACHE_DIR"]) if role == "kernel" else (None, {})
     sandbox.harden_zygote()
     wipe(scratch, sandboxed)
     woken = child_wakeup()

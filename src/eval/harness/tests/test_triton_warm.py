@@ -60,6 +60,27 @@ def test_interpreting_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert triton_warm.warm_driver() is None
     assert triton_warm.precompute_key() is None
     triton_warm.import_lazy_modules()
+    assert triton_warm.prepare("/nonexistent") == (None, {})
+
+
+def test_a_failing_step_is_named_and_the_others_still_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """prepare() reports every failed step and still precomputes the hash and snapshots what
+    was built (each step is only a cost)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    ran: list[str] = []
+
+    def driver_fails() -> None:
+        raise RuntimeError("no C compiler")
+
+    monkeypatch.setattr(triton_warm, "warm_driver", lambda: triton_warm._attempt(driver_fails))
+    monkeypatch.setattr(triton_warm, "precompute_key", lambda: ran.append("key"))
+    monkeypatch.setattr(triton_warm, "import_lazy_modules", lambda: ran.append("imports"))
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "f").write_bytes(b"x")
+    error, files = triton_warm.prepare(str(tmp_path))
+    assert error == "RuntimeError: no C compiler"
+    assert ran == ["key", "imports"]
+    assert files == {os.path.join("k", "f"): b"x"}
 
 
 def test_tritons_hash_is_computed_once_and_a_forked_process_inherits_it(monkeypatch: pytest.MonkeyPatch) -> None:
