@@ -2,37 +2,20 @@
 //! `kforge eval` with its wall, verdict and phases, a session's warm candidates each split
 //! into correctness trials and the rest, the judge's phases, and both CPU targets stated;
 //! `--kernelbench` on the CPU is refused with its reason before anything runs. A small task
-//! keeps it quick; the run gets its own cache and config dirs.
+//! (the fixtures' 64x1024 ReLU) keeps it quick; the run gets its own cache and config dirs.
 
 mod eval_common;
 
 use eval_common::{interpreter, text};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-const SMALL_RELU: &str = r#"import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.rand(64, 256)]
-
-
-def get_init_inputs():
-    return []
-"#;
-
 fn fast_loop(root: &Path, extra: &[&str]) -> Output {
-    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels/relu_ok.py");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     Command::new(env!("CARGO_BIN_EXE_kforge"))
         .args(["bench", "fast-loop"])
-        .arg(root.join("relu.py"))
-        .arg(kernel)
+        .arg(fixtures.join("tasks/relu.py"))
+        .arg(fixtures.join("kernels/relu_ok.py"))
         .args(["--cpu"])
         .args(extra)
         .env("KFORGE_PYTHON", interpreter())
@@ -43,17 +26,10 @@ fn fast_loop(root: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-fn workspace() -> (tempfile::TempDir, PathBuf) {
-    let root = tempfile::tempdir().unwrap();
-    let path = root.path().to_path_buf();
-    std::fs::write(path.join("relu.py"), SMALL_RELU).unwrap();
-    (root, path)
-}
-
 #[test]
 fn the_by_hand_run_and_warm_candidates_are_printed_with_the_cpu_targets() {
-    let (_keep, root) = workspace();
-    let out = fast_loop(&root, &["--candidates", "2"]);
+    let root = tempfile::tempdir().unwrap();
+    let out = fast_loop(root.path(), &["--candidates", "2"]);
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -98,8 +74,11 @@ fn the_by_hand_run_and_warm_candidates_are_printed_with_the_cpu_targets() {
 
 #[test]
 fn kernelbench_beside_a_cpu_run_is_refused_before_anything_runs() {
-    let (_keep, root) = workspace();
-    let out = fast_loop(&root, &["--kernelbench", root.to_str().unwrap()]);
+    let root = tempfile::tempdir().unwrap();
+    let out = fast_loop(
+        root.path(),
+        &["--kernelbench", root.path().to_str().unwrap()],
+    );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
