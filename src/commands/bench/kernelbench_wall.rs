@@ -1,6 +1,6 @@
 //! KernelBench's own evaluator beside `kforge bench fast-loop` (issue 38's GPU targets):
 //! `eval_kernel_against_ref` of the same task and kernel, from a KernelBench checkout, run
-//! `evals` times in one fresh process (kernelbench_eval.py, embedded). The first verdict's
+//! `evals` times in one fresh process (benches/kernelbench_eval_wall.py, embedded). The first verdict's
 //! wall from the process's start is KernelBench's one-shot wall (imports included, as a
 //! user's `python scripts/...` pays them); the later ones are its warm walls.
 
@@ -15,21 +15,51 @@ use serde::Deserialize;
 use super::stats::median;
 use crate::eval::server::harness_env;
 
-const SCRIPT: &str = include_str!("kernelbench_eval.py");
+const SCRIPT: &str = include_str!("../../../benches/kernelbench_eval_wall.py");
 
 /// The issue's targets: a warm candidate's wall at most this multiple of KernelBench's warm
 /// evaluation, and one-shot `kforge eval` on 19_ReLU at most this multiple of KernelBench's.
 pub const WARM_TARGET: f64 = 1.5;
 pub const ONE_SHOT_TARGET_19_RELU: f64 = 0.25;
 
-/// One evaluation's line from the script.
-#[derive(Debug, Clone, Deserialize)]
+/// One evaluation as KernelBench concluded it.
+#[derive(Debug, Clone)]
 pub struct KernelBenchEval {
+    /// The evaluation's own wall.
     pub wall_s: f64,
     pub compiled: bool,
     pub correct: bool,
     pub runtime_ms: f64,
     pub ref_runtime_ms: f64,
+}
+
+/// One line of the script: an evaluation's own seconds and KernelBench's result record
+/// (fields absent or null where KernelBench gave none).
+#[derive(Debug, Deserialize)]
+struct ScriptLine {
+    eval_s: f64,
+    result: ScriptResult,
+}
+
+#[derive(Debug, Deserialize)]
+struct ScriptResult {
+    compiled: Option<bool>,
+    correctness: Option<bool>,
+    runtime: Option<f64>,
+    ref_runtime: Option<f64>,
+}
+
+impl From<ScriptLine> for KernelBenchEval {
+    fn from(line: ScriptLine) -> KernelBenchEval {
+        let r = line.result;
+        KernelBenchEval {
+            wall_s: line.eval_s,
+            compiled: r.compiled.unwrap_or(false),
+            correct: r.correctness.unwrap_or(false),
+            runtime_ms: r.runtime.unwrap_or(-1.0),
+            ref_runtime_ms: r.ref_runtime.unwrap_or(-1.0),
+        }
+    }
 }
 
 /// KernelBench's walls for one kernel.
@@ -81,11 +111,8 @@ pub fn measure(
         .env_clear()
         .envs(harness_env())
         .arg(script.path())
-        .arg("--repo")
         .arg(repo)
-        .arg("--task")
         .arg(task)
-        .arg("--kernel")
         .arg(kernel)
         .arg("--device")
         .arg(device.to_string())
@@ -101,11 +128,11 @@ pub fn measure(
     for line in BufReader::new(stdout).lines() {
         let line = line.context("reading KernelBench's output")?;
         // KernelBench prints its own progress; only the script's lines are JSON objects.
-        let Ok(eval) = serde_json::from_str::<KernelBenchEval>(&line) else {
+        let Ok(line) = serde_json::from_str::<ScriptLine>(&line) else {
             continue;
         };
         one_shot_s.get_or_insert(started.elapsed().as_secs_f64());
-        evals.push(eval);
+        evals.push(line.into());
     }
     let status = child.wait().context("waiting for KernelBench")?;
     match one_shot_s {
@@ -255,10 +282,13 @@ mod tests {
         let python = dir.path().join("python");
         std::fs::write(
             &python,
-            "#!/bin/sh\n\
-             echo '[Eval] Start Evaluation'\n\
-             if [ -n \"$CARGO_MANIFEST_DIR\" ]; then c=false; else c=true; fi\n\
-             for i in 1 2 3; do echo \"{\\\"wall_s\\\": $i.5, \\\"compiled\\\": true, \\\"correct\\\": $c, \\\"runtime_ms\\\": 1.0, \\\"ref_runtime_ms\\\": 2.0}\"; done\n",
+            r#"#!/bin/sh
+echo '[Eval] Start Evaluation'
+if [ -n "$CARGO_MANIFEST_DIR" ]; then c=false; else c=true; fi
+for i in 1 2 3; do
+  echo "{\"wall_s\": 9.0, \"eval\": $i, \"eval_s\": $i.5, \"result\": {\"compiled\": true, \"correctness\": $c, \"runtime\": 1.0, \"ref_runtime\": 2.0, \"metadata\": {}}}"
+done
+"#,
         )
         .unwrap();
         std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -282,6 +312,18 @@ mod tests {
         );
         assert_eq!(walls.warm_s(), Some(3.0));
         assert!(walls.one_shot_s > 0.0);
+    }
+
+    #[test]
+    fn a_result_kernelbench_left_empty_reads_as_not_compiled() {
+        let line: ScriptLine = serde_json::from_str(
+            r#"{"wall_s": 3.0, "eval": 1, "eval_s": 2.5, "result": {"compiled": null, "correctness": null, "runtime": null, "ref_runtime": null, "metadata": null}}"#,
+        )
+        .unwrap();
+        let eval = KernelBenchEval::from(line);
+        assert_eq!(eval.wall_s, 2.5);
+        assert!(!eval.compiled && !eval.correct);
+        assert_eq!((eval.runtime_ms, eval.ref_runtime_ms), (-1.0, -1.0));
     }
 
     #[test]
