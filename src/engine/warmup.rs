@@ -42,12 +42,12 @@ impl Inner {
         let request =
             EvalRequest::task_check(inner.session.file("task.py"), device, inner.eval.clone());
         inner.log(
-        LogLevel::Info,
-        "baseline",
-        format!(
-            "timing the reference under torch.compile on {device} while the first answer is written"
-        ),
-    );
+            LogLevel::Info,
+            "baseline",
+            format!(
+                "timing the reference under torch.compile on {device} while the first answer is written"
+            ),
+        );
         let cancel = inner.control.stop.child_token();
         let ended = cancel.clone();
         let task = tokio::spawn(async move {
@@ -59,28 +59,29 @@ impl Inner {
                 .as_ref()
                 .ok()
                 .and_then(|r| r.timing.as_ref()?.compile.as_ref());
-            match (&outcome, compiled) {
-            (Ok(_), Some(figures)) => inner.log(
-                LogLevel::Info,
-                "baseline",
-                format!("torch.compile baseline: {}; the verdicts show it from now on", figures.describe()),
-            ),
-            (Ok(result), None) => inner.log(
-                LogLevel::Warn,
-                "baseline",
-                format!(
-                    "the torch.compile baseline was not measured ahead ({}): each evaluation measures it itself",
-                    result.summary
+            match compiled {
+                Some(figures) => inner.log(
+                    LogLevel::Info,
+                    "baseline",
+                    format!(
+                        "torch.compile baseline: {}; the verdicts show it from now on",
+                        figures.describe()
+                    ),
                 ),
-            ),
-            (Err(e), _) => inner.log(
-                LogLevel::Warn,
-                "baseline",
-                format!(
-                    "the torch.compile baseline was not measured ahead ({e}): each evaluation measures it itself"
-                ),
-            ),
-        }
+                None => {
+                    let why = match &outcome {
+                        Ok(result) => result.summary.clone(),
+                        Err(e) => e.to_string(),
+                    };
+                    inner.log(
+                        LogLevel::Warn,
+                        "baseline",
+                        format!(
+                            "the torch.compile baseline was not measured ahead ({why}): each evaluation measures it itself"
+                        ),
+                    );
+                }
+            }
         });
         Some(Running {
             cancel,
