@@ -179,6 +179,13 @@ pub struct EvalConfig {
     /// Re-check a session's best and final kernels on unseen shapes and seeds (variants of
     /// the task's size constants, correctness only; docs/eval-result.md, "Unseen shapes").
     pub shape_check: bool,
+    /// In a session, start the next candidate's judge and worker while the model writes it:
+    /// both processes and their CUDA contexts, the task loaded, the reference built and its
+    /// timing process started, the buffers lent; the candidate's own evaluation then runs
+    /// only the kernel's phases (the harness's `ahead.py`). Off, every candidate starts its
+    /// processes when it is evaluated (nothing is held on the device between candidates).
+    /// Applies to a session's candidates only (`EvalRequest::session_candidate`).
+    pub start_ahead: bool,
     /// On the CPU (Triton's interpreter): `shrink` (unset: the default) evaluates a task whose
     /// size constants are too large for the interpreter at smaller ones, saying so in the
     /// result (`interpreter_sizes`); `task` keeps the task's sizes. kforge applies it before
@@ -219,6 +226,7 @@ impl Default for EvalConfig {
             baseline: crate::protocol::BaselineChoice::Best,
             executor: Executor::Fork,
             shape_check: true,
+            start_ahead: true,
             interpreter_sizes: None,
         }
     }

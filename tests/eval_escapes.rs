@@ -14,8 +14,10 @@
 
 mod eval_common;
 
-use eval_common::{evaluator, fixtures};
-use std::path::{Path, PathBuf};
+use eval_common::{
+    assert_found_nothing, assert_planted, evaluator, fixtures, kernel_from, plant_and_find,
+};
+use std::path::Path;
 
 use kforge::config::EvalConfig;
 use kforge::eval::{Device, EvalRequest, Evaluator};
@@ -28,17 +30,6 @@ fn settings(static_checks: bool) -> EvalConfig {
         static_checks,
         ..EvalConfig::default()
     }
-}
-
-/// A copy of a fixture kernel with its `@NAME@` placeholders filled in.
-fn kernel_from(fixture: &str, dir: &Path, fills: &[(&str, &str)]) -> PathBuf {
-    let mut text = std::fs::read_to_string(fixtures().join("kernels").join(fixture)).unwrap();
-    for (name, value) in fills {
-        text = text.replace(name, value);
-    }
-    let path = dir.join(fixture);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// The CPU, or the device `KFORGE_TEST_DEVICE` names (`cuda:0`).
@@ -145,31 +136,15 @@ async fn a_kernel_cannot_get_a_host_file_into_its_log() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_a_kernel_writes_reaches_the_next_evaluation() {
     let probe = tempfile::tempdir().unwrap();
-    let marker = format!("plant{}", std::process::id());
-    let plant = kernel_from(
-        "hack_plant_cache.py",
-        probe.path(),
-        &[("@MARKER@", &marker)],
-    );
-    let find = kernel_from("hack_find_plant.py", probe.path(), &[("@MARKER@", &marker)]);
+    let (plant, find) = plant_and_find(probe.path());
     // One evaluator, one server, one zygote: the second evaluation is the first one's
     // neighbour in every way the sandbox allows.
     let evaluator = evaluator();
     let planted = evaluate(&evaluator, "relu.py", &plant, false).await;
     sandboxed(&planted);
-    assert!(
-        planted.correct && planted.log.contains("planted "),
-        "{} {}",
-        planted.summary,
-        planted.log
-    );
+    assert_planted(&planted);
     let found = evaluate(&evaluator, "relu.py", &find, false).await;
-    assert!(found.correct, "{} {}", found.summary, found.log);
-    assert!(
-        found.log.contains("CLEAN") && !found.log.contains("FOUND"),
-        "a planted file reached the next evaluation: {}",
-        found.log
-    );
+    assert_found_nothing(&found);
     let cache_of = |log: &str| {
         log.lines()
             .find_map(|l| l.strip_prefix("my triton cache: "))

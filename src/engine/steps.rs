@@ -703,6 +703,7 @@ impl Inner {
             self.eval.clone(),
         );
         request.profile = profile && self.devices.is_gpu();
+        request.session_candidate = true;
         let (tx, mut rx) = mpsc::unbounded_channel();
         let evaluation =
             self.evaluator

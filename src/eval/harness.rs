@@ -18,6 +18,7 @@ macro_rules! package {
 pub const PACKAGE: &[(&str, &str)] = package!(
     "__init__.py",
     "__main__.py",
+    "ahead.py",
     "alignment.py",
     "audit.py",
     "audit_chunks.py",

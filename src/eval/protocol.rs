@@ -109,14 +109,16 @@ pub struct Job {
 impl Job {
     pub fn new(request: &EvalRequest, baseline_cache_dir: Option<PathBuf>) -> Job {
         let timing = request.timing && request.device.is_gpu();
+        let mut settings = request
+            .settings
+            .for_job(timing, baseline_cache_dir.is_some());
+        settings.start_ahead &= request.session_candidate && !request.reference_only;
         Job {
             task_path: absolute(&request.task),
             kernel_path: absolute(&request.kernel),
             device: request.device.torch_name(),
             timing,
-            settings: request
-                .settings
-                .for_job(timing, baseline_cache_dir.is_some()),
+            settings,
             baseline_cache_dir,
             profile: request.profile,
             reference_only: request.reference_only,
@@ -147,6 +149,9 @@ pub struct EvalRequest {
     pub kernelbench_protocol: bool,
     /// With `kernelbench_protocol`: rounds of both protocols in alternating order.
     pub kernelbench_rounds: u32,
+    /// One of a session's candidates, so more like it follow: with `[eval] start_ahead`,
+    /// the harness starts the next one's judge after it (`Job`'s `start_ahead`).
+    pub session_candidate: bool,
 }
 
 impl EvalRequest {
@@ -166,6 +171,7 @@ impl EvalRequest {
             reference_only: false,
             kernelbench_protocol: false,
             kernelbench_rounds: 1,
+            session_candidate: false,
         }
     }
 

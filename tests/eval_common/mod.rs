@@ -13,6 +13,48 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// A copy of a fixture kernel in `dir` with its `@NAME@` placeholders filled in.
+pub fn kernel_from(fixture: &str, dir: &Path, fills: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(fixtures().join("kernels").join(fixture)).unwrap();
+    for (name, value) in fills {
+        text = text.replace(name, value);
+    }
+    let path = dir.join(fixture);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Issue 20's item 3 as two kernels in `dir`: one plants files (its Triton cache included)
+/// under a marker of this process's, the other looks for them.
+pub fn plant_and_find(dir: &Path) -> (PathBuf, PathBuf) {
+    let marker = format!("plant{}", std::process::id());
+    let fills = [("@MARKER@", marker.as_str())];
+    (
+        kernel_from("hack_plant_cache.py", dir, &fills),
+        kernel_from("hack_find_plant.py", dir, &fills),
+    )
+}
+
+/// The planting kernel ran and planted.
+pub fn assert_planted(planted: &kforge::protocol::EvalResult) {
+    assert!(
+        planted.correct && planted.log.contains("planted "),
+        "{} {}",
+        planted.summary,
+        planted.log
+    );
+}
+
+/// The looking kernel ran and found nothing planted.
+pub fn assert_found_nothing(found: &kforge::protocol::EvalResult) {
+    assert!(found.correct, "{} {}", found.summary, found.log);
+    assert!(
+        found.log.contains("CLEAN") && !found.log.contains("FOUND"),
+        "a planted file reached a later evaluation: {}",
+        found.log
+    );
+}
+
 /// The tests' cache: harness copies, logs, baselines and exchange files land here.
 pub fn test_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("kforge-cache")

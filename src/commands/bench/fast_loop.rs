@@ -31,6 +31,11 @@ pub struct FastLoopArgs {
     /// Candidate evaluations in the session-like sequence.
     #[arg(long, default_value_t = 5)]
     pub candidates: u32,
+    /// Seconds between a verdict and the next candidate's request: the time a model takes
+    /// to write the next candidate, which a session's evaluator spends starting that
+    /// candidate's judge ahead (`[eval] start_ahead`). 0 sends them back to back.
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub answer_gap_s: f64,
     /// Skip the by-hand `kforge eval` run.
     #[arg(long)]
     pub no_by_hand: bool,
@@ -171,7 +176,11 @@ async fn session(
     );
     let mut candidates = Vec::new();
     for i in 0..args.candidates.max(1) {
-        let request = EvalRequest::new(&args.task, &args.kernel, device, config.eval.clone());
+        if i > 0 && args.answer_gap_s > 0.0 {
+            tokio::time::sleep(std::time::Duration::from_secs_f64(args.answer_gap_s)).await;
+        }
+        let mut request = EvalRequest::new(&args.task, &args.kernel, device, config.eval.clone());
+        request.session_candidate = true;
         let started = Instant::now();
         let result = evaluator
             .evaluate(request, CancellationToken::new(), None)

@@ -4,6 +4,11 @@ forks (the reference's and the compiled reference's timing processes), never any
 
 The server and the judge talk over one stream socket, one JSON object a line each way:
   <- {"job": JOB, "id": ID, "task_source", "kernel_source", "result": RESULT}   first, once
+A judge started ahead of its request (ahead.py) gets that line without "id" and
+"kernel_source" and with "ahead": true; once every phase before the kernel's is done:
+  -> {"ready": true}     <- {"id": ID, "kernel_source": SOURCE, "result": RESULT}
+the request's id, its kernel and the server's result for it (its static report, precision
+findings, notes, flags), which the judge takes into its own (`adopt`). Then, as above:
   -> {"progress": PHASE}                                        as the judge moves on
   -> {"ask": ..., ...}    <- {"answer": {...}}                  what the server keeps for it
   -> {"result": RESULT}                                         last
@@ -102,6 +107,39 @@ class Remote:
         return peaks if isinstance(peaks, dict) else {"error": answer.get("error") or "the server sent no peaks"}
 
 
+class Handover:
+    """Where a judge started ahead of its request waits for the kernel (judge/kernel.py's
+    await_kernel); `idle_s`: how long it waited, which is none of its phases."""
+
+    def __init__(self, link: ServerLink) -> None:
+        self.link = link
+        self.idle_s = 0.0
+
+    def wait(self, run: judge.Run) -> None:
+        self.link.send({"ready": True})
+        waited = time.time()
+        handed = self.link.receive()
+        self.idle_s = time.time() - waited
+        if not (isinstance(handed, dict) and isinstance(handed.get("kernel_source"), str)
+                and isinstance(handed.get("result"), dict)):
+            raise HarnessError("the server handed over no kernel: %s" % first_line(str(handed))[:200])
+        adopt(run.job, run.result, handed)
+        run.clock.last = time.time()
+
+
+def adopt(job: dict[str, Any], result: dict[str, Any], handed: dict[str, Any]) -> None:
+    """The request's kernel and the server's result for it taken into a judge started ahead:
+    its id, source, static report and precision findings; the server's notes and flags
+    before the judge's own (in the order a judge started with its request has them)."""
+    server = handed["result"]
+    job["id"] = handed.get("id")
+    job["kernel_source"] = handed["kernel_source"]
+    for key in ("id", "static", "precision"):
+        result[key] = server.get(key)
+    result["notes"][:0] = list(server.get("notes") or [])
+    result["flags"][:0] = list(server.get("flags") or [])
+
+
 def kernel_was_loaded(run: Optional[judge.Run]) -> bool:
     """Whether the kernel's code had been given to its process when the evaluation ended
     (`run`: the judge's Run, None where it was never opened)."""
@@ -123,8 +161,9 @@ def main(server: socket.socket, channel: Optional[socket.socket], workdir: str) 
             f.write(request["task_source"])
         # What the modules that read the job by key see (timed.py, device.py, compare.py):
         # what kforge sent, its id, the task file written here and both sources.
-        job = dict(raw, id=request["id"], task_file=task_file, task_source=request["task_source"],
-                   kernel_source=request["kernel_source"])
+        handover = Handover(link) if request.get("ahead") else None
+        job = dict(raw, id=request.get("id"), task_file=task_file, task_source=request["task_source"],
+                   kernel_source=request.get("kernel_source", ""))
         spec = wire.Job.parse(raw)
         result = wire.ResultRecord(request["result"])
     except BaseException:  # noqa: BLE001 -- the server says the judge ended without a result
@@ -141,7 +180,7 @@ def main(server: socket.socket, channel: Optional[socket.socket], workdir: str) 
     try:
         from . import judge  # a broken import is a `harness` result, not a silent exit
 
-        run = judge.open_run(job, spec, result, Remote(link), progress, channel)
+        run = judge.open_run(job, spec, result, Remote(link), progress, channel, handover)
         judge.judge(run)
     except KernelFailure as f:
         fail(result, f.category, f.summary, f.message, f.details)
@@ -156,7 +195,7 @@ def main(server: socket.socket, channel: Optional[socket.socket], workdir: str) 
         # Whether the kernel's code had run: only a failure the judge saw before it had can
         # be the task's or the harness's alone (the unseen-shapes check skips only those).
         result["details"].setdefault("kernel_loaded", kernel_was_loaded(run))
-    result["child_s"] = time.time() - started
+    result["child_s"] = time.time() - started - (handover.idle_s if handover else 0.0)
     try:
         link.send({"result": result})
     except BaseException:  # noqa: BLE001

@@ -32,6 +32,7 @@ class Load(TypedDict, total=False):
     source: str
     seal: str  # the key of the worker's sealed messages (seal.py); the kernel's only
     guard: Union[bool, str]  # the run-time guard (guard.py); the kernel's only
+    jit_kernels: list[str]  # the kernel's @triton.jit functions, from the server's static report (the audit's)
 
 
 class Params(TypedDict):

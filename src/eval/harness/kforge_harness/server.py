@@ -29,9 +29,9 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, MutableMapping, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, MutableMapping, Optional, Sequence, Tuple, Union
 
-from . import cachekeeper, envelope, knobs, protocol, sandbox, wire
+from . import ahead, cachekeeper, envelope, knobs, protocol, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, evaluation_log, first_line, tail_bytes
 from .protocol import PROTOCOL, HarnessError, fail, new_result
@@ -39,13 +39,13 @@ from .compare import audit_tolerance
 from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
 from .wire import WireError
-from .serverjob import KERNEL_LOADING, ServerJob, add_log, checked, ending  # noqa: F401 -- KERNEL_LOADING: its home before
+from .serverjob import (KERNEL_LOADING, MAX_JUDGE_LINE, ServerJob, add_log, checked,  # noqa: F401 -- KERNEL_LOADING: its home before
+                        ending, judge_messages)
 from .peaks import Peaks
 from .protocol import Message
 from .wire import ResultRecord
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MAX_JUDGE_LINE = 64 << 20  # bytes of one line from a judge (its result, with its trials)
 ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
 WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
 
@@ -187,6 +187,11 @@ class Server:
         self.zygote: Optional[Zygote] = None  # the kernels' (workers)
         self.judges: Optional[Zygote] = None  # the tasks' (judges)
         self.peaks: Dict[str, Peaks] = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
+        self.spare: Optional[ahead.Spare] = None  # the judge and worker started ahead (ahead.py)
+        self.spares_started = 0
+        # The last evaluation that ran a judge, as start_ahead reads it: (the job, its task's
+        # source, its result); None once read.
+        self.last_judged: Optional[Tuple[ServerJob, Mapping[str, Any]]] = None
 
     def send(self, obj: Mapping[str, Any]) -> None:
         self.proto.write(json.dumps(obj, default=str) + "\n")
@@ -211,11 +216,20 @@ class Server:
                     self.send(envelope.Error(None, "malformed request line").message())
 
     def next_request(self) -> Any:
+        """The next request; meanwhile a spare's judge is answered and its logs drained."""
         while not self.pending and self.stdin_open:
             for key, _ in self.selector.select():
                 if key.data == "stdin":
                     self.read_stdin()
+                else:
+                    self.spare_readable(key.data)
         return self.pending.pop(0) if self.pending else None
+
+    def poll_stdin(self) -> None:
+        """Reads what kforge has sent already, without waiting."""
+        for key, _ in self.selector.select(timeout=0):
+            if key.data == "stdin":
+                self.read_stdin()
 
     def loop(self) -> None:
         try:
@@ -235,9 +249,11 @@ class Server:
                     reply = self.answer(parsed)
                     if reply is not None:
                         self.send(reply.message())
+                    self.start_ahead()
                 except Exception as e:  # noqa: BLE001 -- the server must outlive any request
                     self.send(envelope.Error(rid, "%s: %s" % (type(e).__name__, e), traceback.format_exc()).message())
         finally:
+            self.discard_spare()
             for zygote in (self.zygote, self.judges):
                 if zygote:
                     zygote.stop()
@@ -255,12 +271,14 @@ class Server:
         if isinstance(request, envelope.DeviceInfo):
             return envelope.Info(request.id, request.OP, device_info())
         if isinstance(request, envelope.DevicePeaks):
+            self.discard_spare()  # the peaks are measured on an idle device
             return envelope.Info(request.id, request.OP, device_peaks(request.cache_dir))
         if isinstance(request, envelope.SandboxInfo):
             return envelope.Info(request.id, request.OP, self.sandbox_record())
         if isinstance(request, envelope.NcuCheck):
             from .ncu import ncu_check
 
+            self.discard_spare()
             return envelope.Info(request.id, request.OP, ncu_check())
         return None  # a cancel with nothing running is harmless
 
@@ -322,9 +340,7 @@ class Server:
         # (a kforge of another version) is an error naming the key, never a default.
         spec = wire.Job.parse(job)
         raw = job
-        result = new_result(dict(raw, id=rid))
-        result["versions"] = versions()  # imported already; no CUDA involved
-        result["sandbox"] = self.sandbox_record()
+        result = self.job_result(raw, rid)
         if not result["sandbox"]["enforced"]:
             result["notes"].append("NO SANDBOX: the %s ran with this user's rights (%s)" % (
                 "task" if spec.reference_only else "task and the kernel", self.sandbox.reason))
@@ -343,15 +359,122 @@ class Server:
             result["duration_s"] = time.time() - started
             return result
         server_job = ServerJob(rid, raw, spec, result, task_source=task_source, kernel_source=kernel_source)
-        keeper = cachekeeper.Keeper(spec.baseline_cache_dir, task_source, result["versions"], server_job.fields(),
-                                    peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir))
-        outcome = self.run_judge(server_job, keeper, with_worker=not spec.reference_only)
+        spare = None if spec.reference_only else self.take_spare(raw, task_source)
+        self.discard_spare()  # one for another job: nothing runs on the device beside this one
+        outcome = self.run_judge(server_job, self.keeper(server_job), with_worker=not spec.reference_only, spare=spare)
         outcome["duration_s"] = time.time() - started
         if outcome.get("correct") and spec.profile and spec.device != "cpu":
             from .ncu import run_ncu
 
             outcome["profile"] = run_ncu(server_job.fields(), self.sandbox, self.policy(), self.private_root)
+        self.last_judged = (server_job, outcome)
         return outcome
+
+    def job_result(self, raw: Mapping[str, Any], rid: Optional[str]) -> ResultRecord:
+        """A job's result skeleton with what only the server knows (versions, sandbox)."""
+        result = new_result(dict(raw, id=rid))
+        result["versions"] = versions()  # imported already; no CUDA involved
+        result["sandbox"] = self.sandbox_record()
+        return result
+
+    def keeper(self, job: ServerJob) -> cachekeeper.Keeper:
+        """What the server keeps for `job`'s judge (cachekeeper.py), under keys of its own."""
+        spec = job.spec
+        return cachekeeper.Keeper(spec.baseline_cache_dir, job.task_source, job.result["versions"], job.fields(),
+                                  peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir))
+
+    # -- judges started ahead (ahead.py) ------------------------------------
+
+    def start_ahead(self) -> None:
+        """After a session's candidate was answered: the judge and worker of the next one
+        like it, started while the model writes it. Not when a request is waiting already,
+        nor where the job or its verdict says no (ahead.wanted). Its task is the source the
+        candidate's judge was given (a task file may be a copy gone by now)."""
+        last, self.last_judged = self.last_judged, None
+        if last is None or self.spare is not None:
+            return
+        previous, outcome = last
+        raw, spec, task_source = previous.raw, previous.spec, previous.task_source
+        if not ahead.wanted(spec, outcome):
+            return
+        self.poll_stdin()
+        if self.pending or not self.stdin_open:
+            return
+        self.spares_started += 1
+        job = ServerJob("ahead-%d" % self.spares_started, raw, spec, self.job_result(raw, None),
+                        task_source=task_source)
+        try:
+            zygote, judge_end, worker_log, worker_pid = self.start_worker(job)
+        except (HarnessError, OSError):
+            return  # the request's own start meets it again and says so
+        try:
+            judges, channel, judge_log = self.start_judge(job, judge_end, worker_pid, ahead=True)
+        except (HarnessError, OSError):
+            zygote.kill(job.rid)
+            zygote.await_exit(job.rid, [worker_log], 0)
+            worker_log.close()
+            return
+        finally:
+            judge_end.close()
+        self.spare = ahead.Spare(job, ahead.alike_key(raw, task_source), self.keeper(job), judges, channel,
+                                 judge_log, zygote, worker_log)
+        self.selector.register(channel.fileno(), selectors.EVENT_READ, "spare")
+        for log in (judge_log, worker_log):
+            self.selector.register(log.reader(), selectors.EVENT_READ, log)
+
+    def spare_readable(self, data: object) -> None:
+        """What the spare's judge sent (`data` "spare") or printed (a LogTail): its questions
+        answered, its progress kept; a spare that ended is discarded."""
+        spare = self.spare
+        if spare is None:
+            return
+        if isinstance(data, LogTail):
+            if not data.drain():
+                self.selector.unregister(data.reader())
+            return
+        try:
+            chunk = os.read(spare.channel.fileno(), 1 << 16)
+        except OSError:
+            chunk = b""
+        if not spare.take(chunk, lambda message: answer(spare.channel, spare.keeper.answer(message))):
+            self.discard_spare()
+
+    def take_spare(self, raw: Mapping[str, Any], task_source: str) -> Optional[ahead.Spare]:
+        """The spare started for a job like `raw` whose task reads `task_source`, off the idle
+        loop and alive as far as its channel says; None where there is none such."""
+        spare = self.spare
+        if spare is None:
+            return None
+        import select
+
+        if select.select([spare.channel], [], [], 0)[0]:
+            self.spare_readable("spare")  # what it said since the last look (it may be gone)
+        spare = self.spare
+        if spare is None or spare.key != ahead.alike_key(raw, task_source):
+            return None
+        self.unwatch_spare(spare)
+        self.spare = None
+        return spare
+
+    def unwatch_spare(self, spare: ahead.Spare) -> None:
+        registered = self.selector.get_map()
+        for fd in (spare.channel.fileno(), spare.judge_log.fd, spare.worker_log.fd):
+            if fd is not None and fd in registered:
+                self.selector.unregister(fd)
+
+    def discard_spare(self) -> None:
+        """The spare's processes killed and reaped (and everything they started)."""
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return
+        self.unwatch_spare(spare)
+        spare.judges.kill(spare.pid)
+        spare.zygote.kill(spare.pid)
+        spare.judges.await_exit(spare.pid, [spare.judge_log, spare.worker_log], 0)
+        spare.zygote.await_exit(spare.pid, [spare.worker_log], 0)
+        spare.channel.close()
+        spare.judge_log.close()
+        spare.worker_log.close()
 
     def start_worker(self, job: ServerJob) -> Tuple[Zygote, socket.socket, LogTail, Optional[int]]:
         """The worker forked by the kernels' zygote: (the zygote, the judge's end of its channel,
@@ -371,8 +494,9 @@ class Server:
         # The worker's output goes into a pipe this process drains, never a file by name.
         worker_log = LogTail()
         atol, rtol = audit_tolerance(job.raw)
-        worker_job = {"device": spec.device, "jit_kernels": result["static"].get("jit_kernels", []),
-                      "limits": {}, "atol": atol, "rtol": rtol,
+        # Nothing of the kernel: the worker may be started ahead of it (ahead.py); its
+        # @triton.jit names come with the load request.
+        worker_job = {"device": spec.device, "limits": {}, "atol": atol, "rtol": rtol,
                       "precision": spec.settings.precision or DEFAULT_POLICY}
         try:
             try:
@@ -395,10 +519,11 @@ class Server:
         return zygote, judge_end, worker_log, pid
 
     def start_judge(self, job: ServerJob, judge_end: Optional[socket.socket],
-                    worker_pid: Optional[int] = None) -> Tuple[Zygote, socket.socket, LogTail]:
+                    worker_pid: Optional[int] = None, ahead: bool = False) -> Tuple[Zygote, socket.socket, LogTail]:
         """The judge forked by the tasks' zygote, its job sent: (its server channel, its log).
         judge_end: its end of the worker's channel (None: a task check); its pid differs from
-        `worker_pid` (the worker's in its own sandbox: CUDA IPC between them needs it)."""
+        `worker_pid` (the worker's in its own sandbox: CUDA IPC between them needs it);
+        `ahead`: started before its request (ahead.py)."""
         judges = self.ensure_judges()
         if judges.hello.get("preimport_error"):
             job.result["notes"].append("the judge's process could not preload its modules (%s): each judge "
@@ -415,18 +540,19 @@ class Server:
         finally:
             judge_server_end.close()
         judge_log.writer_gone()
-        request = job.judge_request(knobs.active())
+        request = job.judge_request(knobs.active(), ahead)
         try:
             server_end.sendall(json.dumps(request, default=str).encode() + b"\n")
         except OSError:
             pass  # the judge is gone already: its end says how
         return judges, server_end, judge_log
 
-    def run_judge(self, job: ServerJob, keeper: cachekeeper.Keeper, with_worker: bool) -> Dict[str, Any]:
-        """One evaluation's judge (and, `with_worker`, its worker) from start to result."""
-        rid, result, spec = job.rid, job.result, job.spec
-        # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
-        server_s = result.setdefault("server_phases_s", {})
+    def start_processes(self, job: ServerJob, with_worker: bool, server_s: Dict[str, Any]) -> Union[
+            Dict[str, Any], Tuple[Optional[Zygote], Optional[LogTail], Zygote, socket.socket, LogTail]]:
+        """The evaluation's worker (`with_worker`) and judge, its job sent: (the kernels'
+        zygote, the worker's log, the tasks' zygote, the judge's channel, its log), or the
+        `harness` result of a start that failed."""
+        rid, result = job.rid, job.result
         mark = time.time()
         zygote: Optional[Zygote] = None
         judge_end: Optional[socket.socket] = None
@@ -452,20 +578,53 @@ class Server:
             if judge_end is not None:
                 judge_end.close()
         server_s["judge_start"] = time.time() - mark
+        return zygote, worker_log, judges, server_end, judge_log
+
+    def run_judge(self, job: ServerJob, keeper: cachekeeper.Keeper, with_worker: bool,
+                  spare: Optional[ahead.Spare] = None) -> Dict[str, Any]:
+        """One evaluation's judge (and, `with_worker`, its worker) from start to result; with
+        `spare`, the ones started ahead for it, handed its kernel."""
+        rid, result, spec = job.rid, job.result, job.spec
+        # Where the server's own time goes, beside the judge's phases_s (docs/benchmarks.md).
+        server_s = result.setdefault("server_phases_s", {})
+        mark = time.time()
+        zygote: Optional[Zygote] = None
+        worker_log: Optional[LogTail] = None
+        data = b""  # what was read of the judge's channel past its last full line
+        if spare is not None:
+            zygote, worker_log = spare.zygote, spare.worker_log
+            judges, server_end, judge_log = spare.judges, spare.channel, spare.judge_log
+            proc = spare.pid  # the processes' name in both zygotes
+            server_s["ahead"] = spare.ahead_s(mark)
+            job.timeline.extend(spare.job.timeline)
+            data = spare.data
+            try:
+                server_end.sendall(json.dumps(spare.handover(rid, job.kernel_source, result),
+                                              default=str).encode() + b"\n")
+            except OSError:
+                pass  # the judge is gone: its channel says how
+        else:
+            proc = rid
+            started = self.start_processes(job, with_worker, server_s)
+            if isinstance(started, dict):
+                return started
+            zygote, worker_log, judges, server_end, judge_log = started
         mark = time.time()
         self.send(envelope.Started(rid, "spawn" if spec.settings.executor == "spawn" else "fork",
                                    self.sandbox.kind).message())
-        final, ended_by = self.watch(job, server_end, keeper, [judge_log, worker_log])
+        if job.timeline:
+            self.send(envelope.Progress(rid, job.timeline[-1][1]).message())  # where the spare stands
+        final, ended_by = self.watch(job, server_end, keeper, [judge_log, worker_log], data)
         server_s["judge"] = time.time() - mark
         mark = time.time()
         server_end.close()
         # A judge that sent its result has nothing left to do; one that did not is given
         # the grace to end by itself, so that its status says how it ended.
-        judge = judges.await_exit(rid, [judge_log, worker_log],
+        judge = judges.await_exit(proc, [judge_log, worker_log],
                                   0 if final is not None or ended_by else WORKER_EXIT_GRACE_S)
         worker: Optional[Message] = None
         if zygote is not None:
-            worker = zygote.await_exit(rid, [worker_log],
+            worker = zygote.await_exit(proc, [worker_log],
                                        0 if ended_by or final is None or not final.get("correct")
                                        else WORKER_EXIT_GRACE_S)
         log = judge_log.text()
@@ -499,10 +658,11 @@ class Server:
         return out
 
     def watch(self, job: ServerJob, channel: socket.socket, keeper: cachekeeper.Keeper,
-              logs: Sequence[Optional[LogTail]]) -> Tuple[Any, Optional[str]]:
+              logs: Sequence[Optional[LogTail]], data: bytes = b"") -> Tuple[Any, Optional[str]]:
         """Relays the judge's progress until its result; answers its requests (`keeper`:
         what the server keeps for it); enforces the deadline and cancels; drains the logs
-        (LogTails or None) so that no process blocks on a full pipe. Returns (the judge's
+        (LogTails or None) so that no process blocks on a full pipe; `data`: what was read of
+        the channel before (a spare's, ahead.py). Returns (the judge's
         result or None, what ended it: None, "timeout", "cancelled", "shutdown")."""
         rid, result = job.rid, job.result
         started = time.time()
@@ -513,7 +673,6 @@ class Server:
         tails = [log for log in logs if log is not None]
         for log in tails:
             self.selector.register(log.reader(), selectors.EVENT_READ, log)
-        data = b""
         final: Any = None  # the judge's result: decoded JSON, checked by serverjob.checked
         ended_by: Optional[str] = None
         try:
@@ -544,14 +703,8 @@ class Server:
                     data += chunk
                     if len(data) > MAX_JUDGE_LINE:
                         return final, ended_by  # a judge that floods its channel ends without a result
-                    while b"\n" in data:
-                        line, data = data.split(b"\n", 1)
-                        try:
-                            message = json.loads(line)
-                        except ValueError:
-                            continue
-                        if not isinstance(message, dict):
-                            continue
+                    messages, data = judge_messages(data)
+                    for message in messages:
                         if "progress" in message:
                             phase = str(message["progress"])[:200]
                             result["phase"] = phase

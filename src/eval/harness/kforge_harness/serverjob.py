@@ -3,6 +3,7 @@ has ended becomes its result (`ending`, `add_log`, `checked`)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -12,6 +13,8 @@ from . import wire
 from .errors import clean_text, evaluation_log, first_line, tail_bytes
 from .protocol import fail
 from .wire import ResultRecord
+
+MAX_JUDGE_LINE = 64 << 20  # bytes of one line from a judge (its result, with its trials)
 
 # The judge's progress line when it hands the kernel to its process (judge/kernel.py): the
 # phases before it run harness and task code only.
@@ -37,8 +40,13 @@ class ServerJob:
         compare.audit_tolerance, ncu): what kforge sent, with its id and both sources."""
         return dict(self.raw, id=self.rid, task_source=self.task_source, kernel_source=self.kernel_source)
 
-    def judge_request(self, diagnostics: list[str]) -> dict[str, Any]:
-        """The first line the judge's process reads (judgeproc.py)."""
+    def judge_request(self, diagnostics: list[str], ahead: bool = False) -> dict[str, Any]:
+        """The first line the judge's process reads (judgeproc.py). `ahead`: a judge started
+        before its request (ahead.py): no id, no kernel, and no notes or flags yet (the
+        request's come with its kernel)."""
+        if ahead:
+            return {"job": self.raw, "ahead": True, "task_source": self.task_source,
+                    "result": dict(self.result, notes=[], flags=[]), "diagnostics": diagnostics}
         return {"job": self.raw, "id": self.rid, "task_source": self.task_source,
                 "kernel_source": self.kernel_source, "result": dict(self.result), "diagnostics": diagnostics}
 
@@ -46,6 +54,21 @@ class ServerJob:
         """Whether the judge had begun loading the kernel into its process (its progress said
         so): before that, nothing the kernel wrote had run."""
         return any(phase == KERNEL_LOADING for _, phase in self.timeline)
+
+
+def judge_messages(data: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """The JSON objects on the complete lines of `data` (what a judge sent on its channel;
+    any other line is skipped), and what follows the last line."""
+    messages = []
+    while b"\n" in data:
+        line, data = data.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            messages.append(message)
+    return messages, data
 
 
 def add_log(out: Any, job: ServerJob, log: str) -> None:

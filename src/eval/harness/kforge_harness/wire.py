@@ -66,6 +66,9 @@ class EvalSettings:
     baseline: str  # eager, compile or best
     executor: str  # fork or spawn
     shape_check: bool  # kforge's own (re-checks on unseen shapes); the harness does not read it
+    # After this job, start the judge of the next one like it before it is asked for
+    # (ahead.py): kforge sets it for a session's candidates where `[eval] start_ahead` is on.
+    start_ahead: bool
     # One atol and rtol for every dtype; None: each output's from its dtype.
     atol: Optional[float] = None
     rtol: Optional[float] = None

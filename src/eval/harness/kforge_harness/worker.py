@@ -56,8 +56,8 @@ class Worker:
         self.inputs: Any = None  # tensor trees the judge lends (exchange.py)
         self.outputs: Any = None
         self.sets: List[Tuple[Any, Any]] = []
-        self.ctx: KernelContext = {"interpret": not self.gpu, "kernel_file": None,
-                                   "jit_kernels": job.get("jit_kernels") or []}
+        # jit_kernels: the load request's (a worker can be started before its kernel is known)
+        self.ctx: KernelContext = {"interpret": not self.gpu, "kernel_file": None, "jit_kernels": []}
         # the driver's primary context until torch attaches
         self.context: Optional[launchpath.Context] = None
         self.context_error: Optional[str] = None
@@ -200,6 +200,7 @@ class Worker:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(request["source"])
         self.ctx["kernel_file"] = kernel_file
+        self.ctx["jit_kernels"] = list(request.get("jit_kernels") or [])
         self.source = request["source"]
         if not self.gpu:
             interpret_autotune()

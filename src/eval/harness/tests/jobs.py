@@ -17,7 +17,7 @@ JOB = {
     "timeout_s": 300.0, "input_draw_limit_s": 20.0, "seed": 42, "reject_torch_ops": False,
     "suspicious_speedup": 10.0, "tolerance": "dtype", "precision": "strict", "static_checks": True,
     "require_sandbox": True, "baseline_cache": False, "compile_baseline": True, "compile_mode": "default",
-    "baseline": "best", "executor": "fork", "shape_check": True,
+    "baseline": "best", "executor": "fork", "shape_check": True, "start_ahead": False,
 }
 
 

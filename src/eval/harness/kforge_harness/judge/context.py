@@ -37,7 +37,9 @@ class Run:
     key; `result` the result so far; `store` what later evaluations reuse (the reference's
     timing, the baselines, the launch-path floor) and the device's peaks, kept by the server
     (cachekeeper.py); `link` the channel to the kernel's process (None for a task check);
-    `gate` the host gate of timed windows once opened; `draws` the context draws (launchpath)."""
+    `gate` the host gate of timed windows once opened; `draws` the context draws (launchpath);
+    `handover` where a judge started ahead of its request waits for the kernel (judgeproc.py's
+    Handover: `wait(run)`), None for one started with it."""
 
     job: dict[str, Any]
     spec: Job
@@ -47,6 +49,7 @@ class Run:
     link: Any = None
     gate: Any = None
     draws: Any = None
+    handover: Any = None
     meter: Meter = field(init=False)
     clock: PhaseClock = field(init=False)
 

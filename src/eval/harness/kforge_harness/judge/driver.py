@@ -32,12 +32,13 @@ from .timing_phase import Baselines
 
 
 def open_run(job: dict[str, Any], spec: Job, result: ResultRecord, store: Any, progress: Progress,
-             channel: Any) -> Run:
+             channel: Any, handover: Any = None) -> Run:
     """The evaluation of `job` (what kforge sent, with the task file and both sources, as
     the modules that read it by key see it; `spec` the same typed), whose result so far is
     `result`; `store`: what the server keeps for it (judgeproc.Remote); `channel`: the
-    socket to the kernel's process, None for a task check."""
-    run = Run(job=job, spec=spec, result=result, progress=progress, store=store)
+    socket to the kernel's process, None for a task check; `handover`: where a judge started
+    ahead of its request waits for the kernel (judgeproc.Handover), None otherwise."""
+    run = Run(job=job, spec=spec, result=result, progress=progress, store=store, handover=handover)
     if channel:
         run.link = WorkerLink(channel, run.phase)
     return run

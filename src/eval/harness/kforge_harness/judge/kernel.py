@@ -1,6 +1,7 @@
-"""The kernel phase: buffers lent to the kernel's process (and, timed, both sides
-calibrated), the kernel loaded under its guard with the reference's parameters, its trials
-run and audited, its compiled code read. Returns what was checked (`Checked`)."""
+"""The kernel phase: buffers lent to the kernel's process, the wait of a judge started
+ahead for its kernel, (timed) both sides calibrated, the kernel loaded under its guard with
+the reference's parameters, its trials run and audited, its compiled code read. Returns
+what was checked (`Checked`)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,8 @@ def guard_mode(run: Run) -> Union[bool, str]:
     return True
 
 
-def lend(run: Run, setup: Setup, reference: Reference, lender: Lender, first: FirstDraw,
-         flush: Any) -> tuple[Any, Any, Optional[Side]]:
-    """The kernel's buffers, lent and attached; timed, its side calibrated beside the
-    reference's (on the first draw). Returns (inputs, slots, the kernel's timing side or None)."""
+def attach(run: Run, setup: Setup, lender: Lender) -> tuple[Any, Any]:
+    """The kernel's buffers, lent and attached in its process: (inputs, output slots)."""
     link = run.link
     run.meter.enter("buffers")
     (inputs, slots), (input_desc, slot_desc), fds = lender.like([setup.input_shapes, setup.output_shapes])
@@ -54,17 +53,37 @@ def lend(run: Run, setup: Setup, reference: Reference, lender: Lender, first: Fi
     link.call(messages.Attach(op="attach", inputs=input_desc, outputs=slot_desc), "attached", fds)
     run.meter.sample()
     run.clock.mark("buffers")
-    side = None
-    if run.timing:
-        side = Side("the kernel", link, inputs, slots, run.gate, lender, False)
-        link.call(side.clock.request(), "clock_set")
-        side.refresh = refresher(run, setup, reference.base)
-        staged = setup.source.draw(run.seed + 2000)
-        ref_side = reference.side
-        calibrate([(ref_side, lambda base=first.values: copy_into(ref_side.inputs, base)),
-                   (side, lambda base=staged: copy_into(inputs, base))], flush, run.progress)
-        del staged
-    return inputs, slots, side
+    return inputs, slots
+
+
+def calibrate_sides(run: Run, setup: Setup, reference: Reference, lender: Lender, first: FirstDraw, flush: Any,
+                    inputs: Any, slots: Any) -> Optional[Side]:
+    """Timed: the kernel's timing side, calibrated beside the reference's (on the first
+    draw), before the kernel is imported. None where not timed."""
+    if not run.timing:
+        return None
+    link = run.link
+    side = Side("the kernel", link, inputs, slots, run.gate, lender, False)
+    link.call(side.clock.request(), "clock_set")
+    side.refresh = refresher(run, setup, reference.base)
+    staged = setup.source.draw(run.seed + 2000)
+    ref_side = reference.side
+    calibrate([(ref_side, lambda base=first.values: copy_into(ref_side.inputs, base)),
+               (side, lambda base=staged: copy_into(inputs, base))], flush, run.progress)
+    del staged
+    return side
+
+
+def await_kernel(run: Run, view: PrecisionView) -> None:
+    """A judge started ahead of its request (ahead.py) waits here for the kernel, with
+    everything before it done: the task, the reference's process, both contexts, the lent
+    buffers. Its null windows are calibrated after the wait (the GPU's clocks move while it
+    idles), still before the kernel is imported. The kernel's source findings arrive with it."""
+    if run.handover is None:
+        return
+    run.handover.wait(run)
+    view.source_math = None  # the server's reading of the kernel's source came with it
+    view.describe()
 
 
 def load(run: Run, setup: Setup, lender: Lender, view: PrecisionView) -> None:
@@ -79,7 +98,8 @@ def load(run: Run, setup: Setup, lender: Lender, view: PrecisionView) -> None:
     # with the static checks) are set up before the kernel's first line runs.
     loaded: messages.Loaded = link.call(
         messages.Load(op="load", init_inputs=init_desc, seed=run.seed, source=run.job["kernel_source"],
-                      seal=link.seal(), guard=guard_mode(run)), "loaded", fds)
+                      seal=link.seal(), guard=guard_mode(run),
+                      jit_kernels=list(run.result["static"].get("jit_kernels") or [])), "loaded", fds)
     view.kernel_settings = loaded.get("tf32")
     view.describe()
     run.clock.mark("load")
@@ -108,7 +128,9 @@ def check(run: Run, checker: Checker, view: PrecisionView) -> None:
 def kernel_phase(run: Run, setup: Setup, reference: Reference, oracles: Oracles, view: PrecisionView,
                  lender: Lender, first: FirstDraw, flush: Any) -> Checked:
     """The kernel phase (see the module)."""
-    inputs, slots, side = lend(run, setup, reference, lender, first, flush)
+    inputs, slots = attach(run, setup, lender)
+    await_kernel(run, view)
+    side = calibrate_sides(run, setup, reference, lender, first, flush, inputs, slots)
     first.release()
     run.clock.mark("calibration")
     load(run, setup, lender, view)

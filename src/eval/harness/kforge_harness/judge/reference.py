@@ -44,7 +44,7 @@ def reference_job(run: Run, precision: Optional[str] = None) -> dict[str, Any]:
     the policy it runs under (the evaluation's by default)."""
     workdir = tempfile.mkdtemp(prefix="reference-", dir=os.path.dirname(run.job["task_file"]))
     atol, rtol = audit_tolerance(run.job)
-    return {"device": run.device, "jit_kernels": [], "workdir": workdir, "limits": {}, "atol": atol,
+    return {"device": run.device, "workdir": workdir, "limits": {}, "atol": atol,
             "rtol": rtol, "precision": precision or run.policy}
 
 
