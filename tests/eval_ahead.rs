@@ -144,6 +144,17 @@ async fn a_candidate_after_another_is_judged_by_the_processes_started_ahead() {
         crash_ahead.summary
     );
     assert_eq!(crash_ahead.summary, crash.summary);
+
+    // The next candidate at once: its spare still starts, and gets the kernel when ready.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let hurried = candidate(&evaluator, "relu.py", &crashing, unfiltered()).await;
+    assert!(ahead(&hurried).is_some(), "{:?}", hurried.server_phases_s);
+    assert_eq!(
+        hurried.category,
+        Some(Category::Crash),
+        "{}",
+        hurried.summary
+    );
     evaluator.shutdown().await;
 }
 

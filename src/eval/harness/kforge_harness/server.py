@@ -591,6 +591,7 @@ class Server:
         zygote: Optional[Zygote] = None
         worker_log: Optional[LogTail] = None
         data = b""  # what was read of the judge's channel past its last full line
+        handover: Optional[bytes] = None  # the kernel, for a spare that is not ready yet
         if spare is not None:
             zygote, worker_log = spare.zygote, spare.worker_log
             judges, server_end, judge_log = spare.judges, spare.channel, spare.judge_log
@@ -598,11 +599,12 @@ class Server:
             server_s["ahead"] = spare.ahead_s(mark)
             job.timeline.extend(spare.job.timeline)
             data = spare.data
-            try:
-                server_end.sendall(json.dumps(spare.handover(rid, job.kernel_source, result),
-                                              default=str).encode() + b"\n")
-            except OSError:
-                pass  # the judge is gone: its channel says how
+            handover = json.dumps(spare.handover(rid, job.kernel_source, result), default=str).encode() + b"\n"
+            if spare.ready_at is not None:
+                # It waits for nothing but the kernel; one still starting may be asking the
+                # server something: it gets the kernel once it says it is ready (watch).
+                send_line(server_end, handover)
+                handover = None
         else:
             proc = rid
             started = self.start_processes(job, with_worker, server_s)
@@ -614,7 +616,7 @@ class Server:
                                    self.sandbox.kind).message())
         if job.timeline:
             self.send(envelope.Progress(rid, job.timeline[-1][1]).message())  # where the spare stands
-        final, ended_by = self.watch(job, server_end, keeper, [judge_log, worker_log], data)
+        final, ended_by = self.watch(job, server_end, keeper, [judge_log, worker_log], data, handover)
         server_s["judge"] = time.time() - mark
         mark = time.time()
         server_end.close()
@@ -658,11 +660,13 @@ class Server:
         return out
 
     def watch(self, job: ServerJob, channel: socket.socket, keeper: cachekeeper.Keeper,
-              logs: Sequence[Optional[LogTail]], data: bytes = b"") -> Tuple[Any, Optional[str]]:
+              logs: Sequence[Optional[LogTail]], data: bytes = b"",
+              handover: Optional[bytes] = None) -> Tuple[Any, Optional[str]]:
         """Relays the judge's progress until its result; answers its requests (`keeper`:
         what the server keeps for it); enforces the deadline and cancels; drains the logs
         (LogTails or None) so that no process blocks on a full pipe; `data`: what was read of
-        the channel before (a spare's, ahead.py). Returns (the judge's
+        the channel before (a spare's, ahead.py); `handover`: the line that hands a spare its
+        kernel, sent when it says it is ready. Returns (the judge's
         result or None, what ended it: None, "timeout", "cancelled", "shutdown")."""
         rid, result = job.rid, job.result
         started = time.time()
@@ -712,6 +716,9 @@ class Server:
                             self.send(envelope.Progress(rid, phase).message())
                         elif "ask" in message:
                             answer(channel, keeper.answer(message))
+                        elif message.get("ready") and handover is not None:
+                            send_line(channel, handover)
+                            handover = None
                         elif "result" in message:
                             final = message["result"]
                 if ended_by:
@@ -835,12 +842,17 @@ def sandbox_record(info: sandbox.SandboxInfo) -> Dict[str, Any]:
                                "NO SANDBOX: the task's code ran with your rights (%s)" % info.reason}}
 
 
+def send_line(channel: socket.socket, line: bytes) -> None:
+    """A line to a judge; one that is gone already says how through its channel's end."""
+    try:
+        channel.sendall(line)
+    except OSError:
+        pass
+
+
 def answer(channel: socket.socket, reply: Mapping[str, Any]) -> None:
     """The server's answer to a judge's request (judgeproc.ServerLink.ask)."""
-    try:
-        channel.sendall(json.dumps({"answer": reply}, default=str).encode() + b"\n")
-    except OSError:
-        pass  # the judge is gone: its end says how
+    send_line(channel, json.dumps({"answer": reply}, default=str).encode() + b"\n")
 
 
 def zygote_restarted(result: MutableMapping[str, Any], why: object) -> None:

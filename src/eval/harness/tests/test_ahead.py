@@ -4,10 +4,15 @@ request's kernel and result are handed over and taken into the judge's own."""
 
 from __future__ import annotations
 
+import io
 import json
+import selectors
+import shutil
 import socket
 import threading
 from typing import Any
+
+import pytest
 
 from kforge_harness import ahead, judgeproc, protocol, serverjob
 
@@ -146,3 +151,51 @@ def test_a_handover_without_a_kernel_is_a_harness_error() -> None:
         assert "no kernel" in str(e)
     else:
         raise AssertionError("a handover without a kernel was taken")
+
+
+class AnsweringKeeper:
+    """The server's keeper as a judge's questions meet it: every question answered."""
+
+    def answer(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {"peaks": {"asked": message["ask"]}}
+
+
+def test_a_spare_still_starting_is_handed_its_kernel_only_once_it_says_it_is_ready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spare adopted while it still starts may be asking the server something (the device's
+    peaks, the launch-path floor): the kernel must not arrive as that question's answer."""
+    from kforge_harness import sandbox, server
+
+    monkeypatch.setattr(sandbox, "detect", lambda: sandbox.SandboxInfo("none", "a test's"))
+    # select(2) takes any stdin a test runner gives (epoll refuses /dev/null).
+    monkeypatch.setattr(selectors, "DefaultSelector", selectors.SelectSelector)
+    serving = server.Server(io.StringIO(), [])
+    serving.selector.unregister(0)  # kforge's requests: none in this test
+    judge_end, server_end = socket.socketpair()
+    raw = dict(JOB, device="cpu")
+    record = serverjob.ServerJob("eval-1", raw, job(device="cpu", timeout_s=20.0),
+                                 protocol.new_result(dict(raw, id="eval-1")))
+    seen: list[Any] = []
+
+    def starting_judge() -> None:
+        link = judgeproc.ServerLink(judge_end)
+        seen.append(link.ask("peaks"))
+        run = FakeRun()
+        judgeproc.Handover(link).wait(run)
+        seen.append(run.job["kernel_source"])
+        link.send({"result": {"status": "correct"}})
+        judge_end.close()  # the judge's end, as its process's exit closes it
+
+    judge = threading.Thread(target=starting_judge)
+    judge.start()
+    handover = json.dumps({"id": "eval-1", "kernel_source": "class ModelNew: ...",
+                           "result": protocol.new_result({"id": "eval-1"})}).encode() + b"\n"
+    stand_in: Any = AnsweringKeeper()
+    try:
+        final, ended_by = serving.watch(record, server_end, stand_in, [], b"", handover)
+    finally:
+        judge.join(10)
+        shutil.rmtree(serving.private_root, ignore_errors=True)
+        shutil.rmtree(serving.scratch_root, ignore_errors=True)
+    assert seen == [{"peaks": {"asked": "peaks"}}, "class ModelNew: ..."]
+    assert final == {"status": "correct"} and ended_by is None
