@@ -180,13 +180,11 @@ class _Audit(_Launches):
                 tensors += list(getattr(model, method)())
             except Exception:  # noqa: BLE001 -- not an nn.Module: the garbage collector finds its tensors
                 pass
-        # By type (no isinstance: an odd object's __class__ may warn or run code), each distinct type
-        # checked once; the per-object passes run in C (map, compress): ~300k objects in ~15 ms.
-        typed = getattr(torch, "TypedStorage", None)
+        # The per-object passes run in C (map, compress): ~300k objects in ~15 ms; in a worker forked
+        # after freeze_heap only the objects made since, and the frozen tensors and storages.
         objects = gc.get_objects()
-        wanted = {tp: 1 if issubclass(tp, torch.Tensor) else 2 if issubclass(tp, torch.UntypedStorage) else 3
-                  for tp in set(map(type, objects))
-                  if issubclass(tp, (torch.Tensor, torch.UntypedStorage)) or (typed is not None and issubclass(tp, typed))}
+        objects.extend(_FROZEN)
+        wanted = _inventoried_types(objects)
         for o in itertools.compress(objects, map(wanted.__contains__, map(type, objects))):
             kind = wanted[type(o)]
             if kind == 1:
@@ -215,6 +213,38 @@ class _Audit(_Launches):
                 pass
         for key, st in self.inventory.items():
             self.record(key, st)
+
+
+# The tensors and storages of the heap frozen before any kernel existed (freeze_heap): the garbage
+# collector's get_objects leaves frozen objects out, so every inventory adds these.
+_FROZEN: List[Any] = []
+
+
+def _inventoried_types(objects: Sequence[Any]) -> Dict[type, int]:
+    """The distinct types among `objects` the inventory keeps: 1 a tensor, 2 an untyped storage, 3 a
+    typed one. By type (no isinstance: an odd object's __class__ may warn or run code), each checked
+    once."""
+    import torch
+    typed = getattr(torch, "TypedStorage", None)
+    return {tp: 1 if issubclass(tp, torch.Tensor) else 2 if issubclass(tp, torch.UntypedStorage) else 3
+            for tp in set(map(type, objects))
+            if issubclass(tp, (torch.Tensor, torch.UntypedStorage)) or (typed is not None and issubclass(tp, typed))}
+
+
+def freeze_heap() -> None:
+    """In the kernels' zygote, before it forks any worker: every object so far (torch's, Triton's, the
+    harness's: ~10^6) moves to the garbage collector's permanent generation, which get_objects leaves
+    out, so that an inventory walks only what was made since (the kernel's objects among them); the
+    tensors and storages among the frozen are kept in _FROZEN for every inventory to add, so that
+    the inventory holds what it held before. A kernel that freezes its own objects hides them from
+    the inventory: their values then read "unseen", which the audit refuses."""
+    import gc
+    gc.collect()
+    objects = gc.get_objects()
+    kinds = _inventoried_types(objects)
+    _FROZEN[:] = [o for o in objects if type(o) in kinds]
+    del objects
+    gc.freeze()
 
 
 def _leaves(value: Any, path: str, out: List[Tuple[str, Any]]) -> List[Tuple[str, Any]]:

@@ -82,6 +82,10 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
             preimport_error = "%s: %s" % (type(e).__name__, e)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
     warm_error, triton_files = triton_warm.prepare(os.environ["TRITON_CACHE_DIR"]) if role == "kernel" else (None, {})
+    if role == "kernel":
+        from .audit import freeze_heap
+
+        freeze_heap()  # last: what the warm-up made is frozen too
     sandbox.harden_zygote()
     wipe(scratch, sandboxed)
     woken = child_wakeup()

@@ -181,7 +181,8 @@ def test_a_spare_still_starting_is_handed_its_kernel_only_once_it_says_it_is_rea
         link = judgeproc.ServerLink(judge_end)
         seen.append(link.ask("peaks"))
         run = FakeRun()
-        judgeproc.Handover(link).wait(run)
+        stand_in: Any = run
+        judgeproc.Handover(link).wait(stand_in)
         seen.append(run.job["kernel_source"])
         link.send({"result": {"status": "correct"}})
         judge_end.close()  # the judge's end, as its process's exit closes it

@@ -1400,3 +1400,45 @@ def test_an_operator_registered_with_custom_op_that_computes_with_torch_is_still
     _, rec, result = run(Model(), signed)
     assert result["verdict"] == "torch_fallback", result["summary"]
     assert any(op["name"] == "relu" and op["kind"] == "compute" for op in rec["aten_ops"]), rec["aten_ops"]
+
+
+def test_a_frozen_heap_is_inventoried_as_before_and_a_kernels_own_freeze_hides_only_to_its_loss(
+        signed: Any) -> None:
+    """freeze_heap (the kernels' zygote, before any worker exists) moves the heap out of the garbage
+    collector's get_objects, which an inventory walks each audited forward: a tensor made before it
+    still counts as "from before" (input). A kernel that freezes its own tensor hides it from the
+    inventory: what it copies out of it is unseen, and refused. In a child process: a freeze is for
+    a process's life."""
+    import gc
+
+    def copy_of(source: Any) -> Any:
+        def forward(x: Any) -> Any:
+            out = torch.empty_like(x)
+            copy_kernel[(triton.cdiv(x.numel(), 64),)](source, out, x.numel(), BLOCK=64)
+            return out
+        return Model(forward)
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        findings: dict[str, Any] = {}
+        try:
+            before = torch.relu(signed)  # the zygote's (or the harness's) tensor
+            audit.freeze_heap()
+            findings["walked_past"] = not any(o is before for o in gc.get_objects())
+            _, rec = audit.audited_forward(copy_of(before), [signed], "cpu", [])
+            findings["before"] = rec["outputs"][0]["shares"]["input"]
+            stash = torch.relu(signed) * 1.0  # the kernel's, frozen by the kernel
+            gc.freeze()
+            _, rec = audit.audited_forward(copy_of(stash), [signed], "cpu", [])
+            findings["stash"] = rec["outputs"][0]["shares"]["unseen"]
+            findings["verdict"] = audit_rules.classify(rec, False)["verdict"]
+        except BaseException as e:  # noqa: BLE001 -- reported to the parent
+            findings["error"] = repr(e)
+        os.write(write_end, json.dumps(findings).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as f:
+        findings = json.loads(f.read() or "{}")
+    os.waitpid(pid, 0)
+    assert findings == {"walked_past": True, "before": 1.0, "stash": 1.0, "verdict": "torch_fallback"}, findings
