@@ -184,7 +184,8 @@ pub struct EvalConfig {
     /// timing process started, the buffers lent; the candidate's own evaluation then runs
     /// only the kernel's phases (the harness's `ahead.py`). Off, every candidate starts its
     /// processes when it is evaluated (nothing is held on the device between candidates).
-    /// Applies to a session's candidates only (`EvalRequest::session_candidate`).
+    /// Applies to a session's candidates and `kforge mcp`'s evaluations only
+    /// (`EvalRequest::session_candidate`), never to a one-off `kforge eval`.
     pub start_ahead: bool,
     /// On the CPU (Triton's interpreter): `shrink` (unset: the default) evaluates a task whose
     /// size constants are too large for the interpreter at smaller ones, saying so in the

@@ -55,6 +55,10 @@ pub struct EvalArgs {
     /// interpreter are shrunk, and the verdict says to what; `[eval] interpreter_sizes`).
     #[arg(long)]
     pub task_sizes: bool,
+    /// One of a sequence of candidates for the task (an MCP client's loop), not a one-off:
+    /// the harness starts the next one's judge ahead (`[eval] start_ahead`).
+    #[arg(skip)]
+    pub session_candidate: bool,
 }
 
 impl EvalArgs {
@@ -138,6 +142,7 @@ pub async fn evaluate(
     let mut request = EvalRequest::new(&args.task, &args.kernel, device, settings.clone());
     request.timing = !args.no_timing;
     request.profile = args.profile;
+    request.session_candidate = args.session_candidate;
     let result = match evaluator.evaluate(request, cancel.clone(), progress).await {
         Ok(r) => r,
         Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),

@@ -219,6 +219,8 @@ impl Tools {
             no_timing: p.timing == Some(false),
             seed: p.seed,
             task_sizes: p.task_sizes == Some(true),
+            // A client evaluates candidate after candidate: the next one's judge starts ahead.
+            session_candidate: true,
             ..EvalArgs::default()
         };
         let evaluator = self.evaluator().await?;
