@@ -17,6 +17,9 @@
 #
 #   scripts/gpu/fast_loop.sh [KERNELBENCH_CHECKOUT]
 #
+# Candidates follow each other after `fast-loop`'s default --answer-gap-s (5 s, a model
+# writing the next one), in which a session's evaluator starts the next candidate's judge.
+#
 # From the repository root, with target/release/kforge built and torch + triton at
 # $KFORGE_PYTHON. About 3-6 minutes on an H200, 10 more with KernelBench. Prints the tables;
 # exit status is kforge's (1 where a CPU target or the warm target against KernelBench is
