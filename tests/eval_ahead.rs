@@ -5,6 +5,7 @@
 //!   its own: its kernel, its static report, its notes once each, a wrong kernel still wrong,
 //!   a crashing one still a crash said as such;
 //! - a kernel refused statically leaves the spare for the next candidate;
+//! - a session's task check starts its first candidate's;
 //! - a request unlike the spare (other settings, or not a session's candidate) gets fresh
 //!   processes;
 //! - nothing a kernel writes reaches the candidate after it, whose worker was started ahead.
@@ -155,6 +156,25 @@ async fn a_candidate_after_another_is_judged_by_the_processes_started_ahead() {
         "{}",
         hurried.summary
     );
+    evaluator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_task_check_starts_its_first_candidates_judge() {
+    let evaluator = evaluator();
+    let mut check =
+        EvalRequest::task_check(fixtures().join("tasks/relu.py"), Device::Cpu, settings());
+    check.session_candidate = true;
+    let checked = evaluator
+        .evaluate(check, CancellationToken::new(), None)
+        .await
+        .unwrap();
+    assert!(checked.correct, "{}", checked.summary);
+    answer_gap().await;
+    let first = candidate(&evaluator, "relu.py", &kernel("relu_ok.py"), settings()).await;
+    assert!(first.correct, "{} {}", first.summary, first.log);
+    assert!(ahead(&first).is_some(), "{:?}", first.server_phases_s);
+    assert_eq!(first.static_report.jit_kernels, ["relu_kernel"]);
     evaluator.shutdown().await;
 }
 

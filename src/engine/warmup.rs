@@ -39,8 +39,10 @@ impl Inner {
         let BaselineWarmup::Compile { device } = warmup else {
             return None;
         };
-        let request =
+        let mut request =
             EvalRequest::task_check(inner.session.file("task.py"), device, inner.eval.clone());
+        // The first candidate's judge starts after it, while the model still writes.
+        request.session_candidate = true;
         inner.log(
             LogLevel::Info,
             "baseline",

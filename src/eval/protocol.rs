@@ -112,7 +112,7 @@ impl Job {
         let mut settings = request
             .settings
             .for_job(timing, baseline_cache_dir.is_some());
-        settings.start_ahead &= request.session_candidate && !request.reference_only;
+        settings.start_ahead &= request.session_candidate;
         Job {
             task_path: absolute(&request.task),
             kernel_path: absolute(&request.kernel),
@@ -149,8 +149,9 @@ pub struct EvalRequest {
     pub kernelbench_protocol: bool,
     /// With `kernelbench_protocol`: rounds of both protocols in alternating order.
     pub kernelbench_rounds: u32,
-    /// One of a session's candidates, so more like it follow: with `[eval] start_ahead`,
-    /// the harness starts the next one's judge after it (`Job`'s `start_ahead`).
+    /// One of a session's candidates (or the task check right before its first), so
+    /// candidates like it follow: with `[eval] start_ahead`, the harness starts the next one's
+    /// judge after it (`Job`'s `start_ahead`).
     pub session_candidate: bool,
 }
 
@@ -315,5 +316,18 @@ mod tests {
         );
         assert!(gpu.timing);
         assert_eq!(gpu.device, "cuda:1");
+    }
+
+    #[test]
+    fn only_a_sessions_requests_ask_for_the_next_judge_ahead_and_only_where_the_config_allows() {
+        let mut req = EvalRequest::new("t.py", "k.py", Device::Cuda(0), EvalConfig::default());
+        assert!(!Job::new(&req, None).settings.start_ahead, "a one-off eval");
+        req.session_candidate = true;
+        assert!(Job::new(&req, None).settings.start_ahead);
+        req.settings.start_ahead = false;
+        assert!(
+            !Job::new(&req, None).settings.start_ahead,
+            "[eval] start_ahead = false"
+        );
     }
 }

@@ -136,7 +136,15 @@ pub async fn check_task(
     device: Device,
     settings: &EvalConfig,
 ) -> TaskCheck {
-    let request = EvalRequest::task_check(task, device, settings.clone());
+    check(
+        evaluator,
+        EvalRequest::task_check(task, device, settings.clone()),
+    )
+    .await
+}
+
+/// A task check's request run, its verdict read.
+async fn check(evaluator: &dyn EvalPort, request: EvalRequest) -> TaskCheck {
     match evaluator
         .evaluate(request, CancellationToken::new(), None)
         .await
@@ -175,7 +183,11 @@ pub async fn check_task_for_session(
     settings: &EvalConfig,
 ) -> (TaskCheck, BaselineWarmup) {
     let (check_settings, warmup) = crate::engine::warmup_plan::plan(settings, device);
-    match check_task(evaluator, task, device, &check_settings).await {
+    let mut request = EvalRequest::task_check(task, device, check_settings);
+    // The first candidate's judge starts after this check, unless the warm-up's check (which
+    // then starts it) comes between.
+    request.session_candidate = warmup == BaselineWarmup::Nothing;
+    match check(evaluator, request).await {
         TaskCheck::Ready(line, result) if warmup != BaselineWarmup::Nothing => (
             TaskCheck::Ready(
                 format!("{line}; torch.compile is timed as the session starts"),

@@ -15,8 +15,9 @@ What a spare may not change:
   job, a task check, the peaks, Nsight Compute) kills it first (`Server.discard_spare`), and a
   request that arrives while it still starts waits for it.
 
-Only a job that asks for it (`start_ahead`: kforge sets it for a session's candidates where
-`[eval] start_ahead` is on) leaves a spare behind; `kforge eval` never does.
+Only a job that asks for it (`start_ahead`: kforge sets it for a session's candidates, and
+the task check before its first, where `[eval] start_ahead` is on) leaves a spare behind;
+`kforge eval` never does.
 """
 
 from __future__ import annotations
@@ -53,11 +54,17 @@ def alike_key(raw: Mapping[str, Any], task_source: str) -> str:
 
 
 def wanted(spec: wire.Job, outcome: Mapping[str, Any]) -> bool:
-    """Whether the evaluation of `spec`, which ended with `outcome`, leaves a spare: a kernel's
-    evaluation that asks for one, in a zygote that outlives it (`executor = "fork"`), after a
-    verdict that does not say the task or the harness failed."""
-    return (spec.settings.start_ahead and not spec.reference_only and spec.settings.executor != "spawn"
+    """Whether the evaluation of `spec`, which ended with `outcome`, leaves a spare: a job that
+    asks for one (a candidate, or the task check before the first), in a zygote that outlives
+    it (`executor = "fork"`), after a verdict that does not say the task or the harness failed."""
+    return (spec.settings.start_ahead and spec.settings.executor != "spawn"
             and outcome.get("category") not in NO_SPARE_AFTER)
+
+
+def candidate_job(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The job of the candidate that follows `raw`: itself, or for a task check (a session's,
+    before its first candidate) the same job evaluating a kernel."""
+    return dict(raw, reference_only=False, kernelbench_protocol=False, kernelbench_rounds=1)
 
 
 @dataclass

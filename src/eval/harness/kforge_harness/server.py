@@ -394,9 +394,10 @@ class Server:
         if last is None or self.spare is not None:
             return
         previous, outcome = last
-        raw, spec, task_source = previous.raw, previous.spec, previous.task_source
-        if not ahead.wanted(spec, outcome):
+        if not ahead.wanted(previous.spec, outcome):
             return
+        raw, task_source = ahead.candidate_job(previous.raw), previous.task_source
+        spec = wire.Job.parse(raw)
         self.poll_stdin()
         if self.pending or not self.stdin_open:
             return

@@ -45,16 +45,25 @@ def test_a_spare_serves_no_job_that_differs_in_its_task_settings_or_device() -> 
         assert ahead.alike_key(dict(JOB, **change), "class Model: ...") != key, change
 
 
-def test_only_a_candidate_that_asks_leaves_a_spare_and_not_after_a_broken_task() -> None:
+def test_only_a_job_that_asks_leaves_a_spare_and_not_after_a_broken_task() -> None:
     asked = job(start_ahead=True)
     assert ahead.wanted(asked, {"category": None, "correct": True})
     assert ahead.wanted(asked, {"category": "mismatch"})
     assert ahead.wanted(asked, {"category": "crash"})
+    assert ahead.wanted(job(start_ahead=True, reference_only=True), {"category": None})  # a session's check
     assert not ahead.wanted(job(start_ahead=False), {"category": None})
-    assert not ahead.wanted(job(start_ahead=True, reference_only=True), {"category": None})
     assert not ahead.wanted(job(start_ahead=True, executor="spawn"), {"category": None})
     for category in ("task", "harness"):
         assert not ahead.wanted(asked, {"category": category}), category
+
+
+def test_after_a_task_check_the_spare_is_for_the_candidate_job_that_follows_it() -> None:
+    check = dict(JOB, reference_only=True, kernel_path=JOB["task_path"], kernelbench_protocol=True,
+                 kernelbench_rounds=3)
+    follows = ahead.candidate_job(check)
+    assert follows["reference_only"] is False and follows["kernelbench_protocol"] is False
+    assert ahead.alike_key(follows, "class Model: ...") == ahead.alike_key(JOB, "class Model: ...")
+    assert ahead.candidate_job(JOB) == JOB  # a candidate's: the same job
 
 
 def test_the_server_keeps_a_spares_progress_answers_its_questions_and_notes_it_ready() -> None:
