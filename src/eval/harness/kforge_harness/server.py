@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import select
 import selectors
 import shutil
 import signal
@@ -77,7 +78,7 @@ class Zygote:
         that import overlaps with the server's own and with the first job's arrival)."""
         if self.hello:
             return
-        ready, _, _ = __import__("select").select([self.control], [], [], ZYGOTE_START_S)
+        ready, _, _ = select.select([self.control], [], [], ZYGOTE_START_S)
         hello = self.read() if ready else None
         if not hello or hello.get("type") != "hello" or not hello.get("ok"):
             self.stop()
@@ -126,8 +127,6 @@ class Zygote:
         status and strays (None if the zygote stopped answering); `logs` (LogTails) drained
         meanwhile: a process blocked on a full pipe would never end. Killed after
         `kill_after_s` (at once: 0), and given up on WORKER_EXIT_GRACE_S after that."""
-        import select
-
         deadline = time.time() + kill_after_s
         killed = False
         while rid not in self.exited:
@@ -189,8 +188,8 @@ class Server:
         self.peaks: Dict[str, Peaks] = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
         self.spare: Optional[ahead.Spare] = None  # the judge and worker started ahead (ahead.py)
         self.spares_started = 0
-        # The last evaluation that ran a judge, as start_ahead reads it: (the job, its task's
-        # source, its result); None once read.
+        # The last evaluation that ran a judge, as start_ahead reads it: (its job, with the
+        # task's source, and its result); None once read.
         self.last_judged: Optional[Tuple[ServerJob, Mapping[str, Any]]] = None
 
     def send(self, obj: Mapping[str, Any]) -> None:
@@ -446,8 +445,6 @@ class Server:
         spare = self.spare
         if spare is None:
             return None
-        import select
-
         if select.select([spare.channel], [], [], 0)[0]:
             self.spare_readable("spare")  # what it said since the last look (it may be gone)
         spare = self.spare
@@ -797,8 +794,6 @@ def measured_peaks(kept: Dict[str, Peaks], device: str, cache_dir: Optional[str]
 def in_child(query: Callable[[], Dict[str, Any]], what: str, timeout_s: float) -> Dict[str, Any]:
     """`query()`'s JSON-able answer, computed in a forked child (CUDA is initialized there,
     never in the server); {"error": ...} where it raised or the child died."""
-    import select
-
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
