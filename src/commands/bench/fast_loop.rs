@@ -167,8 +167,9 @@ async fn session(
     // A session starts its device's server while the first candidate is written.
     evaluator.prepare(device).await;
     println!(
-        "session: {} candidate evaluations, one warm evaluator",
-        args.candidates.max(1)
+        "session: {} candidate evaluations, one warm evaluator, {:.1} s from a verdict to the next request (the model writing it)",
+        args.candidates.max(1),
+        args.answer_gap_s.max(0.0)
     );
     println!(
         "{:>9} {:>8} {:>13} {:>18}  verdict",
