@@ -43,6 +43,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "envelope.py",
     "errors.py",
     "exchange.py",
+    "forks.py",
     "guard.py",
     "judge/__init__.py",
     "judge/align.py",

@@ -24,16 +24,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import select
+import selectors
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from . import cachekeeper, wire
-from .serverjob import MAX_JUDGE_LINE, ServerJob, judge_messages
-
-if TYPE_CHECKING:
-    from .server import LogTail, Zygote
+from .forks import Forks, LogTail, Zygote
+from .protocol import HarnessError
+from .serverjob import MAX_JUDGE_LINE, ServerJob, answer, judge_messages
+from .wire import ResultRecord
 
 # What may differ between a session's candidates in the job kforge sends: the kernel's file,
 # the task's file (the judge gets the task's source, compared instead: on the CPU kforge
@@ -121,3 +124,98 @@ class Spare:
         result["notes"].extend(self.job.result["notes"])
         result["flags"].extend(self.job.result["flags"])
         return {"id": rid, "kernel_source": kernel_source, "result": dict(result)}
+
+
+class Ahead:
+    """The server's spare (at most one), from its start to the request that takes it or its
+    end. Its channel and logs are read in the server's idle loop (`selector`, the server's);
+    `forks` starts its processes; `keeper(job)` answers its judge's questions and
+    `job_result(raw)` is the server's result skeleton of a job."""
+
+    def __init__(self, forks: Forks, selector: selectors.BaseSelector,
+                 keeper: Callable[[ServerJob], cachekeeper.Keeper],
+                 job_result: Callable[[Mapping[str, Any]], ResultRecord]) -> None:
+        self.forks = forks
+        self.selector = selector
+        self.keeper = keeper
+        self.job_result = job_result
+        self.spare: Optional[Spare] = None
+        self.started = 0
+
+    def start(self, previous: ServerJob, outcome: Mapping[str, Any]) -> None:
+        """After `previous` ended with `outcome` (and no request waits): the judge and worker
+        of the next candidate like it, where it asks for them (wanted). Its task is the source
+        `previous`'s judge was given (a task file may be a copy gone by now)."""
+        if self.spare is not None or not wanted(previous.spec, outcome):
+            return  # one started before still waits (the last request never ran a judge)
+        raw = candidate_job(previous.raw)
+        self.started += 1
+        job = ServerJob("ahead-%d" % self.started, raw, wire.Job.parse(raw), self.job_result(raw),
+                        task_source=previous.task_source)
+        try:
+            zygote, judge_end, worker_log, worker_pid = self.forks.start_worker(job)
+        except (HarnessError, OSError):
+            return  # the request's own start meets it again and says so
+        try:
+            judges, channel, judge_log = self.forks.start_judge(job, judge_end, worker_pid, ahead=True)
+        except (HarnessError, OSError):
+            zygote.kill(job.rid)
+            zygote.await_exit(job.rid, [worker_log], 0)
+            worker_log.close()
+            return
+        finally:
+            judge_end.close()
+        self.spare = Spare(job, alike_key(raw, job.task_source), self.keeper(job), judges, channel, judge_log,
+                           zygote, worker_log)
+        self.selector.register(channel.fileno(), selectors.EVENT_READ, "spare")
+        for log in (judge_log, worker_log):
+            self.selector.register(log.reader(), selectors.EVENT_READ, log)
+
+    def readable(self, data: object) -> None:
+        """What the spare's judge sent (`data` "spare") or printed (a LogTail): its questions
+        answered, its progress kept; a spare that ended is discarded."""
+        spare = self.spare
+        if spare is None:
+            return
+        if isinstance(data, LogTail):
+            if not data.drain():
+                self.selector.unregister(data.reader())
+            return
+        try:
+            chunk = os.read(spare.channel.fileno(), 1 << 16)
+        except OSError:
+            chunk = b""
+        if not spare.take(chunk, lambda message: answer(spare.channel, spare.keeper.answer(message))):
+            self.discard()
+
+    def take(self, raw: Mapping[str, Any], task_source: str) -> Optional[Spare]:
+        """The spare started for a job like `raw` whose task reads `task_source`, off the idle
+        loop and alive as far as its channel says; None where there is none such."""
+        if self.spare is not None and select.select([self.spare.channel], [], [], 0)[0]:
+            self.readable("spare")  # what it said since the last look (it may be gone)
+        spare = self.spare
+        if spare is None or spare.key != alike_key(raw, task_source):
+            return None
+        self.unwatch(spare)
+        self.spare = None
+        return spare
+
+    def unwatch(self, spare: Spare) -> None:
+        registered = self.selector.get_map()
+        for fd in (spare.channel.fileno(), spare.judge_log.fd, spare.worker_log.fd):
+            if fd is not None and fd in registered:
+                self.selector.unregister(fd)
+
+    def discard(self) -> None:
+        """The spare's processes killed and reaped (and everything they started)."""
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return
+        self.unwatch(spare)
+        spare.judges.kill(spare.pid)
+        spare.zygote.kill(spare.pid)
+        spare.judges.await_exit(spare.pid, [spare.judge_log, spare.worker_log], 0)
+        spare.zygote.await_exit(spare.pid, [spare.worker_log], 0)
+        spare.channel.close()
+        spare.judge_log.close()
+        spare.worker_log.close()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from . import wire
 from .errors import clean_text, evaluation_log, first_line, tail_bytes
@@ -81,7 +82,7 @@ def add_log(out: Any, job: ServerJob, log: str) -> None:
 
 def ending(job: ServerJob, final: Any, ended_by: Optional[str], status: Optional[int], log: str) -> Any:
     """The result of an evaluation whose judge has ended: its own, or what ended it."""
-    from .server import describe_exit
+    from .forks import describe_exit
 
     result = job.result
     if ended_by == "shutdown":
@@ -129,3 +130,16 @@ def checked(final: Any, result: ResultRecord, sandbox: dict[str, Any]) -> Any:
         if not isinstance(out.get(key), list):
             out[key] = []
     return out
+
+
+def send_line(channel: socket.socket, line: bytes) -> None:
+    """A line to a judge; one that is gone already says how through its channel's end."""
+    try:
+        channel.sendall(line)
+    except OSError:
+        pass
+
+
+def answer(channel: socket.socket, reply: Mapping[str, Any]) -> None:
+    """The server's answer to a judge's request (judgeproc.ServerLink.ask)."""
+    send_line(channel, json.dumps({"answer": reply}, default=str).encode() + b"\n")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kforge_harness import judgeproc, launchpath, sandbox, server
+from kforge_harness import judgeproc, launchpath, sandbox, serverjob
 from kforge_harness.cachekeeper import Floor, Keeper
 
 from jobs import JOB
@@ -104,7 +104,7 @@ def test_the_peaks_are_the_servers(tmp_path: Path) -> None:
 
 
 def test_the_judge_asks_the_server_over_its_channel(tmp_path: Path) -> None:
-    """judgeproc.Remote on one end of a socket pair, the server's answers (server.answer from
+    """judgeproc.Remote on one end of a socket pair, the server's answers (serverjob.answer from
     a Keeper) on the other: what the judge keeps comes back, under the server's key."""
     ours, theirs = socket.socketpair()
     kept = keeper(tmp_path)
@@ -112,7 +112,7 @@ def test_the_judge_asks_the_server_over_its_channel(tmp_path: Path) -> None:
     def serve() -> None:
         reader = theirs.makefile("rb")
         for line in reader:
-            server.answer(theirs, kept.answer(json.loads(line)))
+            serverjob.answer(theirs, kept.answer(json.loads(line)))
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
