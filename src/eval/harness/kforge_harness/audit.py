@@ -236,8 +236,9 @@ def freeze_heap() -> None:
     the harness's: ~240k in a CPU zygote) moves to the garbage collector's permanent generation,
     which get_objects leaves out, so that an inventory walks only what was made since (the
     kernel's objects among them); the tensors and storages among the frozen are kept in _FROZEN
-    for every inventory to add, so that the inventory holds what it held before. A kernel that freezes its own objects hides them from
-    the inventory: their values then read "unseen", which the audit refuses."""
+    for every inventory to add, so that the inventory holds what it held before. A kernel that
+    freezes its own objects hides them from the inventory: their values then read "unseen",
+    which the audit refuses."""
     import gc
     # No collection first (0.2 s of a one-shot's start): garbage frozen with the rest only stays.
     objects = gc.get_objects()

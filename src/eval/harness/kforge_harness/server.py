@@ -39,8 +39,8 @@ from .precision import DEFAULT_POLICY, scan, summarize
 from .static import static_check
 from .wire import WireError
 from .forks import WORKER_EXIT_GRACE_S, Forks, LogTail, Zygote, describe_exit, exit_details
-from .serverjob import (KERNEL_LOADING, MAX_JUDGE_LINE, ServerJob, add_log, answer, checked,  # noqa: F401 -- KERNEL_LOADING: its home before
-                        ending, judge_messages, send_line)
+from .serverjob import KERNEL_LOADING  # noqa: F401 -- its home before
+from .serverjob import MAX_JUDGE_LINE, ServerJob, add_log, answer, checked, ending, judge_messages, send_line
 from .peaks import Peaks
 from .protocol import Message
 from .wire import ResultRecord
