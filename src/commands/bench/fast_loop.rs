@@ -102,6 +102,16 @@ pub async fn run(args: FastLoopArgs, config: &Config, evaluator: &Evaluator) -> 
     Ok(met)
 }
 
+/// The phases' medians over `results` as "name seconds, ...", those under `at_least_s` left out.
+fn phases_line(results: &[&EvalResult], at_least_s: f64) -> String {
+    phase_medians(results)
+        .iter()
+        .filter(|(_, s)| *s >= at_least_s)
+        .map(|(name, s)| format!("{name} {s:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `kforge eval TASK KERNEL` in a fresh process, as the README has a user run it: whether
 /// the CPU target is met (always on a GPU), and its wall.
 fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<(bool, f64)> {
@@ -132,15 +142,7 @@ fn by_hand(task: &Path, kernel: &Path, device: Device) -> Result<(bool, f64)> {
     println!("by hand: `kforge eval TASK KERNEL` {wall:.1} s wall, {verdict}");
     if let Some(result) = &result {
         // Where a one-shot's seconds go (its server's start, the compile baseline...).
-        println!(
-            "  phases (s): {}",
-            phase_medians(&[result])
-                .iter()
-                .filter(|(_, s)| *s >= 0.05)
-                .map(|(name, s)| format!("{name} {s:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("  phases (s): {}", phases_line(&[result], 0.05));
     }
     if let Some(sizes) = result.as_ref().and_then(|r| r.interpreter_sizes.as_ref()) {
         println!("  at the interpreter's sizes: {}", sizes.changes_text());
@@ -231,14 +233,7 @@ async fn session(
         median(&steady.iter().map(|c| c.correctness_s).collect::<Vec<_>>()),
     );
     let results: Vec<&EvalResult> = steady.iter().map(|c| &c.result).collect();
-    println!(
-        "  phases (s, median): {}",
-        phase_medians(&results)
-            .iter()
-            .map(|(name, s)| format!("{name} {s:.2}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    println!("  phases (s, median): {}", phases_line(&results, 0.0));
     let all_correct = candidates.iter().all(|c| c.result.correct);
     let met = all_correct && (device != Device::Cpu || beyond <= BEYOND_CORRECTNESS_TARGET_S);
     if device == Device::Cpu {

@@ -12,7 +12,7 @@ What a spare may not change:
 - a spare is used only by a request for the same job but for the kernel (the same settings,
   device and seed) whose task file reads the same now (`alike_key`);
 - nothing else runs on the device beside it: any request that would use the device (another
-  job, a task check, the peaks, Nsight Compute) kills it first (`Server.discard_spare`), and a
+  job, a task check, the peaks, Nsight Compute) kills it first (`Ahead.discard`), and a
   request that arrives while it still starts waits for it.
 
 Only a job that asks for it (`start_ahead`: kforge sets it for a session's candidates, and
@@ -88,10 +88,6 @@ class Spare:
     started: float = field(default_factory=time.time)
     ready_at: Optional[float] = None  # when the judge said it waits for its kernel
     data: bytes = b""  # what was read of the judge's channel past its last full line
-
-    @property
-    def pid(self) -> str:
-        return str(self.job.rid)
 
     def take(self, chunk: bytes, answer: Callable[[dict[str, Any]], None]) -> bool:
         """What the judge sent (`chunk`, empty when its channel closed): progress goes into
@@ -212,10 +208,11 @@ class Ahead:
         if spare is None:
             return
         self.unwatch(spare)
-        spare.judges.kill(spare.pid)
-        spare.zygote.kill(spare.pid)
-        spare.judges.await_exit(spare.pid, [spare.judge_log, spare.worker_log], 0)
-        spare.zygote.await_exit(spare.pid, [spare.worker_log], 0)
+        name = spare.job.rid  # the processes' name in both zygotes
+        spare.judges.kill(name)
+        spare.zygote.kill(name)
+        spare.judges.await_exit(name, [spare.judge_log, spare.worker_log], 0)
+        spare.zygote.await_exit(name, [spare.worker_log], 0)
         spare.channel.close()
         spare.judge_log.close()
         spare.worker_log.close()

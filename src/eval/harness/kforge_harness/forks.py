@@ -19,7 +19,7 @@ from .compare import audit_tolerance
 from .errors import first_line
 from .precision import DEFAULT_POLICY
 from .protocol import HarnessError, Message, fail
-from .serverjob import ServerJob
+from .serverjob import ServerJob, send_line
 
 ZYGOTE_START_S = 300.0  # importing torch and triton inside the sandbox
 WORKER_EXIT_GRACE_S = 5.0  # a worker told to exit that has not is killed after this
@@ -371,10 +371,7 @@ class Forks:
             judge_server_end.close()
         judge_log.writer_gone()
         request = job.judge_request(knobs.active(), ahead)
-        try:
-            server_end.sendall(json.dumps(request, default=str).encode() + b"\n")
-        except OSError:
-            pass  # the judge is gone already: its end says how
+        send_line(server_end, json.dumps(request, default=str).encode() + b"\n")
         return judges, server_end, judge_log
 
     def start_processes(self, job: ServerJob, with_worker: bool, server_s: Dict[str, Any]) -> Union[

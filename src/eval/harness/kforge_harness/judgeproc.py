@@ -124,7 +124,7 @@ class Handover:
                 and isinstance(handed.get("result"), dict)):
             raise HarnessError("the server handed over no kernel: %s" % first_line(str(handed))[:200])
         adopt(run.job, run.result, handed)
-        run.clock.last = time.time()
+        run.clock.skip()
 
 
 def adopt(job: dict[str, Any], result: dict[str, Any], handed: dict[str, Any]) -> None:

@@ -240,7 +240,7 @@ class Server:
         if spare is not None:
             zygote, worker_log = spare.zygote, spare.worker_log
             judges, server_end, judge_log = spare.judges, spare.channel, spare.judge_log
-            proc = spare.pid  # the processes' name in both zygotes
+            proc = spare.job.rid  # the processes' name in both zygotes
             server_s["ahead"] = spare.ahead_s(mark)
             job.timeline.extend(spare.job.timeline)
             data = spare.data

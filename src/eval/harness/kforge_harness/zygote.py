@@ -81,10 +81,12 @@ def serve(control_fd: int, scratch: str, sandboxed: bool, role: str = "kernel") 
         except Exception as e:  # noqa: BLE001 -- only a cost: the process imports what it needs itself
             preimport_error = "%s: %s" % (type(e).__name__, e)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "zygote-triton")  # emptied below, once loaded
-    warm_error, triton_files = triton_warm.prepare(os.environ["TRITON_CACHE_DIR"]) if role == "kernel" else (None, {})
+    warm_error: Optional[str] = None
+    triton_files: triton_warm.Snapshot = {}
     if role == "kernel":
         from .audit import freeze_heap
 
+        warm_error, triton_files = triton_warm.prepare(os.environ["TRITON_CACHE_DIR"])
         freeze_heap()  # last: what the warm-up made is frozen too
     sandbox.harden_zygote()
     wipe(scratch, sandboxed)

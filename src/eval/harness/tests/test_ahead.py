@@ -10,11 +10,13 @@ import selectors
 import shutil
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
 
 from kforge_harness import ahead, judgeproc, protocol, serverjob
+from kforge_harness.judge.context import PhaseClock
 
 from jobs import JOB, job
 
@@ -130,7 +132,7 @@ class FakeRun:
     def __init__(self) -> None:
         self.job: dict[str, Any] = {"id": None, "kernel_source": ""}
         self.result = protocol.new_result({"id": None, "device": "cpu"})
-        self.clock = type("Clock", (), {"last": 0.0})()
+        self.clock = PhaseClock(self.result)
 
 
 def test_a_judge_started_ahead_says_it_is_ready_then_takes_the_kernel_it_is_handed() -> None:
@@ -142,11 +144,13 @@ def test_a_judge_started_ahead_says_it_is_ready_then_takes_the_kernel_it_is_hand
     reader = server_end.makefile("rb")
     assert json.loads(reader.readline()) == {"ready": True}
     handed = {"id": "eval-3", "kernel_source": "class ModelNew: ...", "result": protocol.new_result({"id": "eval-3"})}
+    handed_at = time.time()
     server_end.sendall(json.dumps(handed).encode() + b"\n")
     waiting.join(10)
     assert not waiting.is_alive()
     assert run.job["kernel_source"] == "class ModelNew: ..." and run.result["id"] == "eval-3"
-    assert run.clock.last > 0.0, "the wait is not counted in the next phase"
+    assert run.clock.last >= handed_at, "the wait is not counted in the next phase"
+    assert run.clock.phases == {}
 
 
 def test_a_handover_without_a_kernel_is_a_harness_error() -> None:

@@ -29,6 +29,10 @@ class PhaseClock:
         self.phases[name] = self.phases.get(name, 0.0) + now - self.last
         self.last = now
 
+    def skip(self) -> None:
+        """The time since the last mark is no phase's (a judge started ahead, waiting)."""
+        self.last = time.time()
+
 
 @dataclass
 class Run:
