@@ -74,6 +74,12 @@ fn ahead(result: &EvalResult) -> Option<f64> {
     result.server_phases_s.get("ahead").copied()
 }
 
+/// `result` was judged by the processes started ahead, and its verdict is `category`.
+fn judged_ahead_as(result: &EvalResult, category: Category) {
+    assert!(ahead(result).is_some(), "{:?}", result.server_phases_s);
+    assert_eq!(result.category, Some(category), "{}", result.summary);
+}
+
 fn each_note_once(result: &EvalResult) {
     for note in &result.notes {
         assert_eq!(
@@ -108,23 +114,17 @@ async fn a_candidate_after_another_is_judged_by_the_processes_started_ahead() {
 
     answer_gap().await;
     let wrong = candidate(&evaluator, "relu.py", &kernel("relu_wrong.py"), settings()).await;
-    assert!(ahead(&wrong).is_some(), "{:?}", wrong.server_phases_s);
-    assert_eq!(
-        wrong.category,
-        Some(Category::Mismatch),
-        "{}",
-        wrong.summary
-    );
+    judged_ahead_as(&wrong, Category::Mismatch);
 
     // Refused before any process: the spare started after the wrong kernel stays for the next.
     let syntax = candidate(&evaluator, "relu.py", &kernel("relu_syntax.py"), settings()).await;
-    let crashing = kernel("relu_segfault.py");
     assert_eq!(
         syntax.category,
         Some(Category::Syntax),
         "{}",
         syntax.summary
     );
+    let crashing = kernel("relu_segfault.py");
     let segfault = || candidate(&evaluator, "relu.py", &crashing, unfiltered());
     let crash = segfault().await;
     // Other settings than the spare's: fresh processes, and the crash said as a crash.
@@ -133,29 +133,13 @@ async fn a_candidate_after_another_is_judged_by_the_processes_started_ahead() {
 
     answer_gap().await;
     let crash_ahead = segfault().await;
-    assert!(
-        ahead(&crash_ahead).is_some(),
-        "{:?}",
-        crash_ahead.server_phases_s
-    );
-    assert_eq!(
-        crash_ahead.category,
-        Some(Category::Crash),
-        "{}",
-        crash_ahead.summary
-    );
+    judged_ahead_as(&crash_ahead, Category::Crash);
     assert_eq!(crash_ahead.summary, crash.summary);
 
     // The next candidate at once: its spare still starts, and gets the kernel when ready.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let hurried = candidate(&evaluator, "relu.py", &crashing, unfiltered()).await;
-    assert!(ahead(&hurried).is_some(), "{:?}", hurried.server_phases_s);
-    assert_eq!(
-        hurried.category,
-        Some(Category::Crash),
-        "{}",
-        hurried.summary
-    );
+    let hurried = segfault().await;
+    judged_ahead_as(&hurried, Category::Crash);
     evaluator.shutdown().await;
 }
 
