@@ -56,44 +56,36 @@ class _Digests(_Labels):
         offset of that piece within its digest chunk (pieces never cross a chunk boundary, and every
         piece but the first starts one): raw is a flat uint8 tensor starting at byte `first` of its
         storage (a multiple of 4), the cuts are byte offsets into it, multiples of 4 but the last (a
-        storage's end). Chunk-relative word indexes let every chunk share one row of weights
+        storage's end). Chunk-relative word indexes let every chunk share one table of weights
         (chunk_weights): several chunks are one (chunks x words) product. A change, move or swap of
         words inside a chunk still changes its digest, and each chunk is compared with its own record."""
         import torch
+        from .digest import as_words, combine, row_sums
         n = raw.numel()
-        with self.temp(DIGEST_BYTE_COST * (n + 4) + (8 * vocab.DIGEST_CHUNK_BYTES if len(cuts) > 2 else 0)):
-            data = raw.to(device)
-            if n % 4 or data.storage_offset() % 4:  # the last word zero-padded, as words_digest does
-                data = torch.cat([data, torch.zeros(-n % 4, dtype=torch.uint8, device=device)])
-            words = (data.view(torch.int32).to(torch.int64) + (1 << 31)) % _PRIME
-            del data
+        with self.temp(DIGEST_BYTE_COST * (n + 4) + (4 * vocab.DIGEST_CHUNK_BYTES if len(cuts) > 2 else 0)):
+            words = as_words(raw.to(device))
             offset, count = first % vocab.DIGEST_CHUNK_BYTES // 4, words.numel()
             if len(cuts) == 2:  # one piece: the weights from its offset
-                weights = [w[offset:offset + count] for w in self.chunk_weights(offset + count, device)]
+                table = self.chunk_weights(offset + count, device)[2 * offset:2 * (offset + count)]
+                sums = row_sums(words.view(1, -1), table)
             else:  # whole chunks as rows (zeros before the first piece's offset and after the last piece)
                 row = vocab.DIGEST_CHUNK_BYTES // 4
                 words = torch.cat([words.new_zeros(offset), words,
                                    words.new_zeros(-(offset + count) % row)]).view(-1, row)
-                weights = self.chunk_weights(row, device)
-            # each term < 2^31: a chunk's 2^18 of them sum far below 2^63
-            sums = torch.stack([((words * w) % _PRIME).sum(-1).reshape(-1) for w in weights], 1)
-            return [(x % _PRIME, y % _PRIME) for x, y in sums.tolist()]
+                sums = row_sums(words, self.chunk_weights(row, device))
+            return [(x % _PRIME, y % _PRIME) for x, y in map(combine, sums.tolist())]
 
-    def chunk_weights(self, n: int, device: torch.device) -> List[torch.Tensor]:
-        """The first n words_digest weights of a digest chunk's words (word offset 0, this audit's seed),
-        both sums; computed once per device (in CPU_DIGEST_BYTES steps on the CPU), grown as needed up
-        to a chunk's words, and held (at most DIGEST_WEIGHT_BYTES)."""
-        import torch
-        from .digest import weights
+    def chunk_weights(self, n: int, device: torch.device) -> torch.Tensor:
+        """digest.block_table of a digest chunk's first n words for this audit's seed: kept per device
+        (grown as needed up to a chunk's words) and held (at most DIGEST_WEIGHT_BYTES)."""
+        from .digest import block_table
         cached = self.weights.get(device)
-        if cached is None or cached[0].numel() < n:
-            m = min(vocab.DIGEST_CHUNK_BYTES // 4, max(n, 1024, 2 * (cached[0].numel() if cached else 0)))
-            step = m if device.type != "cpu" else CPU_DIGEST_BYTES // 4
-            parts = [weights(a, b - a, self.seed, device) for a, b in _ranges(m, step)]
+        if cached is None or cached.shape[0] < 2 * n:
+            table = block_table(self.seed, device, n)
             if cached is not None:
-                self.drop(2 * 8 * cached[0].numel())
-            cached = self.weights[device] = [torch.cat([p[k] for p in parts]) for k in range(2)]
-            self.hold(2 * 8 * m)
+                self.drop(cached.numel() * 8)
+            cached = self.weights[device] = table
+            self.hold(table.numel() * 8)
         return cached
 
     def digests(self, storage: torch.UntypedStorage, spans: List[Tuple[int, int]], read: Read) -> List[Piece]:

@@ -122,8 +122,11 @@ class _Labels(_AuditState):
         from .digest import tensor_digest
         counts = torch.zeros(len(LABELS), dtype=torch.int64, device=t.device)
         for a, b in _ranges(t.numel(), vocab.CHUNK_ELEMENTS):  # counted on the device, chunk by chunk
-            with self.temp(9 * (b - a)):
-                counts += torch.bincount(self.read(t, a, b), minlength=len(LABELS))
+            with self.temp(2 * (b - a)):
+                labels = self.read(t, a, b)
+                # one comparison a label, not bincount: on a GPU its atomics on six counters
+                # serialize (0.2 s an output of 1.5G elements on an H200, against ~6 ms)
+                counts += torch.stack([(labels == k).sum() for k in range(len(LABELS))])
         tally = counts.tolist()
         return {"path": path[:MAX_NAME], "shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
                 "numel": t.numel(), "shares": {k: c / max(t.numel(), 1) for k, c in zip(LABELS, tally)},

@@ -25,7 +25,7 @@ class _AuditState:
         self.shadows: Dict[Key, _Shadow] = {}    # (device, storage data_ptr) -> _Shadow
         self.inventory: Dict[Key, torch.UntypedStorage] = {}  # (device, storage data_ptr) -> storage: those from before the forward (held)
         self.records: Dict[Key, List[Any]] = {}    # (device, storage data_ptr) -> [weakref to it, nbytes, [digest per chunk]]
-        self.weights: Dict[torch.device, List[torch.Tensor]] = {}    # device -> the digest weights of a chunk's words (chunk_weights)
+        self.weights: Dict[torch.device, torch.Tensor] = {}    # device -> the digest weights of a chunk's words (chunk_weights)
         self.seed = (int(seed) * 2654435761 + 97) % ((1 << 31) - 1)  # of the change digests
         self.checked: Set[Key] = set()  # storages checked for unseen writes at the end
         self.ops: Dict[str, List[Any]] = {}        # op name -> [count, kind]

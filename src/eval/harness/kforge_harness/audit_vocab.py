@@ -24,10 +24,10 @@ SNAPSHOT_MARGIN_FRACTION = 0.10
 HOST_COPY_BYTES = 1 << 26  # one step of a copy into host staging
 # Content digests (unseen writes): one per DIGEST_CHUNK_BYTES of a storage (words_digest's), computed
 # in passes of at most _digest_step() bytes whose temporaries are charged DIGEST_BYTE_COST device
-# bytes a byte (the bytes' copy onto the device, int64 words, weights and sums: about 14 a byte).
+# bytes a byte (the bytes' copy onto the device, their float64 halves: about 5 a byte).
 DIGEST_CHUNK_BYTES = 1 << 20
 DIGEST_BYTE_COST = 16
-DIGEST_WEIGHT_BYTES = 4 * DIGEST_CHUNK_BYTES  # held: the two weights (int64) of a chunk's words
+DIGEST_WEIGHT_BYTES = 16 * DIGEST_CHUNK_BYTES  # held: digest.block_table, (2 halves x 4) float64 a word
 # On the CPU, passes below torch's parallel grain (32k elements): on few, busy cores the intra-op
 # thread handoff costs far more than the work (a 256 KiB digest: 70 ms in one pass, 2 ms in four).
 CPU_DIGEST_BYTES = 1 << 16

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from kforge_harness.digest import CHUNK_WORDS, raw_bytes, tensor_digest, words_digest
@@ -56,3 +58,78 @@ def test_same_bytes_sees_nan_payloads_and_one_changed_byte() -> None:
     y = x.clone()
     y.view(torch.uint8)[7] ^= 1
     assert not same_bytes(x, y)
+
+
+def reference_digest(data: bytes, seed: int, first_word: int = 0) -> tuple[int, int]:
+    """digest.py's docstring in Python integers, one word at a time: what the float64 products
+    must equal exactly."""
+    from kforge_harness.digest import BLOCK_WORDS, PRIME, block_factor, weights
+
+    data = data + bytes(-len(data) % 4)
+    total = [0, 0]
+    for w in range(len(data) // 4):
+        lo = int.from_bytes(data[4 * w:4 * w + 2], "little", signed=True)
+        hi = int.from_bytes(data[4 * w + 2:4 * w + 4], "little", signed=True)
+        i = first_word + w
+        for k, a in enumerate(weights(i % BLOCK_WORDS, 1, seed, torch.device("cpu"))):
+            total[k] = (total[k] + (lo + 65536 * hi) * int(a) * block_factor(i // BLOCK_WORDS, seed, k)) % PRIME
+    return total[0], total[1]
+
+
+def test_the_products_are_the_word_by_word_sums_exactly() -> None:
+    from kforge_harness.digest import BLOCK_WORDS
+
+    g = torch.Generator().manual_seed(5)
+    extremes = torch.tensor([-2 ** 31, 2 ** 31 - 1, -1, 0, 32767, -32768, 65535], dtype=torch.int32)
+    raw = torch.cat([extremes.view(torch.uint8), torch.randint(0, 256, (4 * 997 + 3,), generator=g,
+                                                                dtype=torch.uint8)])
+    for first in (0, 5, BLOCK_WORDS - 3, 3 * BLOCK_WORDS + 11):  # block boundaries crossed, factors > 1
+        assert words_digest(raw, 13, first) == reference_digest(bytes(raw.tolist()), 13, first), first
+
+
+def test_a_block_s_worst_case_sum_stays_exact() -> None:
+    # every half at -2^15 (the largest magnitude) over a whole block and more: the largest sums a
+    # float64 product must hold exactly. Pieces that add up show a rounding the whole would hide.
+    from kforge_harness.digest import BLOCK_WORDS, PRIME
+
+    worst = torch.full((2 * BLOCK_WORDS + 6,), -32768, dtype=torch.int16).view(torch.uint8)
+    whole = words_digest(worst, 4)
+    halves = [words_digest(worst[:4 * 1000], 4), words_digest(worst[4 * 1000:], 4, 1000)]
+    assert whole == tuple((x + y) % PRIME for x, y in zip(*halves))
+    ones = torch.full((BLOCK_WORDS,), 1, dtype=torch.int32).view(torch.uint8)
+    assert words_digest(ones, 2) == words_digest(ones.clone(), 2)
+    assert words_digest(ones, 2) != words_digest(torch.zeros_like(ones), 2)
+
+
+def test_a_change_in_a_late_block_and_a_swap_of_blocks_show() -> None:
+    from kforge_harness.digest import BLOCK_WORDS
+
+    x = torch.randn(3 * BLOCK_WORDS)
+    base = tensor_digest(x, 8)
+    y = x.clone()
+    y.view(torch.int32)[2 * BLOCK_WORDS + 17] ^= 1 << 30
+    assert tensor_digest(y, 8) != base
+    z = torch.cat([x[BLOCK_WORDS:2 * BLOCK_WORDS], x[:BLOCK_WORDS], x[2 * BLOCK_WORDS:]])
+    assert tensor_digest(z, 8) != base  # the same words in each block's positions, blocks swapped
+
+
+def test_a_forked_child_digests_after_its_parent_did() -> None:
+    # the worker and the judge are forked: a digest there must not wait on threads its parent
+    # started (MKL's products did: the child hung), and must give the parent's numbers
+    import os
+
+    x = raw_bytes(torch.randn(300_000))
+    parent = words_digest(x, 6)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        os._exit(0 if words_digest(x, 6) == parent else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child's digest hung")
