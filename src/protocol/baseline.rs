@@ -109,6 +109,19 @@ impl CompileDeferral {
     }
 }
 
+/// What `kforge eval --json` adds to its document (as `compile_after_verdict`) where the
+/// verdict deferred its torch.compile figure: whether it came after, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileAfterVerdict {
+    /// `after_verdict` (the document's timing is re-scored against it) or `failed`.
+    pub outcome: CompileDeferral,
+    /// Seconds from the verdict in hand to the end of the measurement after it: a wall to
+    /// the verdict is the command's wall less these.
+    pub after_verdict_s: f64,
+    /// Why there is no figure (`failed`: the measurement's error, or it was interrupted).
+    pub why: Option<String>,
+}
+
 /// `torch.compile`'s `mode` for the compile baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
