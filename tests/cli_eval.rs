@@ -230,6 +230,8 @@ fn json_of_a_cpu_evaluation_has_its_log_and_no_phase_that_did_not_run() {
     assert!(log.contains("(nothing printed)"), "{log}");
     assert_eq!(v["phase"], "finished");
     assert!(v["timing"].is_null());
+    // The CPU times nothing: no torch.compile figure to measure after the verdict.
+    assert!(v.get("compile_after_verdict").is_none(), "{v}");
     let phases = v["phases_s"].as_object().unwrap();
     assert!(phases.contains_key("correctness"), "{phases:?}");
     for absent in ["timing", "recheck"] {

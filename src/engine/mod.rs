@@ -19,7 +19,7 @@ pub mod replay;
 pub mod runner;
 mod shapes;
 mod steps;
-mod warmup;
+pub mod warmup;
 pub mod warmup_plan;
 
 #[cfg(test)]

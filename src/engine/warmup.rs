@@ -7,15 +7,58 @@
 //! every verdict shows the same baseline. On several devices the first candidate may go to
 //! another one and measure it there itself, as any evaluation does without a cached figure.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::ports::EvalPort;
 use super::runner::Inner;
 use super::warmup_plan::BaselineWarmup;
-use crate::eval::EvalRequest;
-use crate::protocol::LogLevel;
+use crate::config::EvalConfig;
+use crate::eval::{Device, EvalError, EvalRequest};
+use crate::protocol::{CompileFigures, LogLevel};
+
+/// What measuring the torch.compile baseline by a task check of its own came to.
+#[derive(Debug)]
+pub enum CompileMeasurement {
+    /// Its figures, or why the task has none (`CompileFigures::error`); the judge cached
+    /// them (with `[eval] baseline_cache`).
+    Figures(CompileFigures),
+    /// No figure: why (the task check's summary, or why the evaluator gave no result).
+    Failed(String),
+    /// Cancelled before it ended.
+    Cancelled,
+}
+
+/// The torch.compile baseline of `task` on `device`, measured by a reference-only request
+/// (a task check with `settings`; the judge caches the figure): a session's warm-up, and
+/// one-shot `kforge eval` after its verdict (`launch::evaluate::compile_after_verdict`).
+/// `session_candidate`: candidates of a session follow, whose next judge may start after it.
+pub async fn measure_compile(
+    evaluator: &dyn EvalPort,
+    task: &Path,
+    device: Device,
+    settings: EvalConfig,
+    session_candidate: bool,
+    cancel: CancellationToken,
+) -> CompileMeasurement {
+    let mut request = EvalRequest::task_check(task, device, settings);
+    request.session_candidate = session_candidate;
+    let outcome = evaluator.evaluate(request, cancel.clone(), None).await;
+    if cancel.is_cancelled() {
+        return CompileMeasurement::Cancelled;
+    }
+    match outcome {
+        Ok(result) => match result.timing.and_then(|t| t.compile) {
+            Some(figures) => CompileMeasurement::Figures(figures),
+            None => CompileMeasurement::Failed(result.summary),
+        },
+        Err(EvalError::Cancelled) => CompileMeasurement::Cancelled,
+        Err(e) => CompileMeasurement::Failed(e.to_string()),
+    }
+}
 
 /// A warm-up under way.
 pub(super) struct Running {
@@ -39,10 +82,6 @@ impl Inner {
         let BaselineWarmup::Compile { device } = warmup else {
             return None;
         };
-        let mut request =
-            EvalRequest::task_check(inner.session.file("task.py"), device, inner.eval.clone());
-        // The first candidate's judge starts after it, while the model still writes.
-        request.session_candidate = true;
         inner.log(
             LogLevel::Info,
             "baseline",
@@ -53,16 +92,20 @@ impl Inner {
         let cancel = inner.control.stop.child_token();
         let ended = cancel.clone();
         let task = tokio::spawn(async move {
-            let outcome = inner.evaluator.evaluate(request, ended.clone(), None).await;
-            if ended.is_cancelled() {
-                return;
-            }
-            let compiled = outcome
-                .as_ref()
-                .ok()
-                .and_then(|r| r.timing.as_ref()?.compile.as_ref());
-            match compiled {
-                Some(figures) => inner.log(
+            let task = inner.session.file("task.py");
+            // The first candidate's judge starts after it, while the model still writes.
+            let measured = measure_compile(
+                inner.evaluator.as_ref(),
+                &task,
+                device,
+                inner.eval.clone(),
+                true,
+                ended,
+            )
+            .await;
+            match measured {
+                CompileMeasurement::Cancelled => {}
+                CompileMeasurement::Figures(figures) => inner.log(
                     LogLevel::Info,
                     "baseline",
                     format!(
@@ -70,19 +113,13 @@ impl Inner {
                         figures.describe()
                     ),
                 ),
-                None => {
-                    let why = match &outcome {
-                        Ok(result) => result.summary.clone(),
-                        Err(e) => e.to_string(),
-                    };
-                    inner.log(
-                        LogLevel::Warn,
-                        "baseline",
-                        format!(
-                            "the torch.compile baseline was not measured ahead ({why}): each evaluation measures it itself"
-                        ),
-                    );
-                }
+                CompileMeasurement::Failed(why) => inner.log(
+                    LogLevel::Warn,
+                    "baseline",
+                    format!(
+                        "the torch.compile baseline was not measured ahead ({why}): each evaluation measures it itself"
+                    ),
+                ),
             }
         });
         Some(Running {

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::protocol::{Device, EvalRequest, Job};
 use super::wire_schema::{json_type, to_object};
 use crate::config::EvalConfig;
-use crate::protocol::EvalResult;
+use crate::protocol::{BaselineChoice, CompileFigures, EvalResult, Timing};
 
 /// Names a request; the events answering it carry it back.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,6 +53,9 @@ pub enum Request {
     NcuCheck(Query),
     /// Each CUDA device's measured peaks.
     DevicePeaks(PeaksQuery),
+    /// An evaluation's timing scored again against a compile figure measured after its
+    /// verdict (the judge's own scoring, `baselines.rescored`); answered by `rescored`.
+    Rescore(RescoreQuery),
     /// Exit; nothing answers it.
     Shutdown,
 }
@@ -76,6 +79,17 @@ pub struct PeaksQuery {
     pub cache_dir: PathBuf,
 }
 
+#[derive(Debug, Clone, Serialize)]
+pub struct RescoreQuery {
+    pub id: RequestId,
+    /// The evaluation's timing (its compile figure deferred).
+    pub timing: Box<Timing>,
+    /// The figure measured since (a task check's `timing.compile`).
+    pub compiled: Option<CompileFigures>,
+    /// `[eval] baseline`.
+    pub choice: BaselineChoice,
+}
+
 impl Request {
     /// The id the answering events carry; none for `shutdown`, which has no answer.
     pub fn id(&self) -> Option<&RequestId> {
@@ -84,7 +98,8 @@ impl Request {
             | Request::Cancel(Query { id })
             | Request::DeviceInfo(Query { id })
             | Request::NcuCheck(Query { id })
-            | Request::DevicePeaks(PeaksQuery { id, .. }) => Some(id),
+            | Request::DevicePeaks(PeaksQuery { id, .. })
+            | Request::Rescore(RescoreQuery { id, .. }) => Some(id),
             Request::Shutdown => None,
         }
     }
@@ -100,6 +115,8 @@ pub enum Event {
     Started(Started),
     /// The evaluation's result.
     Result(ResultEvent),
+    /// The answer to `rescore`.
+    Rescored(Rescored),
     /// A request failed (an unknown op, a field of the wrong type, an exception).
     Error(ErrorEvent),
     /// The answers to the queries, each under its op's name.
@@ -141,6 +158,12 @@ pub struct ResultEvent {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rescored {
+    pub id: Option<RequestId>,
+    pub timing: Box<Timing>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorEvent {
     /// Absent where the request's line could not be read at all.
     pub id: Option<RequestId>,
@@ -179,6 +202,7 @@ impl Event {
             Event::Progress(Progress { id, .. })
             | Event::Started(Started { id, .. })
             | Event::Result(ResultEvent { id, .. })
+            | Event::Rescored(Rescored { id, .. })
             | Event::Error(ErrorEvent { id, .. })
             | Event::DeviceInfo(Info { id, .. })
             | Event::NcuCheck(Info { id, .. })
@@ -231,6 +255,12 @@ fn request_examples() -> Vec<Request> {
         DeviceInfo(Query { id: id() }),
         NcuCheck(Query { id: id() }),
         DevicePeaks(PeaksQuery { id: id(), cache_dir: "/cache/peaks".into() }),
+        Rescore(RescoreQuery {
+            id: id(),
+            timing: Box::default(),
+            compiled: Some(CompileFigures::default()),
+            choice: BaselineChoice::Best,
+        }),
         Shutdown
         ; not on the wire:
     )
@@ -247,6 +277,7 @@ fn event_examples() -> Vec<Event> {
         Progress(Progress { id: id(), phase: "loading task".into() }),
         Started(Started { id: id(), executor: "fork".into(), sandbox: "bwrap".into() }),
         Result(ResultEvent { id: id(), result: Box::default() }),
+        Rescored(Rescored { id: id(), timing: Box::default() }),
         Error(ErrorEvent { id: id(), error: "why".into(), traceback: Some("Traceback".into()) }),
         DeviceInfo(info()),
         NcuCheck(info()),
@@ -312,6 +343,20 @@ mod tests {
                 cache_dir: "/c/peaks".into()
             })),
             json!({"op": "device_peaks", "id": "eval-1", "cache_dir": "/c/peaks"})
+        );
+        let timing = Timing {
+            score: Some(1.2),
+            ..Timing::default()
+        };
+        assert_eq!(
+            sent(Request::Rescore(RescoreQuery {
+                id: id(),
+                timing: Box::new(timing.clone()),
+                compiled: None,
+                choice: BaselineChoice::Compile,
+            })),
+            json!({"op": "rescore", "id": "eval-1", "timing": timing, "compiled": null,
+                   "choice": "compile"})
         );
         assert_eq!(sent(Request::Shutdown), json!({"op": "shutdown"}));
         assert_eq!(Request::Shutdown.id(), None);

@@ -15,14 +15,14 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::envelope::{
-    ErrorEvent, EvalJob, Event, PeaksQuery, Progress, Query, Request, RequestId, ResultEvent,
-    Started,
+    ErrorEvent, EvalJob, Event, PeaksQuery, Progress, Query, Request, RequestId, RescoreQuery,
+    ResultEvent, Started,
 };
 use super::protocol::{Device, EvalRequest, Hello, Job};
 
 use super::python_env::PythonEnv;
 use super::server::HarnessServer;
-use crate::protocol::{EvalResult, Status};
+use crate::protocol::{BaselineChoice, CompileFigures, EvalResult, Status, Timing};
 
 /// Extra seconds the Rust side waits beyond a job's own timeout before it declares the
 /// server unresponsive (the server enforces the timeout itself; this catches the server).
@@ -143,6 +143,31 @@ impl Evaluator {
         let id = self.new_id("peaks");
         self.query(Request::DevicePeaks(PeaksQuery { id, cache_dir }), 400)
             .await
+    }
+
+    /// `timing` (an evaluation's, its compile figure deferred) scored against `compiled`,
+    /// the figure measured after its verdict, with the `[eval] baseline` choice: the
+    /// harness's own scoring (`baselines.rescored`), on the spare server (started if none
+    /// runs; `hello` starts it ahead). Its `compile_deferred` then says `after_verdict`.
+    pub async fn rescore(
+        &self,
+        timing: &Timing,
+        compiled: Option<&CompileFigures>,
+        choice: BaselineChoice,
+    ) -> Result<Timing> {
+        let request = Request::Rescore(RescoreQuery {
+            id: self.new_id("rescore"),
+            timing: Box::new(timing.clone()),
+            compiled: compiled.cloned(),
+            choice,
+        });
+        self.with_spare(
+            async |s| match s.call(request, Duration::from_secs(60)).await? {
+                Event::Rescored(answer) => Ok(*answer.timing),
+                other => bail!("the harness answered a rescore with {other:?}"),
+            },
+        )
+        .await
     }
 
     /// A query the spare server answers with its `info`.
@@ -438,7 +463,11 @@ fn job_event(
             )),
             true,
         ),
-        Event::DeviceInfo(_) | Event::NcuCheck(_) | Event::DevicePeaks(_) | Event::Unknown => {
+        Event::DeviceInfo(_)
+        | Event::NcuCheck(_)
+        | Event::DevicePeaks(_)
+        | Event::Rescored(_)
+        | Event::Unknown => {
             return None;
         }
     };

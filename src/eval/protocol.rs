@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::EvalConfig;
-use crate::protocol::SandboxInfo;
+use crate::protocol::{CompileSource, SandboxInfo};
 pub use crate::protocol::{MathKind, PrecisionPolicy};
 
 /// Where an evaluation runs. Written as torch names it (`cpu`, `cuda:0`), as everywhere
@@ -101,6 +101,9 @@ pub struct Job {
     /// With `kernelbench_protocol`: how many times both protocols time the reference, in
     /// alternating order (`timing.rounds`); 1 times each once.
     pub kernelbench_rounds: u32,
+    /// Where the compile figure may come from: the cache only, for a one-shot `kforge
+    /// eval` that measures it after the verdict (`EvalRequest::compile_source`).
+    pub compile_source: CompileSource,
     /// The request's `[eval]` settings as this job applies them (`EvalConfig::for_job`).
     #[serde(flatten)]
     pub settings: EvalConfig,
@@ -124,6 +127,7 @@ impl Job {
             reference_only: request.reference_only,
             kernelbench_protocol: request.kernelbench_protocol,
             kernelbench_rounds: request.kernelbench_rounds.max(1),
+            compile_source: request.compile_source,
         }
     }
 }
@@ -153,6 +157,9 @@ pub struct EvalRequest {
     /// candidates like it follow: with `[eval] start_ahead`, the harness starts the next one's
     /// judge after it (`Job`'s `start_ahead`).
     pub session_candidate: bool,
+    /// Where the compile figure may come from (`CacheOrMeasure` unless a one-shot `kforge
+    /// eval` defers it: `launch::evaluate::defers_compile`).
+    pub compile_source: CompileSource,
 }
 
 impl EvalRequest {
@@ -173,6 +180,7 @@ impl EvalRequest {
             kernelbench_protocol: false,
             kernelbench_rounds: 1,
             session_candidate: false,
+            compile_source: CompileSource::CacheOrMeasure,
         }
     }
 
@@ -301,6 +309,18 @@ mod tests {
         assert_eq!(job["min_timing_trials"], 20);
         assert!(job.get("host_time_ratio").is_none(), "{job}");
         assert!(job.get("host_slack_ms").is_none(), "{job}");
+    }
+
+    /// The judge reads `compile_source` to take a cached compile figure only.
+    #[test]
+    fn the_compile_source_reaches_the_job_json() {
+        let mut req = EvalRequest::new("t.py", "k.py", Device::Cuda(0), EvalConfig::default());
+        let job = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(job["compile_source"], "cache_or_measure");
+        req.compile_source = CompileSource::CacheOnly;
+        let job = serde_json::to_value(Job::new(&req, None)).unwrap();
+        assert_eq!(job["compile_source"], "cache_only");
+        assert_eq!(job["compile_baseline"], true, "the setting itself stays on");
     }
 
     #[test]

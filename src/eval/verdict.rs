@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 
 use crate::protocol::{
-    Category, EvalResult, PrecisionRecord, Timing, TimingStats, figures, timing_text,
+    Category, CompileDeferral, EvalResult, PrecisionRecord, Timing, TimingStats, figures,
+    timing_text,
 };
 
 /// Terminal styling; `plain()` for pipes, files and `NO_COLOR`.
@@ -402,15 +403,7 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
         );
         let _ = writeln!(out, "  {:<10} {}", "", style.dim(&stats_detail(s)));
     }
-    if let Some(compile) = &t.compile {
-        let text = compile.describe();
-        let painted = if compile.error.is_some() {
-            style.warn(&text)
-        } else {
-            text
-        };
-        let _ = writeln!(out, "  {:<10} {painted}", "compiled");
-    }
+    compile_lines(out, t, style);
     if let Some(score) = t.score {
         let text = figures::score_with_interval(score, t.score_interval());
         let painted = if score >= 1.0 {
@@ -429,37 +422,18 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
             }
             _ => "reference median / kernel median".into(),
         };
-        let label = if t.compile.is_some() {
+        let label = if t.compile.is_some() || t.compile_deferred.is_some() {
             "vs eager"
         } else {
             "score"
         };
         let _ = writeln!(out, "  {label:<10} {painted}{noisy}  ({basis})");
     }
-    if let Some(score) = t.score_vs_compile {
-        let text = figures::score_with_interval(score, t.score_vs_compile_interval());
-        let painted = if score >= 1.0 {
-            style.good(&text)
-        } else {
-            style.warn(&text)
-        };
-        let _ = writeln!(
-            out,
-            "  {:<10} {painted}  (compiled reference median / kernel median: the score vs eager x compiled / eager)",
-            "vs compile"
-        );
-    }
+    vs_compile_line(out, t, style);
     if let Some(line) = t.defaults_line() {
         let _ = writeln!(out, "  {:<10} {line}", "vs defaults");
     }
-    if let Some(reason) = &t.baseline_reason {
-        let _ = writeln!(
-            out,
-            "  {:<10} {}  ({reason})",
-            "headline",
-            t.headline_baseline().label()
-        );
-    }
+    headline_line(out, t);
     if let Some(reported) = t.reported_score {
         let _ = writeln!(
             out,
@@ -482,6 +456,85 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
 }
 
 /// `120 runs`, `300 runs, precision not reached, 2 gate timeouts`.
+/// The compiled reference's line: its figures, why there are none, or that they are being
+/// measured after this verdict (`kforge eval` on a GPU, the figure not cached yet).
+fn compile_lines(out: &mut String, t: &Timing, style: Style) {
+    if let Some(compile) = &t.compile {
+        let text = compile.describe();
+        let painted = if compile.error.is_some() {
+            style.warn(&text)
+        } else {
+            text
+        };
+        let _ = writeln!(out, "  {:<10} {painted}", "compiled");
+    } else if t.compile_deferred == Some(CompileDeferral::Pending) {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            "compiled",
+            style.dim(
+                "torch.compile is not cached yet for this task and device: the score against it is being measured now, after this verdict"
+            )
+        );
+    }
+}
+
+fn vs_compile_line(out: &mut String, t: &Timing, style: Style) {
+    if let Some(score) = t.score_vs_compile {
+        let text = figures::score_with_interval(score, t.score_vs_compile_interval());
+        let painted = if score >= 1.0 {
+            style.good(&text)
+        } else {
+            style.warn(&text)
+        };
+        let _ = writeln!(
+            out,
+            "  {:<10} {painted}  (compiled reference median / kernel median: the score vs eager x compiled / eager)",
+            "vs compile"
+        );
+    }
+}
+
+fn headline_line(out: &mut String, t: &Timing) {
+    if let Some(reason) = &t.baseline_reason {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}  ({reason})",
+            "headline",
+            t.headline_baseline().label()
+        );
+    }
+}
+
+/// The block `kforge eval` prints once the torch.compile figure its verdict deferred was
+/// measured and the timing re-scored against it (`launch::evaluate::compile_after_verdict`):
+/// the figure (or why there is none), the score against it, and the headline's baseline now.
+pub fn render_compile_after_verdict(t: &Timing, style: Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        style.bold(
+            "torch.compile, measured after the verdict (now cached for this task and device):"
+        )
+    );
+    compile_lines(&mut out, t, style);
+    vs_compile_line(&mut out, t, style);
+    let (score, interval) = t.score_against(t.headline_baseline());
+    let figure = score.map_or(String::new(), |s| {
+        format!(" {}", figures::score_with_interval(s, interval))
+    });
+    if let Some(reason) = &t.baseline_reason {
+        let _ = writeln!(
+            out,
+            "  {:<10} now {}{figure}  ({reason})",
+            "headline",
+            t.headline_baseline().label()
+        );
+    }
+    out
+}
+
 fn runs_text(s: &TimingStats) -> String {
     let mut parts = vec![format!("{} runs", s.runs)];
     if s.budget_limited {
@@ -909,6 +962,80 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         );
         assert!(!text.contains("vs compile"), "{text}");
         assert_eq!(r.score(), Some(1.2));
+    }
+
+    /// A verdict whose torch.compile figure is deferred says it is being measured now and
+    /// scores against eager; the block printed once it came gives the figure, the score
+    /// against it and the headline's baseline now.
+    #[test]
+    fn a_deferred_compile_figure_is_said_then_given_after_the_verdict() {
+        let mut r = correct_gpu();
+        r.timing = Some(
+            serde_json::from_value(serde_json::json!({
+                "meaningful": true, "method": "judge_window",
+                "reference": {"median_ms": 2.4, "runs": 100}, "kernel": {"median_ms": 2.0, "runs": 100},
+                "score": 1.2, "score_low": 1.17, "score_high": 1.23,
+                "compile": null, "compile_deferred": "pending", "baseline": "eager",
+                "baseline_reason": "baseline = best, scored against eager until torch.compile's figure, measured after this verdict, is in"
+            }))
+            .unwrap(),
+        );
+        let text = render(&r, None, Style::plain());
+        for needle in [
+            "  compiled   torch.compile is not cached yet for this task and device: the score against it is being measured now, after this verdict",
+            "  vs eager   1.20x [1.17-1.23]",
+            "  headline   vs eager  (baseline = best, scored against eager until torch.compile's figure",
+        ] {
+            assert!(text.contains(needle), "{needle:?} in\n{text}");
+        }
+        assert!(!text.contains("vs compile"), "{text}");
+
+        let t = r.timing.as_mut().unwrap();
+        t.compile = Some(crate::protocol::CompileFigures {
+            mode: "default".into(),
+            compile_s: Some(14.2),
+            median_ms: Some(1.6),
+            speedup_over_eager: Some(1.5),
+            speedup_low: Some(1.48),
+            speedup_high: Some(1.52),
+            ..Default::default()
+        });
+        (
+            t.score_vs_compile,
+            t.score_vs_compile_low,
+            t.score_vs_compile_high,
+        ) = (Some(0.8), Some(0.78), Some(0.82));
+        t.baseline = Some(crate::protocol::Baseline::Compile);
+        t.baseline_reason = Some("baseline = best: torch.compile is 1.50x as fast as eager".into());
+        t.compile_deferred = Some(CompileDeferral::AfterVerdict);
+        let block = render_compile_after_verdict(t, Style::plain());
+        assert_eq!(
+            block,
+            "torch.compile, measured after the verdict (now cached for this task and device):\n\
+             \x20 compiled   torch.compile (default) 1.6000 ms, 1.50x [1.48-1.52] eager, compiled in 14.2 s\n\
+             \x20 vs compile 0.80x [0.78-0.82]  (compiled reference median / kernel median: the score vs eager x compiled / eager)\n\
+             \x20 headline   now vs torch.compile 0.80x [0.78-0.82]  (baseline = best: torch.compile is 1.50x as fast as eager)\n"
+        );
+        // A task torch.compile cannot serve: why, and the headline stays against eager.
+        t.compile = Some(crate::protocol::CompileFigures {
+            mode: "default".into(),
+            error: Some("under torch.compile the task computes another result".into()),
+            ..Default::default()
+        });
+        (
+            t.score_vs_compile,
+            t.score_vs_compile_low,
+            t.score_vs_compile_high,
+        ) = (None, None, None);
+        t.baseline = Some(crate::protocol::Baseline::Eager);
+        t.baseline_reason = Some("baseline = best, scored against eager: under torch.compile the task computes another result".into());
+        let block = render_compile_after_verdict(t, Style::plain());
+        assert!(
+            block.contains("  compiled   no torch.compile baseline (default): under torch.compile"),
+            "{block}"
+        );
+        assert!(block.contains("  headline   now vs eager 1.20x [1.17-1.23]  (baseline = best, scored against eager"), "{block}");
+        assert!(!block.contains("vs compile"), "{block}");
     }
 
     /// A result from before intervals reads as before: no brackets, no environment.

@@ -163,6 +163,7 @@ fn job(settings: &EvalConfig, baseline_cache_dir: Option<PathBuf>) -> Job {
         reference_only: false,
         kernelbench_protocol: true,
         kernelbench_rounds: 2,
+        compile_source: crate::protocol::CompileSource::CacheOnly,
     }
 }
 
@@ -262,6 +263,7 @@ fn timing_all_set() -> Timing {
         score_vs_compile_high: Some(1.375),
         baseline: Some(Baseline::Compile),
         baseline_reason: Some("best: compile was faster".into()),
+        compile_deferred: Some(crate::protocol::CompileDeferral::Pending),
         defaults: Some(defaults_all_set()),
         score_vs_defaults: Some(0.5),
         score_vs_defaults_low: Some(0.45),
@@ -295,6 +297,7 @@ fn timing_all_unset() -> Timing {
         score_vs_compile_high: None,
         baseline: None,
         baseline_reason: None,
+        compile_deferred: None,
         defaults: None,
         score_vs_defaults: None,
         score_vs_defaults_low: None,

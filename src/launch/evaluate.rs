@@ -8,7 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::options::{CheckArgs, DeviceArgs};
 use crate::config::{Config, EvalConfig, Executor};
+use crate::engine::warmup::{self, CompileMeasurement};
+use crate::engine::warmup_plan::{self, BaselineWarmup};
 use crate::eval::{self, EvalError, EvalProgress, EvalRequest, Evaluator};
+use crate::protocol::{CompileDeferral, CompileSource, EvalResult, Timing};
 use crate::shapes::ShapeCheck;
 use crate::task::TaskFile;
 
@@ -59,6 +62,10 @@ pub struct EvalArgs {
     /// the harness starts the next one's judge ahead (`[eval] start_ahead`).
     #[arg(skip)]
     pub session_candidate: bool,
+    /// A one-shot `kforge eval`, whose verdict does not wait for the torch.compile figure
+    /// (`defers_compile`): the caller measures it after the verdict (`compile_after_verdict`).
+    #[arg(skip)]
+    pub defer_compile: bool,
 }
 
 impl EvalArgs {
@@ -100,6 +107,8 @@ pub enum EvalOutcome {
         saved: Option<PathBuf>,
         /// The unseen-shapes re-check, when asked for (`--shapes`).
         shapes: Option<ShapeCheck>,
+        /// Where it ran.
+        device: eval::Device,
     },
     Cancelled,
 }
@@ -143,6 +152,9 @@ pub async fn evaluate(
     request.timing = !args.no_timing;
     request.profile = args.profile;
     request.session_candidate = args.session_candidate;
+    if args.defer_compile && defers_compile(&settings, device, request.timing) {
+        request.compile_source = CompileSource::CacheOnly;
+    }
     let result = match evaluator.evaluate(request, cancel.clone(), progress).await {
         Ok(r) => r,
         Err(EvalError::Cancelled) => return Ok(EvalOutcome::Cancelled),
@@ -164,7 +176,81 @@ pub async fn evaluate(
         result: Box::new(result),
         saved,
         shapes,
+        device,
     })
+}
+
+/// Whether a one-shot evaluation takes a cached torch.compile figure only, leaving one not
+/// cached yet to be measured after its verdict (issue 38): on a GPU, timed, with the compile
+/// baseline and the cache on, as a session's task check leaves it to the session's warm-up
+/// (`warmup_plan::plan`). Elsewhere the evaluation is as it always was.
+pub fn defers_compile(settings: &EvalConfig, device: eval::Device, timing: bool) -> bool {
+    timing
+        && matches!(
+            warmup_plan::plan(settings, device).1,
+            BaselineWarmup::Compile { .. }
+        )
+}
+
+/// Whether `result`'s verdict left its torch.compile figure to be measured after it.
+pub fn compile_pending(result: &EvalResult) -> bool {
+    result
+        .timing
+        .as_ref()
+        .is_some_and(|t| t.compile_deferred == Some(CompileDeferral::Pending))
+}
+
+/// What measuring a deferred torch.compile figure after the verdict came to.
+#[derive(Debug)]
+pub enum AfterVerdict {
+    /// Measured (or why the task has none) and the verdict's timing re-scored against it.
+    Rescored(Box<Timing>),
+    /// Not had: why (the measurement failed, or the re-scoring).
+    Failed(String),
+    /// Interrupted (Ctrl-C).
+    Cancelled,
+}
+
+/// The torch.compile figure a verdict deferred (`compile_pending`), measured now by a
+/// reference-only request as a session's warm-up measures it (`warmup::measure_compile`:
+/// cached for the evaluations that follow), and the verdict's timing re-scored against it by
+/// the harness (`Evaluator::rescore`: the judge's own scoring).
+pub async fn compile_after_verdict(
+    args: &EvalArgs,
+    config: &Config,
+    evaluator: &Evaluator,
+    device: eval::Device,
+    result: &EvalResult,
+    cancel: CancellationToken,
+) -> AfterVerdict {
+    let settings = args.settings(&config.eval);
+    let Some(timing) = result.timing.as_ref() else {
+        return AfterVerdict::Failed("the verdict has no timing to re-score".into());
+    };
+    // The re-scoring's server starts while the figure is measured.
+    let (measured, _) = tokio::join!(
+        warmup::measure_compile(
+            evaluator,
+            &args.task,
+            device,
+            settings.clone(),
+            false,
+            cancel
+        ),
+        evaluator.hello()
+    );
+    let figures = match measured {
+        CompileMeasurement::Figures(figures) => figures,
+        CompileMeasurement::Failed(why) => return AfterVerdict::Failed(why),
+        CompileMeasurement::Cancelled => return AfterVerdict::Cancelled,
+    };
+    match evaluator
+        .rescore(timing, Some(&figures), settings.baseline)
+        .await
+    {
+        Ok(timing) => AfterVerdict::Rescored(Box::new(timing)),
+        Err(e) => AfterVerdict::Failed(format!("cannot re-score the verdict: {e:#}")),
+    }
 }
 
 /// `--shapes`: the kernel re-checked on the task's size variants (written to a temporary
@@ -211,7 +297,62 @@ fn save_result(result: &crate::protocol::EvalResult) -> Result<PathBuf> {
     std::fs::create_dir_all(&dir)?;
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
     let path = dir.join(format!("eval-{stamp}-{}.json", std::process::id()));
-    std::fs::write(&path, serde_json::to_vec_pretty(result)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    save_result_at(&path, result)?;
     Ok(path)
+}
+
+/// Writes the full result at `path` (once saved, again when re-scored after the verdict).
+pub fn save_result_at(path: &std::path::Path, result: &EvalResult) -> Result<()> {
+    std::fs::write(path, serde_json::to_vec_pretty(result)?)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::Device;
+
+    #[test]
+    fn only_a_timed_gpu_evaluation_with_the_compile_baseline_and_a_cache_defers_it() {
+        let on = EvalConfig::default();
+        assert!(on.compile_baseline && on.baseline_cache);
+        assert!(defers_compile(&on, Device::Cuda(0), true));
+        assert!(defers_compile(&on, Device::Cuda(3), true));
+        assert!(
+            !defers_compile(&on, Device::Cpu, true),
+            "the CPU times nothing"
+        );
+        assert!(!defers_compile(&on, Device::Cuda(0), false), "--no-timing");
+        let off = EvalConfig {
+            compile_baseline: false,
+            ..EvalConfig::default()
+        };
+        assert!(!defers_compile(&off, Device::Cuda(0), true));
+        // --fresh-baseline: the figure is measured afresh by the evaluation itself.
+        let fresh = EvalArgs {
+            fresh_baseline: true,
+            ..EvalArgs::default()
+        }
+        .settings(&on);
+        assert!(!defers_compile(&fresh, Device::Cuda(0), true));
+    }
+
+    #[test]
+    fn only_a_verdict_whose_figure_is_pending_measures_it_after() {
+        let mut result = EvalResult::default();
+        assert!(!compile_pending(&result), "no timing: nothing to re-score");
+        result.timing = Some(Timing::default());
+        assert!(
+            !compile_pending(&result),
+            "the figure was cached, or not asked for"
+        );
+        for (deferral, pending) in [
+            (CompileDeferral::Pending, true),
+            (CompileDeferral::AfterVerdict, false),
+            (CompileDeferral::Failed, false),
+        ] {
+            result.timing.as_mut().unwrap().compile_deferred = Some(deferral);
+            assert_eq!(compile_pending(&result), pending, "{deferral:?}");
+        }
+    }
 }

@@ -70,6 +70,58 @@ impl fmt::Display for Baseline {
     }
 }
 
+/// Where an evaluation's torch.compile figure may come from (the job's `compile_source`;
+/// baselines.py's `COMPILE_SOURCES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompileSource {
+    /// The cache, else measured now (every evaluation but one-shot `kforge eval`'s first).
+    #[default]
+    CacheOrMeasure,
+    /// The cache only: without a cached figure the evaluation leaves it out and says so
+    /// (`Timing::compile_deferred`); `kforge eval` on a GPU measures it after the verdict.
+    CacheOnly,
+}
+
+/// A torch.compile figure left out of an evaluation for after its verdict (the timing's
+/// `compile_deferred`; baselines.py's `DEFERRALS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompileDeferral {
+    /// Not cached, so left out: measured after the verdict, the headline against eager
+    /// until then (what the judge writes).
+    Pending,
+    /// Measured after the verdict, and the timing scored against it since (`compile`,
+    /// `score_vs_compile*`, `baseline` are the figure's).
+    AfterVerdict,
+    /// The measurement after the verdict failed or was interrupted: the verdict stands
+    /// against eager (kforge writes it; the reason is said beside the result).
+    Failed,
+}
+
+impl CompileDeferral {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CompileDeferral::Pending => "pending",
+            CompileDeferral::AfterVerdict => "after_verdict",
+            CompileDeferral::Failed => "failed",
+        }
+    }
+}
+
+/// What `kforge eval --json` adds to its document (as `compile_after_verdict`) where the
+/// verdict deferred its torch.compile figure: whether it came after, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompileAfterVerdict {
+    /// `after_verdict` (the document's timing is re-scored against it) or `failed`.
+    pub outcome: CompileDeferral,
+    /// Seconds from the verdict in hand to the end of the measurement after it: a wall to
+    /// the verdict is the command's wall less these.
+    pub after_verdict_s: f64,
+    /// Why there is no figure (`failed`: the measurement's error, or it was interrupted).
+    pub why: Option<String>,
+}
+
 /// `torch.compile`'s `mode` for the compile baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -127,6 +179,25 @@ mod tests {
             "MODES = (\"default\", \"reduce-overhead\", \"max-autotune\", \"max-autotune-no-cudagraphs\")"
         ));
         assert!(harness.contains("CHOICES = (\"eager\", \"compile\", \"best\")"));
+        let sources: Vec<_> = [CompileSource::CacheOrMeasure, CompileSource::CacheOnly]
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap())
+            .collect();
+        assert_eq!(sources, ["cache_or_measure", "cache_only"]);
+        assert!(harness.contains(
+            "CACHE_OR_MEASURE, CACHE_ONLY = COMPILE_SOURCES = (\"cache_or_measure\", \"cache_only\")"
+        ));
+        let deferrals = [
+            CompileDeferral::Pending,
+            CompileDeferral::AfterVerdict,
+            CompileDeferral::Failed,
+        ];
+        for d in deferrals {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.as_str());
+        }
+        assert!(harness.contains(
+            "PENDING, AFTER_VERDICT, FAILED = DEFERRALS = (\"pending\", \"after_verdict\", \"failed\")"
+        ));
         assert_eq!(BaselineChoice::default(), BaselineChoice::Best);
     }
 }

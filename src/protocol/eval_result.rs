@@ -305,6 +305,11 @@ pub struct Timing {
     pub baseline: Option<Baseline>,
     /// Why that baseline: the choice in force and, for `best`, which was faster.
     pub baseline_reason: Option<String>,
+    /// The torch.compile figure left out of this evaluation for after its verdict (a
+    /// one-shot `kforge eval` on a GPU where it was not cached), or measured after it and
+    /// scored against since; None: not deferred (absent from the JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile_deferred: Option<super::CompileDeferral>,
     /// The reference under PyTorch's default precision settings, where the policy's differ
     /// for the task's work (GPU): its figures, or why there are none. None: not measured
     /// (the settings agree, the CPU, results from before).

@@ -22,7 +22,9 @@ mod template_name;
 pub mod timing_text;
 
 pub use analysis::Analysis;
-pub use baseline::{Baseline, BaselineChoice, CompileMode};
+pub use baseline::{
+    Baseline, BaselineChoice, CompileAfterVerdict, CompileDeferral, CompileMode, CompileSource,
+};
 pub use candidate::{
     CallAnswer, CallKind, CallKindInfo, CallTemplate, CandidateKind, CandidateKindInfo, ReportGroup,
 };

@@ -45,6 +45,15 @@ class ModelNew(Model):
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CHOICES = ("eager", "compile", "best")
+# Where a job's compile figure may come from (the job's `compile_source`): the cache, else
+# measured now; or the cache only (a one-shot `kforge eval` on a GPU: the figure is measured
+# after the verdict, by a task check of its own, and the verdict re-scored, `rescored`).
+CACHE_OR_MEASURE, CACHE_ONLY = COMPILE_SOURCES = ("cache_or_measure", "cache_only")
+# The timing's `compile_deferred`: the figure left out of this evaluation, to be measured
+# after its verdict (`deferred`); measured after the verdict and scored against
+# (`rescored`); or never had after all (kforge writes it where that measurement failed or
+# was interrupted).
+PENDING, AFTER_VERDICT, FAILED = DEFERRALS = ("pending", "after_verdict", "failed")
 
 
 def compiled_source(task_source: str, mode: str) -> str:
@@ -186,4 +195,27 @@ def against_compile(timing_result: T, compiled: Optional[Mapping[str, Any]], cho
         timing_result.update(score_vs_compile=value, score_vs_compile_low=low, score_vs_compile_high=high)
     used, why = choose(choice, compiled)
     timing_result["baseline"], timing_result["baseline_reason"] = used, why
+    return timing_result
+
+
+def deferred(timing_result: T, choice: str) -> T:
+    """Adds to an evaluation's timing what stands while its compile figure is deferred (no
+    cached figure under `cache_only`): no figure, `compile_deferred` pending, the headline
+    against eager until `rescored` gives it the figure."""
+    choose(choice, None)  # an unknown choice is refused here as it is there
+    timing_result["compile"] = None
+    timing_result["compile_deferred"] = PENDING
+    timing_result["baseline"] = "eager"
+    timing_result["baseline_reason"] = "baseline = eager" if choice == "eager" else (
+        "baseline = %s, scored against eager until torch.compile's figure, measured after this verdict, "
+        "is in" % choice)
+    return timing_result
+
+
+def rescored(timing_result: T, compiled: Optional[Mapping[str, Any]], choice: str) -> T:
+    """A deferred evaluation's timing scored against the compile figure measured after its
+    verdict: `against_compile`, as the judge applies it, and `compile_deferred` saying the
+    figure came after the verdict."""
+    against_compile(timing_result, compiled, choice)
+    timing_result["compile_deferred"] = AFTER_VERDICT
     return timing_result

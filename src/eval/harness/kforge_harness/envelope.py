@@ -68,14 +68,29 @@ class DevicePeaks:
 
 
 @dataclass(frozen=True)
+class Rescore:
+    """An evaluation's timing scored again against a compile figure measured after its
+    verdict (baselines.rescored: `against_compile`, the one scoring there is): `timing` the
+    evaluation's, `compiled` the figure (a task check's timing's `compile`), `choice` the
+    `[eval] baseline`. Answered by `rescored`."""
+
+    OP: ClassVar[str] = "rescore"
+    id: Optional[str]
+    timing: dict[str, Any] = field(default_factory=dict)
+    compiled: Optional[dict[str, Any]] = None
+    choice: str = "best"
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """Exit (nothing answers it, so it has no id)."""
 
     OP: ClassVar[str] = "shutdown"
 
 
-Request = Union[Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Shutdown]
-REQUESTS: tuple[type, ...] = (Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Shutdown)
+Request = Union[Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Rescore, Shutdown]
+REQUESTS: tuple[type, ...] = (Eval, Cancel, StaticCheck, DeviceInfo, SandboxInfo, NcuCheck, DevicePeaks, Rescore,
+                              Shutdown)
 _PYTHON_TYPES: dict[str, type] = {name: python for python, name in JSON_TYPES.items()}
 
 
@@ -143,6 +158,14 @@ class Static(Event):
 
 
 @dataclass(frozen=True)
+class Rescored(Event):
+    """The answer to `rescore`: the timing scored against the compile figure."""
+
+    EVENT: ClassVar[str] = "rescored"
+    timing: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Info(Event):
     """The answer to a query (device_info, sandbox_info, ncu_check, device_peaks): its
     `event` is the query's op."""
@@ -169,7 +192,7 @@ class Error(Event):
         return out
 
 
-EVENTS: tuple[type, ...] = (Progress, Started, Result, Static, Error)
+EVENTS: tuple[type, ...] = (Progress, Started, Result, Static, Rescored, Error)
 INFO_OPS = (DeviceInfo.OP, SandboxInfo.OP, NcuCheck.OP, DevicePeaks.OP)
 
 

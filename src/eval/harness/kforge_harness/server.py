@@ -12,6 +12,7 @@ Protocol with kforge (one JSON object per line):
   -> {"op": "sandbox_info", "id"}                  <- {"event": "sandbox_info", "id", "info"}
   -> {"op": "ncu_check", "id"}                     <- {"event": "ncu_check", "id", "info"}
   -> {"op": "device_peaks", "id", "cache_dir"}     <- {"event": "device_peaks", "id", "info"}
+  -> {"op": "rescore", "id", "timing", "compiled", "choice"}  <- {"event": "rescored", "id", "timing"}
   -> {"op": "shutdown"}
 """
 
@@ -31,7 +32,7 @@ import time
 import traceback
 from typing import IO, Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple
 
-from . import ahead, cachekeeper, envelope, sandbox, wire
+from . import ahead, baselines, cachekeeper, envelope, sandbox, wire
 from .device import device_description, versions
 from .errors import clean_text, tail_bytes
 from .protocol import PROTOCOL, fail, new_result
@@ -148,6 +149,8 @@ class Server:
         if isinstance(request, envelope.DevicePeaks):
             self.ahead.discard()  # the peaks are measured on an idle device
             return envelope.Info(request.id, request.OP, device_peaks(request.cache_dir))
+        if isinstance(request, envelope.Rescore):
+            return rescore(request)  # runs nothing: a spare started ahead is left where it is
         if isinstance(request, envelope.SandboxInfo):
             return envelope.Info(request.id, request.OP, self.sandbox_record())
         if isinstance(request, envelope.NcuCheck):
@@ -372,6 +375,12 @@ class Server:
             for log in tails:
                 if log.fd is not None and log.fd in self.selector.get_map():
                     self.selector.unregister(log.fd)
+
+def rescore(request: envelope.Rescore) -> envelope.Rescored:
+    """An evaluation's timing scored against a compile figure measured after its verdict
+    (`kforge eval` on a GPU): baselines.rescored, the judge's own scoring."""
+    return envelope.Rescored(request.id, baselines.rescored(dict(request.timing), request.compiled, request.choice))
+
 
 def device_info() -> Dict[str, Any]:
     """Runs in a forked child: the server must never initialize CUDA."""

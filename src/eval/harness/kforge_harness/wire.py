@@ -87,6 +87,10 @@ class Job:
     reference_only: bool  # a task check: no kernel
     kernelbench_protocol: bool  # a task check also times the reference with KernelBench's protocol
     kernelbench_rounds: int  # at least 1
+    # Where the compile baseline's figure may come from (baselines.COMPILE_SOURCES):
+    # `cache_or_measure`, or `cache_only` (a one-shot `kforge eval` measures it after the
+    # verdict: without a cached figure the timing leaves it out, `compile_deferred`).
+    compile_source: str
     settings: EvalSettings
 
     @staticmethod
@@ -244,6 +248,9 @@ class Timing:
     score_vs_defaults: Optional[float] = None
     score_vs_defaults_low: Optional[float] = None
     score_vs_defaults_high: Optional[float] = None
+    # baselines.DEFERRALS: the compile figure left out of this evaluation (`pending`), or
+    # measured after its verdict and scored against since (`after_verdict`); absent otherwise.
+    compile_deferred: Optional[str] = None
     # Kept by kforge in `extra`: the bootstrap interval alone, before the
     # between-evaluations term widens it into score_low/score_high.
     PASSED_THROUGH: ClassVar[FrozenSet[str]] = frozenset({"runs_score_low", "runs_score_high"})

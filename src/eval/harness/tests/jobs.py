@@ -11,7 +11,7 @@ from kforge_harness.wire import ResultRecord
 JOB = {
     "task_path": "/tmp/task.py", "kernel_path": "/tmp/kernel.py", "device": "cuda:0", "timing": True,
     "baseline_cache_dir": None, "profile": False, "reference_only": False, "kernelbench_protocol": False,
-    "kernelbench_rounds": 1,
+    "kernelbench_rounds": 1, "compile_source": "cache_or_measure",
     "trials": 5, "signed_trial": True, "post_timing_check": True, "timing_trials": 300, "min_timing_trials": 20,
     "timing_precision": 0.01, "between_evaluations": 0.015, "timing_budget_s": 10.0, "warmup": 3, "flush_l2": True,
     "timeout_s": 300.0, "input_draw_limit_s": 20.0, "seed": 42, "reject_torch_ops": False,

@@ -147,3 +147,44 @@ def test_an_evaluation_gets_the_score_against_compile_and_its_headline() -> None
     timing = {"score": None}
     baselines.against_compile(timing, COMPILED, "eager")
     assert "score_vs_compile" not in timing and timing["baseline"] == "eager"
+
+
+@pytest.mark.parametrize("choice, says", [
+    ("eager", "baseline = eager"),
+    ("best", "baseline = best, scored against eager until torch.compile's figure"),
+])
+def test_a_deferred_figure_leaves_the_headline_against_eager_for_now(choice: str, says: str) -> None:
+    timing: dict[str, Any] = {"score": 1.2, "score_low": 1.17, "score_high": 1.23}
+    baselines.deferred(timing, choice)
+    assert timing["compile"] is None and timing["compile_deferred"] == "pending"
+    assert timing["baseline"] == "eager" and timing["baseline_reason"].startswith(says)
+    with pytest.raises(ValueError):
+        baselines.deferred({}, "fastest")
+
+
+@pytest.mark.parametrize("choice", baselines.CHOICES)
+@pytest.mark.parametrize("compiled", [COMPILED, SLOWER, TIED, FAILED])
+def test_a_rescored_timing_is_what_the_judge_scores_with_the_figure(choice: str,
+                                                                    compiled: dict[str, Any]) -> None:
+    """The deferred evaluation's timing, re-scored once the figure came, holds what the judge
+    would have written had the figure been cached, and says it came after the verdict."""
+    first: dict[str, Any] = {"score": 1.2, "score_low": 1.17, "score_high": 1.23}
+    judged = baselines.against_compile(dict(first), compiled, choice)
+    later = baselines.rescored(baselines.deferred(dict(first), choice), compiled, choice)
+    assert later.pop("compile_deferred") == baselines.AFTER_VERDICT
+    assert later == judged
+
+
+def test_the_rescore_op_answers_with_the_rescored_timing() -> None:
+    from kforge_harness import envelope, server
+
+    request = envelope.parse_request({"op": "rescore", "id": "r1", "timing": {"score": 1.2, "compile": None,
+                                                                              "compile_deferred": "pending"},
+                                      "compiled": COMPILED, "choice": "best"})
+    assert isinstance(request, envelope.Rescore)
+    message = server.rescore(request).message()
+    assert message["event"] == "rescored" and message["id"] == "r1"
+    timing = message["timing"]
+    assert timing["score_vs_compile"] == pytest.approx(0.8) and timing["baseline"] == "compile"
+    assert timing["compile_deferred"] == "after_verdict" and timing["compile"] == COMPILED
+    assert request.timing["compile_deferred"] == "pending", "the request's timing is not written"

@@ -5,6 +5,7 @@ never the evaluation."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,7 +36,9 @@ def stand_in(tmp_path: Path) -> Any:
 def measured(run: Any, measure: Callable[..., dict[str, Any]],
              base_of: Callable[[], Any] = lambda: None) -> dict[str, Any]:
     """The compile baseline's record, measured by `measure(first, mode)` or cached."""
-    return compile_baseline(run, Second(None), INPUTS, base_of, measure)
+    record = compile_baseline(run, Second(None), INPUTS, base_of, measure)
+    assert record is not None, "a job that may measure has a record, never a deferral"
+    return record
 
 
 MEASURED = baselines.figures("default", 3.0, {"median_ms": 2.0}, {"median_ms": 1.0}, (1.9, 2.1))
@@ -88,3 +91,50 @@ def test_any_failure_costs_the_baseline_only(tmp_path: Path, failure: Exception,
     Baselines(compiled=record).apply(run, timing)
     assert timing["baseline"] == "eager" and "score_vs_compile" not in timing
     assert any("no torch.compile baseline" in n for n in run.result["notes"])
+
+
+def cache_only(tmp_path: Path) -> Any:
+    """stand_in's run for a job that takes a cached compile figure only (a one-shot
+    `kforge eval` on a GPU, which measures it after the verdict)."""
+    run = stand_in(tmp_path)
+    run.spec = dataclasses.replace(run.spec, compile_source=baselines.CACHE_ONLY)
+    return run
+
+
+def test_a_cache_only_job_measures_nothing_and_defers_the_figure(tmp_path: Path) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def measure(*args: Any) -> dict[str, Any]:
+        calls.append(args)
+        return dict(MEASURED)
+
+    closed: list[bool] = []
+
+    class Process(Second):
+        def close(self) -> None:
+            closed.append(True)
+
+    run = cache_only(tmp_path)
+    assert compile_baseline(run, Process(None), INPUTS, lambda: None, measure) is None
+    assert calls == [] and closed == [True], "nothing measured, the compiled process let go"
+    timing: dict[str, Any] = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    Baselines(compiled=None).apply(run, timing)
+    assert timing["compile"] is None and timing["compile_deferred"] == baselines.PENDING
+    assert timing["baseline"] == "eager" and "after this verdict" in timing["baseline_reason"]
+    assert "score_vs_compile" not in timing and run.result["notes"] == []
+    # Once measured (and cached) by a task check, the same job finds it, as any job does.
+    measured(stand_in(tmp_path), measure)
+    again = cache_only(tmp_path)
+    record = compile_baseline(again, Second(None), INPUTS, lambda: None, measure)
+    assert record is not None and record["cached"] is True and len(calls) == 1
+    timing = {"score": 1.5, "score_low": 1.4, "score_high": 1.6}
+    Baselines(compiled=record).apply(again, timing)
+    assert "compile_deferred" not in timing and timing["score_vs_compile"] == pytest.approx(0.75)
+
+
+def test_a_job_that_may_measure_never_defers(tmp_path: Path) -> None:
+    run = stand_in(tmp_path)
+    assert run.spec.compile_source == baselines.CACHE_OR_MEASURE
+    timing: dict[str, Any] = {"score": 1.5}
+    Baselines(compiled=None).apply(run, timing)
+    assert "compile_deferred" not in timing and timing["baseline_reason"].endswith("no torch.compile figures")

@@ -20,6 +20,8 @@ def test_each_request_kforge_sends_parses_into_its_record() -> None:
     assert envelope.parse_request({"op": "ncu_check", "id": "n1"}) == envelope.NcuCheck("n1")
     assert envelope.parse_request({"op": "shutdown"}) == envelope.Shutdown()
     assert envelope.parse_request({"op": "shutdown", "id": "x"}) == envelope.Shutdown(), "an id is ignored"
+    assert envelope.parse_request({"op": "rescore", "id": "r1", "timing": {"score": 2.0}, "compiled": None,
+                                   "choice": "compile"}) == envelope.Rescore("r1", {"score": 2.0}, None, "compile")
     check = envelope.parse_request({"op": "static_check", "id": "s1", "source": "x = 1", "reject_torch_ops": True})
     assert check == envelope.StaticCheck("s1", "x = 1", True)
 
@@ -57,13 +59,15 @@ def test_the_events_are_the_objects_kforge_reads() -> None:
 def test_the_schema_lists_every_op_and_event_with_its_fields() -> None:
     schema = envelope.schema()
     assert sorted(schema["ops"]) == sorted(["eval", "cancel", "static_check", "device_info", "sandbox_info",
-                                            "ncu_check", "device_peaks", "shutdown"])
+                                            "ncu_check", "device_peaks", "rescore", "shutdown"])
     assert schema["ops"]["eval"] == {"id": "string", "job": "object"}
     assert schema["ops"]["device_peaks"] == {"id": "string", "cache_dir": "string"}
     assert schema["ops"]["static_check"] == {"id": "string", "source": "string", "reject_torch_ops": "boolean"}
     assert schema["ops"]["shutdown"] == {}
-    assert sorted(schema["events"]) == sorted(["progress", "started", "result", "static", "error", "device_info",
-                                               "sandbox_info", "ncu_check", "device_peaks"])
+    assert sorted(schema["events"]) == sorted(["progress", "started", "result", "static", "rescored", "error",
+                                               "device_info", "sandbox_info", "ncu_check", "device_peaks"])
+    assert schema["ops"]["rescore"] == {"id": "string", "timing": "object", "compiled": "object", "choice": "string"}
+    assert schema["events"]["rescored"] == {"id": "string", "timing": "object"}
     assert schema["events"]["error"] == {"id": "string", "error": "string", "traceback": "string"}
     assert schema["events"]["started"] == {"id": "string", "executor": "string", "sandbox": "string"}
     # A query's answer is under the query's op, without the record's `kind`.
@@ -75,7 +79,7 @@ def test_each_field_on_the_wire_is_in_the_schema() -> None:
     schema = envelope.schema()
     written = [envelope.Progress("e1", "p"), envelope.Started("e1", "fork", "bwrap"), envelope.Result("e1", {}),
                envelope.Static("s1", "static_check", {}), envelope.Error("e1", "boom", "Traceback"),
-               envelope.Info("d1", "device_info", {})]
+               envelope.Info("d1", "device_info", {}), envelope.Rescored("r1", {})]
     for event in written:
         message = event.message()
         assert set(message) - {"event"} == set(schema["events"][message["event"]]), message

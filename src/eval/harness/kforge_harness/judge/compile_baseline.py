@@ -7,7 +7,7 @@ only, never the evaluation."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .. import baselines
 from ..compare import DEFAULT_MODE, compare_outputs
@@ -28,7 +28,8 @@ Measure = Callable[[Any, str], dict[str, Any]]
 def compile_phase(run: Run, setup: Setup, reference: Reference, oracles: Oracles, flush: Any,
                   base_of: Callable[[], Any]) -> Any:
     """The compile baseline's record, its phase marked apart; None where it is not asked
-    for. `base_of()` gives inputs for the calibration, called only when it is measured."""
+    for, or deferred (`compile_baseline`). `base_of()` gives inputs for the calibration,
+    called only when it is measured."""
     if not (run.timing and run.settings.compile_baseline):
         return None
     run.meter.enter("compile baseline")
@@ -42,16 +43,20 @@ def compile_phase(run: Run, setup: Setup, reference: Reference, oracles: Oracles
 
 
 def compile_baseline(run: Run, second: Second, inputs: list[list[Any]], base_of: Callable[[], Any],
-                     measure: Measure) -> dict[str, Any]:
-    """The record, cached or measured by `measure(first, mode)` (then cached); the compiled
-    process (`second`) is gone when it returns. `inputs`: the inputs' signature, all the key
-    reads of them."""
+                     measure: Measure) -> Optional[dict[str, Any]]:
+    """The record, cached or measured by `measure(first, mode)` (then cached); None where
+    the job takes a cached figure only (`compile_source`) and none is cached: deferred (the
+    timing then says so, timing_phase.Baselines). The compiled process (`second`) is gone
+    when it returns. `inputs`: the inputs' signature, all the key reads of them."""
     mode = run.settings.compile_mode or "default"
     device = run.result["device"]
     _, cached = run.store.compile_baseline(device, inputs, mode)
     if cached is not None and run.settings.baseline_cache:
         second.close()
         return dict(cached, cached=True)
+    if run.spec.compile_source == baselines.CACHE_ONLY:
+        second.close()
+        return None
     run.progress("timing the reference under torch.compile (mode %s)" % mode)
     started = time.perf_counter()
     try:

@@ -26,8 +26,12 @@ class Baselines:
     def apply(self, run: Run, result: Any) -> Any:
         """The timing with the compile baseline's figures, the score against them and the
         baseline its headline is against (baselines.py), then the defaults figures where
-        measured; the result notes a baseline asked for and not had."""
-        if run.settings.compile_baseline:
+        measured; the result notes a baseline asked for and not had. A compile figure the
+        job took from the cache only, and found none of, is deferred (baselines.deferred)."""
+        if run.settings.compile_baseline and self.compiled is None and \
+                run.spec.compile_source == baselines.CACHE_ONLY:
+            baselines.deferred(result, run.settings.baseline or "best")
+        elif run.settings.compile_baseline:
             baselines.against_compile(result, self.compiled, run.settings.baseline or "best")
             if self.compiled is not None and self.compiled.get("error"):
                 run.note("no torch.compile baseline (%s): %s; scores are against eager PyTorch"
