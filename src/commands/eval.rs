@@ -122,7 +122,10 @@ pub async fn run(mut args: EvalArgs, config_file: Option<&Path>) -> Result<ExitC
         if let Some(path) = &saved
             && let Err(e) = save_result_at(path, &result)
         {
-            tracing::warn!("cannot save the re-scored eval result: {e:#}");
+            eprintln!(
+                "kforge: cannot save the re-scored eval result to {}: {e:#}",
+                path.display()
+            );
         }
     }
     if args.json {

@@ -161,7 +161,7 @@ pub async fn evaluate(
         Err(e) => return Err(e.into()),
     };
     let saved = save_result(&result)
-        .map_err(|e| tracing::warn!("cannot save the eval result: {e:#}"))
+        .map_err(|e| eprintln!("kforge: cannot save the eval result: {e:#}"))
         .ok();
     let shapes = if args.shapes {
         match check_shapes(args, &result, device, &settings, evaluator, cancel).await {
