@@ -210,6 +210,9 @@ pub struct Hello {
     pub fork: bool,
     pub error: Option<String>,
     pub sandbox: Option<SandboxInfo>,
+    /// Package directories (torch's, triton's) with no byte code on disk: every process
+    /// kforge starts compiles their sources at import (`kforge doctor` says how to fix it).
+    pub no_bytecode: Vec<String>,
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import platform
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple, TypedDict, Union
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 if TYPE_CHECKING:
     import ctypes
@@ -58,6 +59,19 @@ def versions() -> dict[str, str]:
     import triton
 
     return {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__}
+
+
+def missing_bytecode(modules: Sequence[Any]) -> list[str]:
+    """The package directories of these modules whose byte code is not on disk: Python then
+    compiles their sources at every import, in every process kforge starts (an environment
+    with PYTHONDONTWRITEBYTECODE=1, or a read-only install never byte-compiled: `import torch`
+    3.5 s instead of 2.2 s on an H200 host)."""
+    out = []
+    for module in modules:
+        cached, source = getattr(module, "__cached__", None), getattr(module, "__file__", None)
+        if cached and source and not os.path.exists(cached):
+            out.append(os.path.dirname(source))
+    return out
 
 
 def sync(device: DeviceLike) -> None:

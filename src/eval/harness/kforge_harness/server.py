@@ -33,7 +33,7 @@ import traceback
 from typing import IO, Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple
 
 from . import ahead, baselines, cachekeeper, envelope, sandbox, wire
-from .device import device_description, versions
+from .device import device_description, missing_bytecode, versions
 from .errors import clean_text, tail_bytes
 from .protocol import PROTOCOL, fail, new_result
 from .precision import DEFAULT_POLICY, scan, summarize
@@ -599,6 +599,7 @@ def serve(hidden_paths: Sequence[str]) -> int:
              "interpret": os.environ.get("TRITON_INTERPRET") == "1", "fork": hasattr(os, "fork"),
              "sandbox": server.sandbox_record()}
     hello.update(versions())
+    hello["no_bytecode"] = missing_bytecode([torch, triton])
     proto.write(json.dumps(hello) + "\n")
     proto.flush()
     server.loop()
