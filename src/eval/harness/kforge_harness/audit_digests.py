@@ -70,8 +70,9 @@ class _Digests(_Labels):
                 sums = row_sums(words.view(1, -1), table)
             else:  # whole chunks as rows (zeros before the first piece's offset and after the last piece)
                 row = vocab.DIGEST_CHUNK_BYTES // 4
-                words = torch.cat([words.new_zeros(offset), words,
-                                   words.new_zeros(-(offset + count) % row)]).view(-1, row)
+                if offset or count % row:  # whole chunks need no padded copy
+                    words = torch.cat([words.new_zeros(offset), words, words.new_zeros(-(offset + count) % row)])
+                words = words.view(-1, row)
                 sums = row_sums(words, self.chunk_weights(row, device))
             return [(x % _PRIME, y % _PRIME) for x, y in map(combine, sums.tolist())]
 

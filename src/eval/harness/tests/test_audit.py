@@ -1344,7 +1344,8 @@ def test_chunk_digests_are_words_digests_of_the_chunks(
     data = torch.randint(0, 256, (3 * 4096 + 7,), dtype=torch.uint8, generator=torch.Generator().manual_seed(7))
     a = audit._Audit(1e-2, 1e-2, seed=99)
     st = data.untyped_storage()
-    for lo, hi in [(0, data.numel()), (8, 4096 + 3 * 64), (4000, data.numel()), (12, 16)]:
+    # (0, 3 * 4096) and (64, 64 * 101): whole chunks of 64 bytes, digested without a padded copy
+    for lo, hi in [(0, data.numel()), (8, 4096 + 3 * 64), (4000, data.numel()), (12, 16), (0, 3 * 4096), (64, 64 * 101)]:
         pieces = a.digest_pieces(lambda p, q: data[p:q], lo, hi, data.device)
         assert [(p[1], p[2]) for p in pieces][0][0] == lo and pieces[-1][2] == hi
         for c, p, q, d in pieces:
