@@ -170,8 +170,9 @@ class _Audit(_Launches):
         duration, so that no storage made later can take one's address, and digested: a storage with no
         labels is "input" only if it is one of these (else "unseen"), and a write into one that the audit
         did not see shows as a changed digest. `harness`: tensors of the harness's own that no kernel has
-        any business with (the L2 flush buffer, the judge's output slots): left out, so they cost no
-        digest, and a forward that takes values from them gets "unseen" ones."""
+        any business with (the L2 flush buffer, the judge's output slots; always the digests' weight
+        tables, digest.cached_tables): left out, so they cost no digest, and a forward that takes values
+        from them gets "unseen" ones."""
         import gc
         import torch
         tensors, storages = _tensors(list(inputs), []), []
@@ -198,8 +199,9 @@ class _Audit(_Launches):
                     storages.append(t.untyped_storage())
                 except Exception:  # noqa: BLE001 -- sparse, nested, wrapper tensors: no storage of their own
                     pass
+        from .digest import cached_tables
         ours = set()
-        for t in harness:
+        for t in itertools.chain(harness, cached_tables()):
             try:
                 ours.add(_storage_key(t))
             except Exception:  # noqa: BLE001 -- no storage of its own

@@ -60,7 +60,7 @@ class _Digests(_Labels):
         (chunk_weights): several chunks are one (chunks x words) product. A change, move or swap of
         words inside a chunk still changes its digest, and each chunk is compared with its own record."""
         import torch
-        from .digest import as_words, combine, row_sums
+        from .digest import as_words, block_factor, combine, row_sums
         n = raw.numel()
         with self.temp(DIGEST_BYTE_COST * (n + 4) + (4 * vocab.DIGEST_CHUNK_BYTES if len(cuts) > 2 else 0)):
             words = as_words(raw.to(device))
@@ -74,15 +74,16 @@ class _Digests(_Labels):
                     words = torch.cat([words.new_zeros(offset), words, words.new_zeros(-(offset + count) % row)])
                 words = words.view(-1, row)
                 sums = row_sums(words, self.chunk_weights(row, device))
-            return [(x % _PRIME, y % _PRIME) for x, y in map(combine, sums.tolist())]
+            f0, f1 = (block_factor(0, self.seed, k) for k in range(2))  # chunk-relative: block 0
+            return [(f0 * x % _PRIME, f1 * y % _PRIME) for x, y in map(combine, sums.tolist())]
 
     def chunk_weights(self, n: int, device: torch.device) -> torch.Tensor:
-        """digest.block_table of a digest chunk's first n words for this audit's seed: kept per device
-        (grown as needed up to a chunk's words) and held (at most DIGEST_WEIGHT_BYTES)."""
+        """digest.block_table of a digest chunk's first n words: kept per device (grown as needed up
+        to a chunk's words) and held (at most DIGEST_WEIGHT_BYTES)."""
         from .digest import block_table
         cached = self.weights.get(device)
         if cached is None or cached.shape[0] < 2 * n:
-            table = block_table(self.seed, device, n)
+            table = block_table(device, n)
             if cached is not None:
                 self.drop(cached.numel() * 8)
             cached = self.weights[device] = table

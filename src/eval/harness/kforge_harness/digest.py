@@ -11,9 +11,10 @@ compared) and never stands in for the judge's own comparison.
 The sums, exactly (`reference_digest` in the tests spells them out in Python integers): word i
 (counted from the tensor's start, plus `first_word`) is read as y = lo + 65536 * hi, lo and hi
 its low and high 16-bit halves as signed integers (a bijection of the 32-bit words), and weighs
-A_k(i mod BLOCK_WORDS) * B_k(i div BLOCK_WORDS), with A_k and B_k drawn from the seed and
-B_k(0) = 1 (so a digest chunk of the audit, BLOCK_WORDS words, is a block with chunk-relative
-indexes). Sum k is sum(y * weight) mod PRIME.
+A_k(i mod BLOCK_WORDS) * B_k(i div BLOCK_WORDS, seed): A_k is one fixed table of a block's
+positions (built once per process and device: a fresh seed costs nothing), B_k a factor per block
+drawn from the seed, never 0 (so a digest chunk of the audit, BLOCK_WORDS words, is a block with
+chunk-relative indexes, block 0). Sum k is sum(y * weight) mod PRIME.
 
 Why this shape: the sums are one float64 matrix product per pass, the halves (|lo|, |hi| < 2^15)
 against a block's weights split in 16-bit halves: every product is below 2^31 and a block's sum
@@ -37,12 +38,15 @@ CHUNK_WORDS = 1 << 22
 BLOCK_WORDS = 1 << 18  # the audit's digest chunk (audit_vocab.DIGEST_CHUNK_BYTES) in words
 _MULTIPLIERS = (1103515245, 69069)
 _BLOCK_MULTIPLIERS = (48271, 16807)
+TABLE_SEED = 0x6B66  # A_k's: fixed, so one table serves every seed
 _HALF = 1 << 16
 CPU_GRAIN_HALVES = 1 << 12  # x 4 columns: half torch's parallel grain (32k elements)
+CPU_TABLE_WORDS = 1 << 13  # half_table's passes on the CPU: 16k halves, half the grain
 
 
 def weights(first: int, n: int, seed: int, device: torch.device) -> list[torch.Tensor]:
-    """A_k of block positions first..first+n-1 for both sums: two int64 tensors in [0, PRIME)."""
+    """Weights of positions first..first+n-1 for both sums, drawn from `seed`: two int64 tensors in
+    [0, PRIME). A_k is weights(.., TABLE_SEED, ..)."""
     import torch
 
     index = torch.arange(first, first + n, dtype=torch.int64, device=device)
@@ -55,15 +59,13 @@ def weights(first: int, n: int, seed: int, device: torch.device) -> list[torch.T
 
 
 def block_factor(block: int, seed: int, k: int) -> int:
-    """B_k(block): 1 for block 0, else in [1, PRIME) (never 0: a block's change always shows)."""
-    if block == 0:
-        return 1
+    """B_k(block, seed): in [1, PRIME) (never 0: a block's change always shows)."""
     salt = (seed * (2 * k + 5) + 7 * k + 1) % PRIME
     w = (block + salt) % PRIME * _BLOCK_MULTIPLIERS[k] % PRIME
     return 1 + (w * w + salt) % (PRIME - 1)
 
 
-def half_table(first: int, n: int, seed: int, device: torch.device) -> torch.Tensor:
+def half_table(first: int, n: int, device: torch.device) -> torch.Tensor:
     """(2n, 4) float64: the weights of the int16 halves of block positions first..first+n-1 (low
     half then high, interleaved as the halves lie in memory), split in 16-bit halves: columns
     (sum 0 high, sum 0 low, sum 1 high, sum 1 low). A high half weighs 65536 * A_k mod PRIME.
@@ -71,35 +73,38 @@ def half_table(first: int, n: int, seed: int, device: torch.device) -> torch.Ten
     import torch
 
     out = torch.empty(2 * n, 4, dtype=torch.float64, device=device)
-    step = n if device.type != "cpu" else CPU_GRAIN_HALVES // 2
+    step = n if device.type != "cpu" else CPU_TABLE_WORDS
     for a in range(0, n, step):
         b = min(n, a + step)
-        for k, w in enumerate(weights(first + a, b - a, seed, device)):
+        for k, w in enumerate(weights(first + a, b - a, TABLE_SEED, device)):
             halves = torch.stack([w, (w * _HALF) % PRIME], 1).reshape(-1)
             out[2 * a:2 * b, 2 * k] = halves // _HALF
             out[2 * a:2 * b, 2 * k + 1] = halves % _HALF
     return out
 
 
-_TABLES: Dict[Tuple[int, str], torch.Tensor] = {}
+_TABLES: Dict[str, torch.Tensor] = {}
 
 
-def block_table(seed: int, device: torch.device, n: int = BLOCK_WORDS) -> torch.Tensor:
+def block_table(device: torch.device, n: int = BLOCK_WORDS) -> torch.Tensor:
     """half_table of at least the first n block positions (grown by doubling, at most a block),
-    kept for this seed and device: (2m, 4) float64, m <= BLOCK_WORDS."""
-    key = (seed, str(device))
+    kept for the device: (2m, 4) float64, m <= BLOCK_WORDS."""
+    key = str(device)
     table = _TABLES.get(key)
     if table is None or table.shape[0] < 2 * n:
         have = 0 if table is None else table.shape[0] // 2
         m = min(BLOCK_WORDS, max(n, 1024, 2 * have))
         import torch
         parts = [] if table is None else [table]
-        parts.append(half_table(have, m - have, seed, device))
-        table = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if len(_TABLES) >= 2 and key not in _TABLES:
-            _TABLES.pop(next(iter(_TABLES)))
-        _TABLES[key] = table
+        parts.append(half_table(have, m - have, device))
+        table = _TABLES[key] = torch.cat(parts) if len(parts) > 1 else parts[0]
     return table
+
+
+def cached_tables() -> List[torch.Tensor]:
+    """The tables block_table keeps: the harness's own, which an audit's inventory leaves out
+    (else every forward would digest them, 16 MiB each: ~0.3 s a forward on the CPU)."""
+    return list(_TABLES.values())
 
 
 def row_sums(words: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -154,7 +159,7 @@ def words_digest(raw: torch.Tensor, seed: int, first_word: int = 0) -> tuple[int
     last word zero-padded). Sums over pieces that start on word boundaries add up (mod PRIME) to
     the sum over the whole, whatever the chunking."""
     words = as_words(raw)
-    table = block_table(seed, raw.device, min(BLOCK_WORDS, first_word % BLOCK_WORDS + words.numel()))
+    table = block_table(raw.device, min(BLOCK_WORDS, first_word % BLOCK_WORDS + words.numel()))
     pieces: List[Tuple[int, torch.Tensor]] = []  # (first block, its row sums)
     lead = first_word % BLOCK_WORDS
     at = 0

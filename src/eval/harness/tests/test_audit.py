@@ -1443,3 +1443,17 @@ def test_a_frozen_heap_is_inventoried_as_before_and_a_kernels_own_freeze_hides_o
         findings = json.loads(f.read() or "{}")
     os.waitpid(pid, 0)
     assert findings == {"walked_past": True, "before": 1.0, "stash": 1.0, "verdict": "torch_fallback"}, findings
+
+
+def test_the_digests_weight_tables_are_the_harness_s_own_and_never_inventoried() -> None:
+    # digest.block_table keeps its tables between forwards: inventoried, each forward would digest
+    # them (16 MiB a table; on the CPU that tripled a candidate's correctness trials)
+    digest.tensor_digest(torch.randn(300_000), 3)  # builds and keeps the CPU's table
+    tables = digest.cached_tables()
+    assert tables
+    a = audit._Audit(1e-2, 1e-2, seed=4)
+    a.take_inventory(None, [torch.randn(8)])
+    assert a.inventory, "the inputs are inventoried"
+    from kforge_harness.audit_chunks import _storage_key
+    assert not any(_storage_key(t) in a.inventory for t in tables)
+    a.release_all()

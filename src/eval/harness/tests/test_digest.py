@@ -63,7 +63,7 @@ def test_same_bytes_sees_nan_payloads_and_one_changed_byte() -> None:
 def reference_digest(data: bytes, seed: int, first_word: int = 0) -> tuple[int, int]:
     """digest.py's docstring in Python integers, one word at a time: what the float64 products
     must equal exactly."""
-    from kforge_harness.digest import BLOCK_WORDS, PRIME, block_factor, weights
+    from kforge_harness.digest import BLOCK_WORDS, PRIME, TABLE_SEED, block_factor, weights
 
     data = data + bytes(-len(data) % 4)
     total = [0, 0]
@@ -71,7 +71,7 @@ def reference_digest(data: bytes, seed: int, first_word: int = 0) -> tuple[int, 
         lo = int.from_bytes(data[4 * w:4 * w + 2], "little", signed=True)
         hi = int.from_bytes(data[4 * w + 2:4 * w + 4], "little", signed=True)
         i = first_word + w
-        for k, a in enumerate(weights(i % BLOCK_WORDS, 1, seed, torch.device("cpu"))):
+        for k, a in enumerate(weights(i % BLOCK_WORDS, 1, TABLE_SEED, torch.device("cpu"))):
             total[k] = (total[k] + (lo + 65536 * hi) * int(a) * block_factor(i // BLOCK_WORDS, seed, k)) % PRIME
     return total[0], total[1]
 
