@@ -19,8 +19,8 @@ chunk-relative indexes, block 0). Sum k is sum(y * weight) mod PRIME.
 Why this shape: the sums are one float64 matrix product per pass, the halves (|lo|, |hi| < 2^15)
 against a block's weights split in 16-bit halves: every product is below 2^31 and a block's sum
 of 2^19 of them below 2^50, so float64 holds each exactly whatever order the product sums in, on
-any device. Int64 arithmetic with a modulo per word read and wrote ~140 bytes a word (~85 ms per
-6 GiB pass on an H200); the product reads ~36.
+any device. Int64 arithmetic with a modulo per word read and wrote ~140 bytes a word (a 6 GiB
+digest: ~200 ms on an H200, scripts/gpu/digest_check.py); the product reads ~36 (50-70 ms).
 
 Everything is chunked: the temporaries of one step are float64 halves of CHUNK_WORDS words, and
 no full-size copy of the tensor is made for a contiguous one.
