@@ -455,7 +455,6 @@ fn render_timing(out: &mut String, t: &Timing, style: Style) {
     }
 }
 
-/// `120 runs`, `300 runs, precision not reached, 2 gate timeouts`.
 /// The compiled reference's line: its figures, why there are none, or that they are being
 /// measured after this verdict (`kforge eval` on a GPU, the figure not cached yet).
 fn compile_lines(out: &mut String, t: &Timing, style: Style) {
@@ -535,6 +534,7 @@ pub fn render_compile_after_verdict(t: &Timing, style: Style) -> String {
     out
 }
 
+/// `120 runs`, `300 runs, precision not reached, 2 gate timeouts`.
 fn runs_text(s: &TimingStats) -> String {
     let mut parts = vec![format!("{} runs", s.runs)];
     if s.budget_limited {
@@ -943,7 +943,19 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
         assert_eq!(r.score_interval(), Some((0.78, 0.82)));
         assert_eq!(r.score_vs(crate::protocol::Baseline::Eager).0, Some(1.2));
 
-        let t = r.timing.as_mut().unwrap();
+        without_compile_figure(r.timing.as_mut().unwrap());
+        let text = render(&r, None, Style::plain());
+        assert!(
+            text.contains("  compiled   no torch.compile baseline (default): under torch.compile the task computes another result"),
+            "{text}"
+        );
+        assert!(!text.contains("vs compile"), "{text}");
+        assert_eq!(r.score(), Some(1.2));
+    }
+
+    /// `t` as the judge leaves a task torch.compile cannot serve: the figure's error, no
+    /// score against it, the headline against eager.
+    fn without_compile_figure(t: &mut Timing) {
         t.compile = Some(crate::protocol::CompileFigures {
             mode: "default".into(),
             error: Some("under torch.compile the task computes another result".into()),
@@ -955,13 +967,6 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
             t.score_vs_compile_high,
         ) = (None, None, None);
         t.baseline = Some(crate::protocol::Baseline::Eager);
-        let text = render(&r, None, Style::plain());
-        assert!(
-            text.contains("  compiled   no torch.compile baseline (default): under torch.compile the task computes another result"),
-            "{text}"
-        );
-        assert!(!text.contains("vs compile"), "{text}");
-        assert_eq!(r.score(), Some(1.2));
     }
 
     /// A verdict whose torch.compile figure is deferred says it is being measured now and
@@ -1017,17 +1022,7 @@ triton.runtime.errors.InterpreterError: AttributeError("module 'triton.language'
              \x20 headline   now vs torch.compile 0.80x [0.78-0.82]  (baseline = best: torch.compile is 1.50x as fast as eager)\n"
         );
         // A task torch.compile cannot serve: why, and the headline stays against eager.
-        t.compile = Some(crate::protocol::CompileFigures {
-            mode: "default".into(),
-            error: Some("under torch.compile the task computes another result".into()),
-            ..Default::default()
-        });
-        (
-            t.score_vs_compile,
-            t.score_vs_compile_low,
-            t.score_vs_compile_high,
-        ) = (None, None, None);
-        t.baseline = Some(crate::protocol::Baseline::Eager);
+        without_compile_figure(t);
         t.baseline_reason = Some("baseline = best, scored against eager: under torch.compile the task computes another result".into());
         let block = render_compile_after_verdict(t, Style::plain());
         assert!(
