@@ -104,6 +104,17 @@ async fn a_candidate_after_another_is_judged_by_the_processes_started_ahead() {
     let second = candidate(&evaluator, "relu.py", &renamed, settings()).await;
     assert!(second.correct, "{} {}", second.summary, second.log);
     assert!(ahead(&second).is_some(), "{:?}", second.server_phases_s);
+    // Its checking code ran once before the kernel came (judge/rehearsal.py); the first's did not.
+    assert!(
+        second.phases_s.contains_key("rehearsal"),
+        "{:?}",
+        second.phases_s
+    );
+    assert!(
+        !first.phases_s.contains_key("rehearsal"),
+        "{:?}",
+        first.phases_s
+    );
     assert_eq!(second.static_report.jit_kernels, ["renamed_relu"]);
     assert_eq!(
         second.notes, first.notes,

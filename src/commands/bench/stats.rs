@@ -81,13 +81,14 @@ fn medians_by_name(
 }
 
 /// The order in which the judge (the harness's `judge/` package) runs its phases (its PhaseClock marks).
-const PHASE_ORDER: [&str; 17] = [
+const PHASE_ORDER: [&str; 18] = [
     "cuda_init",
     "task",
     "peaks",
     "startup",
     "reference_process",
     "buffers",
+    "rehearsal",
     "calibration",
     "load",
     "build",

@@ -87,6 +87,10 @@ class Relocate(TypedDict):
     nonce: int
 
 
+class Rehearse(TypedDict):
+    op: Literal["rehearse"]
+
+
 class Hello(TypedDict):
     type: Literal["hello"]
 
@@ -139,6 +143,11 @@ class Relocated(TypedDict):
     bytes: int
 
 
+class Rehearsed(TypedDict):
+    type: Literal["rehearsed"]
+    record: Any  # rehearsal.rehearse's record (the process's word only)
+
+
 class Armed(TypedDict):
     type: Literal["armed"]
     run: Any
@@ -157,4 +166,4 @@ class Failure(TypedDict, total=False):
     details: dict[str, Any]
 
 
-Request = Union[Attach, Load, Params, Precision, Forward, Exit, Clock, Draw, Sets, Relocate]
+Request = Union[Attach, Load, Params, Precision, Forward, Exit, Clock, Draw, Sets, Relocate, Rehearse]

@@ -180,6 +180,18 @@ class Worker:
         self.sets = [(self.inputs, self.outputs)]
         self.reply(messages.Attached(type="attached"))
 
+    def op_rehearse(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
+        """Before the kernel is known (a worker started ahead): the harness's checking code run
+        once on its own model (rehearsal.py), so that this process's first-time costs are
+        paid now rather than on the candidate's way to its verdict."""
+        if self.model is not None or self.source is not None:
+            self.reply(messages.Rehearsed(type="rehearsed", record={"error": "the kernel is already loaded"}))
+            return
+        from .rehearsal import rehearse
+
+        record = rehearse(self.device, self.outputs, self.job.get("atol", 1e-2), self.job.get("rtol", 1e-2))
+        self.reply(messages.Rehearsed(type="rehearsed", record=record))
+
     def op_sets(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """More input sets and output slots for timed windows of several forwards (timed.py):
         set k's forward reads set k's inputs and its outputs go into set k's slots."""

@@ -20,6 +20,7 @@ from .inputs import refresher
 from .oracles import Oracles
 from .precision_record import PrecisionView
 from .reference import Reference
+from .rehearsal import rehearse
 from .task import FirstDraw, Setup
 
 
@@ -129,6 +130,9 @@ def kernel_phase(run: Run, setup: Setup, reference: Reference, oracles: Oracles,
                  lender: Lender, first: FirstDraw, flush: Any) -> Checked:
     """The kernel phase (see the module)."""
     inputs, slots = attach(run, setup, lender)
+    if run.handover is not None:
+        rehearse(run, setup)
+        run.clock.mark("rehearsal")
     await_kernel(run, view)
     side = calibrate_sides(run, setup, reference, lender, first, flush, inputs, slots)
     first.release()

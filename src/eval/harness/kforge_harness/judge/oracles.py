@@ -20,6 +20,11 @@ def honest_rule(settings: EvalSettings) -> bool:
     return (settings.tolerance or DEFAULT_MODE) == "oracle" and settings.atol is None and settings.rtol is None
 
 
+# The share of the device's free memory (the host's on the CPU) an oracle's pending outputs
+# may take while they are held through the kernel's forward (Oracles.beside_forward).
+BESIDE_FORWARD_SHARE = 0.1
+
+
 class Oracles:
     """The family -> oracle.Oracle map, the families a trial measured, and the time taken."""
 
@@ -50,6 +55,16 @@ class Oracles:
         room = (oracle.room_needed(run.result.get("footprint")), int(free * 0.9))
         run.progress("float64 oracle (%s)" % label)
         return oracle.prepare(family, label, self.ref, inputs, run.device, room)
+
+    def beside_forward(self, pending: Any) -> bool:
+        """Whether the oracle of `pending` is measured while the kernel's forward runs: its
+        float64 and twin outputs stay held through that forward (otherwise they are dropped
+        before it), so only where they are a small share of the memory free now."""
+        from ..memory import tensor_bytes
+
+        held = tensor_bytes(pending.exact) + tensor_bytes(pending.twin)
+        free, _ = self.run.meter.state()
+        return held <= BESIDE_FORWARD_SHARE * free
 
     def of(self, family: str, pending: Any, ref_out: Any) -> Any:
         """The oracle a comparison is judged with: its own (from `pending`), which becomes
