@@ -68,6 +68,7 @@ pub const PACKAGE: &[(&str, &str)] = package!(
     "judgeproc.py",
     "kbprotocol.py",
     "knobs.py",
+    "launchers.py",
     "launchpath.py",
     "loading.py",
     "memory.py",

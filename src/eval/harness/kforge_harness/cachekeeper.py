@@ -21,7 +21,7 @@ import hashlib
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
-from . import baselines, defaults, launchpath, timing
+from . import baselines, defaults, launchers, launchpath, timing
 from .peaks import Peaks
 
 # A cached record (a reference's timing, a baseline's figures) as JSON.
@@ -86,8 +86,9 @@ class Keeper:
     measures them); answer() serves a judge's request."""
 
     def __init__(self, cache_dir: Optional[str], task_source: str, versions: Mapping[str, Any], job: Mapping[str, Any],
-                 peaks: Optional[Callable[[], Peaks]] = None) -> None:
+                 peaks: Optional[Callable[[], Peaks]] = None, kept: Optional[launchers.Kept] = None) -> None:
         self.cache_dir = cache_dir
+        self.kept = kept if kept is not None else launchers.Kept()
         self.task_hash = hashlib.sha256(task_source.encode()).hexdigest()
         self.task_source = task_source
         self.versions = versions
@@ -163,6 +164,20 @@ class Keeper:
         floor.samples = floor.read()
         return floor
 
+    def launchers_key(self, device: object) -> str:
+        return json.dumps({"launchers": str(device), "task": self.task_hash}, sort_keys=True)
+
+    def launchers(self, device: object) -> List[launchers.Spec]:
+        """The launcher specs of earlier candidates of the task on `device` (launchers.py): in
+        the server's memory, for its life."""
+        return self.kept.get(self.launchers_key(device))
+
+    def keep_launchers(self, device: object, specs: object) -> None:
+        try:
+            self.kept.keep(self.launchers_key(device), specs)
+        except ValueError as e:
+            raise Refused(str(e))
+
     def peaks(self) -> Peaks:
         if self.peaks_of is None:
             return {"error": "the device's peaks are not measured here"}
@@ -198,6 +213,11 @@ class Keeper:
                 return {}
             if ask == "peaks":
                 return {"peaks": self.peaks()}
+            if ask == "launchers":
+                return {"specs": self.launchers(request.get("device"))}
+            if ask == "keep_launchers":
+                self.keep_launchers(request.get("device"), request.get("specs"))
+                return {}
             raise Refused("unknown request %r" % (ask,))
         except Refused as e:
             return {"error": str(e)}

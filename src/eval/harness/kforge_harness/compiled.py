@@ -26,6 +26,8 @@ import subprocess
 import sys
 from typing import IO, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple, TypedDict, Union
 
+from . import launchers
+
 
 class LaunchKey(TypedDict):
     """A launch as the reading keys it (launch_key): the kernel, its arguments' Triton types
@@ -108,6 +110,7 @@ class Launches:
         self.keys: Dict[str, LaunchKey] = {}
         self.code: Dict[str, KernelCode] = {}
         self.errors: List[str] = []
+        self.launchers: List[Dict[str, Any]] = []  # launchers.spec_of each compiled kernel (a GPU's)
 
     def note(self, fn: object, args: Sequence[object], kwargs: Mapping[str, object], result: object) -> None:
         """Bookkeeping only: never raises."""
@@ -118,6 +121,9 @@ class Launches:
             text = json.dumps(key, sort_keys=True, default=str)
             if text not in self.keys and len(self.keys) < MAX_KEYS:
                 self.keys[text] = key
+            spec = launchers.spec_of(result)
+            if spec is not None and spec not in self.launchers and len(self.launchers) < launchers.MAX_SPECS:
+                self.launchers.append(spec)
             asm = getattr(result, "asm", None)
             if isinstance(asm, dict) and text in self.keys and text not in self.code:
                 self.code[text] = {"kernel": key["kernel"], "ttir": relevant(asm.get("ttir")),

@@ -101,6 +101,13 @@ class Remote:
     def keep_floor(self, gpu: str, driver: Any, samples: list[Any]) -> None:
         self.link.ask("keep_floor", gpu=gpu, driver=driver, samples=samples)
 
+    def launchers(self, device: str) -> list[Any]:
+        specs = self.link.ask("launchers", device=device).get("specs")
+        return specs if isinstance(specs, list) else []
+
+    def keep_launchers(self, device: str, specs: Any) -> None:
+        self.link.ask("keep_launchers", device=device, specs=specs)
+
     def peaks(self) -> dict[str, Any]:
         answer = self.link.ask("peaks")
         peaks = answer.get("peaks")

@@ -89,6 +89,7 @@ class Relocate(TypedDict):
 
 class Rehearse(TypedDict):
     op: Literal["rehearse"]
+    launchers: list[Any]  # launchers.py's specs of earlier candidates' kernels, to build ahead
 
 
 class Hello(TypedDict):

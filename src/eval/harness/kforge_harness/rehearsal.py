@@ -67,11 +67,15 @@ def floating_dtypes(slots: Any) -> List[Any]:
     return found
 
 
-def rehearse(device: str, slots: Any, atol: float, rtol: float) -> Dict[str, Any]:
+def rehearse(device: str, slots: Any, atol: float, rtol: float, specs: Sequence[Any] = ()) -> Dict[str, Any]:
     """One audited forward and one GPU-time forward of the rehearsal's model per dtype of
     `slots`, their outputs copied and described as the worker's are. Returns the record
-    {"seconds", "dtypes", "triton_launches" (that the audit saw), "error"}; never raises."""
+    {"seconds", "dtypes", "triton_launches" (that the audit saw), "launchers" (launchers.build's
+    record of `specs`, earlier candidates' launchers: on a GPU), "error"}; never raises."""
     began = time.perf_counter()
+    from .launchers import build
+
+    built = build(list(specs)) if device != "cpu" else {"built": 0, "error": None}
     dtypes: Sequence[Any] = []
     launches = 0
     error = None
@@ -102,4 +106,4 @@ def rehearse(device: str, slots: Any, atol: float, rtol: float) -> Dict[str, Any
     except Exception as e:  # noqa: BLE001 -- a rehearsal that fails only saves nothing
         error = "%s: %s" % (type(e).__name__, str(e)[:300])
     return {"seconds": time.perf_counter() - began, "dtypes": [str(d).replace("torch.", "") for d in dtypes],
-            "triton_launches": launches, "error": error}
+            "triton_launches": launches, "launchers": built, "error": error}

@@ -32,7 +32,7 @@ import time
 import traceback
 from typing import IO, Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Sequence, Tuple
 
-from . import ahead, baselines, cachekeeper, envelope, sandbox, wire
+from . import ahead, baselines, cachekeeper, envelope, launchers, sandbox, wire
 from .device import device_description, missing_bytecode, versions
 from .errors import clean_text, tail_bytes
 from .protocol import PROTOCOL, fail, new_result
@@ -66,6 +66,7 @@ class Server:
         self.scratch_root = tempfile.mkdtemp(prefix="kforge-scratch-")
         self.forks = Forks(self.sandbox, self.policy, self.scratch_root)
         self.peaks: Dict[str, Peaks] = {}  # device -> its peaks, measured or read by this server (cachekeeper.py)
+        self.launchers = launchers.Kept()  # earlier candidates' launcher specs per task and device (launchers.py)
         self.ahead = ahead.Ahead(self.forks, self.selector, self.keeper, lambda raw: self.job_result(raw, None))
         # The last evaluation that ran a judge, as start_ahead reads it: (its job, with the
         # task's source, and its result); None once read.
@@ -216,7 +217,8 @@ class Server:
         """What the server keeps for `job`'s judge (cachekeeper.py), under keys of its own."""
         spec = job.spec
         return cachekeeper.Keeper(spec.baseline_cache_dir, job.task_source, job.result["versions"], job.fields(),
-                                  peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir))
+                                  peaks=lambda: measured_peaks(self.peaks, spec.device, spec.baseline_cache_dir),
+                                  kept=self.launchers)
 
     def start_ahead(self) -> None:
         """After an evaluation was answered, where no request waits already: the next

@@ -189,7 +189,8 @@ class Worker:
             return
         from .rehearsal import rehearse
 
-        record = rehearse(self.device, self.outputs, self.job.get("atol", 1e-2), self.job.get("rtol", 1e-2))
+        record = rehearse(self.device, self.outputs, self.job.get("atol", 1e-2), self.job.get("rtol", 1e-2),
+                          request.get("launchers") or [])
         self.reply(messages.Rehearsed(type="rehearsed", record=record))
 
     def op_sets(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
@@ -301,6 +302,7 @@ class Worker:
         (compiled.py): the judge reads it (precision.with_compiled)."""
         try:
             reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu, self.reading)
+            reading["launchers"] = list(self.launches.launchers)
             self.reading = None
         except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
             reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}

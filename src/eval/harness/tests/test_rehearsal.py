@@ -97,7 +97,7 @@ def test_the_judge_rehearses_beside_its_worker_and_only_logs_either_failure(
     run.link = FakeLink({"error": "RuntimeError: boom"})
     outputs = (torch.empty(64, 33, device="meta"), torch.empty(5, dtype=torch.int64, device="meta"))
     judge_rehearsal.rehearse(run, setup_with(outputs))
-    assert run.link.sent == [{"op": "rehearse"}]
+    assert run.link.sent == [{"op": "rehearse", "launchers": []}]
     assert "the worker's rehearsal failed (RuntimeError: boom)" in capsys.readouterr().err
 
     def broken(*args: Any, **kwargs: Any) -> Any:

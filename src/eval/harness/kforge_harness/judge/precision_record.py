@@ -62,6 +62,11 @@ class PrecisionView:
         reading: messages.PrecisionReading = self.run.link.call(messages.Precision(op="precision"), "precision")
         self.compiled_reading = reading.get("reading")
         self.describe()
+        specs = self.compiled_reading.get("launchers") if isinstance(self.compiled_reading, dict) else None
+        if self.run.gpu and specs and self.run.store is not None:
+            # For the worker of a later candidate to build ahead (launchers.py); the server
+            # keeps only specs it finds valid.
+            self.run.store.keep_launchers(self.run.device, specs)
 
     def read_compiled_of_a_mismatch(self) -> None:
         """The compiled reading for a kernel that gave wrong values: its precision record (and

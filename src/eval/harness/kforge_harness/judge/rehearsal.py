@@ -79,7 +79,8 @@ def rehearse(run: Run, setup: Setup) -> None:
     """Both rehearsals, the worker's beside the judge's; a rehearsal's own failure is only
     logged (it saves time, it decides nothing)."""
     link = run.link
-    link.send(messages.Rehearse(op="rehearse"))
+    specs = run.store.launchers(run.device) if run.gpu and run.store is not None else []
+    link.send(messages.Rehearse(op="rehearse", launchers=specs))
     try:
         rehearse_judge(run, setup)
     except Exception as e:  # noqa: BLE001 -- see above
