@@ -55,14 +55,16 @@ class _Model:
 
 def floating_dtypes(slots: Any) -> List[Any]:
     """The distinct floating dtypes among the output slots (float32 first, always there):
-    the dtypes the audit's and the copies' kernels will see."""
+    the dtypes the audit's and the copies' kernels will see. Only those PyTorch computes in
+    (not the float8 formats, which its operators do not take)."""
     import torch
 
     from .tensors import flatten_outputs
 
     found = [torch.float32]
+    computed = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     for _, value in flatten_outputs(slots):
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype not in found:
+        if isinstance(value, torch.Tensor) and value.dtype in computed and value.dtype not in found:
             found.append(value.dtype)
     return found
 

@@ -27,7 +27,8 @@ def live_tensors() -> List[torch.Tensor]:
 
 
 def test_the_workers_rehearsal_runs_an_audited_triton_forward_per_dtype_and_leaves_no_tensor() -> None:
-    slots = {"y": torch.zeros(3, dtype=torch.float64), "n": torch.zeros(2, dtype=torch.int64)}
+    slots = {"y": torch.zeros(3, dtype=torch.float64), "n": torch.zeros(2, dtype=torch.int64),
+             "q": torch.zeros(2, dtype=torch.float8_e4m3fn)}
     gc.collect()
     before = len(live_tensors())
     record = rehearsal.rehearse("cpu", slots, 1e-2, 1e-2)
