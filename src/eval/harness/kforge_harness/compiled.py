@@ -217,15 +217,17 @@ def start(launches: Launches, source: str, workdir: str, gpu: bool,
 
 def read(launches: Launches, source: str, workdir: str, gpu: bool, pending: Optional[Pending] = None) -> Reading:
     """{"kernels": [{"kernel", "ttir", "ptx", "error"}], "errors": [...]}: on a GPU the
-    launched kernels' own code; on the CPU each launch compiled up to TTIR in a fresh process
-    (`pending`'s, started early by `start`, where it read these same launches)."""
+    launched kernels' own code (and "launchers": their launcher specs, launchers.py); on the
+    CPU each launch compiled up to TTIR in a fresh process (`pending`'s, started early by
+    `start`, where it read these same launches)."""
     if gpu or launches.code:
         if pending is not None:
             pending.cancel()
         kernels: List[KernelCode] = [dict(launches.code[k], error=None) if k in launches.code else
                    {"kernel": key["kernel"], "ttir": None, "ptx": None, "error": "its launch returned no compiled kernel"}
                    for k, key in launches.keys.items()]
-        return {"kernels": kernels, "errors": launches.errors, "compiled_for": "the GPU it ran on"}
+        return {"kernels": kernels, "errors": launches.errors, "compiled_for": "the GPU it ran on",
+                "launchers": list(launches.launchers)}
     if not launches.keys:
         if pending is not None:
             pending.cancel()

@@ -20,7 +20,7 @@ evaluation goes on as without it.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 import triton
 import triton.language as tl
@@ -109,3 +109,12 @@ def rehearse(device: str, slots: Any, atol: float, rtol: float, specs: Sequence[
         error = "%s: %s" % (type(e).__name__, str(e)[:300])
     return {"seconds": time.perf_counter() - began, "dtypes": [str(d).replace("torch.", "") for d in dtypes],
             "triton_launches": launches, "launchers": built, "error": error}
+
+
+def rehearse_worker(worker: Any, request: Mapping[str, Any]) -> Dict[str, Any]:
+    """A worker's `rehearse` (worker.Worker): only before its kernel is loaded, on its output
+    slots, with the launcher specs the judge sent."""
+    if worker.model is not None or worker.source is not None:
+        return {"error": "the kernel is already loaded"}
+    return rehearse(worker.device, worker.outputs, worker.job.get("atol", 1e-2), worker.job.get("rtol", 1e-2),
+                    request.get("launchers") or [])

@@ -181,17 +181,10 @@ class Worker:
         self.reply(messages.Attached(type="attached"))
 
     def op_rehearse(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
-        """Before the kernel is known (a worker started ahead): the harness's checking code run
-        once on its own model (rehearsal.py), so that this process's first-time costs are
-        paid now rather than on the candidate's way to its verdict."""
-        if self.model is not None or self.source is not None:
-            self.reply(messages.Rehearsed(type="rehearsed", record={"error": "the kernel is already loaded"}))
-            return
-        from .rehearsal import rehearse
+        """The harness's checks once on its own model, before the kernel is known (rehearsal.py)."""
+        from .rehearsal import rehearse_worker
 
-        record = rehearse(self.device, self.outputs, self.job.get("atol", 1e-2), self.job.get("rtol", 1e-2),
-                          request.get("launchers") or [])
-        self.reply(messages.Rehearsed(type="rehearsed", record=record))
+        self.reply(messages.Rehearsed(type="rehearsed", record=rehearse_worker(self, request)))
 
     def op_sets(self, request: Message, mappings: Sequence[mmap.mmap]) -> None:
         """More input sets and output slots for timed windows of several forwards (timed.py):
@@ -302,7 +295,6 @@ class Worker:
         (compiled.py): the judge reads it (precision.with_compiled)."""
         try:
             reading = compiled.read(self.launches, self.source or "", self.job["workdir"], self.gpu, self.reading)
-            reading["launchers"] = list(self.launches.launchers)
             self.reading = None
         except Exception as e:  # noqa: BLE001 -- the judge then keeps the source's reading, and says why
             reading = {"kernels": [], "errors": ["%s: %s" % (type(e).__name__, str(e)[:300])]}

@@ -119,6 +119,8 @@ def test_the_audited_launches_note_their_launchers() -> None:
     launches.note(kernel, [], {}, result)
     launches.note(kernel, [], {}, result)
     assert launches.launchers == [{"signature": ["*fp32", "i32"]}]
+    # The worker's reading on a GPU tells the judge, which asks the server to keep them.
+    assert compiled.read(launches, "", "/nonexistent", True)["launchers"] == [{"signature": ["*fp32", "i32"]}]
 
 
 class Store:
