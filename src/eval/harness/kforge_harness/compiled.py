@@ -122,8 +122,8 @@ class Launches:
             if text not in self.keys and len(self.keys) < MAX_KEYS:
                 self.keys[text] = key
             spec = launchers.spec_of(result)
-            if spec is not None and spec not in self.launchers and len(self.launchers) < launchers.MAX_SPECS:
-                self.launchers.append(spec)
+            if spec is not None:
+                self.launchers = launchers.merged(self.launchers, [spec])
             asm = getattr(result, "asm", None)
             if isinstance(asm, dict) and text in self.keys and text not in self.code:
                 self.code[text] = {"kernel": key["kernel"], "ttir": relevant(asm.get("ttir")),

@@ -77,15 +77,14 @@ class Checker:
             return None
         nonce = secrets.randbelow(1 << 31)
         request = messages.Forward(op="forward", mode="audit", nonce=nonce)
-        if pending is not None and self.oracles.beside_forward(pending):
-            # The oracle's moments are the judge's own work on its own memory: measured while
-            # the kernel's process runs its forward (the first one compiles the kernel).
+        # The oracle's moments are the judge's own work on its own memory: where they may be
+        # held that long, measured while the kernel's process runs its forward (the first one
+        # compiles the kernel).
+        beside = pending is not None and self.oracles.beside_forward(pending)
+        if beside:
             self.run.link.send(request)
-            compared_with = self.oracles.of(family, pending, ref_out)
-            done: messages.Done = self.run.link.receive("done")
-        else:
-            compared_with = self.oracles.of(family, pending, ref_out)
-            done = self.run.link.call(request, "done")
+        compared_with = self.oracles.of(family, pending, ref_out)
+        done: messages.Done = self.run.link.receive("done") if beside else self.run.link.call(request, "done")
         outputs = freeze(done, self.slots)
         self.run.meter.sample()
         record: Any = done.get("audit")
